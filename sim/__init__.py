@@ -1,0 +1,1 @@
+"""cocotb benches and the Verilator/Icarus runner glue."""

@@ -1,0 +1,63 @@
+"""Shared pieces of the cocotb benches (run inside the simulator process).
+
+In the style of verilog-axis / cocotbext-axi: a :class:`TB` owns the clock and
+reset, and every stream test runs under random idle cycles on its sources and
+random back-pressure on its sinks, drawn from one seeded generator.
+"""
+
+import json
+import os
+import random
+
+import cocotb
+from cocotb.clock import Clock
+from cocotb.triggers import ReadOnly, RisingEdge
+
+__all__ = ["params", "seed", "TB", "random_pattern"]
+
+
+def params():
+    """The JSON parameters :func:`sim.runner.run_bench` handed to this run."""
+    return json.loads(os.environ.get("SPECGEN_PARAMS", "{}"))
+
+
+def seed():
+    """The run's seed (printed by the runner; ``SPECGEN_SEED`` replays it)."""
+    return int(os.environ["SPECGEN_SEED"])
+
+
+def random_pattern(rng, probability):
+    """Endless 0/1 stream: 1 with ``probability`` (an idle or stall cycle)."""
+    while True:
+        yield int(rng.random() < probability)
+
+
+class TB:
+    """Clock, reset and a seeded RNG for one DUT.
+
+    The DUT's clock and reset are Amaranth's ``clk`` and ``rst`` (synchronous,
+    active high).
+    """
+
+    def __init__(self, dut, *, period_ns=10):
+        self.dut = dut
+        self.rng = random.Random(seed())
+        self.period_ns = period_ns
+        self.cycle = 0
+        cocotb.start_soon(Clock(dut.clk, period_ns, unit="ns").start())
+
+    async def reset(self, cycles=2):
+        """Hold ``rst`` for ``cycles`` rising edges, then release it."""
+        self.dut.rst.value = 1
+        for _ in range(cycles):
+            await RisingEdge(self.dut.clk)
+        self.dut.rst.value = 0
+
+    async def edge(self):
+        """Wait for the next rising edge."""
+        await RisingEdge(self.dut.clk)
+        self.cycle += 1
+
+    async def settle(self):
+        """Wait until combinational outputs of this cycle are stable."""
+        await ReadOnly()

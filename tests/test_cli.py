@@ -1,0 +1,77 @@
+import json
+import subprocess
+import sys
+
+import pytest
+
+from gen.cli import main
+from gen.output import sha256_file
+from golden.config import preset_names
+
+
+def run_cli(*args):
+    return subprocess.run([sys.executable, "-m", "gen", *args], capture_output=True, text=True)
+
+
+def test_help_lists_commands():
+    proc = run_cli("--help")
+    assert proc.returncode == 0
+    for command in ("verilog", "golden", "bsfp-study", "bench"):
+        assert command in proc.stdout
+
+
+def test_verilog_writes_manifest(tmp_path):
+    out = tmp_path / "sim"
+    assert main(["verilog", "--board", "sim", "--out", str(out)]) == 0
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["board"] == "sim"
+    assert manifest["config"]["tree"]["fifo_depth"] == 16
+    assert set(manifest["files"]) == {f"{m}.v" for m in manifest["modules"]}
+    for name, digest in manifest["files"].items():
+        assert sha256_file(out / name) == digest
+    # Deterministic: a second run gives the same bytes.
+    out2 = tmp_path / "again"
+    assert main(["verilog", "--board", "sim", "--out", str(out2)]) == 0
+    assert (out / "manifest.json").read_bytes() == (out2 / "manifest.json").read_bytes()
+    # Re-running into an earlier output replaces it.
+    assert main(["verilog", "--board", "sim", "--out", str(out)]) == 0
+
+
+def test_unknown_board_is_one_line_exit_2(tmp_path):
+    out = tmp_path / "x"
+    proc = run_cli("verilog", "--board", "zcu102", "--out", str(out))
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == (
+        "specgen verilog: error: unknown board 'zcu102'; allowed: " + ", ".join(preset_names()))
+    assert not out.exists()
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_unwritable_out_is_one_line_exit_2(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    proc = run_cli("verilog", "--board", "sim", "--out", str(blocker / "sub"))
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("specgen verilog: error: cannot write --out")
+    assert len(proc.stderr.strip().splitlines()) == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file"]
+
+
+def test_refuses_foreign_non_empty_folder(tmp_path):
+    (tmp_path / "precious.txt").write_text("user data")
+    proc = run_cli("verilog", "--board", "sim", "--out", str(tmp_path))
+    assert proc.returncode == 2
+    assert "not written by specgen" in proc.stderr
+    assert (tmp_path / "precious.txt").read_text() == "user data"
+
+
+def test_failure_midway_leaves_no_output(tmp_path, monkeypatch):
+    import gen.emit
+
+    def boom(*args, **kwargs):
+        raise RuntimeError("simulated failure while emitting")
+    out = tmp_path / "out"
+    monkeypatch.setattr(gen.emit.verilog, "convert", boom)
+    with pytest.raises(RuntimeError):
+        main(["verilog", "--board", "sim", "--out", str(out)])
+    assert list(tmp_path.iterdir()) == []

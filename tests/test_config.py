@@ -1,0 +1,55 @@
+import dataclasses
+
+import pytest
+
+from golden.config import BoardConfig, Config, TreeConfig, preset, preset_names
+
+
+def test_presets():
+    assert preset_names() == ("sim", "vck190", "vhk158")
+    assert preset("vck190").board.part == "xcvc1902-vsva2197-2MP-e-S"
+    assert preset("vhk158").board.part == "xcvh1582-vsva3697-2MP-e-S"
+    assert preset("vck190").board.clock_mhz == 400.0 and preset("vhk158").board.clock_mhz == 250.0
+    assert preset("vck190").tree.fifo_depth == 16 and preset("vhk158").tree.tile_size == 64
+
+
+def test_unknown_preset_names_allowed_values():
+    with pytest.raises(ValueError) as info:
+        preset("zcu104")
+    assert str(info.value) == "unknown board 'zcu104'; allowed: sim, vck190, vhk158"
+
+
+def test_configs_are_frozen():
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        preset("sim").tree.fifo_depth = 3
+
+
+@pytest.mark.parametrize("kwargs,exc,message", [
+    ({"fifo_depth": 0}, ValueError, "TreeConfig.fifo_depth must be an integer >= 1, not 0"),
+    ({"tile_size": 2.5}, TypeError, "TreeConfig.tile_size must be an integer >= 1, not 2.5"),
+    ({"max_nodes": -3}, ValueError, "TreeConfig.max_nodes must be an integer >= 1, not -3"),
+])
+def test_tree_config_validation(kwargs, exc, message):
+    with pytest.raises(exc) as info:
+        TreeConfig(**kwargs)
+    assert str(info.value) == message
+
+
+def test_board_config_validation():
+    good = dict(name="x", part=None, clock_mhz=100.0, memory="DDR", mem_bw_gbs=1.0, dsp58=1)
+    with pytest.raises(ValueError) as info:
+        BoardConfig(**dict(good, memory="SRAM"))
+    assert str(info.value) == "BoardConfig.memory must be one of 'DDR', 'HBM', 'none', not 'SRAM'"
+    with pytest.raises(ValueError) as info:
+        BoardConfig(**dict(good, clock_mhz=float("nan")))
+    assert str(info.value) == "BoardConfig.clock_mhz must be a finite number in [1.0, 1000.0], not nan"
+    with pytest.raises(TypeError, match="BoardConfig.part must be a non-empty string or None"):
+        BoardConfig(**dict(good, part=""))
+    with pytest.raises(TypeError, match="Config.tree must be a TreeConfig"):
+        Config(name="x", board=BoardConfig(**good), tree={"fifo_depth": 4})
+
+
+def test_slot_bits():
+    assert TreeConfig(fifo_depth=1).slot_bits == 1
+    assert TreeConfig(fifo_depth=16).slot_bits == 4
+    assert TreeConfig(fifo_depth=17).slot_bits == 5
