@@ -11,3 +11,13 @@ def seed():
         random.SystemRandom().randrange(1 << 31)
     print(f"seed={value} (replay: SPECGEN_SEED={value})")
     return value
+
+
+def pytest_collection_modifyitems(config, items):
+    """Plain ``pytest`` leaves out the ``slow`` set; ``-m slow`` (make test-slow) runs it."""
+    if config.option.markexpr:
+        return
+    slow = [item for item in items if item.get_closest_marker("slow")]
+    if slow:
+        config.hook.pytest_deselected(items=slow)
+        items[:] = [item for item in items if not item.get_closest_marker("slow")]

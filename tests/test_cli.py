@@ -65,6 +65,7 @@ def test_refuses_foreign_non_empty_folder(tmp_path):
     assert (tmp_path / "precious.txt").read_text() == "user data"
 
 
+@pytest.mark.filterwarnings("ignore:.*created but never used")
 def test_failure_midway_leaves_no_output(tmp_path, monkeypatch):
     import gen.emit
 
