@@ -328,7 +328,7 @@ def _report(r):
       f"{GROUP_SIZE} consecutive weights along the input (last) axis. *Inexact* counts the "
       f"weights the scaling pushed into the subnormal range with bits lost (counted, never hidden).")
     a("")
-    a(f"| matrix | shape | max abs | k (tensor) | inexact (tensor) | groups with k = 0/1/2/3+ | inexact (group) |")
+    a("| matrix | shape | max abs | k (tensor) | inexact (tensor) | groups with k = 0/1/2/3+ | inexact (group) |")
     a("|---|---|---|---|---|---|---|")
     for row in r["scales"]:
         g = row["group_k"]

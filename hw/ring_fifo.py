@@ -6,7 +6,7 @@ is computed. The live slots form a FIFO, kept here as a ring buffer of
 ``depth`` entries. The seed sizes it at ``fifo_depth 16``.
 """
 
-from amaranth import Elaboratable, Module, Mux, Signal
+from amaranth import Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
