@@ -28,6 +28,11 @@ def _cmd_bsfp_study(args):
     write_study(out=args.out)
 
 
+def _cmd_ssm_budget(args):
+    from .ssm_error_budget import write_error_budget
+    write_error_budget(out=args.out, steps=args.steps, seed=args.seed)
+
+
 def _cmd_bench(args):
     from .bench import write_bench
     write_bench(out=args.out)
@@ -58,6 +63,12 @@ def build_parser():
     p = sub.add_parser("bsfp-study", help="regenerate the BSFP study on real weights")
     p.add_argument("--out", default="docs", metavar="DIR", help="output folder (default docs)")
     p.set_defaults(func=_cmd_bsfp_study)
+
+    p = sub.add_parser("ssm-budget", help="regenerate the SSM numerics contract and error budget")
+    p.add_argument("--out", default="docs", metavar="DIR", help="output folder (default docs)")
+    p.add_argument("--steps", type=int, default=1000, help="decode steps (default 1000)")
+    p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    p.set_defaults(func=_cmd_ssm_budget)
 
     p = sub.add_parser("bench", help="run the benchmarks and rewrite docs/perf.md")
     p.add_argument("--out", default="docs/perf.md", metavar="FILE", help="report path")
