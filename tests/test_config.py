@@ -53,3 +53,14 @@ def test_slot_bits():
     assert TreeConfig(fifo_depth=1).slot_bits == 1
     assert TreeConfig(fifo_depth=16).slot_bits == 4
     assert TreeConfig(fifo_depth=17).slot_bits == 5
+
+
+def test_linear_config_validation():
+    from golden.config import LinearConfig
+    with pytest.raises(ValueError) as info:
+        LinearConfig(fmt_out="bf16")
+    assert str(info.value) == "LinearConfig.fmt_out must be one of 'fp32', 'fp16', not 'bf16'"
+    with pytest.raises(ValueError) as info:
+        LinearConfig(quant_lanes=0)
+    assert str(info.value) == "LinearConfig.quant_lanes must be an integer in [1, 8], not 0"
+    assert preset("vhk158").linear.pes == 64 * 16

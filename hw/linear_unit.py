@@ -1,0 +1,271 @@
+"""``LinearUnit``: SpecMamba's linear unit, a rows × cols array of SPEQ ``DualModePE``\\ s.
+
+SpecMamba verifies a whole draft tree in one pass: the T tree nodes share every
+weight, so the linear unit reads each weight once and broadcasts it to all T
+tokens (SPEC §4, "Dataflow"). Here the array is output-stationary:
+
+* PE ``(r, c)`` computes the dot product of weight row ``r`` of the current
+  output tile with token ``c``'s activations;
+* one weight beat carries column ``j`` of the tile (``rows`` weights, or
+  ``rows × quant_lanes`` draft nibbles) and is broadcast along each PE row to
+  all ``cols`` token lanes;
+* one activation beat carries input ``j`` of every token and is broadcast down
+  each PE column to all ``rows`` PEs.
+
+The draft pass (quantized mode) streams only the nibble plane of the BSFP v1
+split layout and ``quant_lanes`` inputs per beat; the target pass (full mode)
+streams the reconstructed 15-bit scaled weights (nibble + residue planes,
+merged by :class:`hw.fp16_reconstructor.FP16Reconstructor` upstream).
+"""
+
+from amaranth import Cat, Const, Module, Mux, Signal
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from golden.fp import FP32
+from golden.validate import check_int
+
+from .dual_mode_pe import SCALE_BITS, WEIGHT_BITS, DualModePE
+from .ring_fifo import RingFIFO
+
+__all__ = ["LinearUnit", "weight_layout", "act_layout", "cmd_layout", "result_layout"]
+
+COUNTER_BITS = 48
+
+
+def weight_layout(rows, lanes):
+    """One weight beat: column ``j`` of the output tile, for every PE row."""
+    return data.StructLayout({
+        "weight": data.ArrayLayout(WEIGHT_BITS, rows),                  # full mode
+        "nibble": data.ArrayLayout(data.ArrayLayout(4, lanes), rows),    # quantized mode
+        "k": data.ArrayLayout(data.ArrayLayout(SCALE_BITS, lanes), rows),
+    })
+
+
+def act_layout(cols, lanes):
+    """One activation beat: input ``j`` (``lanes`` inputs in quantized mode) of every token."""
+    return data.StructLayout({
+        "act": data.ArrayLayout(data.ArrayLayout(16, lanes), cols),
+        "lane_valid": lanes,
+    })
+
+
+def cmd_layout(rows, cols, max_k):
+    """One job: an output tile of ``n_rows`` rows times ``n_tokens`` tokens, ``steps`` beats."""
+    return data.StructLayout({
+        "mode": 1,
+        "steps": range(1, max_k + 1),
+        "n_rows": range(1, rows + 1),
+        "n_tokens": range(1, cols + 1),
+    })
+
+
+def result_layout(rows, cols, fmt_out):
+    """One result beat: a row of the output tile for every token lane."""
+    return data.StructLayout({
+        "value": data.ArrayLayout(fmt_out.width, cols),
+        "row": range(rows),
+        "token_valid": cols,
+        "last": 1,
+    })
+
+
+class LinearUnit(wiring.Component):
+    """y = W·x for up to ``cols`` tokens on a ``rows × cols`` grid of ``DualModePE``.
+
+    Parameters
+    ----------
+    rows : int
+        Output rows per tile (PE rows), ≥ 1.
+    cols : int
+        Token lanes (PE columns), ≥ 1: the most tokens one job verifies.
+    quant_lanes : int
+        Draft products per PE per beat in quantized mode (SPEQ: 3).
+    max_k : int
+        Most beats per job; sizes each PE's exact accumulator
+        (``golden.dot.accumulator_spec(FP16, max_k * quant_lanes)``).
+    fmt_out : golden.fp.FPFormat
+        ``FP32`` (default) or ``FP16``.
+    config : golden.bsfp.BSFPConfig, optional
+        BSFP v1 config of the draft (its exponent table).
+
+    Attributes
+    ----------
+    cmd : In(stream.Signature(cmd_layout(...)))
+        Starts a job: ``mode`` (0 full, 1 quantized), ``steps`` beats, ``n_rows``
+        valid output rows (the rest are padding), ``n_tokens`` valid token lanes.
+        Accepted when the previous job has issued its last beat.
+    w : In(stream.Signature(weight_layout(rows, quant_lanes)))
+        ``steps`` weight beats per job. Padding rows carry zero weights.
+    x : In(stream.Signature(act_layout(cols, quant_lanes)))
+        ``steps`` activation beats per job, in step with ``w``; ``lane_valid``
+        marks the valid quantized lanes (the last beat of a draft dot product
+        may be partial), and is ignored in full mode. Padding token lanes
+        should carry zeros.
+    y : Out(stream.Signature(result_layout(rows, cols, fmt_out)))
+        ``n_rows`` beats per job, rows in order, each with the rounded dot
+        products of all token lanes; ``token_valid`` marks the ``n_tokens``
+        valid lanes and ``last`` the job's last row.
+    busy_cycles, stall_cycles, useful_macs : Out(48)
+        Performance counters since reset: cycles in which the array took a
+        beat; cycles inside a job in which it did not (waiting for ``w``,
+        ``x`` or ``y``); products of valid rows × valid tokens × valid lanes.
+
+    Notes
+    -----
+    A beat moves when ``w.valid`` and ``x.valid`` are both high and every PE is
+    ready; ``w`` and ``x`` are then taken together. The array never stalls on
+    its own: with both streams valid and ``y`` ready it takes one beat per
+    cycle, back to back across jobs. A job's rows appear on ``y`` from
+    :attr:`latency` cycles after its last beat; while they drain, the next
+    job's beats keep flowing, and the array holds only if a tile of results
+    is still draining when the next one is done (``steps < n_rows``).
+    """
+
+    def __init__(self, *, rows, cols, quant_lanes=3, max_k=64, fmt_out=FP32, config=None,
+                 jobs_in_flight=8):
+        self._rows = check_int("LinearUnit", "rows", rows, min=1)
+        self._cols = check_int("LinearUnit", "cols", cols, min=1)
+        self._lanes = check_int("LinearUnit", "quant_lanes", quant_lanes, min=1, max=8)
+        self._max_k = check_int("LinearUnit", "max_k", max_k, min=1)
+        self._jobs = check_int("LinearUnit", "jobs_in_flight", jobs_in_flight, min=1)
+        # The PE validates fmt_out and config; build one here so errors surface now.
+        self._pe_args = dict(fmt_out=fmt_out, n=self._max_k * self._lanes,
+                             quant_lanes=self._lanes, config=config)
+        self._pe0 = DualModePE(**self._pe_args)
+        self._fmt_out = fmt_out
+        super().__init__({
+            "cmd": In(stream.Signature(cmd_layout(self._rows, self._cols, self._max_k))),
+            "w": In(stream.Signature(weight_layout(self._rows, self._lanes))),
+            "x": In(stream.Signature(act_layout(self._cols, self._lanes))),
+            "y": Out(stream.Signature(result_layout(self._rows, self._cols, fmt_out))),
+            "busy_cycles": Out(COUNTER_BITS),
+            "stall_cycles": Out(COUNTER_BITS),
+            "useful_macs": Out(COUNTER_BITS),
+        })
+
+    rows = property(lambda self: self._rows)
+    cols = property(lambda self: self._cols)
+    quant_lanes = property(lambda self: self._lanes)
+    max_k = property(lambda self: self._max_k)
+    fmt_out = property(lambda self: self._fmt_out)
+
+    @property
+    def pes(self):
+        return self._rows * self._cols
+
+    @property
+    def latency(self):
+        """Cycles from the job's last beat to its first ``y.valid`` (no stall)."""
+        return self._pe0.latency + 1
+
+    def elaborate(self, platform):
+        m = Module()
+        R, Ccols, Q = self._rows, self._cols, self._lanes
+
+        pes = [[DualModePE(**self._pe_args) if (r, c) != (0, 0) else self._pe0
+                for c in range(Ccols)] for r in range(R)]
+        for r in range(R):
+            for c in range(Ccols):
+                m.submodules[f"pe_r{r}_c{c}"] = pes[r][c]
+
+        # ---- job control -------------------------------------------------------------
+        running = Signal()
+        mode = Signal()
+        steps = Signal.like(self.cmd.payload.steps)
+        n_rows = Signal.like(self.cmd.payload.n_rows)
+        n_tokens = Signal.like(self.cmd.payload.n_tokens)
+        step = Signal(range(self._max_k + 1))
+
+        # Job descriptors wait here for their results (rows and tokens to emit).
+        m.submodules.jobs = jobs = RingFIFO(width=len(n_rows) + len(n_tokens), depth=self._jobs)
+
+        all_ready = Signal()
+        m.d.comb += all_ready.eq(Cat(pe.i.ready for row in pes for pe in row).all())
+        fire = Signal()
+        m.d.comb += [
+            fire.eq(running & self.w.valid & self.x.valid & all_ready),
+            self.w.ready.eq(running & self.x.valid & all_ready),
+            self.x.ready.eq(running & self.w.valid & all_ready),
+            self.cmd.ready.eq(~running & jobs.w.ready),
+            jobs.w.valid.eq(self.cmd.valid & self.cmd.ready),
+            jobs.w.payload.eq(Cat(self.cmd.payload.n_rows, self.cmd.payload.n_tokens)),
+        ]
+        last = Signal()
+        m.d.comb += last.eq(step == steps - 1)
+        with m.If(self.cmd.valid & self.cmd.ready):
+            m.d.sync += [running.eq(1), mode.eq(self.cmd.payload.mode), step.eq(0),
+                         steps.eq(self.cmd.payload.steps), n_rows.eq(self.cmd.payload.n_rows),
+                         n_tokens.eq(self.cmd.payload.n_tokens)]
+        with m.Elif(fire):
+            m.d.sync += step.eq(step + 1)
+            with m.If(last):
+                m.d.sync += running.eq(0)
+
+        # ---- broadcast: weights along rows, activations down columns -------------------
+        w, x = self.w.payload, self.x.payload
+        for r in range(R):
+            for c in range(Ccols):
+                i = pes[r][c].i
+                m.d.comb += [
+                    i.valid.eq(fire),
+                    i.payload.weight.eq(w.weight[r]),
+                    i.payload.mode.eq(mode),
+                    i.payload.last.eq(last),
+                    i.payload.lane_valid.eq(x.lane_valid),
+                ]
+                for j in range(Q):
+                    m.d.comb += [
+                        i.payload.act[j].eq(x.act[c][j]),
+                        i.payload.nibble[j].eq(w.nibble[r][j]),
+                        i.payload.k[j].eq(w.k[r][j]),
+                    ]
+
+        # ---- performance counters ------------------------------------------------------
+        lanes_used = Signal(range(Q + 1))
+        m.d.comb += lanes_used.eq(Mux(mode, sum(x.lane_valid[j] for j in range(Q)), 1))
+        with m.If(fire):
+            m.d.sync += [self.busy_cycles.eq(self.busy_cycles + 1),
+                         self.useful_macs.eq(self.useful_macs + n_rows * n_tokens * lanes_used)]
+        with m.Elif(running):
+            m.d.sync += self.stall_cycles.eq(self.stall_cycles + 1)
+
+        # ---- results: capture a whole tile, then drain it row by row -------------------
+        buf = [[Signal(self._fmt_out.width, name=f"buf_r{r}_c{c}") for c in range(Ccols)]
+               for r in range(R)]
+        buf_valid = Signal()
+        buf_rows = Signal.like(n_rows)
+        buf_tokens = Signal.like(n_tokens)
+        row = Signal(range(R))
+        # Every PE runs in lock step, so all results of a tile appear in the same cycle.
+        results_valid = pes[0][0].o.valid
+        capture = Signal()
+        m.d.comb += [capture.eq(results_valid & ~buf_valid), jobs.r.ready.eq(capture)]
+        for r in range(R):
+            for c in range(Ccols):
+                m.d.comb += pes[r][c].o.ready.eq(capture)
+        with m.If(capture):
+            m.d.sync += [buf_valid.eq(1), row.eq(0),
+                         buf_rows.eq(jobs.r.payload[:len(n_rows)]),
+                         buf_tokens.eq(jobs.r.payload[len(n_rows):])]
+            for r in range(R):
+                for c in range(Ccols):
+                    m.d.sync += buf[r][c].eq(pes[r][c].o.payload)
+
+        y = self.y.payload
+        m.d.comb += [
+            self.y.valid.eq(buf_valid),
+            y.row.eq(row),
+            y.last.eq(row == buf_rows - 1),
+            y.token_valid.eq(Cat(Const(c, range(Ccols + 1)) < buf_tokens for c in range(Ccols))),
+        ]
+        with m.Switch(row):
+            for r in range(R):
+                with m.Case(r):
+                    for c in range(Ccols):
+                        m.d.comb += y.value[c].eq(buf[r][c])
+        with m.If(self.y.valid & self.y.ready):
+            m.d.sync += row.eq(row + 1)
+            with m.If(y.last):
+                m.d.sync += buf_valid.eq(0)
+        return m

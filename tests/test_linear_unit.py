@@ -1,0 +1,43 @@
+import pytest
+
+from golden.fp import FP16, FP32
+from hw.linear_unit import LinearUnit
+from sim.runner import run_bench
+
+FORMATS = {"fp32": FP32, "fp16": FP16}
+TESTS = ["random_jobs", "special_values", "boundary_jobs", "reset_mid_job"]
+
+CONFIGS = [
+    # rows, cols, lanes, max_k, fmt_out
+    pytest.param(2, 3, 3, 8, "fp32", id="r2-c3-q3-fp32"),     # T > rows, non-square
+    pytest.param(3, 1, 2, 6, "fp16", id="r3-c1-q2-fp16"),     # T = 1, FP16 out
+    pytest.param(1, 2, 1, 5, "fp32", id="r1-c2-q1-fp32"),
+]
+
+
+def _unit(rows, cols, lanes, max_k, fmt_out):
+    return LinearUnit(rows=rows, cols=cols, quant_lanes=lanes, max_k=max_k,
+                      fmt_out=FORMATS[fmt_out])
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("rows,cols,lanes,max_k,fmt_out", CONFIGS)
+def test_linear_unit(rows, cols, lanes, max_k, fmt_out):
+    run_bench(_unit(rows, cols, lanes, max_k, fmt_out),
+              name=f"linear_unit_r{rows}_c{cols}_q{lanes}_k{max_k}_{fmt_out}",
+              module="sim.linear_unit", testcase=TESTS,
+              params={"rows": rows, "cols": cols, "lanes": lanes, "max_k": max_k,
+                      "fmt_out": fmt_out, "jobs": 10})
+
+
+@pytest.mark.parametrize("kwargs,exc,message", [
+    ({"rows": 0, "cols": 2}, ValueError, "LinearUnit.rows must be an integer >= 1, not 0"),
+    ({"rows": 2, "cols": 2.0}, TypeError, "LinearUnit.cols must be an integer >= 1, not 2.0"),
+    ({"rows": 2, "cols": 2, "quant_lanes": 9}, ValueError,
+     "LinearUnit.quant_lanes must be an integer in [1, 8], not 9"),
+    ({"rows": 2, "cols": 2, "max_k": 0}, ValueError, "LinearUnit.max_k must be an integer >= 1, not 0"),
+])
+def test_linear_unit_rejects_bad_parameters(kwargs, exc, message):
+    with pytest.raises(exc) as info:
+        LinearUnit(**kwargs)
+    assert str(info.value) == message
