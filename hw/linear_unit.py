@@ -94,7 +94,8 @@ class LinearUnit(wiring.Component):
     cmd : In(stream.Signature(cmd_layout(...)))
         Starts a job: ``mode`` (0 full, 1 quantized), ``steps`` beats, ``n_rows``
         valid output rows (the rest are padding), ``n_tokens`` valid token lanes.
-        Accepted when the previous job has issued its last beat.
+        Accepted when no job is running, or in the cycle the running job
+        issues its last beat (no bubble between jobs).
     w : In(stream.Signature(weight_layout(rows, quant_lanes)))
         ``steps`` weight beats per job. Padding rows carry zero weights.
     x : In(stream.Signature(act_layout(cols, quant_lanes)))
@@ -180,6 +181,8 @@ class LinearUnit(wiring.Component):
         # Job descriptors wait here for their results (rows and tokens to emit).
         m.submodules.jobs = jobs = RingFIFO(width=len(n_rows) + len(n_tokens), depth=self._jobs)
 
+        last = Signal()
+        m.d.comb += last.eq(step == steps - 1)
         all_ready = Signal()
         m.d.comb += all_ready.eq(Cat(pe.i.ready for row in pes for pe in row).all())
         fire = Signal()
@@ -187,12 +190,12 @@ class LinearUnit(wiring.Component):
             fire.eq(running & self.w.valid & self.x.valid & all_ready),
             self.w.ready.eq(running & self.x.valid & all_ready),
             self.x.ready.eq(running & self.w.valid & all_ready),
-            self.cmd.ready.eq(~running & jobs.w.ready),
+            # A new job may start in the cycle the current one issues its last beat,
+            # so back-to-back jobs leave no bubble.
+            self.cmd.ready.eq((~running | (fire & last)) & jobs.w.ready),
             jobs.w.valid.eq(self.cmd.valid & self.cmd.ready),
             jobs.w.payload.eq(Cat(self.cmd.payload.n_rows, self.cmd.payload.n_tokens)),
         ]
-        last = Signal()
-        m.d.comb += last.eq(step == steps - 1)
         with m.If(self.cmd.valid & self.cmd.ready):
             m.d.sync += [running.eq(1), mode.eq(self.cmd.payload.mode), step.eq(0),
                          steps.eq(self.cmd.payload.steps), n_rows.eq(self.cmd.payload.n_rows),

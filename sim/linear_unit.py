@@ -49,14 +49,14 @@ class Job:
     """One output tile: stimulus beats and the expected result rows."""
 
     def __init__(self, rng, *, rows, cols, lanes, max_k, fmt_out, mode=None, steps=None,
-                 n_rows=None, n_tokens=None, specials=False, group_size=None):
+                 n_rows=None, n_tokens=None, specials=False, group_size=None, pad_lanes=True):
         self.mode = int(rng.integers(0, 2)) if mode is None else mode
         self.steps = int(rng.integers(1, max_k + 1)) if steps is None else steps
         self.n_rows = int(rng.integers(1, rows + 1)) if n_rows is None else n_rows
         self.n_tokens = int(rng.integers(1, cols + 1)) if n_tokens is None else n_tokens
         q = lanes if self.mode else 1
         # A quantized job's last beat may be partial: its padding lanes must not count.
-        k_in = self.steps * q - (int(rng.integers(0, q)) if q > 1 else 0)
+        k_in = self.steps * q - (int(rng.integers(0, q)) if q > 1 and pad_lanes else 0)
         self.k_in = k_in
         w = (rng.standard_normal((self.n_rows, k_in)) * 0.1).astype(np.float16)
         if rng.random() < 0.3:
@@ -269,7 +269,7 @@ async def utilization(dut):
         for n_tokens in p["tokens"]:
             await _reset(tb)
             jobs = [Job(rng, **c, mode=mode, steps=p["steps"], n_rows=c["rows"],
-                        n_tokens=n_tokens) for _ in range(p["jobs"])]
+                        n_tokens=n_tokens, pad_lanes=False) for _ in range(p["jobs"])]
             await run_jobs(tb, jobs, idle=0.0, stall=0.0, max_cycles=1_000_000)
             busy, stall = int(dut.busy_cycles.value), int(dut.stall_cycles.value)
             macs = int(dut.useful_macs.value)
