@@ -41,3 +41,15 @@ def test_linear_unit_rejects_bad_parameters(kwargs, exc, message):
     with pytest.raises(exc) as info:
         LinearUnit(**kwargs)
     assert str(info.value) == message
+
+
+@pytest.mark.sim
+@pytest.mark.slow
+def test_linear_unit_long():
+    """A long randomized run: 300 jobs on the sim preset's array."""
+    rows, cols, lanes, max_k, fmt_out = 2, 3, 3, 8, "fp32"
+    run_bench(_unit(rows, cols, lanes, max_k, fmt_out),
+              name=f"linear_unit_r{rows}_c{cols}_q{lanes}_k{max_k}_{fmt_out}",
+              module="sim.linear_unit", testcase=["random_jobs"],
+              params={"rows": rows, "cols": cols, "lanes": lanes, "max_k": max_k,
+                      "fmt_out": fmt_out, "jobs": 300})
