@@ -1,0 +1,452 @@
+"""``SSMUnit``: one Mamba2 decode step for all heads, bit for bit ``ssm_step_hw``.
+
+SpecMamba's SSM unit is a pipeline of element-wise multiply units (EMUs) that
+sweeps the ``nheads × P × N`` binary32 state once per token (SPEC §4). This
+implementation sweeps it in the order head → row → group of ``lanes`` columns,
+``lanes`` state elements per enabled cycle, and follows the contract of
+``docs/ssm-numerics.md`` operation for operation (``golden.mamba2``):
+
+* prologue, per head: ``s = dt + dt_bias``, ``delta = softplus_lut(s)``,
+  ``a = delta·A``, ``dA = exp_lut(a)`` (:class:`hw.ssm_nonlinear.LUTFunction`),
+  written to a per-head buffer;
+* sweep, per group: ``u = delta·x[p]`` and ``D·x[p]`` (recomputed each cycle: the
+  same rounding, one multiplier each), then per lane ``h' = dA·h + u·B[n]``,
+  ``q = h'·C[n]``; ``h'`` is written back to the state memory;
+* reduction: a balanced pairwise tree over the ``lanes`` products, then the
+  row's group sums accumulated in ascending ``n`` (``acc = T_0``, then
+  ``acc + T_k``), then ``y = acc + D·x``.
+
+See ``docs/blocks-ssm.md`` for ports, timing and the state interface.
+"""
+
+from amaranth import C, Cat, Module, Mux, Signal
+from amaranth.lib import stream, wiring
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+
+from golden.fp import FP32
+from golden.mamba2 import SSMConfig
+from golden.validate import check_int
+from hw.fp_arith import FPAdd, FPMul, add_const, delay_line
+from hw.fp_datapath import ge_const
+from hw.ssm_nonlinear import LUTFunction
+
+__all__ = [
+    "SEL_A",
+    "SEL_B",
+    "SEL_C",
+    "SEL_D",
+    "SEL_DT",
+    "SEL_DT_BIAS",
+    "SEL_X",
+    "SSMUnit",
+    "eq_const",
+]
+
+#: ``wr_sel`` codes of the input write port.
+SEL_B, SEL_C, SEL_X, SEL_DT, SEL_A, SEL_DT_BIAS, SEL_D = range(7)
+
+
+def eq_const(value, k):
+    """``value == k`` for a constant ``k``, as bit logic (no narrowed constant operand)."""
+    if k >> len(value):
+        return C(0, 1)
+    return Cat(*(value[i] if (k >> i) & 1 else ~value[i] for i in range(len(value)))).all()
+
+
+def _bits(n):
+    return max(1, (n - 1).bit_length())
+
+
+class _Counter:
+    """A wrapping counter ``0 .. n−1`` that steps when ``step`` is high."""
+
+    def __init__(self, m, n, name):
+        self.n = n
+        self.value = Signal(_bits(n), name=name)
+        self.last = eq_const(self.value, n - 1)
+        self._m = m
+
+    def step(self, cond):
+        with self._m.If(cond):
+            self._m.d.sync += self.value.eq(
+                Mux(self.last, 0, add_const(self.value, 1, len(self.value))))
+
+
+class SSMUnit(wiring.Component):
+    """The SSM unit of one Mamba2 layer (``ngroups = 1``, binary32 state).
+
+    Parameters
+    ----------
+    cfg : golden.mamba2.SSMConfig
+        Geometry, lanes and tables. ``state_format`` must be ``"fp32"``; ``lanes``
+        must divide ``d_state`` (``lanes > d_state`` is not implemented yet).
+    mul_stages, add_stages : int
+        Pipeline registers of every :class:`hw.fp_arith.FPMul` / ``FPAdd``
+        (the accumulator's adder is always combinational, see Notes).
+
+    Attributes
+    ----------
+    wr_en, wr_sel, wr_addr, wr_data : In
+        Input write port (one binary32 per cycle, not stalled by ``y``).
+        ``wr_sel``: :data:`SEL_B` / :data:`SEL_C` (address ``n``), :data:`SEL_X`
+        (``h·P + p``), :data:`SEL_DT` (``h``) write the *fill bank* of the
+        double-buffered token inputs; :data:`SEL_A`, :data:`SEL_DT_BIAS`,
+        :data:`SEL_D` (``h``) write the layer parameters (change them only
+        while :attr:`idle`).
+    fill_free : Out(1)
+        The fill bank may be written (no token in flight uses it).
+    token_valid : In(1), token_ready : Out(1)
+        Handshake: ``token_valid`` says the fill bank holds a complete token; a
+        cycle with both high commits it (the banks swap). ``token_ready`` equals
+        ``fill_free``.
+    y : Out(stream.Signature(32))
+        ``y[h, p]`` in row-major order, one per row; holding ``y`` (``valid``
+        and not ``ready``) stalls the prologue and the sweep.
+    hold : In(1)
+        No new sweep starts while high (state-controller handshake).
+    idle : Out(1)
+        No sweep running and no row in flight (every write-back done): with
+        ``hold`` high the state ports below may be used. Committed tokens may
+        still wait and run their prologues (they do not touch the state).
+    st_addr, st_we, st_wdata, st_rdata : state tile port
+        ``st_addr`` = ``(h·P + p)·(N/lanes) + k`` selects the tile of lanes
+        ``n = k·lanes … k·lanes + lanes − 1`` of row ``(h, p)`` (lane ``i`` in
+        bits ``32i … 32i+31``). Reads are synchronous: ``st_rdata`` shows the
+        tile one cycle after ``st_addr``. ``st_we`` writes ``st_wdata``; it is
+        taken only while ``idle`` and ``hold`` (the sweep owns the memory
+        otherwise). Checkpoint/restore: raise ``hold``, wait for ``idle``, move
+        tiles, drop ``hold`` (``docs/blocks-ssm.md``).
+
+    Notes
+    -----
+    The accumulator ``acc + T_k`` is a combinational adder in a one-cycle loop:
+    consecutive groups of a row arrive on consecutive cycles, so a pipelined
+    adder there would need row interleaving (a later revision).
+    """
+
+    def __init__(self, *, cfg, mul_stages=2, add_stages=2):
+        if not isinstance(cfg, SSMConfig):
+            raise TypeError(f"SSMUnit.cfg must be an SSMConfig, not {cfg!r}")
+        if cfg.state_format != "fp32":
+            raise ValueError(f"SSMUnit supports state_format 'fp32' only, not {cfg.state_format!r}")
+        if cfg.lanes > cfg.d_state:
+            raise ValueError(f"SSMUnit.cfg.lanes must be <= d_state ({cfg.d_state}) in this "
+                             f"revision, not {cfg.lanes!r}")
+        self._cfg = cfg
+        self._lm = check_int("SSMUnit", "mul_stages", mul_stages, min=0, max=4)
+        self._la = check_int("SSMUnit", "add_stages", add_stages, min=0, max=5)
+        H, P, N, L = cfg.nheads, cfg.headdim, cfg.d_state, cfg.lanes
+        self._tiles = H * P * (N // L)
+        super().__init__({
+            "wr_en": In(1),
+            "wr_sel": In(3),
+            "wr_addr": In(_bits(max(H * P, N, H))),
+            "wr_data": In(32),
+            "fill_free": Out(1),
+            "token_valid": In(1),
+            "token_ready": Out(1),
+            "y": Out(stream.Signature(32)),
+            "hold": In(1),
+            "idle": Out(1),
+            "st_addr": In(_bits(self._tiles)),
+            "st_we": In(1),
+            "st_wdata": In(32 * L),
+            "st_rdata": Out(32 * L),
+        })
+
+    @property
+    def cfg(self):
+        return self._cfg
+
+    @property
+    def emu_latency(self):
+        """Enabled cycles from a tile's read address to its write-back (``1 + 2·Lm + La``)."""
+        return 1 + 2 * self._lm + self._la
+
+    @property
+    def prologue_latency(self):
+        """Enabled cycles from a head's issue to its ``delta``/``dA`` write."""
+        lut = lambda spec: 3 + spec.degree * (self._lm + self._la)
+        return 1 + self._la + lut(self._cfg.softplus_lut) + self._lm + lut(self._cfg.exp_lut)
+
+    @property
+    def latency(self):
+        """Enabled cycles from a row's first tile issue to its ``y`` (``y.valid``)."""
+        depth = self._cfg.tree_depth
+        k = self._cfg.d_state // self._cfg.lanes
+        return 1 + 3 * self._lm + self._la * (1 + depth) + (k - 1) + 1 + self._la
+
+    @property
+    def sweep_cycles(self):
+        """Issue cycles per token: ``nheads·P·N / lanes``."""
+        return self._tiles
+
+    @property
+    def module_name(self):
+        c = self._cfg
+        return (f"SSMUnit_h{c.nheads}_p{c.headdim}_n{c.d_state}_l{c.lanes}"
+                f"_m{self._lm}a{self._la}")
+
+    def elaborate(self, platform):
+        m = Module()
+        cfg, lm, la = self._cfg, self._lm, self._la
+        H, P, N, L = cfg.nheads, cfg.headdim, cfg.d_state, cfg.lanes
+        K = N // L
+        fmt = FP32
+        en = Signal(name="en")
+        m.d.comb += en.eq(~self.y.valid | self.y.ready)
+
+        # -- memories ------------------------------------------------------------
+        def mem(name, shape, depth):
+            mm = Memory(shape=shape, depth=depth, init=[])
+            m.submodules[name] = mm
+            return mm
+
+        # Token inputs, two banks each: bank b at addresses b·depth + i.
+        bc = {sel: mem(f"mem_{'b' if sel == SEL_B else 'c'}", 32 * L, 2 * K) for sel in (SEL_B, SEL_C)}
+        xmem = mem("mem_x", 32, 2 * H * P)
+        dtmem = mem("mem_dt", 32, 2 * H)
+        # Depths of at least 2: a one-entry memory would have a zero-width address.
+        par = {sel: mem(f"mem_{n}", 32, max(H, 2)) for sel, n in ((SEL_A, "a"), (SEL_DT_BIAS, "dt_bias"),
+                                                            (SEL_D, "d"))}
+        dmem = mem("mem_delta", 32, 2 * H)
+        damem = mem("mem_da", 32, 2 * H)
+        state = mem("mem_state", 32 * L, max(self._tiles, 2))
+
+        fill_bank = Signal(name="fill_bank")
+        busy = Signal(2, name="bank_busy")              # a committed token holds the bank
+        m.d.comb += [self.fill_free.eq(~Mux(fill_bank, busy[1], busy[0])),
+                     self.token_ready.eq(self.fill_free)]
+        commit = self.token_valid & self.token_ready
+
+        # host write port
+        kw, xw, hw_ = _bits(2 * K), _bits(2 * H * P), _bits(2 * H)
+        for sel, mm in bc.items():
+            wp = mm.write_port(granularity=32)
+            lane = self.wr_addr[:_bits(L)] if L > 1 else C(0, 1)
+            kidx = self.wr_addr[_bits(L):] if L > 1 else self.wr_addr
+            kk = Cat(kidx[:_bits(K)], C(0, 8))[:kw]
+            m.d.comb += [wp.addr.eq(Mux(fill_bank, add_const(kk, K, kw), kk)),
+                         wp.data.eq(self.wr_data.replicate(L))]
+            for i in range(L):
+                m.d.comb += wp.en[i].eq(self.wr_en & eq_const(self.wr_sel, sel) &
+                                        (eq_const(lane, i) if L > 1 else C(1, 1)))
+        for sel, mm, depth, aw in ((SEL_X, xmem, H * P, xw), (SEL_DT, dtmem, H, hw_)):
+            wp = mm.write_port()
+            a = Cat(self.wr_addr, C(0, 8))[:aw]
+            m.d.comb += [wp.addr.eq(Mux(fill_bank, add_const(a, depth, aw), a)),
+                         wp.data.eq(self.wr_data),
+                         wp.en.eq(self.wr_en & eq_const(self.wr_sel, sel))]
+        for sel, mm in par.items():
+            wp = mm.write_port()
+            m.d.comb += [wp.addr.eq(self.wr_addr[:_bits(H)]), wp.data.eq(self.wr_data),
+                         wp.en.eq(self.wr_en & eq_const(self.wr_sel, sel))]
+
+        # Token queue: at most two committed tokens (one per bank), in bank order.
+        pro_pending = Signal(2, name="pro_pending")     # committed, prologue not started
+        sweep_ready = Signal(2, name="sweep_ready")     # prologue finished
+        with m.If(commit):
+            m.d.sync += fill_bank.eq(~fill_bank)
+
+        # -- prologue: one head per enabled cycle ---------------------------------
+        pro_bank = Signal(name="pro_bank")
+        pro_run = Signal(name="pro_run")
+        pro_h = _Counter(m, H, "pro_h")
+        pro_issue = en & pro_run
+        rd_dt = dtmem.read_port(domain="sync")
+        rd_bias = par[SEL_DT_BIAS].read_port(domain="sync")
+        rd_a = par[SEL_A].read_port(domain="sync")
+        ha = Cat(pro_h.value, C(0, 8))[:hw_]
+        m.d.comb += [rd_dt.addr.eq(Mux(pro_bank, add_const(ha, H, hw_), ha)),
+                     rd_bias.addr.eq(pro_h.value[:_bits(H)]), rd_a.addr.eq(pro_h.value[:_bits(H)]),
+                     rd_dt.en.eq(en), rd_bias.en.eq(en), rd_a.en.eq(en)]
+        pro_step = Signal(name="pro_start")
+        m.d.comb += pro_step.eq(~pro_run & Mux(pro_bank, pro_pending[1], pro_pending[0]))
+        with m.If(pro_step):
+            m.d.sync += pro_run.eq(1)
+        with m.If(pro_issue & pro_h.last):
+            m.d.sync += [pro_run.eq(0), pro_bank.eq(~pro_bank)]
+        pro_h.step(pro_issue)
+        # issue tags: valid, bank, head
+        tag0 = Cat(pro_issue, pro_bank, pro_h.value)
+        tag1 = delay_line(m, en, tag0, 1, "ptag1")
+        add_s = FPAdd(fmt=fmt, stages=la)
+        sp = LUTFunction(spec=cfg.softplus_lut, mul_stages=lm, add_stages=la)
+        mul_a = FPMul(fmt=fmt, stages=lm)
+        ex = LUTFunction(spec=cfg.exp_lut, mul_stages=lm, add_stages=la)
+        m.submodules.pro_add_bias = add_s
+        m.submodules.pro_softplus = sp
+        m.submodules.pro_mul_a = mul_a
+        m.submodules.pro_exp = ex
+        a1 = rd_a.data
+        m.d.comb += [add_s.en.eq(en), add_s.valid.eq(0), add_s.a.eq(rd_dt.data),
+                     add_s.b.eq(rd_bias.data),
+                     sp.en.eq(en), sp.valid.eq(0), sp.x.eq(add_s.result)]
+        a_d = delay_line(m, en, a1, la + sp.latency, "a_d")
+        m.d.comb += [mul_a.en.eq(en), mul_a.valid.eq(0), mul_a.a.eq(sp.y), mul_a.b.eq(a_d),
+                     ex.en.eq(en), ex.valid.eq(0), ex.x.eq(mul_a.result)]
+        delta_d = delay_line(m, en, sp.y, lm + ex.latency, "delta_d")
+        tag_end = delay_line(m, en, tag1, la + sp.latency + lm + ex.latency, "ptag")
+        wd, wda = dmem.write_port(), damem.write_port()
+        tv, tb_, th = tag_end[0], tag_end[1], tag_end[2:]
+        hwa = Cat(th, C(0, 8))[:hw_]
+        waddr = Mux(tb_, add_const(hwa, H, hw_), hwa)
+        m.d.comb += [wd.addr.eq(waddr), wd.data.eq(delta_d), wd.en.eq(en & tv),
+                     wda.addr.eq(waddr), wda.data.eq(ex.y), wda.en.eq(en & tv)]
+        pro_done = en & tv & eq_const(th, H - 1)
+
+        # -- sweep: one tile (lanes elements) per enabled cycle -------------------
+        sw_bank = Signal(name="sw_bank")
+        sw_run = Signal(name="sw_run")
+        k_c, p_c, h_c = _Counter(m, K, "sw_k"), _Counter(m, P, "sw_p"), _Counter(m, H, "sw_h")
+        row = _Counter(m, H * P, "sw_row")
+        tile = _Counter(m, self._tiles, "sw_tile")
+        # Read-after-write across tokens: a tile is read again only after its
+        # write-back, so consecutive sweep starts are >= emu_latency + 1 apart.
+        gap = self.emu_latency + 1
+        since = Signal(_bits(gap + 1), init=gap, name="since_start")
+        sw_start = Signal(name="sw_start")
+        m.d.comb += sw_start.eq(en & ~sw_run & ~self.hold & Mux(sw_bank, sweep_ready[1], sweep_ready[0]) &
+                                ge_const(since, gap))
+        sw_issue = Signal(name="sw_issue")
+        m.d.comb += sw_issue.eq(en & (sw_run | sw_start))
+        last_tile = tile.last
+        with m.If(sw_start):
+            m.d.sync += sw_run.eq(1)
+        with m.If(sw_issue & last_tile):
+            m.d.sync += [sw_run.eq(0), sw_bank.eq(~sw_bank)]
+        with m.If(sw_start):
+            m.d.sync += since.eq(1)
+        with m.Elif(en & ~ge_const(since, gap)):
+            m.d.sync += since.eq(add_const(since, 1, len(since)))
+        k_c.step(sw_issue)
+        p_c.step(sw_issue & k_c.last)
+        h_c.step(sw_issue & k_c.last & p_c.last)
+        row.step(sw_issue & k_c.last)
+        tile.step(sw_issue)
+
+        # bank bookkeeping
+        sweep_done = sw_issue & last_tile
+        for b in range(2):
+            with m.If(commit & eq_const(fill_bank, b)):
+                m.d.sync += [busy[b].eq(1), pro_pending[b].eq(1)]
+            with m.If(pro_step & eq_const(pro_bank, b)):
+                m.d.sync += pro_pending[b].eq(0)
+            with m.If(pro_done & eq_const(tb_, b)):
+                m.d.sync += sweep_ready[b].eq(1)
+            with m.If(sweep_done & eq_const(sw_bank, b)):
+                m.d.sync += [sweep_ready[b].eq(0), busy[b].eq(0)]
+
+        # reads at issue (synchronous ports, enabled with the pipeline)
+        rd_state = state.read_port(domain="sync")
+        wr_state = state.write_port()
+        rd_x = xmem.read_port(domain="sync")
+        rd_b = bc[SEL_B].read_port(domain="sync")
+        rd_c = bc[SEL_C].read_port(domain="sync")
+        rd_delta = dmem.read_port(domain="sync")
+        rd_da = damem.read_port(domain="sync")
+        rd_d = par[SEL_D].read_port(domain="sync")
+        ka = Cat(k_c.value, C(0, 8))[:kw]
+        xa = Cat(row.value, C(0, 8))[:xw]
+        hh = Cat(h_c.value, C(0, 8))[:hw_]
+        st_en = Signal(name="st_read_en")
+        m.d.comb += [
+            st_en.eq(Mux(sw_run | sw_start, en, 1)),
+            rd_state.addr.eq(Mux(sw_run | sw_start, tile.value, self.st_addr)),
+            rd_state.en.eq(st_en),
+            self.st_rdata.eq(rd_state.data),
+            rd_x.addr.eq(Mux(sw_bank, add_const(xa, H * P, xw), xa)),
+            rd_b.addr.eq(Mux(sw_bank, add_const(ka, K, kw), ka)),
+            rd_c.addr.eq(Mux(sw_bank, add_const(ka, K, kw), ka)),
+            rd_delta.addr.eq(Mux(sw_bank, add_const(hh, H, hw_), hh)),
+            rd_da.addr.eq(Mux(sw_bank, add_const(hh, H, hw_), hh)),
+            rd_d.addr.eq(h_c.value[:_bits(H)]),
+        ]
+        for rp in (rd_x, rd_b, rd_c, rd_delta, rd_da, rd_d):
+            m.d.comb += rp.en.eq(en)
+        # per-tile tags: valid, first group, last group, tile address
+        tag0 = Cat(sw_issue, eq_const(k_c.value, 0), k_c.last, tile.value)
+        t1 = delay_line(m, en, tag0, 1, "stag1")
+
+        # u = delta·x and D·x (same value for every tile of a row)
+        mul_u, mul_dx = FPMul(fmt=fmt, stages=lm), FPMul(fmt=fmt, stages=lm)
+        m.submodules.row_mul_u = mul_u
+        m.submodules.row_mul_dx = mul_dx
+        m.d.comb += [mul_u.en.eq(en), mul_u.valid.eq(0), mul_u.a.eq(rd_delta.data),
+                     mul_u.b.eq(rd_x.data),
+                     mul_dx.en.eq(en), mul_dx.valid.eq(0), mul_dx.a.eq(rd_d.data),
+                     mul_dx.b.eq(rd_x.data)]
+        da_l = delay_line(m, en, rd_da.data, lm, "da_l")
+        h_l = delay_line(m, en, rd_state.data, lm, "h_l")
+        b_l = delay_line(m, en, rd_b.data, lm, "b_l")
+        c_l = delay_line(m, en, rd_c.data, 2 * lm + la, "c_l")
+        hnew, q = [], []
+        for i in range(L):
+            m1, m2, a1_, m3 = (FPMul(fmt=fmt, stages=lm), FPMul(fmt=fmt, stages=lm),
+                               FPAdd(fmt=fmt, stages=la), FPMul(fmt=fmt, stages=lm))
+            m.submodules[f"emu{i}_dah"] = m1
+            m.submodules[f"emu{i}_ub"] = m2
+            m.submodules[f"emu{i}_add"] = a1_
+            m.submodules[f"emu{i}_hc"] = m3
+            sl = slice(32 * i, 32 * (i + 1))
+            m.d.comb += [
+                m1.en.eq(en), m1.valid.eq(0), m1.a.eq(da_l), m1.b.eq(h_l[sl]),
+                m2.en.eq(en), m2.valid.eq(0), m2.a.eq(mul_u.result), m2.b.eq(b_l[sl]),
+                a1_.en.eq(en), a1_.valid.eq(0), a1_.a.eq(m1.result), a1_.b.eq(m2.result),
+                m3.en.eq(en), m3.valid.eq(0), m3.a.eq(a1_.result), m3.b.eq(c_l[sl]),
+            ]
+            hnew.append(a1_.result)
+            q.append(m3.result)
+        # write-back of h' (or the state port while idle)
+        t_wb = delay_line(m, en, t1, 2 * lm + la, "stag_wb")
+        wb = en & t_wb[0]
+        m.d.comb += [
+            wr_state.addr.eq(Mux(wb, t_wb[3:], self.st_addr)),
+            wr_state.data.eq(Mux(wb, Cat(*hnew), self.st_wdata)),
+            wr_state.en.eq(wb | (self.st_we & self.idle & self.hold)),
+        ]
+        # reduction tree: pairwise, (q0+q1), (q2+q3), ... then up.
+        level = q
+        depth = 0
+        while len(level) > 1:
+            nxt = []
+            for j in range(0, len(level), 2):
+                ad = FPAdd(fmt=fmt, stages=la)
+                m.submodules[f"tree{depth}_{j // 2}"] = ad
+                m.d.comb += [ad.en.eq(en), ad.valid.eq(0), ad.a.eq(level[j]), ad.b.eq(level[j + 1])]
+                nxt.append(ad.result)
+            level, depth = nxt, depth + 1
+        tsum = level[0]
+        t_acc = delay_line(m, en, t1, 3 * lm + la + la * depth, "stag_acc")
+        dx_acc = delay_line(m, en, mul_dx.result, 2 * lm + la + la * depth, "dx_acc")
+        # accumulator: acc = T_0, then acc + T_k (combinational adder, one-cycle loop)
+        acc = Signal(32, name="acc")
+        acc_add = FPAdd(fmt=fmt, stages=0)
+        m.submodules.acc_add = acc_add
+        m.d.comb += [acc_add.en.eq(en), acc_add.valid.eq(0), acc_add.a.eq(acc), acc_add.b.eq(tsum)]
+        acc_next = Mux(t_acc[1], tsum, acc_add.result)
+        with m.If(en & t_acc[0]):
+            m.d.sync += acc.eq(acc_next)
+        # row end: register (acc, D·x), then y = acc + D·x
+        row_end = Cat(t_acc[0] & t_acc[2])
+        r_end = delay_line(m, en, row_end, 1, "row_end")
+        dx_end = delay_line(m, en, dx_acc, 1, "dx_end")
+        y_add = FPAdd(fmt=fmt, stages=la)
+        m.submodules.y_add = y_add
+        m.d.comb += [y_add.en.eq(en), y_add.valid.eq(r_end), y_add.a.eq(acc), y_add.b.eq(dx_end)]
+        # NaNs from the FP units are already canonical (0x7FC00000).
+        m.d.comb += [self.y.payload.eq(y_add.result), self.y.valid.eq(y_add.result_valid)]
+
+        # idle: nothing committed, nothing in flight in the sweep pipeline
+        inflight = Signal(range(self.latency + 4), name="inflight")
+        rows_in = sw_issue & k_c.last
+        rows_out = self.y.valid & self.y.ready
+        with m.If(rows_in & ~rows_out):
+            m.d.sync += inflight.eq(add_const(inflight, 1, len(inflight)))
+        with m.Elif(rows_out & ~rows_in):
+            m.d.sync += inflight.eq(add_const(inflight, -1, len(inflight)))
+        # A row is counted from its last tile's issue to its y transfer; its
+        # write-backs all happen before its y, so idle means no state access.
+        m.d.comb += self.idle.eq(~sw_run & ~inflight.any())
+        return m

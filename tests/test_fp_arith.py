@@ -1,0 +1,65 @@
+import pytest
+
+from golden.fp import BF16, FP16, FP32, FPFormat
+from hw.fp_arith import FPAdd, FPMul
+from sim.lint import lint
+from sim.runner import emit_verilog, run_bench
+
+UNITS = {"mul": FPMul, "add": FPAdd}
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("op,fmt,stages,count", [
+    pytest.param("mul", FP32, 0, 3000, id="mul-fp32-s0"),
+    pytest.param("mul", FP32, 3, 3000, id="mul-fp32-s3"),
+    pytest.param("add", FP32, 0, 3000, id="add-fp32-s0"),
+    pytest.param("add", FP32, 5, 3000, id="add-fp32-s5"),
+    pytest.param("mul", FP16, 4, 2000, id="mul-fp16-s4"),
+    pytest.param("add", BF16, 2, 2000, id="add-bf16-s2"),
+])
+def test_fp_arith(op, fmt, stages, count):
+    dut = UNITS[op](fmt=fmt, stages=stages)
+    run_bench(dut, name=dut.module_name, module="sim.fp_arith", testcase="arith",
+              params={"op": op, "fmt": [fmt.exp_bits, fmt.man_bits], "latency": dut.latency,
+                      "count": count})
+
+
+@pytest.mark.sim
+@pytest.mark.slow
+@pytest.mark.parametrize("op", ["mul", "add"])
+def test_fp_arith_long(op):
+    dut = UNITS[op](fmt=FP32, stages=2)
+    run_bench(dut, name=dut.module_name, module="sim.fp_arith", testcase="arith",
+              params={"op": op, "fmt": [8, 23], "latency": dut.latency, "count": 200_000})
+
+
+@pytest.mark.parametrize("op", ["mul", "add"])
+def test_fp_arith_lint(op, tmp_path):
+    dut = UNITS[op](fmt=FP32, stages=2)
+    path = tmp_path / f"{dut.module_name}.v"
+    path.write_text(emit_verilog(dut, name=dut.module_name))
+    ok, out = lint(path, top=dut.module_name)
+    assert ok, out
+
+
+@pytest.mark.filterwarnings("ignore::amaranth.hdl.UnusedElaboratable")
+@pytest.mark.parametrize("cls,kwargs,exc,message", [
+    (FPMul, {"fmt": FP32, "stages": 5}, ValueError, "FPMul.stages must be an integer in [0, 4], not 5"),
+    (FPAdd, {"fmt": FP32, "stages": -1}, ValueError, "FPAdd.stages must be an integer in [0, 5], not -1"),
+    (FPAdd, {"fmt": (8, 23), "stages": 1}, TypeError, "FPAdd.fmt must be an FPFormat, not (8, 23)"),
+    (FPMul, {"fmt": FP32, "stages": 1.0}, TypeError, "FPMul.stages must be an integer in [0, 4], not 1.0"),
+])
+def test_fp_arith_rejects_bad_parameters(cls, kwargs, exc, message):
+    with pytest.raises(exc) as info:
+        cls(**kwargs)
+    assert str(info.value) == message
+
+
+@pytest.mark.filterwarnings("ignore::amaranth.hdl.UnusedElaboratable")
+def test_fp_arith_properties():
+    mul = FPMul(fmt=FPFormat(exp_bits=5, man_bits=10), stages=3)
+    assert (mul.latency, mul.module_name) == (3, "FPMul_e5_m10_s3")
+    add = FPAdd(fmt=FP32, stages=0)
+    assert (add.latency, add.module_name, len(add.result)) == (0, "FPAdd_e8_m23_s0", 32)
+    with pytest.raises(TypeError):
+        FPMul(FP32, 1)

@@ -1,0 +1,81 @@
+
+import pytest
+
+from golden.mamba2 import SSMConfig
+from golden.nonlinear import LUTSpec
+from hw.ssm_unit import SSMUnit
+from sim.lint import lint
+from sim.runner import emit_verilog
+from sim.ssm_unit import check_pysim, run_pysim
+
+# Coarse tables (step 1/8, full ranges): the same contract (ssm_step_hw reads
+# cfg's tables), a fraction of the ROM and build time. One slow run uses the
+# default 1/128 tables.
+COARSE = {"exp_lut": LUTSpec(function="exp", lo=-20.0, hi=12.0, step_log2=3),
+              "softplus_lut": LUTSpec(function="softplus", lo=-25.0, hi=20.0, step_log2=3),
+              "silu_lut": LUTSpec(function="silu", lo=-25.0, hi=20.0, step_log2=3)}
+
+
+def _pysim(geom, *, lm, la, tokens, seed, luts=COARSE, **kw):
+    cfg = SSMConfig(**geom, **luts)
+    out = run_pysim(SSMUnit(cfg=cfg, mul_stages=lm, add_stages=la), cfg, tokens=tokens,
+                    seed=seed, **kw)
+    check_pysim(out)
+    return out
+
+
+def test_ssm_unit_tokens(seed):
+    """2 heads × 2 rows × 8 columns, 4 lanes (2 groups per row): 10 tokens, y back-pressure
+    and input idles, specials in the last 4 tokens; every y and the final state."""
+    _pysim({"nheads": 2, "headdim": 2, "d_state": 8, "lanes": 4}, lm=1, la=1, tokens=10,
+           seed=seed, stall=0.3, idle=0.1)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("geom,lm,la", [
+    pytest.param({"nheads": 2, "headdim": 2, "d_state": 8, "lanes": 4}, 1, 1, id="h2p2n8l4"),
+    pytest.param({"nheads": 3, "headdim": 3, "d_state": 6, "lanes": 2}, 0, 2, id="h3p3n6l2"),
+    pytest.param({"nheads": 2, "headdim": 3, "d_state": 4, "lanes": 4}, 2, 1, id="h2p3n4l4"),
+    pytest.param({"nheads": 1, "headdim": 2, "d_state": 4, "lanes": 1}, 1, 0, id="h1p2n4l1"),
+])
+def test_ssm_unit_long(geom, lm, la, seed):
+    """50 tokens: the state carries across tokens; specials in the last 4."""
+    _pysim(geom, lm=lm, la=la, tokens=50, seed=seed, stall=0.3, idle=0.1)
+
+
+@pytest.mark.slow
+def test_ssm_unit_default_tables(seed):
+    """The default 1/128 tables (DEFAULT_LUTS), 12 tokens."""
+    from golden.nonlinear import DEFAULT_LUTS
+    luts = {"exp_lut": DEFAULT_LUTS["exp"], "softplus_lut": DEFAULT_LUTS["softplus"],
+            "silu_lut": DEFAULT_LUTS["silu"]}
+    _pysim({"nheads": 2, "headdim": 2, "d_state": 4, "lanes": 2}, lm=1, la=1, tokens=12,
+           seed=seed, stall=0.3, luts=luts)
+
+
+def test_ssm_unit_lint(tmp_path):
+    dut = SSMUnit(cfg=SSMConfig(nheads=1, headdim=2, d_state=4, lanes=2, **COARSE),
+                  mul_stages=1, add_stages=1)
+    path = tmp_path / f"{dut.module_name}.v"
+    # Flattened: Amaranth's submodules would be extra modules of the file (DECLFILENAME).
+    path.write_text(emit_verilog(dut, name=dut.module_name))
+    ok, out = lint(path, top=dut.module_name)
+    assert ok, out
+
+
+@pytest.mark.filterwarnings("ignore::amaranth.hdl.UnusedElaboratable")
+def test_ssm_unit_properties_and_errors():
+    cfg = SSMConfig(nheads=2, headdim=4, d_state=16, lanes=4, **COARSE)
+    dut = SSMUnit(cfg=cfg, mul_stages=2, add_stages=3)
+    assert dut.sweep_cycles == cfg.cycles_per_token == 32
+    assert dut.emu_latency == 1 + 2 * 2 + 3
+    # issue → y: read 1, u 2, products 2, h' 3, q 2, tree 2·3, 3 more groups, acc 1, y 3
+    assert dut.latency == 1 + 3 * 2 + 3 * (1 + 2) + 3 + 1 + 3
+    assert dut.module_name == "SSMUnit_h2_p4_n16_l4_m2a3"
+    with pytest.raises(TypeError, match=r"^SSMUnit.cfg must be an SSMConfig, not 3$"):
+        SSMUnit(cfg=3)
+    with pytest.raises(ValueError, match=r"^SSMUnit.cfg.lanes must be <= d_state \(4\) in this "
+                                         r"revision, not 8$"):
+        SSMUnit(cfg=SSMConfig(nheads=1, headdim=2, d_state=4, lanes=8))
+    with pytest.raises(ValueError, match=r"^SSMUnit supports state_format 'fp32' only, not 'fp16'$"):
+        SSMUnit(cfg=SSMConfig(nheads=1, headdim=2, d_state=4, lanes=2, state_format="fp16"))
