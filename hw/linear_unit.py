@@ -64,7 +64,9 @@ def result_layout(rows, cols, fmt_out):
     """One result beat: a row of the output tile for every token lane."""
     return data.StructLayout({
         "value": data.ArrayLayout(fmt_out.width, cols),
-        "row": range(rows),
+        # At least one bit: a one-row array still numbers its rows, and a
+        # zero-width field is not legal Verilog.
+        "row": range(max(rows, 2)),
         "token_valid": cols,
         "last": 1,
     })
@@ -239,7 +241,7 @@ class LinearUnit(wiring.Component):
         buf_valid = Signal()
         buf_rows = Signal.like(n_rows)
         buf_tokens = Signal.like(n_tokens)
-        row = Signal(range(R))
+        row = Signal(range(max(R, 2)))
         # Every PE runs in lock step, so all results of a tile appear in the same cycle.
         results_valid = pes[0][0].o.valid
         capture = Signal()
@@ -264,7 +266,8 @@ class LinearUnit(wiring.Component):
         ]
         with m.Switch(row):
             for r in range(R):
-                with m.Case(r):
+                # The last row takes every other value too: a complete case.
+                with (m.Case(r) if r < R - 1 else m.Default()):
                     for c in range(Ccols):
                         m.d.comb += y.value[c].eq(buf[r][c])
         with m.If(self.y.valid & self.y.ready):

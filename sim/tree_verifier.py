@@ -21,25 +21,6 @@ from sim.bench import TB, params, seed
 FIELDS = ("node_valid", "node", "root", "parent_slot", "write_slot", "release", "release_slot", "last")
 
 
-def emit_flat_verilog(component, *, name):
-    """Verilog of ``component`` with its submodules flattened into one module.
-
-    :func:`sim.runner.emit_verilog` keeps Amaranth's hierarchy, writing the
-    ring as a second module ``<name>.ring`` in the same file, which Verilator's
-    ``-Wall`` rejects (DECLFILENAME) and no listed waiver covers. Flattening
-    in Yosys, as Amaranth's own Verilog back end runs it plus ``flatten``,
-    gives one module named like its file.
-    """
-    from amaranth._toolchain.yosys import find_yosys
-    from amaranth.back import rtlil
-
-    text = rtlil.convert(component, name=name, emit_src=False)
-    script = [f"read_rtlil <<rtlil\n{text}\nrtlil", "proc -nomux -norom", "flatten", "memory_collect",
-              "write_verilog -norename"]
-    return find_yosys(lambda ver: ver >= (0, 40)).run(["-q", "-"], "\n".join(script),
-                                                        ignore_warnings=True)
-
-
 def _bits(n):
     return max(1, (n - 1).bit_length())
 

@@ -33,8 +33,17 @@ def test_verilog_writes_manifest(tmp_path):
     out2 = tmp_path / "again"
     assert main(["verilog", "--board", "sim", "--out", str(out2)]) == 0
     assert (out / "manifest.json").read_bytes() == (out2 / "manifest.json").read_bytes()
-    # Re-running into an earlier output replaces it.
+
+
+def test_verilog_replaces_earlier_output(tmp_path, monkeypatch):
+    import gen.emit
+    from hw.ring_fifo import RingFIFO
+    monkeypatch.setattr(gen.emit, "blocks", lambda config: {"fifo": RingFIFO(width=4, depth=3)})
+    out = tmp_path / "out"
     assert main(["verilog", "--board", "sim", "--out", str(out)]) == 0
+    (out / "stale.v").write_text("// from an earlier run")
+    assert main(["verilog", "--board", "sim", "--out", str(out)]) == 0
+    assert sorted(p.name for p in out.iterdir()) == ["fifo.v", "manifest.json"]
 
 
 def test_unknown_board_is_one_line_exit_2(tmp_path):

@@ -6,8 +6,7 @@ from amaranth.hdl import Fragment
 from golden.config import TreeConfig
 from hw.tree_verifier import TreeVerifier
 from sim.lint import lint
-from sim.runner import run_bench, simulator_available
-from sim.tree_verifier import emit_flat_verilog
+from sim.runner import emit_verilog, run_bench, simulator_available
 
 TESTS = ["random_trees", "full_rate", "reset_mid_stream", "errors"]
 
@@ -25,7 +24,7 @@ def _dut(max_nodes, fifo_depth):
 @pytest.mark.parametrize("max_nodes,fifo_depth", CONFIGS)
 def test_tree_verifier_verilator(max_nodes, fifo_depth):
     name = f"tree_verifier_n{max_nodes}_d{fifo_depth}"
-    run_bench(emit_flat_verilog(_dut(max_nodes, fifo_depth), name=name), name=name,
+    run_bench(emit_verilog(_dut(max_nodes, fifo_depth), name=name), name=name,
               module="sim.tree_verifier", testcase=TESTS,
               params={"max_nodes": max_nodes, "fifo_depth": fifo_depth, "max_passes": 4, "trees": 60})
 
@@ -36,7 +35,7 @@ def test_tree_verifier_icarus():
     if not ok:
         pytest.skip(reason)
     name = "tree_verifier_n12_d3"
-    run_bench(emit_flat_verilog(_dut(12, 3), name=name), name=name, module="sim.tree_verifier",
+    run_bench(emit_verilog(_dut(12, 3), name=name), name=name, module="sim.tree_verifier",
               simulator="icarus", testcase=TESTS,
               params={"max_nodes": 12, "fifo_depth": 3, "max_passes": 4, "trees": 30})
 
@@ -47,7 +46,7 @@ def test_tree_verifier_icarus():
                                                             pytest.param(16, 1, id="n16-d1")])
 def test_tree_verifier_long(max_nodes, fifo_depth):
     name = f"tree_verifier_n{max_nodes}_d{fifo_depth}"
-    run_bench(emit_flat_verilog(_dut(max_nodes, fifo_depth), name=name), name=name,
+    run_bench(emit_verilog(_dut(max_nodes, fifo_depth), name=name), name=name,
               module="sim.tree_verifier", testcase=["random_trees", "reset_mid_stream", "errors"],
               params={"max_nodes": max_nodes, "fifo_depth": fifo_depth, "max_passes": 4, "trees": 2000})
 
@@ -56,7 +55,7 @@ def test_tree_verifier_long(max_nodes, fifo_depth):
 def test_tree_verifier_lint(max_nodes, fifo_depth, tmp_path):
     name = f"tree_verifier_n{max_nodes}_d{fifo_depth}"
     path = tmp_path / f"{name}.v"
-    path.write_text(emit_flat_verilog(_dut(max_nodes, fifo_depth), name=name))
+    path.write_text(emit_verilog(_dut(max_nodes, fifo_depth), name=name))
     ok, output = lint(path, top=name)
     assert ok, output
 
