@@ -19,7 +19,7 @@ __all__ = ["write_bench", "collect", "bench_rtl", "bench_emission"]
 
 #: Modules with a ``benchmarks()`` function returning records
 #: ``{"name", "value", "unit", "command", "note"}``.
-BENCH_MODULES = ["gen.bench_numerics", "gen.bench_bsfp", "gen.bench_linear"]
+BENCH_MODULES = ["gen.bench_numerics", "gen.bench_bsfp", "gen.bench_linear", "gen.bench_ssm"]
 
 
 def _machine():
