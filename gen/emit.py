@@ -26,6 +26,7 @@ def blocks(config):
     from hw.fp16_reconstructor import FP16Reconstructor
     from hw.linear_unit import LinearUnit
     from hw.ring_fifo import RingFIFO
+    from hw.tree_verifier import TreeVerifier
 
     tree = config.tree
     decoder = ExponentDecoder(config=config.bsfp, stages=1)
@@ -34,6 +35,8 @@ def blocks(config):
         # The tree verifier's ring of live state-slot indices (SpecMamba §FIFO tree verification).
         f"ring_fifo_w{tree.slot_bits}_d{tree.fifo_depth}":
             RingFIFO(width=tree.slot_bits, depth=tree.fifo_depth),
+        # SpecMamba's breadth-first tree schedule over a ring of live state slots.
+        f"tree_verifier_n{tree.max_nodes}_d{tree.fifo_depth}": TreeVerifier.from_config(tree),
         # SPEQ draft pass: nibble {s, c} -> draft sign and exponent (NOR remap detection).
         decoder.module_name: decoder,
         # SPEQ full pass: nibble + residue planes -> scaled FP16 weight (W undoes the remap).
