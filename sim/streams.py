@@ -7,11 +7,18 @@ output items are a pure function of the input items, in order.
 import random
 from collections import deque
 
+import cocotb
+import numpy as np
 from cocotb.triggers import ReadOnly, RisingEdge, Timer
 
-from sim.bench import TB, seed
+from golden.bsfp import BSFPConfig
+from sim.bench import TB, params, seed
 
-__all__ = ["start", "run_stream"]
+__all__ = ["start", "run_stream", "config_from", "shuffled_words", "word_stream_tests"]
+
+WORDS = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16)
+
+
 
 
 async def start(dut):
@@ -121,3 +128,66 @@ async def run_stream(dut, rng, *, inputs, expected, stages, idle, stall, reset_e
     assert stats["delivered"] + stats["dropped"] == n, stats
     dut._log.info("stats: %s", stats)
     return stats
+
+
+def config_from(p):
+    """The :class:`BSFPConfig` a bench run's JSON parameters describe."""
+    return BSFPConfig(remap=tuple(tuple(pair) for pair in p["remap"]), draft=p["draft"],
+                      pair_representative=p.get("pair_representative", "lower"))
+
+
+def shuffled_words(rng, limit=None):
+    """All 65,536 words in a random order drawn from the run's seed (or the first ``limit``)."""
+    words = WORDS[np.random.default_rng(rng.getrandbits(64)).permutation(WORDS.size)]
+    return words if limit is None else words[:limit]
+
+
+def word_stream_tests(vectors, labels, *, module):
+    """The three cocotb tests of a 16-bit-word stream block, for bench ``module``.
+
+    ``vectors(config, words)`` gives ``(inputs, expected)``; ``labels(words)``
+    names each item in failure messages. Returns ``(exhaustive, full_rate,
+    reset_mid_stream)`` as cocotb tests owned by ``module``.
+    """
+    def _setup():
+        p = params()
+        return config_from(p), p["stages"]
+
+    async def exhaustive(dut):
+        """Every word, under random source idle and sink back-pressure."""
+        config, stages = _setup()
+        rng = await start(dut)
+        words = shuffled_words(rng, params().get("limit"))
+        inputs, expected = vectors(config, words)
+        stats = await run_stream(dut, rng, inputs=inputs, expected=expected, stages=stages,
+                                 idle=0.1, stall=0.1, labels=labels(words))
+        assert stats["delivered"] == len(words), stats
+
+    async def full_rate(dut):
+        """No idle, no back-pressure: one item per cycle, each after exactly ``stages`` cycles."""
+        config, stages = _setup()
+        rng = await start(dut)
+        words = shuffled_words(rng, 500)
+        inputs, expected = vectors(config, words)
+        stats = await run_stream(dut, rng, inputs=inputs, expected=expected, stages=stages,
+                                 idle=0, stall=0, labels=labels(words))
+        assert stats["cycles"] == len(words) + stages, stats
+
+    async def reset_mid_stream(dut):
+        """Synchronous resets at random points while items are in flight."""
+        config, stages = _setup()
+        rng = await start(dut)
+        words = shuffled_words(rng, 3000)
+        inputs, expected = vectors(config, words)
+        stats = await run_stream(dut, rng, inputs=inputs, expected=expected, stages=stages,
+                                 idle=0.3, stall=0.4, reset_every=60, labels=labels(words))
+        assert stats["resets"] > 0, stats
+        if stages:
+            assert stats["dropped"] > 0, stats
+
+    tests = []
+    for fn in (exhaustive, full_rate, reset_mid_stream):
+        fn.__module__ = module
+        fn.__qualname__ = fn.__name__
+        tests.append(cocotb.test()(fn))
+    return tuple(tests)
