@@ -22,7 +22,7 @@ from amaranth.lib.wiring import In, Out
 
 from golden.fp import FPFormat
 from golden.validate import check_int
-from hw.fp_datapath import ge_const, pipeline_stage
+from hw.fp_datapath import fp_fields, ge_const, pipeline_stage
 
 __all__ = [
     "FPAdd",
@@ -150,25 +150,6 @@ def delay_line(m, en, value, cycles, name):
     return value
 
 
-def _unpack(bits, fmt):
-    """Sign, significand with hidden bit, effective biased exponent (≥ 1) and class flags."""
-    mb = fmt.man_bits
-    frac = bits[:mb]
-    efield = bits[mb:mb + fmt.exp_bits]
-    sub = ~efield.any()
-    special = efield.all()
-    fz = ~frac.any()
-    return {
-        "sign": bits[fmt.width - 1],
-        "sig": Cat(frac, ~sub),
-        # A subnormal has the exponent of the smallest normal (IEEE 754 §3.4 d).
-        "exp": Mux(sub, 1, efield),
-        "zero": sub & fz,
-        "inf": special & fz,
-        "nan": special & ~fz,
-    }
-
-
 def _round_pack(m, fmt, *, sign, efield_pre, mant, guard, sticky, overflow, nan, inf, inf_sign,
                 zero=None):
     """Round to nearest even and pack; special classes override the rounded value.
@@ -276,7 +257,7 @@ class FPMul(_FPUnit):
         p = mb + 1
         ew = e + 4                                   # signed exponent arithmetic width
         # classify + special cases (IEEE 754 §7.2: Inf·0 invalid; payloads dropped).
-        a, b = _unpack(self.a, fmt), _unpack(self.b, fmt)
+        a, b = fp_fields(self.a, fmt), fp_fields(self.b, fmt)
         nan = a["nan"] | b["nan"] | (a["inf"] & b["zero"]) | (a["zero"] & b["inf"])
         s = pipeline_stage(m, en, "classify" in regs, "classify",
                            valid=self.valid, sign=a["sign"] ^ b["sign"], sig_a=a["sig"],
@@ -356,7 +337,7 @@ class FPAdd(_FPUnit):
         W = 2 * p + 3                                # aligned significand width
         ew = e + 4
         # classify + special cases; order the operands by magnitude.
-        a, b = _unpack(self.a, fmt), _unpack(self.b, fmt)
+        a, b = fp_fields(self.a, fmt), fp_fields(self.b, fmt)
         swap = self.b[:w - 1] > self.a[:w - 1]
         x = {k: Mux(swap, b[k], a[k]) for k in ("sign", "sig", "exp")}
         y = {k: Mux(swap, a[k], b[k]) for k in ("sign", "sig", "exp")}

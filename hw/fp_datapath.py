@@ -89,12 +89,13 @@ def term_exp_range(fmt):
     return 2 * (fmt.emin - fmt.man_bits), 2 * (fmt.emax - fmt.man_bits)
 
 
-def fp_unpack(bits, fmt):
-    """Classify and decode an encoding like :func:`golden.fp.decode` (combinational).
+def fp_fields(bits, fmt):
+    """Classify an encoding and split its fields (combinational).
 
-    Returns a dict of Amaranth values: ``sign``, ``sig`` (``precision`` bits, 0 for
-    Inf/NaN), ``exp`` (signed; a subnormal has the exponent of the smallest normal,
-    IEEE 754 §3.4 d; 0 for Inf/NaN as in the golden), ``zero``, ``inf``, ``nan``.
+    Returns a dict of Amaranth values: ``sign``; ``sig``, the significand with
+    its hidden bit (``precision`` bits, raw for Inf/NaN); ``exp``, the biased
+    exponent, with a subnormal given the exponent of the smallest normal
+    (1, IEEE 754 §3.4 d); and the class flags ``zero``, ``inf``, ``nan``.
     """
     m_bits = fmt.man_bits
     frac = bits[:m_bits]
@@ -102,10 +103,23 @@ def fp_unpack(bits, fmt):
     special = efield.all()
     bottom = ~efield.any()
     fz = ~frac.any()
-    sig = Mux(special, 0, Cat(frac, ~bottom))
-    exp = Mux(special, 0, Mux(bottom, 1, efield) - (fmt.bias + m_bits))
-    return {"sign": bits[fmt.width - 1], "sig": sig, "exp": exp,
-            "zero": bottom & fz, "inf": special & fz, "nan": special & ~fz}
+    return {"sign": bits[fmt.width - 1], "sig": Cat(frac, ~bottom), "exp": Mux(bottom, 1, efield),
+            "special": special, "zero": bottom & fz, "inf": special & fz, "nan": special & ~fz}
+
+
+def fp_unpack(bits, fmt):
+    """Classify and decode an encoding like :func:`golden.fp.decode` (combinational).
+
+    Returns a dict of Amaranth values: ``sign``, ``sig`` (``precision`` bits, 0 for
+    Inf/NaN), ``exp`` (signed, unbiased for the integer significand; a subnormal
+    has the exponent of the smallest normal, IEEE 754 §3.4 d; 0 for Inf/NaN as in
+    the golden), ``zero``, ``inf``, ``nan``.
+    """
+    f = fp_fields(bits, fmt)
+    sig = Mux(f["special"], 0, f["sig"])
+    exp = Mux(f["special"], 0, f["exp"] - (fmt.bias + fmt.man_bits))
+    return {"sign": f["sign"], "sig": sig, "exp": exp,
+            "zero": f["zero"], "inf": f["inf"], "nan": f["nan"]}
 
 
 class ExactMultiplier(wiring.Component):
