@@ -7,10 +7,9 @@ source of truth.
 
 import importlib.metadata
 
-from amaranth.back import verilog
-
 from golden.config import preset
 from golden.fp import FP16, FP32
+from hw.hierarchy import convert
 
 from .errors import CLIError
 from .output import atomic_dir, write_manifest
@@ -26,6 +25,7 @@ def blocks(config):
     from hw.fp16_reconstructor import FP16Reconstructor
     from hw.linear_unit import LinearUnit
     from hw.ring_fifo import RingFIFO
+    from hw.ssm_unit import SSMUnit
     from hw.tree_verifier import TreeVerifier
 
     tree = config.tree
@@ -43,15 +43,13 @@ def blocks(config):
         reconstructor.module_name: reconstructor,
     }
     lin = config.linear
-    # Amaranth writes one Verilog module per instance; a board-scale array (1,024
-    # PEs) is emitted once per-configuration deduplication is in place, so for now
-    # only the sim preset carries the linear unit.
-    if config.board.part is None:
-        name = (f"linear_unit_r{lin.rows}_c{lin.cols}_q{lin.quant_lanes}_k{lin.max_k}"
-                f"_{lin.fmt_out}")
-        out[name] = LinearUnit(rows=lin.rows, cols=lin.cols, quant_lanes=lin.quant_lanes,
-                               max_k=lin.max_k, fmt_out=FP_FORMATS[lin.fmt_out],
-                               config=config.bsfp)
+    linear = LinearUnit(rows=lin.rows, cols=lin.cols, quant_lanes=lin.quant_lanes,
+                        max_k=lin.max_k, fmt_out=FP_FORMATS[lin.fmt_out], config=config.bsfp)
+    # SpecMamba linear unit: rows x cols dual-mode PEs, one weight tile broadcast to all tokens.
+    out[linear.module_name] = linear
+    # SpecMamba SSM unit: one Mamba2 layer's state swept by `lanes` EMUs per cycle.
+    ssm = SSMUnit(cfg=config.ssm)
+    out[ssm.module_name] = ssm
     return out
 
 
@@ -64,8 +62,9 @@ def write_verilog(*, board, out):
     modules = blocks(config)
     with atomic_dir(out) as tmp:
         for name, component in modules.items():
-            # No source attributes: the output must not depend on the checkout path.
-            text = verilog.convert(component, name=name, emit_src=False)
+            # Each distinct configuration of a shared block (PE, FP unit, table) is
+            # one module of the file, instantiated as often as needed.
+            text, _ = convert(component, name=name)
             (tmp / f"{name}.v").write_text(text)
         write_manifest(
             tmp,

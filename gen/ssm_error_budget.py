@@ -242,12 +242,14 @@ nearest even, with subnormals (no flush to zero) and without fused multiply-add.
 | 9 | `y = y0 + (D · x[p])` | per row | nheads·P |
 | 10 | `out = y · silu_lut(z[p])` | per row (if gated) | nheads·P |
 
-**Reduction order.** With `g = min(lanes, N)` (a power of two; {tree_width} for the
-budget config below), the EMUs deliver `g` products of one row per cycle. A balanced
-binary adder tree adds them pairwise (`(q0+q1), (q2+q3), …`, then
-`((q0+q1)+(q2+q3))`, …; {tree_depth} levels), each adder rounding. The row's `N/g`
-tree sums enter an accumulator in ascending `n`: `acc = T0`, then `acc = acc + Tk`
-(no `+0` seed, so signed zeros come out exact). `D·x` is added last. Rows, heads
+**Reduction order.** With `g = min(lanes, N)` ({tree_width} for the budget config
+below), the EMUs deliver the products of `g` consecutive columns of one row per cycle
+(the row's last group is partial when `g` does not divide `N`). A balanced binary
+adder tree adds them pairwise (`(q0+q1), (q2+q3), …`, then `((q0+q1)+(q2+q3))`, …;
+{tree_depth} levels), each adder rounding; an odd value out at the end of a level
+moves up unchanged (the tree of `2^⌈log2 g⌉` inputs padded with −0, an exact
+identity). The row's `⌈N/g⌉` tree sums enter an accumulator in ascending `n`:
+`acc = T0`, then `acc = acc + Tk` (no `+0` seed, so signed zeros come out exact). `D·x` is added last. Rows, heads
 and tiles may be scheduled in any order; the state update is element-wise and
 independent of `lanes`; `y` depends on `lanes` through `g`.
 

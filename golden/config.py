@@ -16,6 +16,8 @@ Presets
 from dataclasses import dataclass, field, replace
 
 from .bsfp import BSFPConfig
+from .mamba2 import SSMConfig
+from .nonlinear import LUTSpec
 from .validate import check_choice, check_float, check_int
 
 __all__ = ["TreeConfig", "LinearConfig", "BoardConfig", "Config", "PRESETS", "preset",
@@ -127,17 +129,22 @@ class BoardConfig:
 
 @dataclass(frozen=True, kw_only=True)
 class Config:
-    """Top-level configuration: a board plus every block config."""
+    """Top-level configuration: a board plus every block config.
+
+    ``ssm`` is the SSM unit of one Mamba2 layer (:class:`golden.mamba2.SSMConfig`);
+    its default is the small geometry of the ``sim`` preset.
+    """
 
     name: str
     board: BoardConfig
     tree: TreeConfig = field(default_factory=TreeConfig)
     linear: LinearConfig = field(default_factory=LinearConfig)
     bsfp: BSFPConfig = field(default_factory=BSFPConfig)
+    ssm: SSMConfig = field(default_factory=lambda: _SIM_SSM)
 
     def __post_init__(self):
         for name, cls in (("board", BoardConfig), ("tree", TreeConfig), ("linear", LinearConfig),
-                          ("bsfp", BSFPConfig)):
+                          ("bsfp", BSFPConfig), ("ssm", SSMConfig)):
             value = getattr(self, name)
             if not isinstance(value, cls):
                 raise TypeError(f"Config.{name} must be a {cls.__name__}, not {value!r}")
@@ -158,15 +165,28 @@ _VCK190 = BoardConfig(name="vck190", part="xcvc1902-vsva2197-2MP-e-S", clock_mhz
 _VHK158 = BoardConfig(name="vhk158", part="xcvh1582-vsva3697-2MP-e-S", clock_mhz=250.0,
                       memory="HBM", mem_bw_gbs=819.0, dsp58=7392)
 
+# The sim preset's SSM tables keep the contract's ranges at step 1/8 instead of
+# 1/128: ROMs of 257-361 words instead of 4097-5761, so the unit builds and
+# simulates in seconds (the tables are part of the config, so golden follows).
+_SIM_SSM = SSMConfig(
+    nheads=2, headdim=2, d_state=8, lanes=4,
+    exp_lut=LUTSpec(function="exp", lo=-20.0, hi=12.0, step_log2=3),
+    softplus_lut=LUTSpec(function="softplus", lo=-25.0, hi=20.0, step_log2=3),
+    silu_lut=LUTSpec(function="silu", lo=-25.0, hi=20.0, step_log2=3))
+
 PRESETS = {
     "sim": Config(name="sim", board=_SIM, tree=TreeConfig(fifo_depth=16, tile_size=8, max_nodes=64),
-                  linear=LinearConfig(rows=2, cols=4, quant_lanes=3, max_k=16)),
-    # Board-scale arrays: 64 output rows per weight tile (the seed's 64x64 tiles) and
-    # 16 token lanes (the seed's prediction length 12-16), one DSP58 per PE.
+                  linear=LinearConfig(rows=2, cols=4, quant_lanes=3, max_k=16), ssm=_SIM_SSM),
+    # Board-scale arrays (sizing in docs/boards.md): 64 output rows per weight
+    # tile (the seed's 64x64 tiles), one DSP58 per PE; the SSM unit is one
+    # Mamba2-2.7B layer (80 heads x 64 x 128) with one EMU lane per state column
+    # on VHK158 and half of that on the smaller VCK190.
     "vck190": Config(name="vck190", board=_VCK190, tree=TreeConfig(fifo_depth=16, tile_size=64),
-                     linear=LinearConfig(rows=64, cols=16, quant_lanes=3, max_k=8192)),
+                     linear=LinearConfig(rows=64, cols=16, quant_lanes=3, max_k=8192),
+                     ssm=SSMConfig(nheads=80, headdim=64, d_state=128, lanes=64)),
     "vhk158": Config(name="vhk158", board=_VHK158, tree=TreeConfig(fifo_depth=16, tile_size=64),
-                     linear=LinearConfig(rows=64, cols=16, quant_lanes=3, max_k=8192)),
+                     linear=LinearConfig(rows=64, cols=64, quant_lanes=3, max_k=8192),
+                     ssm=SSMConfig(nheads=80, headdim=64, d_state=128, lanes=128)),
 }
 
 

@@ -38,11 +38,15 @@ Order of operations (``fl`` = one binary32 rounding, RNE, subnormals kept)::
 With ``state_format="fp16"`` the EMU rounds ``h'`` to binary16 (RNE of the
 binary32 sum; a double rounding, by definition) and ``q`` uses that stored value.
 
-Reduction order. Let ``g = min(lanes, d_state)`` (a power of two). The EMUs
-produce ``g`` products of one row per cycle; a balanced binary adder tree adds
-them pairwise, ``(q0+q1), (q2+q3), …`` then ``((q0+q1)+(q2+q3)), …``, every
-adder rounding. The row's ``d_state/g`` tree sums ``T_0, T_1, …`` enter an
-accumulator in ascending ``n``: ``acc = T_0``, ``acc = fl(acc + T_k)`` (no +0
+Reduction order. Let ``g = min(lanes, d_state)``. The EMUs produce the
+products of one group of ``g`` consecutive columns of a row per cycle (columns
+``k·g … k·g + g − 1``; the row's last group is partial when ``g`` does not
+divide ``d_state``); a balanced binary adder tree adds them pairwise,
+``(q0+q1), (q2+q3), …`` then ``((q0+q1)+(q2+q3)), …``, every adder rounding.
+Where a level has an odd count its last value passes up unchanged: the tree is
+that of ``2**⌈log2 g⌉`` inputs padded with −0, and ``v + (−0) = v`` exactly for
+every binary32 ``v``. The row's ``⌈d_state/g⌉`` tree sums ``T_0, T_1, …`` enter
+an accumulator in ascending ``n``: ``acc = T_0``, ``acc = fl(acc + T_k)`` (no +0
 seed, so signed zeros are exact). ``D·x`` is added last. A row's result thus
 depends on ``lanes`` but not on the order in which rows, heads or tiles are
 scheduled, as long as each row's groups are accumulated in ascending ``n``; the
@@ -117,9 +121,10 @@ class SSMConfig:
         State columns per row, ``N`` (Mamba2: 128).
     lanes : int
         Element-wise multiply units (EMUs): state elements updated per cycle.
-        A power of two that divides ``d_state``, or a multiple of ``d_state``
-        (then ``d_state`` must be a power of two). It fixes the adder-tree
-        width of the ``Σ_n h·C`` reduction.
+        Any count up to ``d_state`` (a row's last group of columns is partial
+        when ``lanes`` does not divide ``d_state``), or a power-of-two multiple
+        of a power-of-two ``d_state`` (several rows per cycle). It fixes the
+        adder-tree width of the ``Σ_n h·C`` reduction.
     state_format : str
         ``"fp32"`` (the contract, as Mamba) or ``"fp16"`` (a measured alternative).
     exp_lut, softplus_lut, silu_lut : LUTSpec
@@ -140,12 +145,11 @@ class SSMConfig:
         check_int("SSMConfig", "headdim", self.headdim, min=1)
         check_int("SSMConfig", "d_state", self.d_state, min=1)
         check_int("SSMConfig", "lanes", self.lanes, min=1)
-        ok = _is_pow2(self.lanes) and (
-            self.d_state % self.lanes == 0
-            or (self.lanes % self.d_state == 0 and _is_pow2(self.d_state)))
+        ok = self.lanes <= self.d_state or (
+            _is_pow2(self.lanes) and _is_pow2(self.d_state) and self.lanes % self.d_state == 0)
         if not ok:
-            raise ValueError(f"SSMConfig.lanes must be a power of two that divides d_state "
-                             f"({self.d_state}) or a multiple of a power-of-two d_state, "
+            raise ValueError(f"SSMConfig.lanes must be at most d_state ({self.d_state}) or a "
+                             f"power-of-two multiple of a power-of-two d_state, "
                              f"not {self.lanes!r}")
         check_choice("SSMConfig", "state_format", self.state_format, STATE_FORMATS)
         for name, function in (("exp_lut", "exp"), ("softplus_lut", "softplus"),
@@ -204,18 +208,21 @@ class SSMConfig:
 
     @property
     def tree_depth(self):
-        """Adder levels of the reduction tree: ``log2(tree_width)``."""
-        return self.tree_width.bit_length() - 1
+        """Adder levels of the reduction tree: ``⌈log2(tree_width)⌉``."""
+        return (self.tree_width - 1).bit_length()
 
     @property
     def groups_per_row(self):
-        """Tree sums accumulated sequentially per row: ``d_state/tree_width``."""
-        return self.d_state // self.tree_width
+        """Tree sums accumulated sequentially per row: ``⌈d_state/tree_width⌉``."""
+        return -(-self.d_state // self.tree_width)
 
     @property
     def cycles_per_token(self):
-        """EMU cycles to sweep the whole state once (one state element per lane per cycle)."""
-        return -(-self.state_elems // self.lanes)
+        """EMU cycles to sweep the whole state once: one group of ``tree_width`` columns of
+        a row per cycle (``lanes ≤ d_state``), or ``lanes/d_state`` rows per cycle."""
+        if self.lanes <= self.d_state:
+            return self.nheads * self.headdim * self.groups_per_row
+        return -(-self.nheads * self.headdim // (self.lanes // self.d_state))
 
     @property
     def state_dtype(self):
@@ -385,9 +392,15 @@ def ssm_step_ref(cfg, params, state, x, B, C, dt, z=None):
 def _tree_reduce(q, width):
     """Σ over the last axis: balanced pairwise trees of ``width``, then ascending accumulation.
 
-    ``q`` has shape (..., N) with ``N % width == 0``; see the module docstring.
+    ``q`` has shape (..., N); see the module docstring. The groups are padded
+    with −0 to ``⌈N/width⌉`` groups of ``2**⌈log2 width⌉``: an exact identity.
     """
-    t = q.reshape(q.shape[:-1] + (q.shape[-1] // width, width))
+    groups = -(-q.shape[-1] // width)
+    span = 1 << (width - 1).bit_length()
+    t = np.full(q.shape[:-1] + (groups, span), -0.0, dtype=q.dtype)
+    for k in range(groups):
+        part = q[..., k * width:(k + 1) * width]
+        t[..., k, :part.shape[-1]] = part
     while t.shape[-1] > 1:
         t = t[..., 0::2] + t[..., 1::2]
     t = t[..., 0]

@@ -26,9 +26,10 @@ from golden.fp import FP32
 from golden.validate import check_int
 
 from .dual_mode_pe import SCALE_BITS, WEIGHT_BITS, DualModePE
+from .hierarchy import submodule, template
 from .ring_fifo import RingFIFO
 
-__all__ = ["LinearUnit", "weight_layout", "act_layout", "cmd_layout", "result_layout"]
+__all__ = ["LinearUnit", "PERow", "row_beat_layout", "weight_layout", "act_layout", "cmd_layout", "result_layout"]
 
 COUNTER_BITS = 48
 
@@ -70,6 +71,117 @@ def result_layout(rows, cols, fmt_out):
         "token_valid": cols,
         "last": 1,
     })
+
+
+
+def row_beat_layout(cols, lanes):
+    """What a beat gives one PE row: its weight row's column ``j`` and every token's input."""
+    return data.StructLayout({
+        "weight": WEIGHT_BITS,
+        "nibble": data.ArrayLayout(4, lanes),
+        "k": data.ArrayLayout(SCALE_BITS, lanes),
+        "act": data.ArrayLayout(data.ArrayLayout(16, lanes), cols),
+        "lane_valid": lanes,
+        "mode": 1,
+        "last": 1,
+    })
+
+
+class PERow(wiring.Component):
+    """One row of the linear unit: ``cols`` ``DualModePE`` sharing a weight row.
+
+    The row is the unit of the hierarchy (PE -> row -> array): the array
+    instantiates one ``PERow`` module ``rows`` times and each row one PE module
+    ``cols`` times, so the Verilog grows with ``rows + cols``, not their product.
+    Its result registers are one stage of the array's drain shift chain.
+
+    Parameters
+    ----------
+    cols : int
+        PEs (token lanes) in the row, >= 1.
+    pe_args : dict
+        Keyword arguments of every PE's ``DualModePE`` constructor.
+
+    Attributes
+    ----------
+    beat : In(row_beat_layout(cols, quant_lanes).size)
+        The beat's weight column ``j`` for this row and input ``j`` of every token;
+        taken by every PE in a cycle with ``fire``.
+    fire : In(1)
+        A beat moves (the array holds ``fire`` low unless ``ready``).
+    ready : Out(1)
+        Every PE of the row can take a beat.
+    results_valid : Out(1)
+        The PEs hold rounded results (all PEs run in lock step).
+    capture : In(1)
+        Take the results into ``value`` (the PEs are released in the same cycle).
+    shift, shift_in : In(1), In(cols·fmt_out.width)
+        Load ``shift_in`` (the next row's ``value``) into ``value``: the drain.
+    value : Out(cols·fmt_out.width)
+        The row's results (token ``c`` in bits ``c·width …``), one cycle after
+        ``capture`` or ``shift``. ``beat_view()`` / ``value_view()`` give the
+        layouts of these plain ports.
+    """
+
+    def __init__(self, *, cols, pe_args):
+        self._cols = check_int("PERow", "cols", cols, min=1)
+        self._pe_args = dict(pe_args)
+        # Validates pe_args and names the PE module; the row builds its own PEs.
+        self._pe0 = template(DualModePE(**self._pe_args))
+        lanes, width = self._pe_args["quant_lanes"], self._pe0.fmt_out.width
+        self._beat_layout = row_beat_layout(cols, lanes)
+        self._value_layout = data.ArrayLayout(width, cols)
+        # Plain bit vectors at the row boundary: a layout-typed port makes
+        # Amaranth write a named wire per field per instance in the parent
+        # (about 45,000 lines for a 64x64 array). Views give the fields back.
+        super().__init__({
+            "beat": In(self._beat_layout.size),
+            "fire": In(1),
+            "ready": Out(1),
+            "results_valid": Out(1),
+            "capture": In(1),
+            "shift": In(1),
+            "shift_in": In(self._value_layout.size),
+            "value": Out(self._value_layout.size),
+        })
+
+    def beat_view(self):
+        """:attr:`beat` as a ``row_beat_layout`` view."""
+        return data.View(self._beat_layout, self.beat)
+
+    def value_view(self):
+        """:attr:`value` as an ``ArrayLayout(fmt_out.width, cols)`` view."""
+        return data.View(self._value_layout, self.value)
+
+    @property
+    def module_name(self):
+        return f"PERow_c{self._cols}_{self._pe0.module_name}"
+
+    def elaborate(self, platform):
+        m = Module()
+        pes = [DualModePE(**self._pe_args) for _ in range(self._cols)]
+        b, value = self.beat_view(), self.value_view()
+        for c, pe in enumerate(pes):
+            submodule(m, f"pe_c{c}", pe)
+            i = pe.i
+            m.d.comb += [
+                i.valid.eq(self.fire),
+                i.payload.weight.eq(b.weight),
+                i.payload.mode.eq(b.mode),
+                i.payload.last.eq(b.last),
+                i.payload.lane_valid.eq(b.lane_valid),
+                i.payload.act.eq(b.act[c]),
+                i.payload.nibble.eq(b.nibble),
+                i.payload.k.eq(b.k),
+                pe.o.ready.eq(self.capture),
+            ]
+        m.d.comb += [self.ready.eq(Cat(pe.i.ready for pe in pes).all()),
+                     self.results_valid.eq(pes[0].o.valid)]
+        with m.If(self.capture):
+            m.d.sync += [value[c].eq(pe.o.payload) for c, pe in enumerate(pes)]
+        with m.Elif(self.shift):
+            m.d.sync += self.value.eq(self.shift_in)
+        return m
 
 
 class LinearUnit(wiring.Component):
@@ -135,7 +247,7 @@ class LinearUnit(wiring.Component):
         # The PE validates fmt_out and config; build one here so errors surface now.
         self._pe_args = dict(fmt_out=fmt_out, n=self._max_k * self._lanes,
                              quant_lanes=self._lanes, config=config)
-        self._pe0 = DualModePE(**self._pe_args)
+        self._pe0 = template(DualModePE(**self._pe_args))
         self._fmt_out = fmt_out
         super().__init__({
             "cmd": In(stream.Signature(cmd_layout(self._rows, self._cols, self._max_k))),
@@ -158,6 +270,12 @@ class LinearUnit(wiring.Component):
         return self._rows * self._cols
 
     @property
+    def module_name(self):
+        """Verilog name encoding the parameters, e.g. ``LinearUnit_r2_c4_q3_k16_e8m23_j8``."""
+        return (f"LinearUnit_r{self._rows}_c{self._cols}_q{self._lanes}_k{self._max_k}"
+                f"_e{self._fmt_out.exp_bits}m{self._fmt_out.man_bits}_j{self._jobs}")
+
+    @property
     def latency(self):
         """Cycles from the job's last beat to its first ``y.valid`` (no stall)."""
         return self._pe0.latency + 1
@@ -166,11 +284,9 @@ class LinearUnit(wiring.Component):
         m = Module()
         R, Ccols, Q = self._rows, self._cols, self._lanes
 
-        pes = [[DualModePE(**self._pe_args) if (r, c) != (0, 0) else self._pe0
-                for c in range(Ccols)] for r in range(R)]
+        rows = [PERow(cols=Ccols, pe_args=self._pe_args) for r in range(R)]
         for r in range(R):
-            for c in range(Ccols):
-                m.submodules[f"pe_r{r}_c{c}"] = pes[r][c]
+            submodule(m, f"row{r}", rows[r])
 
         # ---- job control -------------------------------------------------------------
         running = Signal()
@@ -186,7 +302,7 @@ class LinearUnit(wiring.Component):
         last = Signal()
         m.d.comb += last.eq(step == steps - 1)
         all_ready = Signal()
-        m.d.comb += all_ready.eq(Cat(pe.i.ready for row in pes for pe in row).all())
+        m.d.comb += all_ready.eq(Cat(row.ready for row in rows).all())
         fire = Signal()
         m.d.comb += [
             fire.eq(running & self.w.valid & self.x.valid & all_ready),
@@ -210,21 +326,17 @@ class LinearUnit(wiring.Component):
         # ---- broadcast: weights along rows, activations down columns -------------------
         w, x = self.w.payload, self.x.payload
         for r in range(R):
-            for c in range(Ccols):
-                i = pes[r][c].i
-                m.d.comb += [
-                    i.valid.eq(fire),
-                    i.payload.weight.eq(w.weight[r]),
-                    i.payload.mode.eq(mode),
-                    i.payload.last.eq(last),
-                    i.payload.lane_valid.eq(x.lane_valid),
-                ]
-                for j in range(Q):
-                    m.d.comb += [
-                        i.payload.act[j].eq(x.act[c][j]),
-                        i.payload.nibble[j].eq(w.nibble[r][j]),
-                        i.payload.k[j].eq(w.k[r][j]),
-                    ]
+            b = rows[r].beat_view()
+            m.d.comb += [
+                rows[r].fire.eq(fire),
+                b.weight.eq(w.weight[r]),
+                b.nibble.eq(w.nibble[r]),
+                b.k.eq(w.k[r]),
+                b.act.eq(x.act),
+                b.lane_valid.eq(x.lane_valid),
+                b.mode.eq(mode),
+                b.last.eq(last),
+            ]
 
         # ---- performance counters ------------------------------------------------------
         lanes_used = Signal(range(Q + 1))
@@ -236,26 +348,25 @@ class LinearUnit(wiring.Component):
             m.d.sync += self.stall_cycles.eq(self.stall_cycles + 1)
 
         # ---- results: capture a whole tile, then drain it row by row -------------------
-        buf = [[Signal(self._fmt_out.width, name=f"buf_r{r}_c{c}") for c in range(Ccols)]
-               for r in range(R)]
+        # The rows' result registers form a shift chain towards row 0, which is
+        # always the row on y: no rows-to-one multiplexer of cols·width bits.
         buf_valid = Signal()
         buf_rows = Signal.like(n_rows)
         buf_tokens = Signal.like(n_tokens)
         row = Signal(range(max(R, 2)))
         # Every PE runs in lock step, so all results of a tile appear in the same cycle.
-        results_valid = pes[0][0].o.valid
         capture = Signal()
-        m.d.comb += [capture.eq(results_valid & ~buf_valid), jobs.r.ready.eq(capture)]
+        m.d.comb += [capture.eq(rows[0].results_valid & ~buf_valid), jobs.r.ready.eq(capture)]
+        drain = Signal()
+        m.d.comb += drain.eq(self.y.valid & self.y.ready)
         for r in range(R):
-            for c in range(Ccols):
-                m.d.comb += pes[r][c].o.ready.eq(capture)
+            m.d.comb += [rows[r].capture.eq(capture), rows[r].shift.eq(drain)]
+            if r + 1 < R:
+                m.d.comb += rows[r].shift_in.eq(rows[r + 1].value)
         with m.If(capture):
             m.d.sync += [buf_valid.eq(1), row.eq(0),
                          buf_rows.eq(jobs.r.payload[:len(n_rows)]),
                          buf_tokens.eq(jobs.r.payload[len(n_rows):])]
-            for r in range(R):
-                for c in range(Ccols):
-                    m.d.sync += buf[r][c].eq(pes[r][c].o.payload)
 
         y = self.y.payload
         m.d.comb += [
@@ -264,12 +375,7 @@ class LinearUnit(wiring.Component):
             y.last.eq(row == buf_rows - 1),
             y.token_valid.eq(Cat(Const(c, range(Ccols + 1)) < buf_tokens for c in range(Ccols))),
         ]
-        with m.Switch(row):
-            for r in range(R):
-                # The last row takes every other value too: a complete case.
-                with (m.Case(r) if r < R - 1 else m.Default()):
-                    for c in range(Ccols):
-                        m.d.comb += y.value[c].eq(buf[r][c])
+        m.d.comb += y.value.eq(rows[0].value)
         with m.If(self.y.valid & self.y.ready):
             m.d.sync += row.eq(row + 1)
             with m.If(y.last):

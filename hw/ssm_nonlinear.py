@@ -33,6 +33,7 @@ from hw.fp_arith import (
     sub_mod,
 )
 from hw.fp_datapath import ge_const
+from hw.hierarchy import submodule
 
 __all__ = ["LUTFunction", "order_key"]
 
@@ -175,8 +176,8 @@ class LUTFunction(wiring.Component):
         for step, kk in enumerate(range(d - 1, -1, -1)):
             mul = FPMul(fmt=fmt, stages=lm)
             add = FPAdd(fmt=fmt, stages=la)
-            m.submodules[f"mul{step}"] = mul
-            m.submodules[f"add{step}"] = add
+            submodule(m, f"mul{step}", mul)
+            submodule(m, f"add{step}", add)
             t0 = step * (lm + la)
             m.d.comb += [
                 mul.en.eq(en), mul.valid.eq(0), mul.a.eq(y),

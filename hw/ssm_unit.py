@@ -19,6 +19,8 @@ implementation sweeps it in the order head → row → group of ``lanes`` column
 See ``docs/blocks-ssm.md`` for ports, timing and the state interface.
 """
 
+from types import SimpleNamespace
+
 from amaranth import C, Cat, Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.memory import Memory
@@ -29,6 +31,7 @@ from golden.mamba2 import SSMConfig
 from golden.validate import check_int
 from hw.fp_arith import FPAdd, FPMul, add_const, delay_line
 from hw.fp_datapath import ge_const
+from hw.hierarchy import submodule
 from hw.ssm_nonlinear import LUTFunction
 
 __all__ = [
@@ -40,6 +43,7 @@ __all__ = [
     "SEL_DT_BIAS",
     "SEL_X",
     "SSMUnit",
+    "StateBank",
     "eq_const",
 ]
 
@@ -71,6 +75,43 @@ class _Counter:
         with self._m.If(cond):
             self._m.d.sync += self.value.eq(
                 Mux(self.last, 0, add_const(self.value, 1, len(self.value))))
+
+
+class StateBank(wiring.Component):
+    """One EMU lane's share of the SSM state: a simple dual-port RAM of binary32 words.
+
+    Parameters
+    ----------
+    depth : int
+        Words (tiles of the state), >= 2.
+
+    Attributes
+    ----------
+    r_addr, r_en, r_data : In, In(1), Out(32)
+        Synchronous read: with ``r_en`` high, ``r_data`` shows word ``r_addr``
+        after the clock edge (old data if written in the same cycle); it holds
+        while ``r_en`` is low.
+    w_addr, w_en, w_data : In, In(1), In(32)
+        Write ``w_data`` to ``w_addr`` at the clock edge while ``w_en``.
+    """
+
+    def __init__(self, *, depth):
+        self._depth = check_int("StateBank", "depth", depth, min=2)
+        aw = _bits(depth)
+        super().__init__({"r_addr": In(aw), "r_en": In(1), "r_data": Out(32),
+                          "w_addr": In(aw), "w_en": In(1), "w_data": In(32)})
+
+    @property
+    def module_name(self):
+        return f"StateBank_w32_d{self._depth}"
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.mem = mem = Memory(shape=32, depth=self._depth, init=[])
+        rp, wp = mem.read_port(domain="sync"), mem.write_port()
+        m.d.comb += [rp.addr.eq(self.r_addr), rp.en.eq(self.r_en), self.r_data.eq(rp.data),
+                     wp.addr.eq(self.w_addr), wp.en.eq(self.w_en), wp.data.eq(self.w_data)]
+        return m
 
 
 class SSMUnit(wiring.Component):
@@ -137,7 +178,7 @@ class SSMUnit(wiring.Component):
         self._lm = check_int("SSMUnit", "mul_stages", mul_stages, min=0, max=4)
         self._la = check_int("SSMUnit", "add_stages", add_stages, min=0, max=5)
         H, P, N, L = cfg.nheads, cfg.headdim, cfg.d_state, cfg.lanes
-        self._tiles = H * P * (N // L)
+        self._tiles = H * P * cfg.groups_per_row
         super().__init__({
             "wr_en": In(1),
             "wr_sel": In(3),
@@ -174,12 +215,19 @@ class SSMUnit(wiring.Component):
     def latency(self):
         """Enabled cycles from a row's first tile issue to its ``y`` (``y.valid``)."""
         depth = self._cfg.tree_depth
-        k = self._cfg.d_state // self._cfg.lanes
+        k = self._cfg.groups_per_row
         return 1 + 3 * self._lm + self._la * (1 + depth) + (k - 1) + 1 + self._la
 
     @property
+    def state_tiles(self):
+        """Words of the state tile port: ``nheads·P·⌈N/lanes⌉`` (tile ``k`` of row ``(h, p)``
+        at ``(h·P + p)·⌈N/lanes⌉ + k``)."""
+        return self._tiles
+
+    @property
     def sweep_cycles(self):
-        """Issue cycles per token: ``nheads·P·N / lanes``."""
+        """Issue cycles per token: ``nheads·P·⌈N/lanes⌉`` (``nheads·P·N/lanes`` when
+        ``lanes`` divides ``N``; otherwise each row's last tile is partial)."""
         return self._tiles
 
     @property
@@ -192,7 +240,9 @@ class SSMUnit(wiring.Component):
         m = Module()
         cfg, lm, la = self._cfg, self._lm, self._la
         H, P, N, L = cfg.nheads, cfg.headdim, cfg.d_state, cfg.lanes
-        K = N // L
+        K = cfg.groups_per_row
+        # Lanes of a row's last tile that hold columns (all of them when lanes divides N).
+        last_lanes = N - (K - 1) * L
         fmt = FP32
         en = Signal(name="en")
         m.d.comb += en.eq(~self.y.valid | self.y.ready)
@@ -212,7 +262,28 @@ class SSMUnit(wiring.Component):
                                                             (SEL_D, "d"))}
         dmem = mem("mem_delta", 32, 2 * H)
         damem = mem("mem_da", 32, 2 * H)
-        state = mem("mem_state", 32 * L, max(self._tiles, 2))
+        # The state: one bank per EMU lane (lane i holds columns k·lanes + i), so
+        # each bank is a plain 32-bit RAM (URAM/BRAM column) and one bank module
+        # serves every lane; a single 32·lanes-bit memory would also carry a
+        # 32·lanes-bit-wide initializer through emission.
+        depth = max(self._tiles, 2)
+        banks = [StateBank(depth=depth) for _ in range(L)]
+        for i, bank in enumerate(banks):
+            submodule(m, f"state_bank{i}", bank)
+        aw = _bits(depth)
+        rd_state = SimpleNamespace(addr=Signal(aw, name="st_rd_addr"), en=Signal(name="st_rd_en"),
+                                   data=Signal(32 * L, name="st_rd_data"))
+        wr_state = SimpleNamespace(addr=Signal(aw, name="st_wr_addr"), en=Signal(name="st_wr_en"),
+                                   data=Signal(32 * L, name="st_wr_data"))
+        # A sweep's write-back of a row's last tile skips the lanes past column N−1.
+        pad_wb = Signal(name="pad_wb")
+        for i, bank in enumerate(banks):
+            sl = slice(32 * i, 32 * (i + 1))
+            w_en = wr_state.en & ~pad_wb if i >= last_lanes else wr_state.en
+            m.d.comb += [bank.r_addr.eq(rd_state.addr), bank.r_en.eq(rd_state.en),
+                         rd_state.data[sl].eq(bank.r_data),
+                         bank.w_addr.eq(wr_state.addr), bank.w_en.eq(w_en),
+                         bank.w_data.eq(wr_state.data[sl])]
 
         fill_bank = Signal(name="fill_bank")
         busy = Signal(2, name="bank_busy")              # a committed token holds the bank
@@ -224,8 +295,14 @@ class SSMUnit(wiring.Component):
         kw, xw, hw_ = _bits(2 * K), _bits(2 * H * P), _bits(2 * H)
         for sel, mm in bc.items():
             wp = mm.write_port(granularity=32)
-            lane = self.wr_addr[:_bits(L)] if L > 1 else C(0, 1)
-            kidx = self.wr_addr[_bits(L):] if L > 1 else self.wr_addr
+            if L & (L - 1) == 0:
+                lane = self.wr_addr[:_bits(L)] if L > 1 else C(0, 1)
+                kidx = self.wr_addr[_bits(L):] if L > 1 else self.wr_addr
+            else:
+                # Column n is lane n mod L of tile n div L (constant divisor).
+                lane = Signal(_bits(L), name=f"wr_lane_{sel}")
+                kidx = Signal(_bits(K), name=f"wr_tile_{sel}")
+                m.d.comb += [lane.eq(self.wr_addr % L), kidx.eq(self.wr_addr // L)]
             kk = Cat(kidx[:_bits(K)], C(0, 8))[:kw]
             m.d.comb += [wp.addr.eq(Mux(fill_bank, add_const(kk, K, kw), kk)),
                          wp.data.eq(self.wr_data.replicate(L))]
@@ -275,10 +352,10 @@ class SSMUnit(wiring.Component):
         sp = LUTFunction(spec=cfg.softplus_lut, mul_stages=lm, add_stages=la)
         mul_a = FPMul(fmt=fmt, stages=lm)
         ex = LUTFunction(spec=cfg.exp_lut, mul_stages=lm, add_stages=la)
-        m.submodules.pro_add_bias = add_s
-        m.submodules.pro_softplus = sp
-        m.submodules.pro_mul_a = mul_a
-        m.submodules.pro_exp = ex
+        submodule(m, "pro_add_bias", add_s)
+        submodule(m, "pro_softplus", sp)
+        submodule(m, "pro_mul_a", mul_a)
+        submodule(m, "pro_exp", ex)
         a1 = rd_a.data
         m.d.comb += [add_s.en.eq(en), add_s.valid.eq(0), add_s.a.eq(rd_dt.data),
                      add_s.b.eq(rd_bias.data),
@@ -339,8 +416,6 @@ class SSMUnit(wiring.Component):
                 m.d.sync += [sweep_ready[b].eq(0), busy[b].eq(0)]
 
         # reads at issue (synchronous ports, enabled with the pipeline)
-        rd_state = state.read_port(domain="sync")
-        wr_state = state.write_port()
         rd_x = xmem.read_port(domain="sync")
         rd_b = bc[SEL_B].read_port(domain="sync")
         rd_c = bc[SEL_C].read_port(domain="sync")
@@ -371,8 +446,8 @@ class SSMUnit(wiring.Component):
 
         # u = delta·x and D·x (same value for every tile of a row)
         mul_u, mul_dx = FPMul(fmt=fmt, stages=lm), FPMul(fmt=fmt, stages=lm)
-        m.submodules.row_mul_u = mul_u
-        m.submodules.row_mul_dx = mul_dx
+        submodule(m, "row_mul_u", mul_u)
+        submodule(m, "row_mul_dx", mul_dx)
         m.d.comb += [mul_u.en.eq(en), mul_u.valid.eq(0), mul_u.a.eq(rd_delta.data),
                      mul_u.b.eq(rd_x.data),
                      mul_dx.en.eq(en), mul_dx.valid.eq(0), mul_dx.a.eq(rd_d.data),
@@ -385,10 +460,10 @@ class SSMUnit(wiring.Component):
         for i in range(L):
             m1, m2, a1_, m3 = (FPMul(fmt=fmt, stages=lm), FPMul(fmt=fmt, stages=lm),
                                FPAdd(fmt=fmt, stages=la), FPMul(fmt=fmt, stages=lm))
-            m.submodules[f"emu{i}_dah"] = m1
-            m.submodules[f"emu{i}_ub"] = m2
-            m.submodules[f"emu{i}_add"] = a1_
-            m.submodules[f"emu{i}_hc"] = m3
+            submodule(m, f"emu{i}_dah", m1)
+            submodule(m, f"emu{i}_ub", m2)
+            submodule(m, f"emu{i}_add", a1_)
+            submodule(m, f"emu{i}_hc", m3)
             sl = slice(32 * i, 32 * (i + 1))
             m.d.comb += [
                 m1.en.eq(en), m1.valid.eq(0), m1.a.eq(da_l), m1.b.eq(h_l[sl]),
@@ -405,17 +480,33 @@ class SSMUnit(wiring.Component):
             wr_state.addr.eq(Mux(wb, t_wb[3:], self.st_addr)),
             wr_state.data.eq(Mux(wb, Cat(*hnew), self.st_wdata)),
             wr_state.en.eq(wb | (self.st_we & self.idle & self.hold)),
+            pad_wb.eq(wb & t_wb[2]),
         ]
+        # Products of the lanes past column N−1 in a row's last tile are −0:
+        # v + (−0) = v exactly, so they leave the tree sum as the contract's.
+        if last_lanes < L:
+            t_q = delay_line(m, en, t1, 3 * lm + la, "stag_q")
+            for i in range(last_lanes, L):
+                masked = Signal(32, name=f"q{i}_masked")
+                m.d.comb += masked.eq(Mux(t_q[2], C(0x80000000, 32), q[i]))
+                q[i] = masked
         # reduction tree: pairwise, (q0+q1), (q2+q3), ... then up.
         level = q
         depth = 0
         while len(level) > 1:
             nxt = []
+            if len(level) % 2:
+                # The odd value out moves up unchanged, delayed like an adder.
+                level, odd = level[:-1], delay_line(m, en, level[-1], la, f"tree{depth}_pass")
+            else:
+                odd = None
             for j in range(0, len(level), 2):
                 ad = FPAdd(fmt=fmt, stages=la)
-                m.submodules[f"tree{depth}_{j // 2}"] = ad
+                submodule(m, f"tree{depth}_{j // 2}", ad)
                 m.d.comb += [ad.en.eq(en), ad.valid.eq(0), ad.a.eq(level[j]), ad.b.eq(level[j + 1])]
                 nxt.append(ad.result)
+            if odd is not None:
+                nxt.append(odd)
             level, depth = nxt, depth + 1
         tsum = level[0]
         t_acc = delay_line(m, en, t1, 3 * lm + la + la * depth, "stag_acc")
@@ -423,7 +514,7 @@ class SSMUnit(wiring.Component):
         # accumulator: acc = T_0, then acc + T_k (combinational adder, one-cycle loop)
         acc = Signal(32, name="acc")
         acc_add = FPAdd(fmt=fmt, stages=0)
-        m.submodules.acc_add = acc_add
+        submodule(m, "acc_add", acc_add)
         m.d.comb += [acc_add.en.eq(en), acc_add.valid.eq(0), acc_add.a.eq(acc), acc_add.b.eq(tsum)]
         acc_next = Mux(t_acc[1], tsum, acc_add.result)
         with m.If(en & t_acc[0]):
@@ -433,7 +524,7 @@ class SSMUnit(wiring.Component):
         r_end = delay_line(m, en, row_end, 1, "row_end")
         dx_end = delay_line(m, en, dx_acc, 1, "dx_end")
         y_add = FPAdd(fmt=fmt, stages=la)
-        m.submodules.y_add = y_add
+        submodule(m, "y_add", y_add)
         m.d.comb += [y_add.en.eq(en), y_add.valid.eq(r_end), y_add.a.eq(acc), y_add.b.eq(dx_end)]
         # NaNs from the FP units are already canonical (0x7FC00000).
         m.d.comb += [self.y.payload.eq(y_add.result), self.y.valid.eq(y_add.result_valid)]

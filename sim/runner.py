@@ -117,11 +117,13 @@ def waiver_flags():
 def emit_verilog(component, *, name):
     """Verilog text of ``component`` as top module ``name``.
 
-    Source-location attributes are left out, so the text (and the build hash)
-    does not depend on where the project is checked out.
+    The same text ``specgen verilog`` writes (:func:`hw.hierarchy.convert`: each
+    distinct block configuration is one module), so the benches run the shipped
+    Verilog. Source-location attributes are left out, so the text (and the build
+    hash) does not depend on where the project is checked out.
     """
-    from amaranth.back import verilog
-    return verilog.convert(component, name=name, emit_src=False)
+    from hw.hierarchy import convert
+    return convert(component, name=name)[0]
 
 
 def _waves_requested(waves):

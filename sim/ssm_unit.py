@@ -28,7 +28,30 @@ from sim.bench import TB, params
 
 SEL_B, SEL_C, SEL_X, SEL_DT, SEL_A, SEL_DT_BIAS, SEL_D = range(7)
 
-__all__ = ["config_from_params", "make_tokens"]
+__all__ = ["config_from_params", "make_tokens", "pack_tiles", "unpack_tiles"]
+
+
+def pack_tiles(cfg, state):
+    """State-port words of a ``(H, P, N)`` uint32 state: tile ``k`` of row ``r`` at
+    ``r·⌈N/lanes⌉ + k``, column ``k·lanes + i`` in bits ``32i…``; lanes past column
+    ``N − 1`` (a row's partial last tile) are 0."""
+    H, P, N = cfg.state_shape
+    L, K = cfg.lanes, cfg.groups_per_row
+    return [sum(int(row[k * L + i]) << (32 * i) for i in range(min(L, N - k * L)))
+            for row in np.asarray(state).reshape(H * P, N) for k in range(K)]
+
+
+def unpack_tiles(cfg, words):
+    """Inverse of :func:`pack_tiles` (padding lanes are ignored)."""
+    H, P, N = cfg.state_shape
+    L, K = cfg.lanes, cfg.groups_per_row
+    assert len(words) == H * P * K, f"{len(words)} state words, expected {H * P * K}"
+    out = np.zeros((H * P, N), dtype=np.uint32)
+    for a, w in enumerate(words):
+        r, k = divmod(a, K)
+        for i in range(min(L, N - k * L)):
+            out[r, k * L + i] = (w >> (32 * i)) & 0xFFFFFFFF
+    return out.reshape(H, P, N)
 
 
 def config_from_params(p):
@@ -138,20 +161,11 @@ class SSMBench:
             for h, v in enumerate(_f32(arr)):
                 await self.write(sel, h, v)
 
-    def tiles(self, state):
-        H, P, N = self.cfg.state_shape
-        L = self.cfg.lanes
-        words = []
-        for row in state.reshape(H * P, N):
-            for k in range(N // L):
-                words.append(sum(int(row[k * L + i]) << (32 * i) for i in range(L)))
-        return words
-
     async def write_state(self, state):
         d = self.dut
         d.hold.value = 1
         await self.wait_for(d.idle)
-        for a, w in enumerate(self.tiles(state)):
+        for a, w in enumerate(pack_tiles(self.cfg, state)):
             d.st_addr.value, d.st_wdata.value, d.st_we.value = a, w, 1
             await RisingEdge(d.clk)
         d.st_we.value = 0
@@ -159,23 +173,17 @@ class SSMBench:
 
     async def read_state(self):
         d = self.dut
-        H, P, N = self.cfg.state_shape
-        L = self.cfg.lanes
         d.hold.value = 1
         await self.wait_for(d.idle)
         words = []
-        for a in range(H * P * N // L):
+        for a in range(self.cfg.nheads * self.cfg.headdim * self.cfg.groups_per_row):
             d.st_addr.value = a
             await RisingEdge(d.clk)
             await ReadOnly()
             words.append(int(d.st_rdata.value))
             await RisingEdge(d.clk)
         d.hold.value = 0
-        out = np.zeros(H * P * N, dtype=np.uint32)
-        for a, w in enumerate(words):
-            for i in range(L):
-                out[a * L + i] = (w >> (32 * i)) & 0xFFFFFFFF
-        return out.reshape(H, P, N)
+        return unpack_tiles(self.cfg, words)
 
 
 async def _setup(dut):
@@ -279,7 +287,6 @@ def run_pysim(dut, cfg, *, tokens, seed, stall=0.0, idle=0.0, specials=True, ini
     rng = np.random.default_rng(seed)
     pyrng = random.Random(seed)
     H, P, N = cfg.state_shape
-    L = cfg.lanes
     prm = mamba2_init_params(cfg, rng)
     prm = SSMParams(A=prm.A, dt_bias=prm.dt_bias,
                     D=(1 + 0.25 * rng.standard_normal(H)).astype(np.float32))
@@ -293,13 +300,6 @@ def run_pysim(dut, cfg, *, tokens, seed, stall=0.0, idle=0.0, specials=True, ini
         y, st = ssm_step_hw_bits(cfg, prm, st, x, B, C, dt)
         want_y.append(y)
     out = {"want_y": want_y, "want_state": st, "y": [], "y_cycles": []}
-
-    def tiles(state):
-        words = []
-        for row in state.reshape(H * P, N):
-            for k in range(N // L):
-                words.append(sum(int(row[k * L + i]) << (32 * i) for i in range(L)))
-        return words
 
     async def bench(ctx):
         d = dut
@@ -317,7 +317,7 @@ def run_pysim(dut, cfg, *, tokens, seed, stall=0.0, idle=0.0, specials=True, ini
                 await tick()
         ctx.set(d.wr_en, 0)
         ctx.set(d.hold, 1)
-        for a, w in enumerate(tiles(state0)):
+        for a, w in enumerate(pack_tiles(cfg, state0)):
             ctx.set(d.st_addr, a), ctx.set(d.st_wdata, w), ctx.set(d.st_we, 1)
             await tick()
         ctx.set(d.st_we, 0)
@@ -360,15 +360,11 @@ def run_pysim(dut, cfg, *, tokens, seed, stall=0.0, idle=0.0, specials=True, ini
         while not ctx.get(d.idle):
             await tick()
         words = []
-        for a in range(H * P * N // L):
+        for a in range(H * P * cfg.groups_per_row):
             ctx.set(d.st_addr, a)
             await tick()
             words.append(ctx.get(d.st_rdata))
-        got = np.zeros(H * P * N, dtype=np.uint32)
-        for a, w in enumerate(words):
-            for i in range(L):
-                got[a * L + i] = (w >> (32 * i)) & 0xFFFFFFFF
-        out["state"] = got.reshape(H, P, N)
+        out["state"] = unpack_tiles(cfg, words)
 
     sim = Simulator(dut)
     sim.add_clock(1e-8)

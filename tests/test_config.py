@@ -63,4 +63,4 @@ def test_linear_config_validation():
     with pytest.raises(ValueError) as info:
         LinearConfig(quant_lanes=0)
     assert str(info.value) == "LinearConfig.quant_lanes must be an integer in [1, 8], not 0"
-    assert preset("vhk158").linear.pes == 64 * 16
+    assert preset("vhk158").linear.pes == 64 * 64

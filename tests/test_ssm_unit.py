@@ -5,7 +5,7 @@ from golden.mamba2 import SSMConfig
 from golden.nonlinear import LUTSpec
 from hw.ssm_unit import SSMUnit
 from sim.lint import lint
-from sim.runner import emit_verilog
+from sim.runner import emit_verilog, run_bench
 from sim.ssm_unit import check_pysim, run_pysim
 
 # Coarse tables (step 1/8, full ranges): the same contract (ssm_step_hw reads
@@ -24,11 +24,16 @@ def _pysim(geom, *, lm, la, tokens, seed, luts=COARSE, **kw):
     return out
 
 
-def test_ssm_unit_tokens(seed):
-    """2 heads × 2 rows × 8 columns, 4 lanes (2 groups per row): 10 tokens, y back-pressure
-    and input idles, specials in the last 4 tokens; every y and the final state."""
-    _pysim({"nheads": 2, "headdim": 2, "d_state": 8, "lanes": 4}, lm=1, la=1, tokens=10,
-           seed=seed, stall=0.3, idle=0.1)
+@pytest.mark.parametrize("geom", [
+    pytest.param({"nheads": 2, "headdim": 2, "d_state": 8, "lanes": 4}, id="h2p2n8l4"),
+    # lanes divides neither N nor N·P: each row's last tile holds 2 of 4 lanes
+    # (6 = 4 + 2), whose products are -0 in the tree.
+    pytest.param({"nheads": 1, "headdim": 3, "d_state": 6, "lanes": 4}, id="h1p3n6l4"),
+])
+def test_ssm_unit_tokens(geom, seed):
+    """10 tokens, y back-pressure and input idles, specials in the last 4 tokens; every y
+    and the final state. h2p2n8l4: 2 groups per row; h1p3n6l4: a partial last group."""
+    _pysim(geom, lm=1, la=1, tokens=10, seed=seed, stall=0.3, idle=0.1)
 
 
 @pytest.mark.slow
@@ -37,6 +42,9 @@ def test_ssm_unit_tokens(seed):
     pytest.param({"nheads": 3, "headdim": 3, "d_state": 6, "lanes": 2}, 0, 2, id="h3p3n6l2"),
     pytest.param({"nheads": 2, "headdim": 3, "d_state": 4, "lanes": 4}, 2, 1, id="h2p3n4l4"),
     pytest.param({"nheads": 1, "headdim": 2, "d_state": 4, "lanes": 1}, 1, 0, id="h1p2n4l1"),
+    pytest.param({"nheads": 2, "headdim": 3, "d_state": 8, "lanes": 3}, 1, 1, id="h2p3n8l3"),
+    pytest.param({"nheads": 2, "headdim": 2, "d_state": 7, "lanes": 7}, 0, 1, id="h2p2n7l7"),
+    pytest.param({"nheads": 3, "headdim": 1, "d_state": 10, "lanes": 6}, 2, 2, id="h3p1n10l6"),
 ])
 def test_ssm_unit_long(geom, lm, la, seed):
     """50 tokens: the state carries across tokens; specials in the last 4."""
@@ -79,3 +87,29 @@ def test_ssm_unit_properties_and_errors():
         SSMUnit(cfg=SSMConfig(nheads=1, headdim=2, d_state=4, lanes=8))
     with pytest.raises(ValueError, match=r"^SSMUnit supports state_format 'fp32' only, not 'fp16'$"):
         SSMUnit(cfg=SSMConfig(nheads=1, headdim=2, d_state=4, lanes=2, state_format="fp16"))
+
+
+def _luts_params(luts):
+    return {k: {"function": v.function, "lo": v.lo, "hi": v.hi, "step_log2": v.step_log2,
+                "degree": v.degree} for k, v in luts.items()}
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("geom", [
+    # 3 lanes: 8 = 3 + 3 + 2 columns per row (a partial last tile), 3·3·2 = 18 tiles,
+    # and a tree with an odd value out; lanes divides neither N nor N·P.
+    pytest.param({"nheads": 2, "headdim": 3, "d_state": 8, "lanes": 3}, id="h2p3n8l3"),
+    pytest.param({"nheads": 2, "headdim": 2, "d_state": 8, "lanes": 4}, id="h2p2n8l4",
+                 marks=pytest.mark.slow),
+    pytest.param({"nheads": 1, "headdim": 3, "d_state": 6, "lanes": 4}, id="h1p3n6l4",
+                 marks=pytest.mark.slow),
+    pytest.param({"nheads": 3, "headdim": 1, "d_state": 10, "lanes": 6}, id="h3p1n10l6",
+                 marks=pytest.mark.slow),
+])
+def test_ssm_unit_verilator(geom, seed):
+    """cocotb on Verilator, the shipped (hierarchical) Verilog: 12 tokens under y
+    back-pressure and input idles, specials in the last 4; every y and the final state."""
+    dut = SSMUnit(cfg=SSMConfig(**geom, **COARSE), mul_stages=1, add_stages=1)
+    run_bench(dut, name=dut.module_name, module="sim.ssm_unit", testcase="tokens",
+              params={"cfg": geom, "luts": _luts_params(COARSE), "tokens": 12, "stall": 0.3,
+                      "idle": 0.1}, seed=seed)
