@@ -38,6 +38,11 @@ def _cmd_bench(args):
     write_bench(out=args.out)
 
 
+def _cmd_backtrack_cost(args):
+    from .backtrack_cost import write_backtrack_table
+    write_backtrack_table(out=args.out)
+
+
 def build_parser():
     from golden.config import preset_names
 
@@ -73,6 +78,14 @@ def build_parser():
     p = sub.add_parser("bench", help="run the benchmarks and rewrite docs/perf.md")
     p.add_argument("--out", default="docs/perf.md", metavar="FILE", help="report path")
     p.set_defaults(func=_cmd_bench)
+
+    p = sub.add_parser("backtrack-cost",
+                       help="regenerate the state-backtracking cost table (backtracking.md)")
+    p.add_argument("--out", default="docs", metavar="DIR", help="output folder (default docs)")
+    p.set_defaults(func=_cmd_backtrack_cost)
+
+    from .perf_cli import add_parser as add_perf_parser
+    add_perf_parser(sub)    # specgen perf: the performance model (gen/perf_cli.py)
     return parser
 
 
