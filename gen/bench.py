@@ -1,7 +1,15 @@
 """``specgen bench`` (``make bench``): run every benchmark, rewrite ``docs/perf.md``.
 
 Performance is measured here, never in timed tests. Each record names the
-command that produced it; the report starts with the machine it ran on.
+command that produced it; the report starts with the machine it ran on. The
+report has three parts:
+
+1. measured benchmarks (:data:`BENCH_MODULES`, Verilog emission time against
+   preset and array size, Verilator simulation throughput);
+2. the calibration table of the block cycle models (:mod:`gen.perf_calibrate`:
+   model against RTL cycle counts, simulator named per row);
+3. the performance model's figures beside the papers' (:mod:`gen.perf_report`),
+   with the plots written next to the report.
 """
 
 import importlib
@@ -15,7 +23,8 @@ from pathlib import Path
 
 from .errors import CLIError
 
-__all__ = ["write_bench", "collect", "bench_rtl", "bench_emission"]
+__all__ = ["write_bench", "collect", "bench_rtl", "bench_emission", "bench_emission_sizes",
+           "calibration_section", "model_section", "EMISSION_SIZES"]
 
 #: Modules with a ``benchmarks()`` function returning records
 #: ``{"name", "value", "unit", "command", "note"}``.
@@ -42,14 +51,27 @@ def _machine():
             f"numpy {numpy.__version__}, {platform.system()} {platform.release()}")
 
 
+def _throughput(results, *, period_ns=10):
+    """``(cycles, wall seconds)`` of the one test case in a cocotb results file."""
+    case = ET.parse(results).getroot().find(".//testcase")
+    props = {p.get("name"): p.get("value") for p in case.iter("property")}
+    return float(props["sim_time_duration"]) / period_ns, float(case.get("time"))
+
+
 def bench_rtl(cycles=50_000):
     """Verilator simulation throughput of the cocotb benches, in cycles/s.
 
     The figure includes cocotb's Python per-cycle work (driving, checking
-    against the model), which dominates for small blocks.
+    against the golden model), which dominates for small blocks. Blocks whose
+    Verilator build is affordable on this machine: ``RingFIFO``,
+    ``TreeVerifier``, the smallest ``LinearUnit``. There is no top level yet.
     """
+    from hw.linear_unit import LinearUnit
     from hw.ring_fifo import RingFIFO
-    from sim.runner import run_bench
+    from hw.tree_verifier import TreeVerifier
+    from sim.runner import emit_verilog, run_bench
+
+    from .emit import FP_FORMATS
 
     rows = []
     for width, depth in ((4, 16), (32, 1024)):
@@ -59,14 +81,36 @@ def bench_rtl(cycles=50_000):
                                 module="sim.ring_fifo", testcase="random_traffic",
                                 params={"width": width, "depth": depth, "cycles": cycles},
                                 seed=1, test_dir=tmp)
-            case = ET.parse(results).getroot().find(".//testcase")
-            props = {p.get("name"): p.get("value") for p in case.iter("property")}
-            sim_ns = float(props["sim_time_duration"])
-            wall = float(case.get("time"))
-        rows.append({"name": f"Verilator+cocotb {name}", "value": round(sim_ns / 10 / wall),
+            n, wall = _throughput(results)
+        rows.append({"name": f"Verilator+cocotb {name}", "value": round(n / wall),
                      "unit": "cycles/s",
                      "command": "specgen bench (sim.ring_fifo random_traffic, 50,000 cycles, seed 1)",
                      "note": "every cycle driven and checked against the golden model in Python"})
+    name = "tree_verifier_n64_d16"
+    with tempfile.TemporaryDirectory() as tmp:
+        results = run_bench(emit_verilog(TreeVerifier(max_nodes=64, fifo_depth=16, max_passes=4),
+                                         name=name), name=name, module="sim.tree_verifier",
+                            testcase="random_trees", seed=1, test_dir=tmp,
+                            params={"max_nodes": 64, "fifo_depth": 16, "max_passes": 4,
+                                    "trees": 200})
+        n, wall = _throughput(results)
+    rows.append({"name": f"Verilator+cocotb {name}", "value": round(n / wall), "unit": "cycles/s",
+                 "command": "specgen bench (sim.tree_verifier random_trees, 200 trees, seed 1)",
+                 "note": f"{n:,.0f} cycles; every schedule beat and path checked against golden"})
+    rows_, cols, lanes, max_k, fmt = 1, 2, 1, 5, "fp32"
+    name = f"linear_unit_r{rows_}_c{cols}_q{lanes}_k{max_k}_{fmt}"
+    with tempfile.TemporaryDirectory() as tmp:
+        results = run_bench(LinearUnit(rows=rows_, cols=cols, quant_lanes=lanes, max_k=max_k,
+                                       fmt_out=FP_FORMATS[fmt]), name=name,
+                            module="sim.linear_unit", testcase="random_jobs", seed=1, test_dir=tmp,
+                            params={"rows": rows_, "cols": cols, "lanes": lanes, "max_k": max_k,
+                                    "fmt_out": fmt, "jobs": 100})
+        n, wall = _throughput(results)
+    rows.append({"name": f"Verilator+cocotb {name}", "value": round(n / wall), "unit": "cycles/s",
+                 "command": "specgen bench (sim.linear_unit random_jobs, 100 jobs, seed 1)",
+                 "note": f"{n:,.0f} cycles under 30 % idle and back-pressure; the wall time "
+                         f"includes computing every job's golden BSFP dot products in Python, "
+                         f"which dominates; 2 PEs (larger arrays take minutes to build)"})
     return rows
 
 
@@ -89,11 +133,52 @@ def bench_emission():
     return rows
 
 
+#: LinearUnit arrays timed by :func:`bench_emission_sizes` (rows, cols).
+EMISSION_SIZES = ((1, 1), (2, 2), (4, 4), (8, 8), (16, 16), (64, 16), (64, 64))
+
+
+def bench_emission_sizes(*, budget_s=120.0):
+    """Verilog emission time of ``LinearUnit`` against the array size.
+
+    Uses :func:`hw.hierarchy.convert` (each distinct block once) where it
+    exists, else :func:`sim.runner.emit_verilog`; stops growing the array once
+    one emission takes longer than ``budget_s``.
+    """
+    from hw.linear_unit import LinearUnit
+
+    try:
+        from hw.hierarchy import convert
+
+        def emit(dut, name):
+            return convert(dut, name=name)[0]
+        how = "hw.hierarchy.convert"
+    except ImportError:
+        from sim.runner import emit_verilog as emit_flat
+
+        def emit(dut, name):
+            return emit_flat(dut, name=name)
+        how = "sim.runner.emit_verilog"
+    rows = []
+    for r, c in EMISSION_SIZES:
+        t0 = time.perf_counter()
+        text = emit(LinearUnit(rows=r, cols=c, quant_lanes=3, max_k=8192), f"linear_unit_r{r}_c{c}")
+        dt = time.perf_counter() - t0
+        rows.append({"name": f"emit LinearUnit {r}x{c}", "value": round(dt, 2), "unit": "s",
+                     "command": "python -c 'from gen.bench import bench_emission_sizes; "
+                                "print(bench_emission_sizes())'",
+                     "note": f"{r * c} PEs, q3, max_k 8192, {how}; {len(text):,} bytes, "
+                             f"{text.count(chr(10) + 'module '):,} modules; one run"})
+        if dt > budget_s:
+            break
+    return rows
+
+
 def collect():
     rows = []
     for name in BENCH_MODULES:
         rows += importlib.import_module(name).benchmarks()
     rows += bench_emission()
+    rows += bench_emission_sizes()
     rows += bench_rtl()
     return rows
 
@@ -104,6 +189,36 @@ def _git_rev():
                               text=True, check=True).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
+
+
+def calibration_section():
+    """Markdown of the calibration table (every config; Verilator where builds are cheap)."""
+    from .perf_calibrate import TOLERANCE, calibration_rows
+    from .perf_report import calibration_markdown
+
+    records = calibration_rows()
+    worst = max(r["error"] for r in records)
+    return "\n".join([
+        "## Calibration of the block cycle models", "",
+        "`gen/perf_model.py` against cycle counts measured on the RTL by `gen/perf_calibrate.py` "
+        "(`python -c 'from gen.perf_calibrate import calibration_rows; calibration_rows()'`; "
+        "tests: `tests/test_perf_calibration.py`, which fails above "
+        f"{100 * TOLERANCE:.0f} %). Simulator `amaranth`: Amaranth's Python simulator, cycle "
+        "accurate on the elaborated RTL; `verilator`: cocotb 2.1 on Verilator "
+        "(`sim/perf_probes.py`). Each stimulus runs without idle cycles or back-pressure; "
+        "\"worst single event\" is the largest relative deviation of any one predicted event "
+        "(a job's first result, a token's last `y`, a tree's last match and path beats, a "
+        f"FIFO's last read). Largest total error: {100 * worst:.2f} %.", "",
+        calibration_markdown(records), ""])
+
+
+def model_section(plot_dir):
+    """Markdown of the performance model beside the papers; writes the plots into ``plot_dir``."""
+    from .perf_model import paper_rows
+    from .perf_report import model_markdown, write_plots
+
+    plots = write_plots(plot_dir)
+    return model_markdown(paper_rows(), plots=plots) + "\n"
 
 
 def write_bench(*, out="docs/perf.md"):
@@ -119,6 +234,9 @@ def write_bench(*, out="docs/perf.md"):
         f"- Machine: {_machine()}",
         f"- Commit: `{_git_rev()}`",
         "- Timings are the best of three `time.perf_counter` runs unless the note says otherwise.",
+        "- The performance model's assumptions and every gap: `docs/perf-model.md`.",
+        "",
+        "## Benchmarks",
         "",
         "| benchmark | figure | unit | command | note |",
         "|---|---:|---|---|---|",
@@ -126,6 +244,7 @@ def write_bench(*, out="docs/perf.md"):
     for r in rows:
         value = f"{r['value']:,}" if isinstance(r["value"], int) else f"{r['value']:g}"
         lines.append(f"| {r['name']} | {value} | {r['unit']} | `{r['command']}` | {r['note']} |")
+    lines += ["", calibration_section(), model_section(out.parent)]
     text = "\n".join(lines) + "\n"
     try:
         out.parent.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,249 @@
+"""Properties of the performance model (``gen/perf_model.py``) and ``specgen perf``."""
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from gen.cli import main
+from gen.perf_model import (JSON_KEYS, PE_LATENCY, Accelerator, LinearJob, SSMTiming, StepConfig,
+                            accelerator, expected_tokens, linear_schedule, mamba_dims, matmul_jobs,
+                            model_names, paper_rows, perf_board_names, seed_step, speq_step,
+                            ssm_stream, step_model, weight_bytes)
+from golden.config import LinearConfig, preset
+from golden.mamba2 import SSMConfig
+from golden.tree import TreeShape
+
+BOARDS = perf_board_names()
+
+STEPS = [
+    seed_step(),
+    speq_step(),
+    StepConfig(target="2.7B", draft="none", tree=()),
+    StepConfig(target="1.3B", draft="130M", tree=(3, 1, 1), alpha=0.6, continue_prob=0.7),
+    StepConfig(target="780M", draft="speq", tree=(1,) * 8, alpha=0.9, restore_policy="store"),
+    StepConfig(target="2.7B", draft="370M", tree=(3, 2, 2, 1), alpha=0.8),   # 34 nodes > 16 lanes
+]
+
+
+@pytest.mark.parametrize("board", BOARDS)
+@pytest.mark.parametrize("sizing", ["preset", "dsp"])
+@pytest.mark.parametrize("step", STEPS, ids=lambda s: f"{s.target}-{s.draft}-{len(s.tree.branching)}")
+def test_roofline_never_exceeded(board, sizing, step):
+    for overlap in (0.0, 1.0):
+        acc = accelerator(board, sizing=sizing, overlap=overlap, restore_overlap=overlap)
+        res = step_model(acc, step)
+        assert res.tokens_per_s <= res.roofline_tokens_per_s * (1 + 1e-12)
+        assert 0 < res.roofline_ratio <= 1 + 1e-12
+        assert math.isclose(res.step_time, sum(p.time for p in res.phases))
+        for p in res.phases:
+            assert p.time >= 0 and p.bound in ("memory", "compute")
+
+
+def test_spec_anchor_152_target_passes():
+    """SPEC §7: 2.7B in FP16 (about 5.4 GB) at 819 GB/s allows about 152 passes/s."""
+    res = step_model(accelerator("vhk158"), StepConfig(target="2.7B", draft="none", tree=()))
+    assert 5.3e9 < weight_bytes(mamba_dims("2.7B")) < 5.5e9
+    assert 148 < res.roofline_tokens_per_s < 156
+
+
+@pytest.mark.parametrize("step", STEPS[:4], ids=["seed", "speq", "ar", "small"])
+def test_monotone_in_bandwidth_and_clock(step):
+    base = accelerator("vhk158")
+    last = 0.0
+    for bw in (6.0, 12.0, 50.0, 200.0, 819.0, 3000.0):
+        acc = Accelerator(**{**base.__dict__, "board": base.board.__class__(
+            **{**base.board.__dict__, "mem_bw_gbs": bw})})
+        t = step_model(acc, step).tokens_per_s
+        assert t >= last * (1 - 1e-12)
+        last = t
+    slow = Accelerator(**{**base.__dict__, "board": base.board.__class__(
+        **{**base.board.__dict__, "clock_mhz": 100.0})})
+    assert step_model(slow, step).tokens_per_s <= step_model(base, step).tokens_per_s
+
+
+def test_monotone_in_rows_and_overlap():
+    step = seed_step()
+    base = accelerator("vhk158")
+    prev = 0.0
+    for rows in (16, 64, 256, 1024):
+        acc = Accelerator(**{**base.__dict__, "linear": LinearConfig(rows=rows, cols=16,
+                                                                      quant_lanes=3, max_k=8192)})
+        t = step_model(acc, step).tokens_per_s
+        assert t >= prev
+        prev = t
+    ts = [step_model(accelerator("vhk158", overlap=o), step).tokens_per_s for o in (0, 0.5, 1)]
+    assert ts == sorted(ts)
+
+
+def test_speq_draft_reads_the_nibble_plane():
+    """The SPEQ draft's linear weights cost exactly the packed nibble plane: 4 bits per weight."""
+    from golden.bsfp import encode, pack_nibbles
+
+    dims = mamba_dims("2.7B")
+    nibble_bytes = sum(o * math.ceil(i / 2) * n for _, o, i, n in dims.matrices())
+    assert weight_bytes(dims, bits=4) - 2 * dims.small_params == nibble_bytes
+    assert weight_bytes(dims, bits=16) - 2 * dims.small_params == 4 * nibble_bytes
+    # the golden packing of a nibble plane agrees with ceil(in/2) bytes per row
+    w = (np.random.default_rng(0).standard_normal((5, 33)) * 0.1).astype(np.float16)
+    assert pack_nibbles(encode(w.view(np.uint16)).nibbles).nbytes == 5 * math.ceil(33 / 2)
+    # and the step model charges every draft pass exactly that
+    res = step_model(accelerator("vhk158"), speq_step(continue_prob=1.0))
+    assert res.draft_passes == 16
+    assert math.isclose(res.phase("draft").weight_bytes, 16 * weight_bytes(dims, bits=4))
+    assert math.isclose(res.phase("verify").weight_bytes, weight_bytes(dims, bits=16))
+
+
+def test_model_dims_match_the_checkpoints():
+    expect = {"130M": 129e6, "370M": 368e6, "780M": 780e6, "1.3B": 1.34e9, "2.7B": 2.70e9}
+    for name in model_names():
+        d = mamba_dims(name)
+        assert abs(d.params / expect[name] - 1) < 0.03, (name, d.params)
+    assert mamba_dims("2.7B").state_elems == 655_360
+    assert mamba_dims("2.7B").nheads == 80
+
+
+def test_expected_tokens():
+    a = 0.8
+    chain = TreeShape((1,) * 6)
+    assert math.isclose(expected_tokens(chain, alpha=a), (1 - a ** 7) / (1 - a))
+    assert expected_tokens(TreeShape((2, 2)), alpha=a) > expected_tokens(TreeShape((1, 1)), alpha=a)
+    assert expected_tokens(chain, alpha=1.0) == 7
+
+
+def test_block_models_use_the_rtl_latencies():
+    """The model's constants are the RTL's properties, not copies that can drift."""
+    from golden.fp import FP32
+    from hw.dual_mode_pe import DualModePE
+    from hw.linear_unit import LinearUnit
+    from hw.ssm_unit import SSMUnit
+
+    assert DualModePE().latency == PE_LATENCY
+    assert LinearUnit(rows=2, cols=2, fmt_out=FP32).latency == PE_LATENCY + 1
+    for geom, lm, la in [(dict(nheads=2, headdim=4, d_state=8, lanes=2), 1, 1),
+                         (dict(nheads=80, headdim=64, d_state=128, lanes=128), 2, 2),
+                         (dict(nheads=3, headdim=3, d_state=6, lanes=2), 0, 5)]:
+        cfg = SSMConfig(**geom)
+        t, u = SSMTiming(cfg=cfg, mul_stages=lm, add_stages=la), SSMUnit(cfg=cfg, mul_stages=lm,
+                                                                         add_stages=la)
+        assert (t.tiles, t.emu_latency, t.prologue_latency, t.row_latency) == \
+            (u.sweep_cycles, u.emu_latency, u.prologue_latency, u.latency)
+
+
+def test_linear_closed_form_equals_recurrence():
+    rng = np.random.default_rng(1)
+    for _ in range(50):
+        s, r, n = int(rng.integers(1, 12)), int(rng.integers(1, 9)), int(rng.integers(1, 30))
+        job = LinearJob(steps=s, n_rows=r)
+        runs = linear_schedule([(n, job)])
+        one = linear_schedule([job] * n)
+        assert (runs.end, runs.stall_cycles, runs.capture) == (one.end, one.stall_cycles, one.capture)
+    # a steady stream of tall jobs never stalls: Σ steps + latency + rows
+    big = linear_schedule([(5000, LinearJob(steps=100, n_rows=64))])
+    assert big.end == 5000 * 100 + PE_LATENCY + 64 and big.stall_cycles == 0 and big.capture == ()
+
+
+def test_matmul_jobs_cover_the_matrix():
+    lin = LinearConfig(rows=4, cols=3, quant_lanes=3, max_k=64)
+    runs = matmul_jobs(linear=lin, out_features=10, in_features=50, tokens=7, mode=1)
+    assert sum(n * j.n_rows for n, j in runs) == 10 * 3     # three token groups
+    assert sum(n * j.n_tokens * j.n_rows for n, j in runs) == 10 * 7
+    assert {j.steps for _, j in runs} == {17}
+    with pytest.raises(ValueError, match="at most LinearConfig.max_k = 64 beats"):
+        matmul_jobs(linear=lin, out_features=1, in_features=65, tokens=1, mode=0)
+
+
+def test_ssm_period_is_the_stream_steady_state():
+    for geom in (dict(nheads=1, headdim=2, d_state=4, lanes=1),
+                 dict(nheads=80, headdim=64, d_state=128, lanes=128),
+                 dict(nheads=80, headdim=64, d_state=128, lanes=32)):
+        t = SSMTiming(cfg=SSMConfig(**geom))
+        s = ssm_stream(t, tokens=41)
+        assert math.isclose((s.last_y[-1] - s.last_y[-21]) / 20, t.period(), rel_tol=0.03)
+
+
+def test_bigger_trees_pay_for_more_lanes():
+    """A tree with more nodes than token lanes needs a second weight pass in the linear unit."""
+    acc = accelerator("vhk158", sizing="dsp")           # 16 token lanes
+    small = step_model(acc, StepConfig(target="2.7B", draft="370M", tree=(3, 1, 1, 1),
+                                       tokens_per_step=4))                 # 13 nodes
+    big = step_model(acc, StepConfig(target="2.7B", draft="370M", tree=(1, 1, 3, 3),
+                                     tokens_per_step=4))                   # 15 nodes
+    huge = step_model(acc, StepConfig(target="2.7B", draft="370M", tree=(3, 2, 2, 1),
+                                      tokens_per_step=4))                  # 34 nodes
+    v = [r.phase("verify").linear_cycles for r in (small, big, huge)]
+    assert math.isclose(v[0], v[1], rel_tol=1e-3) and v[2] > 2.9 * v[0]
+
+
+def test_validation_messages():
+    with pytest.raises(ValueError, match="unknown board 'sim'; allowed: vck190, vhk158"):
+        accelerator("sim")
+    with pytest.raises(ValueError, match="StepConfig.target must be one of '130M'"):
+        StepConfig(target="3B", draft="370M", tree=(2,), tokens_per_step=2)
+    with pytest.raises(ValueError, match=r"StepConfig.tokens_per_step must be a finite number in \[1.0, 3\]"):
+        StepConfig(target="2.7B", draft="370M", tree=(2, 2), tokens_per_step=4.91)
+    with pytest.raises(ValueError, match="needs tokens_per_step or alpha"):
+        StepConfig(target="2.7B", draft="370M", tree=(2, 2))
+    with pytest.raises(ValueError, match=r"Accelerator.overlap must be a finite number in \[0.0, 1.0\]"):
+        accelerator("vhk158", overlap=1.5)
+    with pytest.raises(ValueError, match="tree needs 17 live state slots"):
+        step_model(accelerator("vhk158"), StepConfig(target="2.7B", draft="370M", tree=(2, 2, 2, 2),
+                                                     alpha=0.8))
+    with pytest.raises(TypeError):
+        StepConfig("2.7B", "370M", (2,))
+
+
+def test_json_schema():
+    res = step_model(accelerator("vhk158"), seed_step())
+    d = json.loads(res.to_json())
+    assert tuple(sorted(d)) == JSON_KEYS
+    assert [p["name"] for p in d["phases"]] == ["draft", "verify", "restore"]
+    for p in d["phases"]:
+        assert {"time_s", "t_mem", "t_compute", "bound", "bytes", "linear_cycles", "ssm_cycles",
+                "intensity_ops_per_byte"} <= set(p)
+    assert d["tokens_per_step"] == 4.91 and d["board"] == "vhk158"
+    assert math.isclose(d["tokens_per_s"], d["tokens_per_step"] / d["step_time_s"])
+
+
+def test_cli_json_and_table(capsys):
+    assert main(["perf", "--board", "vck190", "--target", "2.7B", "--draft", "370M", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert tuple(sorted(d)) == JSON_KEYS and d["tokens_per_step"] == 4.91
+    assert main(["perf", "--board", "vhk158", "--target", "1.3B", "--draft", "speq",
+                 "--tree", "chain8", "--alpha", "0.9"]) == 0
+    out = capsys.readouterr().out
+    assert "tokens/s" in out and "roofline tokens/s" in out and "draft" in out
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--board", "sim", "--target", "2.7B", "--draft", "370M"],
+     "unknown board 'sim'; allowed: vck190, vhk158"),
+    (["--board", "zcu102", "--target", "2.7B", "--draft", "370M"],
+     "unknown board 'zcu102'; allowed: vck190, vhk158"),
+    (["--board", "vhk158", "--target", "3B", "--draft", "370M"],
+     "unknown target '3B'; allowed: 130M, 370M, 780M, 1.3B, 2.7B"),
+    (["--board", "vhk158", "--target", "2.7B", "--draft", "7B"],
+     "unknown draft '7B'; allowed: 130M, 370M, 780M, 1.3B, 2.7B, speq, none"),
+    (["--board", "vhk158", "--target", "2.7B", "--draft", "370M", "--tree", "2,0"],
+     "--tree must be a comma-separated branching list"),
+    (["--board", "vhk158", "--target", "2.7B", "--draft", "370M", "--sizing", "huge"],
+     "unknown sizing 'huge'; allowed: preset, dsp"),
+    (["--board", "vhk158", "--target", "2.7B", "--draft", "370M", "--accept", "2", "--alpha", "0.5"],
+     "not both"),
+    (["--board", "vhk158", "--target", "2.7B", "--draft", "370M", "--tree", "2,2"],
+     "commits at most 3 tokens per step"),
+])
+def test_cli_errors(argv, message, capsys):
+    assert main(["perf"] + argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("specgen perf: error: ") and message in err
+
+
+def test_paper_rows_cover_both_boards():
+    rows = paper_rows()
+    assert {(r["board"], r["sizing"]) for r in rows} == {(b, s) for b in ("vhk158", "vck190")
+                                                         for s in ("preset", "dsp")}
+    vck = [r["result"] for r in rows if r["board"] == "vck190"]
+    assert all(p.bound == "memory" for r in vck for p in r.phases if p.name != "restore")
+    assert preset("vhk158").board.mem_bw_gbs == 819.0
