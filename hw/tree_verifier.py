@@ -86,11 +86,6 @@ class TreeVerifier(wiring.Component):
     The path's first beat is valid ``depth + 3`` cycles after the ``match``
     beat with ``last`` (``depth`` of the deepest accepted node: a walk from it
     up to the root stores the path root first).
-
-    Emit Verilog with :func:`sim.tree_verifier.emit_flat_verilog`: the
-    hierarchical output of :func:`sim.runner.emit_verilog` puts the ring in a
-    second module of the same file, which ``verilator -Wall`` rejects
-    (DECLFILENAME).
     """
 
     def __init__(self, *, max_nodes, fifo_depth, max_passes=64):
