@@ -9,10 +9,7 @@ everything) and writes the page. Same code, same bytes; the file is replaced
 atomically.
 """
 
-import os
-import tempfile
 from collections import Counter
-from pathlib import Path
 
 from golden.backtrack import POLICIES, SYSTEM_POLICIES, MixerConfig
 from golden.backtrack_cost import (SEED_CLAIMS, SEED_TOKENS_PER_STEP, SEED_VHK158_ONCHIP_BYTES,
@@ -21,7 +18,7 @@ from golden.backtrack_cost import (SEED_CLAIMS, SEED_TOKENS_PER_STEP, SEED_VHK15
 from golden.mamba2 import MAMBA2_SIZES
 from golden.tree import TreeShape, seed_shapes
 
-from .errors import CLIError
+from .output import write_files
 
 __all__ = ["COMMAND", "FILENAME", "SEED_PAIR", "backtrack_markdown", "write_backtrack_table"]
 
@@ -262,9 +259,13 @@ reading it back is counted.
 Every policy restores the sequential run bit for bit: `tests/test_golden_backtrack.py`
 runs random trees and acceptance outcomes (including nothing and everything
 accepted) through each policy with the SSM unit's numerics (`ssm_step_hw`,
-binary32 and binary16 state) and the float64 reference (`ssm_step_ref`) and
-compares the restored conv window and SSM state with a plain sequential run
-by their bits.
+binary32 and binary16 state) and in float64 (the layer of `golden/lm.py`,
+`golden/mixer.py`) and compares the restored conv window and SSM state with a
+plain sequential run by their bits; the same for every layer of a whole
+language model at once (`LMRecurrence`). `speculative_generate` takes the
+policy as a parameter (`backtrack=`); `tests/test_golden_speculative.py`
+checks that every policy gives the target's greedy sequence and restores
+both models' states to the same bits.
 
 ## The cost model
 
@@ -397,25 +398,5 @@ def write_backtrack_table(*, out):
     CLIError
         If ``out`` is not a folder or cannot be written.
     """
-    folder = Path(out)
-    if folder.exists() and not folder.is_dir():
-        raise CLIError(f"--out {str(folder)!r} exists and is not a folder")
-    data = backtrack_markdown().encode("utf-8")
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        path = folder / FILENAME
-        fd, tmp = tempfile.mkstemp(prefix=f".{FILENAME}.", dir=folder)
-    except OSError as exc:
-        raise CLIError(f"cannot write --out {str(folder)!r}: {exc.strerror or exc}") from None
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)        # mkstemp creates 0600; a doc is world-readable
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    (path,) = write_files(out, {FILENAME: backtrack_markdown().encode("utf-8")})
     return path

@@ -14,8 +14,6 @@ the same bytes.
 
 import importlib.util
 import io
-import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,6 +23,7 @@ from golden import bsfp
 from golden.bsfp import BSFPConfig
 
 from .cli import CLIError
+from .output import write_files
 
 __all__ = ["write_study", "load_matrices", "weights_path", "VARIANTS", "STUDY_SEED",
            "COMMAND", "run_study"]
@@ -202,22 +201,6 @@ def run_study(matrices, extra):
 
 # ----------------------------------------------------------------------------------------
 # Output
-
-
-def _atomic_write(path, data):
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)        # mkstemp creates 0600; a doc is world-readable
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def _png(fig):
@@ -455,9 +438,5 @@ def write_study(*, out, matrices=None):
     names = None if matrices is None else set(matrices)
     mats, extra = load_matrices(names)
     r = run_study(mats, extra)
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    for name, data in _plots(r).items():
-        _atomic_write(out / name, data)
-    _atomic_write(out / "bsfp-study.md", _report(r).encode())
+    write_files(out, {**_plots(r), "bsfp-study.md": _report(r).encode()})
     return r

@@ -1,8 +1,10 @@
-"""Atomic output folders and manifests for every ``specgen`` command.
+"""Atomic output folders, atomic files and manifests for every ``specgen`` command.
 
 A command writes into a fresh temporary folder beside the target and renames
 it into place only when everything succeeded, so an error never leaves a
-half-written output behind.
+half-written output behind. A command that adds pages to a shared folder
+(``docs``) writes each file through a temporary file and a rename instead
+(:func:`write_files`).
 """
 
 import contextlib
@@ -15,7 +17,7 @@ from pathlib import Path
 
 from .errors import CLIError
 
-__all__ = ["atomic_dir", "write_manifest", "sha256_file"]
+__all__ = ["atomic_dir", "write_files", "write_manifest", "sha256_file"]
 
 MANIFEST = "manifest.json"
 
@@ -52,6 +54,53 @@ def atomic_dir(out):
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+def write_files(out, files):
+    """Write ``{name: bytes}`` into the folder ``out``, each file atomically.
+
+    ``out`` is created if missing; other files in it are left alone. Each file
+    is written to a temporary file beside it and renamed over it, so a reader
+    never sees half a file, and gets the permissions a new file would (the
+    umask), not ``mkstemp``'s 0600: a page is world-readable.
+
+    Returns
+    -------
+    list of pathlib.Path
+        The files written, in the order of ``files``.
+
+    Raises
+    ------
+    CLIError
+        If ``out`` is not a folder or cannot be written.
+    """
+    folder = Path(out)
+    if folder.exists() and not folder.is_dir():
+        raise CLIError(f"--out {str(folder)!r} exists and is not a folder")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise CLIError(f"cannot write --out {str(folder)!r}: {exc.strerror or exc}") from None
+    umask = os.umask(0)
+    os.umask(umask)
+    paths = []
+    for name, data in files.items():
+        path = folder / name
+        try:
+            fd, tmp = tempfile.mkstemp(prefix=f".{name}.", dir=folder)
+        except OSError as exc:
+            raise CLIError(f"cannot write --out {str(folder)!r}: {exc.strerror or exc}") from None
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+            os.chmod(tmp, 0o666 & ~umask)
+            os.replace(tmp, path)
+        except BaseException:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            raise
+        paths.append(path)
+    return paths
 
 
 def sha256_file(path):

@@ -33,7 +33,8 @@ import math
 from dataclasses import asdict, dataclass, field, replace
 
 from golden.config import LinearConfig, BoardConfig, preset, preset_names
-from golden.mamba2 import MAMBA2_DEFAULTS, MAMBA2_SIZES, SSMConfig
+from golden.lm import LMConfig
+from golden.mamba2 import MAMBA2_DEFAULTS, MAMBA2_SIZES, MAMBA2_VOCAB, SSMConfig
 from golden.tree import TreeShape, fifo_schedule, schedule_beats
 from golden.validate import check_choice, check_float, check_int
 
@@ -47,8 +48,8 @@ __all__ = [
     "ssm_timing", "weight_bytes", "state_bytes", "SEED_TREE", "SPEQ_CHAIN", "SPEQ_ALPHA",
 ]
 
-#: Mamba2 vocabulary (SPEC §4; the checkpoints pad 50,277 to 50,288).
-VOCAB = 50_288
+#: Mamba2 vocabulary (:data:`golden.mamba2.MAMBA2_VOCAB`).
+VOCAB = MAMBA2_VOCAB
 
 #: DualModePE pipeline latency with the defaults LinearUnit builds it with:
 #: input register + mul_stages 1 + acc_stages 1 + accumulator + round_stages 2.
@@ -452,8 +453,13 @@ def ring_fifo_cycles(*, items, depth, mode):
 # =====================================================================================
 
 @dataclass(frozen=True, kw_only=True)
-class MambaDims:
-    """Dimensions of a Mamba2 checkpoint, for the bytes and cycles of one forward pass.
+class MambaDims(LMConfig):
+    """A Mamba2 checkpoint's :class:`golden.lm.LMConfig`, named, with the bytes of one pass.
+
+    The dimensions and the widths derived from them (``d_inner``, ``nheads``,
+    ``conv_dim``, ``d_in_proj``, ``state_elems``, ``conv_elems``) are the
+    golden model's; :func:`mamba_dims` reads them from
+    :meth:`golden.lm.LMConfig.from_model`.
 
     Parameters
     ----------
@@ -461,47 +467,20 @@ class MambaDims:
     d_model, n_layer : int
     vocab : int
         Tied embedding / LM head rows (:data:`VOCAB`).
-    expand, headdim, d_state, d_conv, ngroups : int
-        Mamba2 defaults (:data:`golden.mamba2.MAMBA2_DEFAULTS`).
+    expand, headdim, d_state, d_conv : int
+        Mamba2 defaults (:data:`golden.mamba2.MAMBA2_DEFAULTS`); ``ngroups = 1``.
     """
 
     name: str
     d_model: int
     n_layer: int
     vocab: int = VOCAB
-    expand: int = MAMBA2_DEFAULTS["expand"]
     headdim: int = MAMBA2_DEFAULTS["headdim"]
     d_state: int = MAMBA2_DEFAULTS["d_state"]
-    d_conv: int = MAMBA2_DEFAULTS["d_conv"]
-    ngroups: int = MAMBA2_DEFAULTS["ngroups"]
-
-    def __post_init__(self):
-        for f in ("d_model", "n_layer", "vocab", "expand", "headdim", "d_state", "d_conv", "ngroups"):
-            check_int("MambaDims", f, getattr(self, f), min=1)
-        if self.d_inner % self.headdim:
-            raise ValueError(f"MambaDims.headdim must divide d_inner ({self.d_inner}), "
-                             f"not {self.headdim}")
-
-    @property
-    def d_inner(self):
-        return self.expand * self.d_model
-
-    @property
-    def nheads(self):
-        return self.d_inner // self.headdim
-
-    @property
-    def conv_dim(self):
-        return self.d_inner + 2 * self.ngroups * self.d_state
-
-    @property
-    def in_proj_out(self):
-        """z, xBC and dt: ``2·d_inner + 2·ngroups·N + nheads``."""
-        return 2 * self.d_inner + 2 * self.ngroups * self.d_state + self.nheads
 
     def matrices(self):
         """``(name, out_features, in_features, count)`` of every linear layer of a pass."""
-        return [("in_proj", self.in_proj_out, self.d_model, self.n_layer),
+        return [("in_proj", self.d_in_proj, self.d_model, self.n_layer),
                 ("out_proj", self.d_model, self.d_inner, self.n_layer),
                 ("lm_head", self.vocab, self.d_model, 1)]
 
@@ -521,20 +500,6 @@ class MambaDims:
     def params(self):
         return self.linear_params + self.small_params
 
-    def ssm_config(self, *, lanes, **kw):
-        """The :class:`golden.mamba2.SSMConfig` of one layer with ``lanes`` EMUs."""
-        return SSMConfig(nheads=self.nheads, headdim=self.headdim, d_state=self.d_state,
-                         lanes=lanes, **kw)
-
-    @property
-    def state_elems(self):
-        """SSM state elements of one layer, ``nheads·P·N``."""
-        return self.nheads * self.headdim * self.d_state
-
-    @property
-    def conv_state_elems(self):
-        return (self.d_conv - 1) * self.conv_dim
-
 
 def model_names():
     """Mamba2 sizes accepted by :func:`mamba_dims` (SPEC §4)."""
@@ -551,8 +516,7 @@ def mamba_dims(name):
     """
     if name not in MAMBA2_SIZES:
         raise ValueError(f"unknown model {name!r}; allowed: {', '.join(model_names())}")
-    d_model, n_layer = MAMBA2_SIZES[name]
-    return MambaDims(name=name, d_model=d_model, n_layer=n_layer)
+    return MambaDims.from_model(name, name=name)
 
 
 # =====================================================================================
@@ -1082,7 +1046,7 @@ def _linear_cycles(acc, dims, *, tokens, mode):
 def ssm_timing(acc, dims):
     """The :class:`SSMTiming` of ``acc``'s SSM unit running a layer of ``dims``."""
     lanes = min(acc.ssm_lanes, dims.d_state)
-    return SSMTiming(cfg=dims.ssm_config(lanes=lanes), mul_stages=acc.ssm_mul_stages,
+    return SSMTiming(cfg=replace(dims.ssm_config, lanes=lanes), mul_stages=acc.ssm_mul_stages,
                      add_stages=acc.ssm_add_stages)
 
 
@@ -1111,7 +1075,7 @@ def weight_bytes(dims, *, bits=16, scale_group=None):
 
 def state_bytes(acc, dims):
     """Bytes of one node's recurrent state over all layers: SSM state and conv window."""
-    return dims.n_layer * (dims.state_elems + dims.conv_state_elems) * acc.state_bytes
+    return dims.n_layer * (dims.state_elems + dims.conv_elems) * acc.state_bytes
 
 
 def _pass(acc, dims, *, tokens, mode, bits, scale_group, state_moves):

@@ -50,9 +50,11 @@ Generic API. A policy drives any *recurrence*: an object with
     ``step(...).state`` (needed by ``Recompute(scope="state")`` only).
 
 ``state``, ``light`` and a token are numpy arrays or tuples of them.
-:class:`Mamba2Mixer` is the Mamba2 one, with the SSM step of either numerics:
-:func:`golden.mamba2.ssm_step_hw` (the SSM unit, bit for bit) or
-:func:`golden.mamba2.ssm_step_ref` (float64).
+:class:`Mamba2Mixer` (:mod:`golden.mixer`) is one Mamba2 layer, in either
+numerics: binary32 with :func:`golden.mamba2.ssm_step_hw` (the SSM unit, bit
+for bit) or the float64 of :mod:`golden.lm`. :class:`LMRecurrence` is a whole
+:class:`golden.lm.MambaLM`, every layer's state at once, token ids in and
+logits out: what :func:`golden.speculative.speculative_generate` restores.
 
 Instrumentation. Every byte a policy keeps or reads goes through a
 :class:`BacktrackMemory`, and every multiply of the mixer through
@@ -63,26 +65,22 @@ form; the tests check that the two agree exactly.
 
 from collections import Counter
 from dataclasses import dataclass
-from typing import ClassVar, NamedTuple
+from typing import ClassVar
 
 import numpy as np
 
-from .mamba2 import (CANONICAL_NAN16, MAMBA2_DEFAULTS, MAMBA2_SIZES, SSMConfig, SSMParams,
-                     mamba2_init_params, silu64, softplus64, ssm_step_hw, ssm_step_ref)
-from .nonlinear import CANONICAL_NAN32, lut_eval
+from .lm import LMState, MambaLM
+from .mixer import NUMERICS, Mamba2Mixer, MixerConfig, MixerParams, Stepped, mixer_init_params
 from .tree import AcceptedPath, dead_times, validate_parents
-from .validate import check_choice, check_float, check_int
+from .validate import check_choice
 
 __all__ = [
     "NUMERICS", "WHERE", "PHASES", "COMMITTED", "MixerConfig", "MixerParams", "mixer_init_params",
-    "Stepped", "Mamba2Mixer", "CostMeter", "BacktrackMemory", "StoreStates", "StoreIntermediates",
-    "Recompute", "POLICIES", "SpeculativeBacktracking", "SYSTEM_POLICIES", "TreePass",
-    "tree_pass", "restore", "backtrack", "sequential_run", "speculative_backtrack", "check_path",
-    "check_policy",
+    "Stepped", "Mamba2Mixer", "LMRecurrence", "CostMeter", "BacktrackMemory", "StoreStates",
+    "StoreIntermediates", "Recompute", "POLICIES", "SpeculativeBacktracking", "SYSTEM_POLICIES",
+    "TreePass", "tree_pass", "restore", "backtrack", "sequential_run",
+    "speculative_backtrack", "check_path", "check_policy",
 ]
-
-#: Numerics of :class:`Mamba2Mixer`: the SSM unit (``ssm_step_hw``) or the float64 oracle.
-NUMERICS = ("hw", "ref")
 
 #: Where a policy keeps an item: on-chip RAM (BRAM/URAM) or the off-chip state memory.
 WHERE = ("on_chip", "off_chip")
@@ -94,161 +92,7 @@ PHASES = ("pass", "restore")
 COMMITTED = "committed"
 
 
-# -- the Mamba2 layer as a recurrence ----------------------------------------------
-
-@dataclass(frozen=True, kw_only=True)
-class MixerConfig:
-    """Dimensions of one Mamba2 layer (block pre-norm + mixer), ``ngroups = 1``.
-
-    Parameters
-    ----------
-    ssm : SSMConfig
-        The SSM part: ``nheads``, ``headdim``, ``d_state``, numerics.
-    d_model : int
-        Residual width (Mamba2-2.7B: 2560).
-    d_conv : int
-        Causal conv1d taps (Mamba2: 4); the conv state keeps ``d_conv − 1`` rows.
-    n_layer : int
-        Layers of the model; the cost model multiplies per-layer figures by it.
-    """
-
-    ssm: SSMConfig
-    d_model: int
-    d_conv: int = MAMBA2_DEFAULTS["d_conv"]
-    n_layer: int = 1
-
-    def __post_init__(self):
-        if not isinstance(self.ssm, SSMConfig):
-            raise TypeError(f"MixerConfig.ssm must be an SSMConfig, not {self.ssm!r}")
-        check_int("MixerConfig", "d_model", self.d_model, min=1)
-        check_int("MixerConfig", "d_conv", self.d_conv, min=1)
-        check_int("MixerConfig", "n_layer", self.n_layer, min=1)
-
-    @classmethod
-    def from_model(cls, size, **ssm_overrides):
-        """The layer of a Mamba2 checkpoint (:data:`golden.mamba2.MAMBA2_SIZES`).
-
-        ``ssm_overrides`` go to :meth:`SSMConfig.from_model` (``lanes``,
-        ``state_format``, …).
-
-        Examples
-        --------
-        >>> MixerConfig.from_model("2.7B").conv_dim
-        5376
-        """
-        ssm = SSMConfig.from_model(size, **ssm_overrides)
-        d_model, n_layer = MAMBA2_SIZES[size]
-        return cls(ssm=ssm, d_model=d_model, n_layer=n_layer)
-
-    @property
-    def nheads(self):
-        return self.ssm.nheads
-
-    @property
-    def d_state(self):
-        return self.ssm.d_state
-
-    @property
-    def d_inner(self):
-        """``nheads·headdim``: width of z, x and y."""
-        return self.ssm.d_inner
-
-    @property
-    def conv_dim(self):
-        """``d_inner + 2·d_state``: width of the xBC row that the conv filters."""
-        return self.d_inner + 2 * self.d_state
-
-    @property
-    def d_in_proj(self):
-        """``2·d_inner + 2·d_state + nheads``: rows of ``W_in`` (z, xBC, dt)."""
-        return 2 * self.d_inner + 2 * self.d_state + self.nheads
-
-    @property
-    def conv_rows(self):
-        """``d_conv − 1``: raw xBC rows in the conv state."""
-        return self.d_conv - 1
-
-
-@dataclass(frozen=True, kw_only=True)
-class MixerParams:
-    """Weights of one Mamba2 layer.
-
-    Parameters
-    ----------
-    norm_w : ndarray, shape (d_model,)
-        The block's RMSNorm weight, applied to the layer input.
-    W_in : ndarray, shape (d_in_proj, d_model)
-        Input projection; output rows in Mamba2's order z, xBC, dt.
-    conv_w : ndarray, shape (conv_dim, d_conv)
-        Depthwise causal conv1d taps, oldest first.
-    conv_b : ndarray, shape (conv_dim,)
-    ssm : SSMParams
-    gate_norm_w : ndarray, shape (d_inner,)
-        Weight of the gated RMSNorm before ``W_out``.
-    W_out : ndarray, shape (d_model, d_inner)
-    """
-
-    norm_w: np.ndarray
-    W_in: np.ndarray
-    conv_w: np.ndarray
-    conv_b: np.ndarray
-    ssm: SSMParams
-    gate_norm_w: np.ndarray
-    W_out: np.ndarray
-
-    def check(self, mix):
-        """Raise ``ValueError`` unless every array has the shape ``mix`` asks for."""
-        shapes = dict(norm_w=(mix.d_model,), W_in=(mix.d_in_proj, mix.d_model),
-                      conv_w=(mix.conv_dim, mix.d_conv), conv_b=(mix.conv_dim,),
-                      gate_norm_w=(mix.d_inner,), W_out=(mix.d_model, mix.d_inner))
-        for name, shape in shapes.items():
-            got = np.shape(getattr(self, name))
-            if got != shape:
-                raise ValueError(f"MixerParams.{name} must have shape {shape}, not {got}")
-        if not isinstance(self.ssm, SSMParams):
-            raise TypeError(f"MixerParams.ssm must be an SSMParams, not {self.ssm!r}")
-        self.ssm.check(mix.ssm)
-
-
-def mixer_init_params(mix, rng):
-    """Random binary32 weights of a plausible scale (``W ~ N(0, 1/fan_in)``).
-
-    The SSM parameters are drawn as Mamba2 initializes them
-    (:func:`golden.mamba2.mamba2_init_params`).
-    """
-    f = lambda shape, scale: (rng.standard_normal(shape) * scale).astype(np.float32)  # noqa: E731
-    return MixerParams(
-        norm_w=(1.0 + f((mix.d_model,), 0.1)).astype(np.float32),
-        W_in=f((mix.d_in_proj, mix.d_model), mix.d_model ** -0.5),
-        conv_w=f((mix.conv_dim, mix.d_conv), mix.d_conv ** -0.5),
-        conv_b=f((mix.conv_dim,), 0.1),
-        ssm=mamba2_init_params(mix.ssm, rng),
-        gate_norm_w=(1.0 + f((mix.d_inner,), 0.1)).astype(np.float32),
-        W_out=f((mix.d_model, mix.d_inner), mix.d_inner ** -0.5))
-
-
-class Stepped(NamedTuple):
-    """One token through a recurrence.
-
-    Attributes
-    ----------
-    state : tuple of ndarray
-        The state after the token.
-    output : ndarray
-        The layer output (the next layer's input).
-    light : tuple of ndarray
-        The light intermediates: what :meth:`Mamba2Mixer.replay` needs to
-        produce ``state`` from the state before the token.
-    input : ndarray
-        The token as the layer consumed it (in its value format): what
-        ``Recompute(scope="state")`` keeps for :meth:`Mamba2Mixer.update`.
-    """
-
-    state: tuple
-    output: np.ndarray
-    light: tuple
-    input: np.ndarray
-
+# -- counting -----------------------------------------------------------------------
 
 class CostMeter:
     """What a backtracking run did: bytes kept and read, multiplies performed.
@@ -351,235 +195,81 @@ def _copy(value):
     return np.array(value, copy=True)
 
 
-def _canon(a):
-    """Every NaN as the canonical quiet NaN of its format (the SSM unit's output rule)."""
-    if a.dtype == np.float16:
-        return np.where(np.isnan(a), CANONICAL_NAN16, a.view(np.uint16)).view(np.float16)
-    if a.dtype == np.float32:
-        return np.where(np.isnan(a), CANONICAL_NAN32, a.view(np.uint32)).view(np.float32)
-    return a
+# -- the whole language model as a recurrence -------------------------------------
 
+@dataclass(frozen=True, eq=False)
+class LMRecurrence:
+    """A :class:`golden.lm.MambaLM` as one recurrence: token ids in, logits out.
 
-@dataclass(frozen=True, kw_only=True)
-class Mamba2Mixer:
-    """One Mamba2 layer's decode step as a recurrence for the backtracking policies.
+    The policies then restore every layer's state at once, as
+    :func:`golden.speculative.speculative_generate` needs. Layer ``l`` is the
+    model's own :class:`Mamba2Mixer` ``lm.mixers[l]`` (float64, ``"ref"``)
+    and the recurrence's values are its layers', in layer order:
 
-    Per token ``u`` (shape ``(d_model,)``), with every multiply counted by the
-    meter (``[MACs]``)::
+    ``state``
+        ``(conv_0, ssm_0, conv_1, ssm_1, …)``: :meth:`pack` of a
+        :class:`golden.lm.LMState` (:meth:`unpack` gives it back).
+    ``light``
+        Every layer's ``(xBC, x, B, Δ, dA)``, concatenated.
+    ``input``
+        Every layer's input vector: what ``Recompute(scope="state")`` keeps
+        and :meth:`update` takes as its token.
 
-        un   = RMSNorm(u)·norm_w                            [3·d_model]
-        zxbcdt = W_in·un   (z, xBC, dt)                     [d_model·d_in_proj]
-        window = conv_state ++ xBC;  conv_state' = window[1:]
-        xc   = SiLU(conv_b + Σ_w window[w]·conv_w[:, w])    [d_conv·conv_dim]
-        x, B, C = split(xc)
-        y, h', Δ, dA = ssm_step(h, x, B, C, dt, z)          [nheads + 3·d_inner + 3·E]
-        out  = u + W_out·(RMSNorm(y)·gate_norm_w)           [3·d_inner + d_inner·d_model]
-
-    (``E = nheads·headdim·d_state``). ``ssm_step`` is
-    :func:`golden.mamba2.ssm_step_hw` for ``numerics="hw"`` (the SSM unit bit
-    for bit; its multiplies are charged per its contract: ``Δ·A`` per head,
-    ``Δ·x``, ``D·x`` and the gate per row, ``dA·h``, ``u·B`` and ``h'·C`` per
-    state element) or :func:`golden.mamba2.ssm_step_ref` (``"ref"``).
-
-    Numerics outside the SSM step: ``"hw"`` computes in binary32, one rounding
-    per operation, SiLU by the SSM unit's table; ``"ref"`` in float64. The
-    projections accumulate sequentially over the input index, a fixed order
-    per output row. This layer is a test vehicle for backtracking, not the
-    linear unit's specification (that is :mod:`golden.dot`): what matters
-    here is that every policy reproduces the sequential run bit for bit.
-
-    Light intermediates (``Stepped.light``), per node: ``(xBC, x, B, Δ, dA)``,
-    ``conv_dim + d_inner + d_state + 2·nheads`` values: the raw xBC row
-    shifts into the conv state, and ``h' = dA·h + (Δ·x)·B`` needs the rest
-    (SpecMamba's "Δ, A, B, x"; ``C`` and ``z`` only feed the output).
-
-    Parameters
-    ----------
-    mix : MixerConfig
-    params : MixerParams
-    numerics : {"hw", "ref"}
-    eps : float
-        RMSNorm epsilon (Mamba2: 1e-5).
+    A token costs ``n_layer`` times one layer's work and traffic, so a run's
+    :class:`CostMeter` holds :func:`golden.backtrack_cost.backtrack_cost` of
+    ``lm.config.mixer`` with ``numerics="ref"`` (the embedding and the head
+    are not counted).
     """
 
-    mix: MixerConfig
-    params: MixerParams
-    numerics: str = "hw"
-    eps: float = 1e-5
+    lm: MambaLM
 
     def __post_init__(self):
-        if not isinstance(self.mix, MixerConfig):
-            raise TypeError(f"Mamba2Mixer.mix must be a MixerConfig, not {self.mix!r}")
-        if not isinstance(self.params, MixerParams):
-            raise TypeError(f"Mamba2Mixer.params must be a MixerParams, not {self.params!r}")
-        check_choice("Mamba2Mixer", "numerics", self.numerics, NUMERICS)
-        check_float("Mamba2Mixer", "eps", self.eps, min=0.0)
-        self.params.check(self.mix)
+        if not isinstance(self.lm, MambaLM):
+            raise TypeError(f"LMRecurrence.lm must be a golden.lm.MambaLM, not {self.lm!r}")
 
-    # -- formats
+    @staticmethod
+    def pack(state):
+        """An :class:`golden.lm.LMState` as ``(conv_0, ssm_0, conv_1, ssm_1, …)``."""
+        return tuple(a for layer in zip(state.conv, state.ssm) for a in layer)
 
-    @property
-    def dtype(self):
-        """Values other than the SSM state: binary32 (``"hw"``) or float64 (``"ref"``)."""
-        return np.dtype(np.float32 if self.numerics == "hw" else np.float64)
+    @staticmethod
+    def unpack(state):
+        """The :class:`golden.lm.LMState` of a packed state."""
+        return LMState(conv=state[0::2], ssm=state[1::2])
 
-    @property
-    def state_dtype(self):
-        """SSM state: ``ssm.state_dtype`` (``"hw"``) or float64 (``"ref"``)."""
-        return self.mix.ssm.state_dtype if self.numerics == "hw" else np.dtype(np.float64)
+    @staticmethod
+    def join(logits, layers):
+        """The model's :class:`Stepped` from its logits and its layers' ``Stepped``
+        (:meth:`golden.lm.MambaLM.step_layers`)."""
+        return Stepped(state=tuple(a for s in layers for a in s.state), output=logits,
+                       light=tuple(a for s in layers for a in s.light),
+                       input=tuple(s.input for s in layers))
 
-    @property
-    def state_shapes(self):
-        """``((d_conv − 1, conv_dim), (nheads, headdim, d_state))``."""
-        return ((self.mix.conv_rows, self.mix.conv_dim), self.mix.ssm.state_shape)
-
-    def zero_state(self):
-        """The state before the first token: zeros."""
-        (cs, hs) = self.state_shapes
-        return (np.zeros(cs, self.dtype), np.zeros(hs, self.state_dtype))
-
-    def random_state(self, rng, *, scale=0.3):
-        """A random state of the right formats (a mid-sequence checkpoint)."""
-        (cs, hs) = self.state_shapes
-        return ((rng.standard_normal(cs) * scale).astype(self.dtype),
-                (rng.standard_normal(hs) * scale).astype(self.state_dtype))
-
-    def check_state(self, state, name="state"):
-        """Return ``state`` as a tuple after checking shapes and dtypes."""
-        if not isinstance(state, tuple) or len(state) != 2:
-            raise TypeError(f"{name} must be a tuple (conv_state, ssm_state), not {type(state).__name__}")
-        for part, arr, shape, dtype in zip(("conv_state", "ssm_state"), state, self.state_shapes,
-                                           (self.dtype, self.state_dtype)):
-            arr = np.asarray(arr)
-            if arr.shape != shape or arr.dtype != dtype:
-                raise ValueError(f"{name}.{part} must be a {dtype.name} array of shape {shape}, "
-                                 f"not {arr.dtype.name} {arr.shape}")
-        return state
-
-    def check_token(self, token, name="token"):
-        token = np.asarray(token)
-        if token.shape != (self.mix.d_model,):
-            raise ValueError(f"{name} must have shape ({self.mix.d_model},), not {token.shape}")
-        return token.astype(self.dtype)
-
-    # -- building blocks
-
-    def _p(self, a):
-        return np.asarray(a, dtype=self.dtype)
-
-    def _silu(self, v):
-        return lut_eval(self.mix.ssm.silu_lut, v) if self.numerics == "hw" else silu64(v)
-
-    def _rmsnorm(self, m, v, w):
-        ms = m.mul(v, v).sum(dtype=self.dtype) / self.dtype.type(v.size)
-        r = self.dtype.type(1) / np.sqrt(ms + self.dtype.type(self.eps))
-        return m.mul(m.mul(v, r), self._p(w))
-
-    def _matvec(self, m, W, v):
-        # Sequential accumulation over the input index: the same operations per
-        # output row whatever rows are computed, so update() (a row subset of
-        # W_in) matches step() bit for bit.
-        W = self._p(W)
-        acc = m.mul(W[:, 0], v[0])
-        for k in range(1, v.size):
-            acc = acc + m.mul(W[:, k], v[k])
-        return acc
-
-    def _conv(self, m, conv_state, xBC):
-        window = np.concatenate((conv_state, xBC[None, :]), axis=0)
-        acc = self._p(self.params.conv_b)
-        conv_w = self._p(self.params.conv_w)
-        for w in range(self.mix.d_conv):
-            acc = acc + m.mul(window[w], conv_w[:, w])
-        return self._silu(acc), window[1:]
-
-    def _split_xc(self, xc):
-        mix = self.mix
-        x = xc[:mix.d_inner].reshape(mix.nheads, mix.ssm.headdim)
-        B = xc[mix.d_inner:mix.d_inner + mix.d_state]
-        C = xc[mix.d_inner + mix.d_state:]
-        return x, B, C
-
-    # -- the recurrence
+    def _per_layer(self, value, width, name):
+        n = len(self.lm.mixers)
+        if not isinstance(value, tuple) or len(value) != width * n:
+            raise TypeError(f"LMRecurrence {name} must be a tuple of {width * n} arrays "
+                            f"({width} per layer), not {type(value).__name__}"
+                            f"{f' of {len(value)}' if isinstance(value, tuple) else ''}")
+        return [value[width * i:width * (i + 1)] for i in range(n)]
 
     def step(self, state, token, *, meter=None):
-        """One token through the layer; returns :class:`Stepped`."""
-        m = meter if meter is not None else CostMeter()
-        conv_state, h = self.check_state(state)
-        u = self.check_token(token)
-        mix = self.mix
-        with np.errstate(all="ignore"):
-            un = self._rmsnorm(m, u, self.params.norm_w)
-            zxbcdt = self._matvec(m, self.params.W_in, un)
-            z = zxbcdt[:mix.d_inner].reshape(mix.nheads, mix.ssm.headdim)
-            xBC = zxbcdt[mix.d_inner:mix.d_inner + mix.conv_dim]
-            dt = zxbcdt[mix.d_inner + mix.conv_dim:]
-            xc, new_conv = self._conv(m, conv_state, xBC)
-            x, B, C = self._split_xc(xc)
-            ssm_step = ssm_step_hw if self.numerics == "hw" else ssm_step_ref
-            out = ssm_step(mix.ssm, self.params.ssm, h, x, B, C, dt, z)
-            # ssm_step_* is not instrumented; charge its multiplies per its contract.
-            m.charge(dt.size + 3 * x.size + 3 * h.size)
-            y = np.asarray(out.y, dtype=self.dtype).reshape(-1)
-            yn = self._rmsnorm(m, y, self.params.gate_norm_w)
-            output = u + self._matvec(m, self.params.W_out, yn)
-        new = (new_conv, np.asarray(out.state, dtype=self.state_dtype))
-        light = (xBC, x, B, np.asarray(out.delta, dtype=self.dtype), np.asarray(out.dA, dtype=self.dtype))
-        return Stepped(state=new, output=output, light=light, input=u)
-
-    def _ssm_update(self, m, h, x, B, delta, dA):
-        # The state half of ssm_step_hw / ssm_step_ref, in the same order of
-        # operations, so the bits agree: h' = fl(fl(dA·h) + fl(fl(Δ·x)·B)).
-        u = m.mul(delta[:, None], x)
-        if self.numerics == "hw":
-            new = m.mul(dA[:, None, None], h.astype(np.float32)) + m.mul(u[:, :, None], B[None, None, :])
-            return _canon(new.astype(self.state_dtype))
-        return m.mul(dA[:, None, None], h) + m.mul(u[:, :, None], B[None, None, :])
+        """The model's decode step; ``output`` is the logits."""
+        self._per_layer(state, 2, "state")
+        logits, _, layers = self.lm.step_layers(self.unpack(state), token, meter=meter)
+        return self.join(logits, layers)
 
     def replay(self, state, light, *, meter=None):
-        """The state after a token, from its light intermediates ``(xBC, x, B, Δ, dA)``.
-
-        Work: ``d_inner + 2·E`` MACs (``Δ·x``, ``dA·h``, ``u·B``); the conv
-        state only shifts.
-        """
-        m = meter if meter is not None else CostMeter()
-        conv_state, h = self.check_state(state)
-        if not isinstance(light, tuple) or len(light) != 5:
-            raise TypeError(f"light must be a tuple (xBC, x, B, delta, dA), not {type(light).__name__}")
-        xBC, x, B, delta, dA = light
-        with np.errstate(all="ignore"):
-            new_h = self._ssm_update(m, h, x, B, delta, dA)
-        new_conv = np.concatenate((conv_state, xBC[None, :]), axis=0)[1:]
-        return (new_conv, new_h)
+        """Every layer's :meth:`Mamba2Mixer.replay`."""
+        pairs = zip(self.lm.mixers, self._per_layer(state, 2, "state"),
+                    self._per_layer(light, 5, "light"))
+        return tuple(a for mixer, s, li in pairs for a in mixer.replay(s, li, meter=meter))
 
     def update(self, state, token, *, meter=None):
-        """The state after ``token``, computing only what the state depends on.
-
-        Dependency analysis of :meth:`step`: the state needs the block norm,
-        the xBC and dt rows of ``W_in`` (not z), the conv, the dt path and the
-        state update; not ``h'·C``, ``D·x``, the gate, the gated norm or
-        ``W_out``. Work: ``3·d_model + d_model·(conv_dim + nheads) +
-        d_conv·conv_dim + nheads + d_inner + 2·E`` MACs.
-        """
-        m = meter if meter is not None else CostMeter()
-        conv_state, h = self.check_state(state)
-        u = self.check_token(token)
-        mix = self.mix
-        p = self.params.ssm
-        with np.errstate(all="ignore"):
-            un = self._rmsnorm(m, u, self.params.norm_w)
-            xbcdt = self._matvec(m, np.asarray(self.params.W_in)[mix.d_inner:], un)
-            xBC, dt = xbcdt[:mix.conv_dim], xbcdt[mix.conv_dim:]
-            xc, new_conv = self._conv(m, conv_state, xBC)
-            x, B, _ = self._split_xc(xc)
-            if self.numerics == "hw":
-                delta = lut_eval(mix.ssm.softplus_lut, dt + np.asarray(p.dt_bias, np.float32))
-                dA = lut_eval(mix.ssm.exp_lut, m.mul(delta, np.asarray(p.A, np.float32)))
-            else:
-                delta = softplus64(dt + np.asarray(p.dt_bias, np.float64))
-                dA = np.exp(m.mul(delta, np.asarray(p.A, np.float64)))
-            new_h = self._ssm_update(m, h, x, B, delta, dA)
-        return (new_conv, new_h)
+        """Every layer's :meth:`Mamba2Mixer.update`; ``token`` holds the layers' inputs."""
+        pairs = zip(self.lm.mixers, self._per_layer(state, 2, "state"),
+                    self._per_layer(token, 1, "inputs"))
+        return tuple(a for mixer, s, (u,) in pairs for a in mixer.update(s, u, meter=meter))
 
 
 def sequential_run(rec, state, tokens):
@@ -797,7 +487,8 @@ class TreePass:
     tokens : tuple
         One token input per node.
     outputs : tuple of ndarray
-        Each node's layer output (the target's would give its logits).
+        Each node's layer output (the target's would give its logits);
+        ``None`` for a node the pass did not run.
     memory : BacktrackMemory
         What the policy kept, plus the committed state. The ring's node
         states are gone: restore can use only this.
@@ -839,7 +530,20 @@ def check_path(parents, path):
     return nodes
 
 
-def tree_pass(rec, policy, *, checkpoint, tokens, parents, meter=None):
+def _run(rec, checkpoint, tokens, parents, meter):
+    """Each node through ``rec.step`` from its parent's state, in BFS order; a node's
+    state is dropped once its last child is done (the FIFO ring's release)."""
+    dead = dead_times(parents)
+    live = {}
+    for i in range(parents.size):
+        stepped = rec.step(checkpoint if i == 0 else live[int(parents[i])], tokens[i], meter=meter)
+        yield stepped
+        live[i] = stepped.state
+        for j in [j for j in live if dead[j] <= i]:
+            del live[j]
+
+
+def tree_pass(rec, policy, *, checkpoint, tokens, parents, meter=None, steps=None):
     """Run every node of a draft tree through ``rec``, letting ``policy`` keep what it needs.
 
     Node ``i`` is processed from its parent's state (node 0 from
@@ -847,6 +551,11 @@ def tree_pass(rec, policy, *, checkpoint, tokens, parents, meter=None):
     (:mod:`golden.tree`); a node state is dropped once its last child is
     done. After each node, ``policy.record`` may store into the counted
     :class:`BacktrackMemory`.
+
+    A pass computed elsewhere (the FIFO tile schedule of
+    :func:`golden.speculative.evaluate_tree`, the drafting of
+    :func:`golden.speculative.draft_tree`) gives its ``steps`` instead: the
+    policy records them in node order just the same.
 
     Parameters
     ----------
@@ -861,6 +570,11 @@ def tree_pass(rec, policy, *, checkpoint, tokens, parents, meter=None):
         BFS parent array (:func:`golden.tree.validate_parents`).
     meter : CostMeter, optional
         Counts go to its ``"pass"`` phase.
+    steps : sequence of Stepped or None, optional
+        Per node, what ``rec.step`` gives from its parent's state, bit for
+        bit; ``None`` for a node that was not run (a leaf the draft did not
+        expand): nothing is kept for it and :func:`restore` refuses a path
+        through it. Default: run ``rec.step``.
 
     Returns
     -------
@@ -874,19 +588,17 @@ def tree_pass(rec, policy, *, checkpoint, tokens, parents, meter=None):
         raise ValueError(f"tokens must hold one input per node ({p.size}), not {len(tokens)}")
     meter = meter if meter is not None else CostMeter()
     meter.phase = "pass"
+    if steps is None:
+        steps = _run(rec, checkpoint, tokens, p, meter)
+    elif len(steps) != p.size:
+        raise ValueError(f"steps must hold one Stepped or None per node ({p.size}), not {len(steps)}")
     memory = BacktrackMemory(meter)
     memory.hold(COMMITTED, checkpoint)
-    dead = dead_times(p)
-    live = {}
     outputs = []
-    for i in range(p.size):
-        parent = checkpoint if i == 0 else live[int(p[i])]
-        stepped = rec.step(parent, tokens[i], meter=meter)
-        outputs.append(stepped.output)
-        policy.record(memory, i, tokens[i], stepped)
-        live[i] = stepped.state
-        for j in [j for j in live if dead[j] <= i]:
-            del live[j]
+    for i, stepped in enumerate(steps):
+        outputs.append(None if stepped is None else stepped.output)
+        if stepped is not None:
+            policy.record(memory, i, tokens[i], stepped)
     return TreePass(rec=rec, policy=policy, parents=p, tokens=tokens, outputs=tuple(outputs),
                     memory=memory, meter=meter)
 
@@ -908,6 +620,9 @@ def restore(tp, *, path):
     if not isinstance(tp, TreePass):
         raise TypeError(f"restore needs a TreePass, not {tp!r}")
     nodes = check_path(tp.parents, path)
+    skipped = [i for i in nodes if tp.outputs[i] is None]
+    if skipped:
+        raise ValueError(f"restore: path node {skipped[0]} was not run in the pass")
     tp.meter.phase = "restore"
     tp.policy.restore(tp.rec, tp.memory, nodes, tp.tokens, tp.meter)
     return tp.memory.peek(COMMITTED)

@@ -44,7 +44,10 @@ make that hold without relying on BLAS:
 The decode step is split into the stages the hardware has (:meth:`MambaLM.embed`,
 :meth:`~MambaLM.layer_in`, :meth:`~MambaLM.conv`, :meth:`~MambaLM.ssm_inputs`,
 :func:`ssm_tile`, :meth:`~MambaLM.layer_out`, :meth:`~MambaLM.head`) so that the
-tree schedule composes the very same functions.
+tree schedule composes the very same functions. Each layer is a
+:class:`golden.mixer.Mamba2Mixer` in its float64 numerics (``"ref"``,
+:attr:`MambaLM.mixers`): the layer that the backtracking policies of
+:mod:`golden.backtrack` run, in binary32 too, is this one.
 
 Weights
 -------
@@ -60,15 +63,15 @@ import json
 import math
 import struct
 from dataclasses import dataclass, replace
-from functools import lru_cache
 from pathlib import Path
 from types import MappingProxyType
-from typing import NamedTuple
 
 import numpy as np
 
 from .bsfp import BSFPConfig, draft_dequantize, draft_misread_mask, encode
-from .mamba2 import MAMBA2_DEFAULTS, MAMBA2_SIZES, SSMConfig, mamba2_init_params, silu64, softplus64
+from .mamba2 import MAMBA2_DEFAULTS, MAMBA2_SIZES, MAMBA2_VOCAB, SSMConfig, SSMParams, mamba2_init_params
+from .mixer import (Mamba2Mixer, MixerConfig, MixerParams, SSMInputs, _LayerWidths, matvec, rmsnorm,
+                    ssm_tile)
 from .validate import check_choice, check_float, check_int
 
 __all__ = [
@@ -77,12 +80,8 @@ __all__ = [
     "MAMBA2_VOCAB",
 ]
 
-#: Vocabulary of the Mamba2 checkpoints (SPEC §4).
-MAMBA2_VOCAB = 50288
-
-
 @dataclass(frozen=True, kw_only=True)
-class LMConfig:
+class LMConfig(_LayerWidths):
     """Dimensions of a Mamba2 language model.
 
     Parameters
@@ -158,25 +157,7 @@ class LMConfig:
         """``d_inner / headdim``."""
         return self.d_inner // self.headdim
 
-    @property
-    def conv_dim(self):
-        """Channels of the conv1d: x, B and C, ``d_inner + 2·d_state``."""
-        return self.d_inner + 2 * self.d_state
-
-    @property
-    def d_in_proj(self):
-        """Rows of ``in_proj``: z, xBC and dt, ``2·d_inner + 2·d_state + nheads``."""
-        return 2 * self.d_inner + 2 * self.d_state + self.nheads
-
-    @property
-    def state_elems(self):
-        """SSM state elements per layer: ``nheads·headdim·d_state``."""
-        return self.nheads * self.headdim * self.d_state
-
-    @property
-    def conv_elems(self):
-        """Conv-window elements per layer: ``(d_conv − 1)·conv_dim``."""
-        return (self.d_conv - 1) * self.conv_dim
+    # conv_dim, d_in_proj, state_elems, conv_rows and conv_elems: golden.mixer's formulas.
 
     @property
     def ssm_config(self):
@@ -184,6 +165,12 @@ class LMConfig:
         power of two dividing ``d_state``; the float64 model does not use them)."""
         return SSMConfig(nheads=self.nheads, headdim=self.headdim, d_state=self.d_state,
                          lanes=self.d_state & -self.d_state)
+
+    @property
+    def mixer(self):
+        """The :class:`golden.mixer.MixerConfig` of one layer (``n_layer`` of them)."""
+        return MixerConfig(ssm=self.ssm_config, d_model=self.d_model, d_conv=self.d_conv,
+                           n_layer=self.n_layer)
 
 
 #: Small named configs: ``tiny`` runs a token in about 0.1 ms, ``small`` is a
@@ -278,112 +265,6 @@ class LMState:
                 and all(np.array_equal(a, b) for a, b in zip(self.ssm, other.ssm)))
 
 
-class SSMInputs(NamedTuple):
-    """One token's SSM-step inputs in one layer (from :meth:`MambaLM.ssm_inputs`).
-
-    Attributes
-    ----------
-    x : ndarray, shape (nheads, headdim)
-    B, C : ndarray, shape (d_state,)
-    delta, dA : ndarray, shape (nheads,)
-        ``softplus(dt + dt_bias)`` and ``exp(delta·A)``.
-    u : ndarray, shape (nheads·headdim,)
-        ``delta·x`` per row: the row's input scaling, shared by its ``d_state`` elements.
-    """
-
-    x: np.ndarray
-    B: np.ndarray
-    C: np.ndarray
-    delta: np.ndarray
-    dA: np.ndarray
-    u: np.ndarray
-
-
-@lru_cache(maxsize=256)
-def _tile_index(H, P, N, lo, hi):
-    """Head, row and column of the flat state elements ``lo … hi−1`` (C order)."""
-    f = np.arange(lo, hi, dtype=np.int64)
-    out = (f // (P * N), f // N, f % N)
-    for a in out:
-        a.setflags(write=False)
-    return out
-
-
-def _accumulate_rows(acc, q, lo, hi, N):
-    """``acc[row] += q`` element by element in ascending flat index (so ascending ``n``).
-
-    ``np.add.accumulate`` is a strictly sequential running sum; whole rows go
-    in one call, a row cut by the tile boundary in its own, carrying ``acc``.
-    """
-    f = lo
-    while f < hi:
-        r = f // N
-        if f % N == 0 and hi - f >= N:
-            rows = (hi - f) // N
-            block = q[f - lo:f - lo + rows * N].reshape(rows, N)
-            run = np.concatenate((acc[r:r + rows, None], block), axis=1)
-            acc[r:r + rows] = np.add.accumulate(run, axis=1)[:, -1]
-            f += rows * N
-        else:
-            end = min(hi, (r + 1) * N)
-            acc[r] = np.add.accumulate(np.concatenate((acc[r:r + 1], q[f - lo:end - lo])))[-1]
-            f = end
-
-
-def ssm_tile(config, inputs, state_tile, *, lo, hi, acc):
-    """The SSM step on the flat state elements ``lo … hi−1`` of one layer.
-
-    ``s' = dA[h]·s + u[row]·B[n]`` per element and ``acc[row] += s'·C[n]`` in
-    ascending ``n``. Any split of ``0 … state_elems`` into tiles processed in
-    ascending order gives the same new state and the same ``acc`` bit for bit.
-
-    Parameters
-    ----------
-    config : LMConfig
-    inputs : SSMInputs
-    state_tile : numpy.ndarray, shape (hi − lo,)
-        The old state elements (flat, C order of ``(nheads, headdim, d_state)``).
-    lo, hi : int
-        The tile.
-    acc : numpy.ndarray, shape (nheads·headdim,)
-        The rows' running ``Σ_n s'·C``; updated in place (it is the step's
-        output, not state).
-
-    Returns
-    -------
-    numpy.ndarray, shape (hi − lo,)
-        The new state elements.
-    """
-    c = config
-    hd, row, n = _tile_index(c.nheads, c.headdim, c.d_state, lo, hi)
-    new = inputs.dA[hd] * state_tile + inputs.u[row] * inputs.B[n]
-    _accumulate_rows(acc, new * inputs.C[n], lo, hi, c.d_state)
-    return new
-
-
-def _matvec(W, v):
-    """``W·v`` as a pairwise row sum: the same bits for the same ``W`` and ``v``
-    whatever else is being computed (see the module docstring)."""
-    return np.sum(W * v, axis=-1)
-
-
-def _rmsnorm(v, w, eps):
-    # mamba_ssm's rms_norm_ref: x · (1/sqrt(mean(x²) + eps)) · weight.
-    return v * (1.0 / math.sqrt(float(np.add.reduce(v * v)) / v.size + eps)) * w
-
-
-class _Layer(NamedTuple):
-    norm: np.ndarray
-    in_proj: np.ndarray
-    conv_w: np.ndarray      # (d_conv, conv_dim): tap w of every channel in row w
-    conv_b: np.ndarray
-    dt_bias: np.ndarray
-    A: np.ndarray
-    D: np.ndarray
-    gate_norm: np.ndarray
-    out_proj: np.ndarray
-
-
 class MambaLM:
     """A Mamba2 language model (module docstring): configuration and weights.
 
@@ -393,6 +274,11 @@ class MambaLM:
     tensors : mapping of str to array_like
         Exactly the tensors of :func:`tensor_shapes`, finite. Stored as
         read-only float64 copies.
+
+    Attributes
+    ----------
+    mixers : tuple of golden.mixer.Mamba2Mixer
+        The layers, in float64 (``numerics="ref"``), reading these tensors.
 
     Raises
     ------
@@ -406,20 +292,19 @@ class MambaLM:
         self.config = config
         self.tensors = MappingProxyType(_check_tensors(config, tensors, source=source))
         t = self.tensors
-        layers = []
+        mix = config.mixer
+        mixers = []
         for i in range(config.n_layer):
             p = f"backbone.layers.{i}."
-            A_log = t[p + "mixer.A_log"]
-            A = -np.exp(A_log)
+            A = -np.exp(t[p + "mixer.A_log"])
             A.setflags(write=False)
-            conv_w = np.ascontiguousarray(t[p + "mixer.conv1d.weight"][:, 0, :].T)
-            conv_w.setflags(write=False)
-            layers.append(_Layer(
-                norm=t[p + "norm.weight"], in_proj=t[p + "mixer.in_proj.weight"],
-                conv_w=conv_w, conv_b=t[p + "mixer.conv1d.bias"],
-                dt_bias=t[p + "mixer.dt_bias"], A=A, D=t[p + "mixer.D"],
-                gate_norm=t[p + "mixer.norm.weight"], out_proj=t[p + "mixer.out_proj.weight"]))
-        self._layers = tuple(layers)
+            params = MixerParams(
+                norm_w=t[p + "norm.weight"], W_in=t[p + "mixer.in_proj.weight"],
+                conv_w=t[p + "mixer.conv1d.weight"][:, 0, :], conv_b=t[p + "mixer.conv1d.bias"],
+                ssm=SSMParams(A=A, dt_bias=t[p + "mixer.dt_bias"], D=t[p + "mixer.D"]),
+                gate_norm_w=t[p + "mixer.norm.weight"], W_out=t[p + "mixer.out_proj.weight"])
+            mixers.append(Mamba2Mixer(mix=mix, params=params, numerics="ref", eps=config.norm_eps))
+        self.mixers = tuple(mixers)
         self._embedding = t["backbone.embedding.weight"]
         self._norm_f = t["backbone.norm_f.weight"]
         self._lm_head = t["backbone.embedding.weight"] if config.tie_embeddings else t["lm_head.weight"]
@@ -536,10 +421,7 @@ class MambaLM:
 
     def layer_in(self, layer, hidden):
         """Pre-norm and ``in_proj``: ``(z, xBC before the conv, dt)`` of one token."""
-        c, L = self.config, self._layers[layer]
-        zxbcdt = _matvec(L.in_proj, _rmsnorm(hidden, L.norm, c.norm_eps))
-        return (zxbcdt[:c.d_inner], zxbcdt[c.d_inner:c.d_inner + c.conv_dim],
-                zxbcdt[c.d_inner + c.conv_dim:])
+        return self.mixers[layer].layer_in(hidden)
 
     def conv(self, layer, window, xbc_raw):
         """Causal conv1d and SiLU: ``(xBC, the new window)``.
@@ -547,33 +429,20 @@ class MambaLM:
         ``window`` holds the previous ``d_conv − 1`` raw rows (the parent's, in
         a tree); the new window drops the oldest and appends ``xbc_raw``.
         """
-        L = self._layers[layer]
-        full = np.concatenate((window, xbc_raw[None, :]), axis=0)
-        acc = full[0] * L.conv_w[0]
-        for w in range(1, full.shape[0]):
-            acc = acc + full[w] * L.conv_w[w]
-        return silu64(acc + L.conv_b), full[1:]
+        return self.mixers[layer].conv(window, xbc_raw)
 
     def ssm_inputs(self, layer, xbc, dt):
         """Split xBC and compute the per-head ``delta`` and ``dA`` (:class:`SSMInputs`)."""
-        c, L = self.config, self._layers[layer]
-        x = xbc[:c.d_inner].reshape(c.nheads, c.headdim)
-        B = xbc[c.d_inner:c.d_inner + c.d_state]
-        C = xbc[c.d_inner + c.d_state:]
-        delta = softplus64(dt + L.dt_bias)
-        dA = np.exp(delta * L.A)
-        return SSMInputs(x=x, B=B, C=C, delta=delta, dA=dA, u=(delta[:, None] * x).reshape(-1))
+        return self.mixers[layer].ssm_inputs(xbc, dt)
 
     def layer_out(self, layer, hidden, inputs, acc, z):
         """``D·x`` skip, gated RMSNorm, ``out_proj`` and the residual: the new hidden vector."""
-        c, L = self.config, self._layers[layer]
-        y = acc + (L.D[:, None] * inputs.x).reshape(-1)
-        y = _rmsnorm(y * silu64(z), L.gate_norm, c.norm_eps)
-        return hidden + _matvec(L.out_proj, y)
+        mixer = self.mixers[layer]
+        return mixer.layer_out(hidden, mixer.ssm_output(inputs, acc, z))
 
     def head(self, hidden):
         """Final RMSNorm and the LM head: logits, shape (vocab,)."""
-        return _matvec(self._lm_head, _rmsnorm(hidden, self._norm_f, self.config.norm_eps))
+        return matvec(self._lm_head, rmsnorm(hidden, self._norm_f, self.config.norm_eps))
 
     def step(self, state, token):
         """One decode step: ``(logits, new_state)``; ``state`` is not modified.
@@ -589,25 +458,27 @@ class MambaLM:
         logits : numpy.ndarray, shape (vocab,)
         new_state : LMState
         """
+        logits, state, _ = self.step_layers(state, token)
+        return logits, state
+
+    def step_layers(self, state, token, *, meter=None):
+        """:meth:`step` with what each layer did: ``(logits, new_state, layers)``.
+
+        ``layers[l]`` is layer ``l``'s :class:`golden.mixer.Stepped` (its new
+        state, output, light intermediates and input): what a backtracking
+        policy keeps (:class:`golden.backtrack.LMRecurrence`). ``meter``
+        counts the layers' multiplies (not the embedding's or the head's).
+        """
         self.check_state(state)
         token = self.check_token(token)
-        c = self.config
         hidden = self.embed(token)
-        conv, ssm = [], []
-        for layer in range(c.n_layer):
-            z, xbc_raw, dt = self.layer_in(layer, hidden)
-            xbc, window = self.conv(layer, state.conv[layer], xbc_raw)
-            inputs = self.ssm_inputs(layer, xbc, dt)
-            acc = np.zeros(c.nheads * c.headdim)
-            new = ssm_tile(c, inputs, state.ssm[layer].reshape(-1), lo=0, hi=c.state_elems, acc=acc)
-            hidden = self.layer_out(layer, hidden, inputs, acc, z)
-            # Fresh arrays, frozen before the state takes them (no copy needed).
-            window = np.array(window)
-            window.setflags(write=False)
-            new.setflags(write=False)
-            conv.append(window)
-            ssm.append(new.reshape(c.nheads, c.headdim, c.d_state))
-        return self.head(hidden), LMState(conv=tuple(conv), ssm=tuple(ssm))
+        layers = []
+        for layer, mixer in enumerate(self.mixers):
+            stepped = mixer.step((state.conv[layer], state.ssm[layer]), hidden, meter=meter)
+            layers.append(stepped)
+            hidden = stepped.output
+        new = LMState(conv=tuple(s.state[0] for s in layers), ssm=tuple(s.state[1] for s in layers))
+        return self.head(hidden), new, tuple(layers)
 
     def prefill(self, tokens, *, state=None):
         """Run ``tokens`` one by one: ``(logits of every token (T, vocab), final state)``."""

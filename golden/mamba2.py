@@ -75,7 +75,7 @@ from .nonlinear import CANONICAL_NAN32, DEFAULT_LUTS, LUTSpec, exact_fp32, lut_e
 from .validate import check_choice, check_int
 
 __all__ = [
-    "MAMBA2_SIZES", "MAMBA2_DEFAULTS", "STATE_FORMATS", "SSMConfig", "SSMParams",
+    "MAMBA2_SIZES", "MAMBA2_DEFAULTS", "MAMBA2_VOCAB", "STATE_FORMATS", "SSMConfig", "SSMParams",
     "SSMStep", "ssm_preset", "ssm_preset_names", "mamba2_init_params",
     "ssm_step_ref", "ssm_step_hw", "ssm_step_hw_bits", "softplus64", "silu64",
     "CANONICAL_NAN16",
@@ -89,6 +89,9 @@ MAMBA2_SIZES = {
     "1.3B": (2048, 48),
     "2.7B": (2560, 64),
 }
+
+#: Vocabulary of the Mamba2 checkpoints (SPEC §4; 50,277 tokens padded to 50,288).
+MAMBA2_VOCAB = 50_288
 
 #: Mamba2 defaults used by :meth:`SSMConfig.from_model` and
 #: :func:`mamba2_init_params` (``mamba_ssm/modules/mamba2.py``).

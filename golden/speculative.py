@@ -28,6 +28,10 @@ for any pair of models that share a vocabulary:
    target's greedy sequence; sampling gives exactly the target's distribution.
 
 :func:`speculative_generate` runs the loop and reports tokens committed per step.
+After each step both models' committed states move to the end of the accepted
+path by a backtracking policy of :mod:`golden.backtrack` (SPEC §4: store every
+node's state, replay light intermediates, recompute, or a hybrid), a parameter;
+every policy gives the same state bits.
 
 Models follow a small protocol: ``vocab``, ``initial_state()`` and
 ``step(state, token) -> (logits, new_state)`` with ``step`` leaving its input
@@ -40,7 +44,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .backtrack import (POLICIES, SYSTEM_POLICIES, LMRecurrence, Recompute, SpeculativeBacktracking,
+                        StoreIntermediates, StoreStates, restore, tree_pass)
 from .lm import LMState, MambaLM, ssm_tile
+from .mixer import Stepped
 from .tree import ROOT, FifoSchedule, TreeShape, accepted_path, fifo_schedule, tree_depths, validate_parents
 from .validate import check_choice, check_float, check_int
 
@@ -339,6 +346,12 @@ class TreeEval:
     states : tuple of LMState or None
         Every node's state (``return_states``): what a *store* backtracking
         policy writes off chip; not part of the on-chip figures.
+    steps : tuple or None
+        ``steps[i][l]``: node ``i``'s :class:`golden.mixer.Stepped` in layer
+        ``l`` (``return_steps``): its new layer state, output, light
+        intermediates and input, what any backtracking policy keeps
+        (:meth:`golden.backtrack.LMRecurrence.join` makes the model's, for
+        :func:`golden.backtrack.tree_pass`).
     schedule : golden.tree.FifoSchedule
     tile_size, tiles : int
         Tile size and tiles per layer state (``ceil(state_elems / tile_size)``).
@@ -367,6 +380,7 @@ class TreeEval:
     ssm_bytes: int
     conv_bytes: int
     all_nodes_bytes: int
+    steps: tuple = None
 
     @property
     def onchip_bytes(self):
@@ -388,7 +402,7 @@ def _check_tree_tokens(model, tokens, parents, owner):
 
 
 def evaluate_tree(target, state, tokens, parents, *, tile_size=64, fifo_depth=None,
-                  bytes_per_elem=4, return_states=False, schedule=None):
+                  bytes_per_elem=4, return_states=False, return_steps=False, schedule=None):
     """Verify a token tree with the target in SpecMamba's FIFO schedule.
 
     Per layer: the linear stages for every node (``layer_in``); the conv pass
@@ -416,6 +430,8 @@ def evaluate_tree(target, state, tokens, parents, *, tile_size=64, fifo_depth=No
         computes in float64).
     return_states : bool
         Also return every node's state.
+    return_steps : bool
+        Also return what every layer did for every node (:attr:`TreeEval.steps`).
     schedule : golden.tree.FifoSchedule, optional
         Use this schedule instead of :func:`golden.tree.fifo_schedule` (for
         tests of the ring's checks, or a different release policy).
@@ -448,8 +464,11 @@ def evaluate_tree(target, state, tokens, parents, *, tile_size=64, fifo_depth=No
     n, E, R = p.size, cfg.state_elems, cfg.nheads * cfg.headdim
     depth = schedule.fifo_depth
     hidden = [target.embed(int(t)) for t in tokens]
-    conv_store = [[None] * cfg.n_layer for _ in range(n)] if return_states else None
-    ssm_store = np.empty((n, cfg.n_layer, E)) if return_states else None
+    keep = return_states or return_steps
+    conv_store = [[None] * cfg.n_layer for _ in range(n)] if keep else None
+    ssm_store = np.empty((n, cfg.n_layer, E)) if keep else None
+    steps = [[None] * cfg.n_layer for _ in range(n)] if return_steps else None
+    shape = (cfg.nheads, cfg.headdim, cfg.d_state)
     peak = 0
     parent_slot = [int(x) for x in schedule.parent_slot]
     write_slot = [int(x) for x in schedule.write_slot]
@@ -472,7 +491,7 @@ def evaluate_tree(target, state, tokens, parents, *, tile_size=64, fifo_depth=No
             out, window = target.conv(layer, parent_payload(ring, i, state.conv[layer]), pre[i][1])
             retire(ring, i, window)
             xbc.append(out)
-            if return_states:
+            if keep:
                 conv_store[i][layer] = window
         if ring.live:
             raise RuntimeError(f"{ring.live} ring slots still live after the conv pass")
@@ -488,16 +507,21 @@ def evaluate_tree(target, state, tokens, parents, *, tile_size=64, fifo_depth=No
                 new = ssm_tile(cfg, inputs[i], parent_payload(ring, i, committed[lo:hi]),
                                lo=lo, hi=hi, acc=acc[i])
                 retire(ring, i, new)
-                if return_states:
+                if keep:
                     ssm_store[i, layer, lo:hi] = new
             if ring.live:
                 raise RuntimeError(f"{ring.live} ring slots still live after a tile pass")
             peak = max(peak, ring.peak)
-        hidden = [target.layer_out(layer, hidden[i], inputs[i], acc[i], pre[i][0]) for i in range(n)]
+        out = [target.layer_out(layer, hidden[i], inputs[i], acc[i], pre[i][0]) for i in range(n)]
+        if return_steps:
+            for i, si in enumerate(inputs):
+                steps[i][layer] = Stepped(
+                    state=(conv_store[i][layer], ssm_store[i, layer].reshape(shape)), output=out[i],
+                    light=(pre[i][1], si.x, si.B, si.delta, si.dA), input=hidden[i])
+        hidden = out
     logits = np.stack([target.head(h) for h in hidden])
     states = None
     if return_states:
-        shape = (cfg.nheads, cfg.headdim, cfg.d_state)
         states = tuple(LMState(conv=tuple(conv_store[i]),
                                ssm=tuple(ssm_store[i, layer].reshape(shape) for layer in range(cfg.n_layer)))
                        for i in range(n))
@@ -505,7 +529,8 @@ def evaluate_tree(target, state, tokens, parents, *, tile_size=64, fifo_depth=No
                     tiles=-(-E // tile_size), peak_live=peak, bytes_per_elem=bytes_per_elem,
                     ssm_bytes=peak * min(tile_size, E) * bytes_per_elem,
                     conv_bytes=peak * cfg.conv_elems * bytes_per_elem,
-                    all_nodes_bytes=n * (E + cfg.conv_elems) * bytes_per_elem)
+                    all_nodes_bytes=n * (E + cfg.conv_elems) * bytes_per_elem,
+                    steps=None if steps is None else tuple(tuple(s) for s in steps))
 
 
 def path_logits(model, state, tokens, parents):
@@ -729,6 +754,10 @@ class SpecResult:
         Ring peak per step (``verify="fifo"``; empty otherwise).
     max_onchip_bytes : int
         Largest :attr:`TreeEval.onchip_bytes` over the steps (0 for ``"paths"``).
+    target_state, draft_state : object
+        The models' committed states after the last step, as the backtracking
+        policy restored them: after the prompt and every committed token but
+        the last (the next root), including tokens cut from ``tokens``.
     """
 
     tokens: tuple
@@ -737,6 +766,8 @@ class SpecResult:
     nodes_per_step: tuple
     peak_live_per_step: tuple
     max_onchip_bytes: int
+    target_state: object = None
+    draft_state: object = None
 
     @property
     def steps(self):
@@ -753,17 +784,61 @@ class SpecResult:
         return float(np.mean(self.accepted_per_step)) if self.accepted_per_step else 0.0
 
 
+class _Recorded:
+    """An :class:`golden.backtrack.LMRecurrence` as a model whose state after a
+    token is that token's :class:`golden.mixer.Stepped`: drafting with it keeps
+    what a backtracking policy records (``DraftTree.states``)."""
+
+    def __init__(self, rec):
+        self.rec, self.vocab = rec, rec.lm.vocab
+
+    def initial_state(self):
+        return self.rec.pack(self.rec.lm.initial_state())
+
+    def step(self, state, token):
+        stepped = self.rec.step(state.state if isinstance(state, Stepped) else state, token)
+        return stepped.output, stepped
+
+
+def _check_backtrack(backtrack, owner):
+    if isinstance(backtrack, SpeculativeBacktracking):
+        return backtrack
+    if isinstance(backtrack, (StoreStates, StoreIntermediates, Recompute)):
+        return SpeculativeBacktracking(draft=backtrack, target=backtrack)
+    if not isinstance(backtrack, str):
+        raise TypeError(f"{owner}.backtrack must be a policy name, a policy or a "
+                        f"SpeculativeBacktracking, not {backtrack!r}")
+    check_choice(owner, "backtrack", backtrack, tuple(SYSTEM_POLICIES) + tuple(POLICIES))
+    if backtrack in SYSTEM_POLICIES:
+        return SYSTEM_POLICIES[backtrack]
+    return SpeculativeBacktracking(draft=POLICIES[backtrack], target=POLICIES[backtrack])
+
+
+def _recurrence(model, policy, owner, field):
+    """The model as a recurrence for ``policy``, or ``None``: a store through its own states."""
+    if isinstance(model, MambaLM):
+        return LMRecurrence(model)
+    if isinstance(policy, StoreStates):
+        return None
+    raise TypeError(f"{owner}: backtracking policy {policy.name!r} needs a golden.lm.MambaLM "
+                    f"{field}, not {type(model).__name__}; a model with only step() can store")
+
+
 def speculative_generate(target, draft, prompt, n_tokens, *, tree=(3, 2, 2, 1), mode="greedy",
                          candidates=None, gamma=DEFAULT_GAMMA, rng=None, verify="fifo",
-                         tile_size=64, fifo_depth=None):
+                         tile_size=64, fifo_depth=None, backtrack="pure-store"):
     """Generate ``n_tokens`` after ``prompt`` by tree speculative decoding.
 
     Each step drafts a tree from the last committed token (:func:`draft_tree`),
     verifies it with the target (:func:`evaluate_tree` or :func:`path_logits`),
     accepts a path (:func:`greedy_accept` or :func:`sample_accept`), commits
     its tokens plus one, and moves both models' committed states to the end of
-    the accepted path (the target's from the verified node states: a *store*
-    backtracking policy; the draft's from its drafting states).
+    the accepted path with the ``backtrack`` policies: each model's pass (the
+    target's verification, the draft's drafting) records what its policy keeps
+    (:func:`golden.backtrack.tree_pass`), then
+    :func:`golden.backtrack.restore` rebuilds the state. The draft did not run
+    a leaf of the drafting: when the path ends there, its state is restored to
+    the leaf's parent and stepped once.
 
     Parameters
     ----------
@@ -791,6 +866,13 @@ def speculative_generate(target, draft, prompt, n_tokens, *, tree=(3, 2, 2, 1), 
         ``"paths"`` (:func:`path_logits`).
     tile_size, fifo_depth : int
         Passed to :func:`evaluate_tree`.
+    backtrack : str, policy or golden.backtrack.SpeculativeBacktracking
+        A name of :data:`golden.backtrack.SYSTEM_POLICIES` (``"pure-store"``,
+        ``"hybrid"``, …: a policy per model), a name of
+        :data:`golden.backtrack.POLICIES` or a policy (both models use it), or
+        a :class:`golden.backtrack.SpeculativeBacktracking`. A model that is not
+        a :class:`golden.lm.MambaLM` (:class:`golden.backtrack.LMRecurrence`)
+        can only store its own states.
 
     Returns
     -------
@@ -818,6 +900,9 @@ def speculative_generate(target, draft, prompt, n_tokens, *, tree=(3, 2, 2, 1), 
         raise ValueError(f"{owner}.prompt must be a non-empty sequence of tokens, not {prompt!r}")
     prompt = [check_int(owner, f"prompt[{i}]", t, min=0, max=target.vocab - 1)
               for i, t in enumerate(prompt)]
+    system = _check_backtrack(backtrack, owner)
+    t_rec = _recurrence(target, system.target, owner, "target")
+    d_rec = _recurrence(draft, system.draft, owner, "draft")
     t_state, d_state = target.initial_state(), draft.initial_state()
     for tok in prompt[:-1]:
         _, t_state = target.step(t_state, tok)
@@ -826,29 +911,47 @@ def speculative_generate(target, draft, prompt, n_tokens, *, tree=(3, 2, 2, 1), 
     tokens_per, accepted_per, nodes_per, peaks = [], [], [], []
     max_bytes = 0
     while len(out) - len(prompt) < n_tokens:
-        dt = draft_tree(draft, d_state, out[-1], branching=shape, candidates=candidates,
-                        gamma=gamma, rng=rng, context=out[:-1] if callable(gamma) else ())
+        d_cp = d_state if d_rec is None else d_rec.pack(d_state)
+        dt = draft_tree(draft if d_rec is None else _Recorded(d_rec), d_cp, out[-1], branching=shape,
+                        candidates=candidates, gamma=gamma, rng=rng,
+                        context=out[:-1] if callable(gamma) else ())
         tt = dt.tree
+        # The target's pass: node states to store, or a TreePass its policy recorded.
+        t_nodes = t_pass = None
         if verify == "fifo":
             ev = evaluate_tree(target, t_state, tt.tokens, tt.parents, tile_size=tile_size,
-                               fifo_depth=fifo_depth, return_states=True)
-            logits, t_states = ev.logits, ev.states
+                               fifo_depth=fifo_depth, return_states=t_rec is None,
+                               return_steps=t_rec is not None)
+            logits, t_nodes = ev.logits, ev.states
             peaks.append(ev.peak_live)
             max_bytes = max(max_bytes, ev.onchip_bytes)
+            if t_rec is not None:
+                t_pass = tree_pass(t_rec, system.target, checkpoint=t_rec.pack(t_state),
+                                     tokens=tt.tokens, parents=tt.parents,
+                                     steps=[t_rec.join(lg, s) for lg, s in zip(logits, ev.steps)])
+        elif t_rec is None:
+            logits, t_nodes = path_logits(target, t_state, tt.tokens, tt.parents)
         else:
-            logits, t_states = path_logits(target, t_state, tt.tokens, tt.parents)
+            t_pass = tree_pass(t_rec, system.target, checkpoint=t_rec.pack(t_state),
+                               tokens=tt.tokens, parents=tt.parents)
+            logits = np.stack(t_pass.outputs)
         if mode == "greedy":
             nodes, last = greedy_accept(tt.parents, tt.tokens, logits)
         else:
             nodes, last = sample_accept(tt, logits, rng)
         end = nodes[-1]
-        t_state = t_states[end]
-        if dt.states[end] is not None:
-            d_state = dt.states[end]
-        else:
-            # The draft did not expand the last accepted node: step it once.
-            before = d_state if end == 0 else dt.states[int(tt.parents[end])]
-            _, d_state = draft.step(before, int(tt.tokens[end]))
+        t_state = t_nodes[end] if t_pass is None else t_rec.unpack(restore(t_pass, path=nodes))
+        # A node the draft did not expand has no draft state: restore its parent's
+        # (the checkpoint for a root alone), then step it.
+        ran = nodes if dt.states[end] is not None else nodes[:-1]
+        if ran and d_rec is None:
+            d_state = dt.states[ran[-1]]
+        elif ran:
+            d_pass = tree_pass(d_rec, system.draft, checkpoint=d_cp, tokens=tt.tokens,
+                                 parents=tt.parents, steps=dt.states)
+            d_state = d_rec.unpack(restore(d_pass, path=ran))
+        if ran != nodes:
+            _, d_state = draft.step(d_state, int(tt.tokens[end]))
         out.extend(int(tt.tokens[j]) for j in nodes[1:])
         out.append(int(last))
         tokens_per.append(len(nodes))
@@ -857,7 +960,7 @@ def speculative_generate(target, draft, prompt, n_tokens, *, tree=(3, 2, 2, 1), 
     return SpecResult(tokens=tuple(out[len(prompt):len(prompt) + n_tokens]),
                       tokens_per_step=tuple(tokens_per), accepted_per_step=tuple(accepted_per),
                       nodes_per_step=tuple(nodes_per), peak_live_per_step=tuple(peaks),
-                      max_onchip_bytes=max_bytes)
+                      max_onchip_bytes=max_bytes, target_state=t_state, draft_state=d_state)
 
 
 def expected_tokens_chain(alpha, length):

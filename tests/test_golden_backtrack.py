@@ -16,12 +16,13 @@ import pytest
 
 from gen.backtrack_cost import FILENAME, backtrack_markdown, write_backtrack_table
 from gen.cli import main
-from golden.backtrack import (POLICIES, SYSTEM_POLICIES, WHERE, BacktrackMemory, CostMeter, Mamba2Mixer,
-                              MixerConfig, Recompute, SpeculativeBacktracking, StoreIntermediates,
-                              StoreStates, Stepped, backtrack, check_path, mixer_init_params, restore,
-                              sequential_run, speculative_backtrack, tree_pass)
+from golden.backtrack import (POLICIES, SYSTEM_POLICIES, WHERE, BacktrackMemory, CostMeter, LMRecurrence,
+                              Mamba2Mixer, MixerConfig, Recompute, SpeculativeBacktracking,
+                              StoreIntermediates, StoreStates, Stepped, backtrack, check_path,
+                              mixer_init_params, restore, sequential_run, speculative_backtrack, tree_pass)
 from golden.backtrack_cost import (SEED_TOKENS_PER_STEP, backtrack_cost, state_nbytes, step_macs,
                                    system_cost, update_macs)
+from golden.lm import MambaLM, lm_preset
 from golden.mamba2 import SSMConfig
 from golden.tree import TreeShape, accepted_path, seed_shapes, tree_depths
 
@@ -149,6 +150,23 @@ def test_replay_and_update_equal_the_step_with_special_values(seed):
             assert same_bits(rec.update(state, tok), stepped.state)
 
 
+def test_hw_and_ref_numerics_compute_the_same_layer(seed):
+    """The binary32 layer (SSM unit, tables) follows the float64 one (golden.lm's) to table accuracy."""
+    rng = np.random.default_rng(seed)
+    mix = small_mix()
+    params = mixer_init_params(mix, rng)
+    hw = Mamba2Mixer(mix=mix, params=params, numerics="hw")
+    ref = Mamba2Mixer(mix=mix, params=params, numerics="ref")
+    s_hw = hw.random_state(rng)
+    s_ref = tuple(a.astype(np.float64) for a in s_hw)
+    for _ in range(6):
+        tok = rng.standard_normal(mix.d_model)
+        a, b = hw.step(s_hw, tok), ref.step(s_ref, tok)
+        for x, y in zip((a.output,) + a.state, (b.output,) + b.state):
+            np.testing.assert_allclose(x, y, rtol=0, atol=1e-4 * np.abs(y).max())
+        s_hw, s_ref = a.state, b.state
+
+
 class Ewma:
     """A scalar recurrence unrelated to Mamba: the policies only need step/replay/update."""
 
@@ -207,6 +225,30 @@ def test_cost_model_equals_the_counted_run(numerics, state_format, policy, seed)
             assert cost.macs == meter.macs["restore"]
             assert cost.pass_macs == meter.macs["pass"]
             assert cost.tokens == len(path.nodes) and cost.nodes == nodes
+
+
+@pytest.mark.parametrize("policy", [*POLICIES.values(), StoreIntermediates(where="off_chip")], ids=str)
+def test_a_whole_lm_restores_and_costs_n_layer_layers(policy, seed):
+    """LMRecurrence: every layer of a MambaLM restored at once, bit for bit as a sequential run
+    (MambaLM.prefill), and counted as backtrack_cost of one float64 layer (LMConfig.mixer)."""
+    rng = np.random.default_rng(seed)
+    lm = MambaLM.from_seed(lm_preset("tiny", n_layer=3, d_conv=3), seed=int(rng.integers(1000)))
+    rec = LMRecurrence(lm)
+    _, state = lm.prefill(rng.integers(0, lm.vocab, 4))
+    parents = random_tree(rng, 7)
+    toks = [int(t) for t in rng.integers(0, lm.vocab, 7)]
+    for path in outcomes(rng, parents):
+        meter = CostMeter()
+        got, outputs = backtrack(rec, policy, checkpoint=rec.pack(state), tokens=toks, parents=parents,
+                                 path=path, meter=meter)
+        logits, want = lm.prefill([toks[i] for i in path.nodes], state=state)
+        assert same_bits(got, rec.pack(want)) and rec.unpack(got).equal(want)
+        assert np.array_equal(outputs[path.nodes[-1]], logits[-1])
+        cost = backtrack_cost(policy, lm.config.mixer, tree=parents, tokens=len(path.nodes), numerics="ref")
+        for where in WHERE:
+            assert cost.stored[where] == meter.bytes(op="store", where=where), (where, meter.records())
+            assert cost.loaded[where] == meter.bytes(op="load", where=where), (where, meter.records())
+        assert cost.macs == meter.macs["restore"] and cost.pass_macs == meter.macs["pass"]
 
 
 def test_system_cost_equals_the_counted_run_of_both_models(seed):
@@ -347,6 +389,25 @@ def test_restore_sees_only_what_the_policy_kept(seed):
     tp = tree_pass(rec, POLICIES["store"], checkpoint=rec.zero_state(),
                    tokens=tokens_for(rng, rec, 5), parents=[-1, 0, 0, 1, 2])
     assert len(tp.memory.keys()) == 6
+
+
+def test_a_pass_computed_elsewhere_is_recorded_and_restored(seed):
+    """tree_pass(steps=...): the policies keep the given steps; a node that was not run cannot be restored."""
+    rng = np.random.default_rng(seed)
+    rec = mixer(rng)
+    parents = [-1, 0, 0, 1]
+    toks = tokens_for(rng, rec, 4)
+    cp = rec.random_state(rng)
+    root = rec.step(cp, toks[0])
+    steps = [root, rec.step(root.state, toks[1]), rec.step(root.state, toks[2]), None]
+    for policy in POLICIES.values():
+        tp = tree_pass(rec, policy, checkpoint=cp, tokens=toks, parents=parents, steps=steps)
+        assert tp.outputs[3] is None
+        assert same_bits(restore(tp, path=(0, 1)), sequential_run(rec, cp, toks[:2]))
+    with pytest.raises(ValueError, match=r"^restore: path node 3 was not run in the pass$"):
+        restore(tp, path=(0, 1, 3))
+    with pytest.raises(ValueError, match=r"^steps must hold one Stepped or None per node \(4\), not 3$"):
+        tree_pass(rec, StoreStates(), checkpoint=cp, tokens=toks, parents=parents, steps=steps[:3])
 
 
 # -- docs and CLI ------------------------------------------------------------------

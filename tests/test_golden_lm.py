@@ -185,6 +185,10 @@ def test_config_properties():
     cfg = lm_preset("small")
     assert (cfg.d_inner, cfg.nheads, cfg.conv_dim, cfg.d_in_proj) == (64, 8, 96, 168)
     assert cfg.state_elems == 8 * 8 * 16 and cfg.conv_elems == 3 * 96
+    # One layer of it, as golden.backtrack and its cost model see it.
+    m = cfg.mixer
+    assert (m.d_model, m.d_inner, m.nheads, m.conv_dim, m.d_in_proj) == (32, 64, 8, 96, 168)
+    assert (m.ssm.state_elems, m.conv_rows, m.n_layer) == (8 * 8 * 16, 3, 2)
     big = LMConfig.from_model("2.7B")
     assert (big.vocab, big.nheads, big.state_elems) == (MAMBA2_VOCAB, 80, 655_360)
     assert set(LM_PRESETS) <= {"tiny", "small"}

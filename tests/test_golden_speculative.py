@@ -11,6 +11,8 @@ Oracles, all written here:
   the sampled token distributions against the target's exact distribution, with
   a Wilson–Hilferty critical value at level ``ALPHA`` and fixed seeds; each
   test also shows that the same statistic rejects the draft's distribution;
+* backtracking: under every policy, both models' restored states against a
+  plain sequential run over the committed tokens (bit for bit);
 * the chain formula ``(1 − α^(L+1))/(1 − α)`` against a toy context-free model.
 """
 
@@ -22,6 +24,8 @@ from statistics import NormalDist
 import numpy as np
 import pytest
 
+from golden.backtrack import (POLICIES, SYSTEM_POLICIES, LMRecurrence, Recompute, SpeculativeBacktracking,
+                              StoreIntermediates)
 from golden.lm import MambaLM, lm_preset, speq_pair
 from golden.speculative import (TokenTree, candidate_acceptance, draft_tree, evaluate_tree,
                                 expected_tokens_chain, greedy_accept, path_logits, sample_accept,
@@ -75,6 +79,13 @@ def target_greedy(lm, prompt, n):
         tok = int(np.argmax(logits))
         out.append(tok)
     return tuple(out)
+
+
+def same_bits(a, b):
+    """Two LMStates (or tuples of arrays) equal to the bit: dtypes, shapes and bytes (−0 ≠ +0)."""
+    a, b = (x.conv + x.ssm if hasattr(x, "conv") else x for x in (a, b))
+    return all(x.dtype == y.dtype and x.shape == y.shape and np.array_equal(x.view(np.uint8), y.view(np.uint8))
+               for x, y in zip(a, b, strict=True))
 
 
 def chi2_critical(k, alpha=ALPHA):
@@ -169,6 +180,24 @@ def test_fifo_tree_equals_sequential_runs_bit_for_bit(lm, name):
         assert np.array_equal(ev.logits, want), tile
         assert all(a.equal(b) for a, b in zip(ev.states, want_states)), tile
         assert ev.tiles == -(-E // tile)
+
+
+def test_fifo_tree_gives_a_policy_what_the_recurrence_gives(lm):
+    """evaluate_tree(return_steps=True): every node's state, logits, light intermediates and layer
+    inputs equal golden.backtrack.LMRecurrence.step from the parent's state, bit for bit."""
+    parents = TREES["irregular"]
+    tokens = np.random.default_rng(8).integers(0, lm.vocab, parents.size)
+    _, state = lm.prefill([3, 1, 4])
+    rec = LMRecurrence(lm)
+    ev = evaluate_tree(lm, state, tokens, parents, tile_size=7, return_steps=True)
+    _, states = path_logits(lm, state, tokens, parents)
+    assert ev.states is None and len(ev.steps) == parents.size
+    for i in range(parents.size):
+        want = rec.step(rec.pack(state if parents[i] == ROOT else states[parents[i]]), int(tokens[i]))
+        got = rec.join(ev.logits[i], ev.steps[i])
+        assert np.array_equal(got.output, want.output), i
+        assert same_bits(got.state, want.state) and same_bits(got.light, want.light), i
+        assert same_bits(got.input, want.input), i
 
 
 def test_fifo_memory_figures(lm):
@@ -488,6 +517,53 @@ def test_perfect_draft_accepts_everything(cases):
     r = speculative_generate(target, target, [5], 20, tree=(2, 1, 1, 1), gamma=0.0)
     assert r.tokens == target_greedy(target, [5], 20)
     assert set(r.tokens_per_step) == {5}
+
+
+#: Every backtracking choice: the draft/target pairs, each single policy for both models, and one
+#: built here (the draft re-runs its state's dependencies, the target replays from off chip).
+BACKTRACK = [*SYSTEM_POLICIES, *POLICIES,
+             SpeculativeBacktracking(draft=Recompute(scope="state"), target=StoreIntermediates(where="off_chip"))]
+
+
+@pytest.mark.parametrize("case,tree,gamma,verify", [
+    ("speq", (2, 2, 1), 0.0, "fifo"), ("speq", (2, 2, 1), 0.0, "paths"),
+    ("truncated", (2, 2, 1), 0.6, "fifo"), ("smaller", (), 0.0, "fifo")])
+def test_every_backtracking_policy_restores_the_same_states(cases, case, tree, gamma, verify):
+    """Greedy decoding gives the target's greedy sequence under every policy, and every policy
+    restores both models' committed states to the bits of a sequential run over the committed tokens."""
+    target, draft = cases[case]
+    prompt, n = [1, 2, 3], 10
+    want = target_greedy(target, prompt, n + len(tree) + 1)
+    first = None
+    for policy in BACKTRACK:
+        r = speculative_generate(target, draft, prompt, n, tree=tree, gamma=gamma, verify=verify,
+                                 tile_size=7, backtrack=policy)
+        assert r.tokens == want[:n], policy
+        committed = prompt + list(want[:sum(r.tokens_per_step) - 1])
+        assert same_bits(r.target_state, target.prefill(committed)[1]), policy
+        assert same_bits(r.draft_state, draft.prefill(committed)[1]), policy
+        first = r if first is None else first
+        assert r.tokens_per_step == first.tokens_per_step, policy
+        assert same_bits(r.target_state, first.target_state) and same_bits(r.draft_state, first.draft_state)
+    if case == "speq":
+        # A whole path accepted: it ends on a leaf the draft never expanded, so the draft's
+        # state is restored to the leaf's parent and stepped once.
+        assert max(first.tokens_per_step) == len(tree) + 1
+
+
+def test_backtrack_errors(cases):
+    target, draft = cases["speq"]
+    with pytest.raises(ValueError, match=r"^speculative_generate.backtrack must be one of 'pure-store', "
+                                         r"'pure-recompute', .*'recompute-state', not 'undo'$"):
+        speculative_generate(target, draft, [1], 3, backtrack="undo")
+    with pytest.raises(TypeError, match=r"^speculative_generate.backtrack must be a policy name, a policy "
+                                        r"or a SpeculativeBacktracking, not 3$"):
+        speculative_generate(target, draft, [1], 3, backtrack=3)
+    with pytest.raises(TypeError, match=r"^speculative_generate: backtracking policy 'replay' needs a "
+                                        r"golden.lm.MambaLM draft, not MemoLM; a model with only step\(\) can store$"):
+        speculative_generate(target, MemoLM(draft), [1], 3, backtrack="hybrid")
+    r = speculative_generate(target, MemoLM(draft), [1], 3, backtrack="hybrid-draft-stores")
+    assert r.tokens == target_greedy(target, [1], 3) and isinstance(r.draft_state, tuple)
 
 
 def first_token_counts(target, draft, prompt, n, *, tree, candidates, seed, verify="paths"):
