@@ -78,10 +78,17 @@ def test_refuses_foreign_non_empty_folder(tmp_path):
 def test_failure_midway_leaves_no_output(tmp_path, monkeypatch):
     import gen.emit
 
+    real, calls = gen.emit.convert, []
+
     def boom(*args, **kwargs):
-        raise RuntimeError("simulated failure while emitting")
+        # The first module is written, the second fails: nothing may remain.
+        calls.append(kwargs["name"])
+        if len(calls) == 2:
+            raise RuntimeError("simulated failure while emitting")
+        return real(*args, **kwargs)
     out = tmp_path / "out"
-    monkeypatch.setattr(gen.emit.verilog, "convert", boom)
-    with pytest.raises(RuntimeError):
+    monkeypatch.setattr(gen.emit, "convert", boom)
+    with pytest.raises(RuntimeError, match="simulated failure"):
         main(["verilog", "--board", "sim", "--out", str(out)])
+    assert len(calls) == 2
     assert list(tmp_path.iterdir()) == []
