@@ -28,7 +28,7 @@ verilog: $(STAMP)
 	$(SPECGEN) verilog --board $(BOARD) --out build/$(BOARD)
 
 test: $(STAMP)
-	$(PY) -m pytest -n $(JOBS) -m "not slow"
+	$(PY) -m pytest -n $(JOBS) -m "not slow" --durations=15
 
 test-slow: $(STAMP)
 	$(PY) -m pytest -n $(JOBS) -m slow
