@@ -427,7 +427,6 @@ class SSMUnit(wiring.Component):
         hh = Cat(h_c.value, C(0, 8))[:hw_]
         st_en = Signal(name="st_read_en")
         m.d.comb += [
-            st_en.eq(Mux(sw_run | sw_start, en, 1)),
             rd_state.addr.eq(Mux(sw_run | sw_start, tile.value, self.st_addr)),
             rd_state.en.eq(st_en),
             self.st_rdata.eq(rd_state.data),
@@ -443,6 +442,11 @@ class SSMUnit(wiring.Component):
         # per-tile tags: valid, first group, last group, tile address
         tag0 = Cat(sw_issue, eq_const(k_c.value, 0), k_c.last, tile.value)
         t1 = delay_line(m, en, tag0, 1, "stag1")
+        # The tile port reads every cycle while no tile is in the read stage;
+        # a sweep's reads (its last tile's included, until its data has moved
+        # on) follow the pipeline enable, so a y stall cannot re-read st_addr
+        # over a tile that is still waiting to enter the EMUs.
+        m.d.comb += st_en.eq(Mux(sw_run | sw_start | t1[0], en, 1))
 
         # u = delta·x and D·x (same value for every tile of a row)
         mul_u, mul_dx = FPMul(fmt=fmt, stages=lm), FPMul(fmt=fmt, stages=lm)

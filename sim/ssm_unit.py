@@ -161,6 +161,14 @@ class SSMBench:
             for h, v in enumerate(_f32(arr)):
                 await self.write(sel, h, v)
 
+    async def wiggle_st_addr(self):
+        """Move the tile port's address every cycle while tokens run (a don't-care
+        then), so a state read that leaks into a sweep shows up."""
+        tiles = self.cfg.nheads * self.cfg.headdim * self.cfg.groups_per_row
+        while True:
+            self.dut.st_addr.value = int(self.rng.integers(tiles))
+            await RisingEdge(self.dut.clk)
+
     async def write_state(self, state):
         d = self.dut
         d.hold.value = 1
@@ -220,7 +228,9 @@ async def tokens(dut):
         y, state = ssm_step_hw_bits(cfg, prm, state, x, B, C, dt)
         want_y.append(y)
     cocotb.start_soon(b.producer(toks, p.get("idle", 0.1)))
+    wiggle = cocotb.start_soon(b.wiggle_st_addr())
     await b.consumer(len(toks) * H * P, p.get("stall", 0.3))
+    wiggle.cancel()
     for t, y in enumerate(want_y):
         for h in range(H):
             for q in range(P):
@@ -338,6 +348,9 @@ def run_pysim(dut, cfg, *, tokens, seed, stall=0.0, idle=0.0, specials=True, ini
         while len(ys) < total:
             assert cycle < max_cycles, f"no progress after {cycle} cycles ({len(ys)} of {total} y)"
             op = ops[pc] if pc < len(ops) else ("done",)
+            # The tile port's address is a don't-care while the unit runs: move
+            # it every cycle, so a state read that leaks through shows up.
+            ctx.set(d.st_addr, pyrng.randrange(H * P * cfg.groups_per_row))
             wr = op[0] == "w" and pyrng.random() >= idle
             ctx.set(d.wr_en, int(wr))
             if wr:

@@ -29,11 +29,17 @@ def _pysim(geom, *, lm, la, tokens, seed, luts=COARSE, **kw):
     # lanes divides neither N nor N·P: each row's last tile holds 2 of 4 lanes
     # (6 = 4 + 2), whose products are -0 in the tree.
     pytest.param({"nheads": 1, "headdim": 3, "d_state": 6, "lanes": 4}, id="h1p3n6l4"),
+    # No adder stages: a y stall right after a sweep's last tile used to let the
+    # tile port re-read the state under it (found by the StateController bench).
+    pytest.param({"nheads": 2, "headdim": 3, "d_state": 4, "lanes": 2, "la": 0}, id="h2p3n4l2a0"),
 ])
 def test_ssm_unit_tokens(geom, seed):
-    """10 tokens, y back-pressure and input idles, specials in the last 4 tokens; every y
-    and the final state. h2p2n8l4: 2 groups per row; h1p3n6l4: a partial last group."""
-    _pysim(geom, lm=1, la=1, tokens=10, seed=seed, stall=0.3, idle=0.1)
+    """10 tokens, y back-pressure and input idles, the tile port's address moving, specials
+    in the last 4 tokens; every y and the final state. h2p2n8l4: 2 groups per row;
+    h1p3n6l4: a partial last group."""
+    geom = dict(geom)
+    la = geom.pop("la", 1)
+    _pysim(geom, lm=1, la=la, tokens=10, seed=seed, stall=0.3, idle=0.1)
 
 
 @pytest.mark.slow
