@@ -86,6 +86,9 @@ def build_parser():
 
     from .perf_cli import add_parser as add_perf_parser
     add_perf_parser(sub)    # specgen perf: the performance model (gen/perf_cli.py)
+
+    from .estimate import add_parser as add_estimate_parser
+    add_estimate_parser(sub)    # specgen estimate: yosys proxy resources and depth (gen/estimate.py)
     return parser
 
 

