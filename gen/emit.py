@@ -12,6 +12,8 @@ from golden.fp import FP16, FP32
 from hw.hierarchy import convert
 
 from .errors import CLIError
+from .regmap_doc import c_header
+from .vivado import write_vivado_flow
 from .output import atomic_dir, write_manifest
 
 __all__ = ["blocks", "write_verilog"]
@@ -20,7 +22,8 @@ FP_FORMATS = {"fp32": FP32, "fp16": FP16}
 
 
 def blocks(config):
-    """``{module_name: component}`` for every block of ``config``."""
+    """``{module_name: component}`` for every block of ``config``, the top level last."""
+    from hw.accelerator import Accelerator
     from hw.exponent_decoder import ExponentDecoder
     from hw.fp16_reconstructor import FP16Reconstructor
     from hw.linear_unit import LinearUnit
@@ -50,11 +53,15 @@ def blocks(config):
     # SpecMamba SSM unit: one Mamba2 layer's state swept by `lanes` EMUs per cycle.
     ssm = SSMUnit(cfg=config.ssm)
     out[ssm.module_name] = ssm
+    # The top level: AXI4-Lite registers, AXI4-Stream data, the tree-verification scheduler.
+    out.update((t.module_name, t) for t in [Accelerator(config=config)])
     return out
 
 
 def write_verilog(*, board, out):
-    """Write ``<module>.v`` for every block of preset ``board`` and ``manifest.json``."""
+    """Write ``<module>.v`` for every block of preset ``board``, the register header
+    ``specgen_regs.h``, the Vivado flow (board presets) and ``manifest.json``."""
+
     try:
         config = preset(board)
     except ValueError as exc:
@@ -66,6 +73,13 @@ def write_verilog(*, board, out):
             # one module of the file, instantiated as often as needed.
             text, _ = convert(component, name=name)
             (tmp / f"{name}.v").write_text(text)
+        # Host software's view of the control registers (docs/regmap.md as C).
+        (tmp / "specgen_regs.h").write_text(c_header(config))
+        if config.board.part is not None:
+            # The Vivado flow builds the top level from its own file, which holds
+            # every module it instantiates (the other files are blocks on their own).
+            top = list(modules)[-1]    # blocks() lists the design's top level last
+            write_vivado_flow(tmp, config=config, top=top, sources=[f"{top}.v"])
         write_manifest(
             tmp,
             generator="specgen",

@@ -26,7 +26,7 @@ def test_verilog_writes_manifest(tmp_path):
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["board"] == "sim"
     assert manifest["config"]["tree"]["fifo_depth"] == 16
-    assert set(manifest["files"]) == {f"{m}.v" for m in manifest["modules"]}
+    assert set(manifest["files"]) == {f"{m}.v" for m in manifest["modules"]} | {"specgen_regs.h"}
     for name, digest in manifest["files"].items():
         assert sha256_file(out / name) == digest
     # Deterministic: a second run gives the same bytes.
@@ -43,7 +43,7 @@ def test_verilog_replaces_earlier_output(tmp_path, monkeypatch):
     assert main(["verilog", "--board", "sim", "--out", str(out)]) == 0
     (out / "stale.v").write_text("// from an earlier run")
     assert main(["verilog", "--board", "sim", "--out", str(out)]) == 0
-    assert sorted(p.name for p in out.iterdir()) == ["fifo.v", "manifest.json"]
+    assert sorted(p.name for p in out.iterdir()) == ["fifo.v", "manifest.json", "specgen_regs.h"]
 
 
 def test_unknown_board_is_one_line_exit_2(tmp_path):

@@ -1,0 +1,119 @@
+"""The accelerator top level (:class:`hw.accelerator.Accelerator`): AXI benches on
+Verilator against golden (``sim/accelerator.py``), parameter checks, lint."""
+
+import json
+
+import pytest
+
+from golden.config import PRESETS, preset
+from hw.accelerator import Accelerator
+from hw.axi_stream import AXI4StreamSignature, tdata_width
+from sim.lint import lint_modules
+from sim.runner import emit_verilog, run_bench
+
+# Components whose constructor raised are never elaborated; amaranth warns when
+# the garbage collector frees them.
+pytestmark = pytest.mark.filterwarnings("ignore:.*created but never used")
+
+
+def _run(testcase, seed, **params):
+    dut = Accelerator(config=preset("sim"))
+    return run_bench(dut, name=dut.module_name, module="sim.accelerator", testcase=testcase,
+                     params={"preset": "sim", **params}, seed=seed)
+
+
+# The top's Verilator build takes about 12 minutes on a 2-core machine (the
+# linear unit's DualModePE dominates), so its AXI benches run in the slow set.
+@pytest.mark.sim
+@pytest.mark.slow
+def test_step(seed, tmp_path):
+    """Prompt, draft step (quantized linear job vs draft_dot, ROLLBACK), verify step (tree
+    nodes vs ssm_step_hw_bits from the parent's state, full linear jobs vs full_dot, the
+    accepted path, the committed state), under random pauses and back-pressure."""
+    result = tmp_path / "step.json"
+    _run("draft_verify_step", seed, result_file=str(result))
+    figures = json.loads(result.read_text())
+    print("step figures:", figures)
+    assert figures["nodes"] == figures["nodes_in_tree"]
+
+
+@pytest.mark.sim
+@pytest.mark.slow
+def test_reset_mid_step(seed):
+    """A reset while node tokens flow, ROLLBACK, then a full step passes."""
+    _run("reset_mid_step", seed)
+
+
+@pytest.mark.sim
+@pytest.mark.slow
+def test_errors(seed):
+    """LINEAR_CMD, TREE_SIZE, TREE_ORDER, TREE_OVERFLOW codes; a step passes afterwards."""
+    _run("errors", seed)
+
+
+def test_rejects_bad_parameters():
+    with pytest.raises(TypeError, match=r"Accelerator\.config must be a golden\.config\.Config, "
+                                        r"not 'sim'"):
+        Accelerator(config="sim")
+    cfg = preset("sim")
+    bad = cfg.replace(tree=cfg.tree.__class__(fifo_depth=4, tile_size=8, max_nodes=1))
+    with pytest.raises(ValueError, match=r"Accelerator\.config\.tree\.max_nodes must be >= 2"):
+        Accelerator(config=bad)
+    with pytest.raises(TypeError):
+        Accelerator(preset("sim"))
+
+
+@pytest.mark.parametrize("kwargs,exc,message", [
+    ({"data_width": 12}, ValueError,
+     "AXI4StreamSignature.data_width must be a multiple of 8 (whole bytes), not 12"),
+    ({"data_width": 0}, ValueError, "AXI4StreamSignature.data_width must be an integer"),
+    ({"data_width": 32, "user_width": -1}, ValueError,
+     "AXI4StreamSignature.user_width must be an integer"),
+])
+def test_axi_stream_rejects_bad_widths(kwargs, exc, message):
+    with pytest.raises(exc) as info:
+        AXI4StreamSignature(**kwargs)
+    assert str(info.value).startswith(message), str(info.value)
+
+
+def test_axi_stream_adapter_rejects_narrow_tdata():
+    from amaranth import Module
+    from amaranth.lib import stream, wiring
+    from hw.axi_stream import stream_to_axis
+
+    axis = AXI4StreamSignature(data_width=8).create()
+    src = stream.Signature(12).flip().create()
+    with pytest.raises(ValueError, match="a payload of 12 bits does not fit tdata of 8 bits; "
+                                         "use data_width >= 16"):
+        stream_to_axis(Module(), src, axis)
+    del wiring
+
+
+def test_tdata_width():
+    assert tdata_width(1) == 8 and tdata_width(32) == 32 and tdata_width(33) == 40
+
+
+def test_ports_and_properties():
+    a = Accelerator(config=preset("sim"))
+    assert a.s_axis_ssm.signature.flip() == AXI4StreamSignature(data_width=32, user_width=6)
+    assert a.committed_slot == 16
+    assert a.state_tiles == 8 and a.copy_cycles == 10 and a.replay_cycles == 16
+    assert a.module_name == "Accelerator_sim_r2c4q3k16_h2p2n8l4_t64d16"
+
+
+def test_lint_sim(tmp_path):
+    a = Accelerator(config=preset("sim"))
+    path = tmp_path / "acc.v"
+    path.write_text(emit_verilog(a, name=a.module_name))
+    ok, out = lint_modules(path)
+    assert ok, out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", [n for n in PRESETS if n != "sim"])
+def test_lint_boards(tmp_path, name):
+    a = Accelerator(config=preset(name))
+    path = tmp_path / "acc.v"
+    path.write_text(emit_verilog(a, name=a.module_name))
+    ok, out = lint_modules(path)
+    assert ok, out
