@@ -9,7 +9,7 @@ import importlib.metadata
 
 from golden.config import preset
 from golden.fp import FP16, FP32
-from hw.hierarchy import convert
+from hw.hierarchy import ModuleLibrary, convert
 
 from .errors import CLIError
 from .regmap_doc import c_header
@@ -67,11 +67,14 @@ def write_verilog(*, board, out):
     except ValueError as exc:
         raise CLIError(str(exc)) from None
     modules = blocks(config)
+    # One library for every file: a block converted for its own file (the linear
+    # unit, the SSM unit) is reused, not converted again, inside the top level.
+    library = ModuleLibrary()
     with atomic_dir(out) as tmp:
         for name, component in modules.items():
             # Each distinct configuration of a shared block (PE, FP unit, table) is
             # one module of the file, instantiated as often as needed.
-            text, _ = convert(component, name=name)
+            text, _ = convert(component, name=name, library=library)
             (tmp / f"{name}.v").write_text(text)
         # Host software's view of the control registers (docs/regmap.md as C).
         (tmp / "specgen_regs.h").write_text(c_header(config))
