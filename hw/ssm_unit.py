@@ -44,6 +44,8 @@ __all__ = [
     "SEL_X",
     "SSMUnit",
     "StateBank",
+    "host_members",
+    "state_members",
     "eq_const",
 ]
 
@@ -75,6 +77,35 @@ class _Counter:
         with self._m.If(cond):
             self._m.d.sync += self.value.eq(
                 Mux(self.last, 0, add_const(self.value, 1, len(self.value))))
+
+
+def host_members(cfg):
+    """Signature members of the unit's input write port and ``y`` (see :class:`SSMUnit`),
+    shared with :class:`hw.state_controller.StateController`, which forwards them."""
+    H, P, N = cfg.state_shape
+    return {
+        "wr_en": In(1),
+        "wr_sel": In(3),
+        "wr_addr": In(_bits(max(H * P, N, H))),
+        "wr_data": In(32),
+        "fill_free": Out(1),
+        "token_valid": In(1),
+        "token_ready": Out(1),
+        "y": Out(stream.Signature(32)),
+    }
+
+
+def state_members(cfg):
+    """Signature members of the hold/idle handshake and the state tile port."""
+    H, P, _ = cfg.state_shape
+    return {
+        "hold": In(1),
+        "idle": Out(1),
+        "st_addr": In(_bits(H * P * cfg.groups_per_row)),
+        "st_we": In(1),
+        "st_wdata": In(32 * cfg.lanes),
+        "st_rdata": Out(32 * cfg.lanes),
+    }
 
 
 class StateBank(wiring.Component):
@@ -177,24 +208,8 @@ class SSMUnit(wiring.Component):
         self._cfg = cfg
         self._lm = check_int("SSMUnit", "mul_stages", mul_stages, min=0, max=4)
         self._la = check_int("SSMUnit", "add_stages", add_stages, min=0, max=5)
-        H, P, N, L = cfg.nheads, cfg.headdim, cfg.d_state, cfg.lanes
-        self._tiles = H * P * cfg.groups_per_row
-        super().__init__({
-            "wr_en": In(1),
-            "wr_sel": In(3),
-            "wr_addr": In(_bits(max(H * P, N, H))),
-            "wr_data": In(32),
-            "fill_free": Out(1),
-            "token_valid": In(1),
-            "token_ready": Out(1),
-            "y": Out(stream.Signature(32)),
-            "hold": In(1),
-            "idle": Out(1),
-            "st_addr": In(_bits(self._tiles)),
-            "st_we": In(1),
-            "st_wdata": In(32 * L),
-            "st_rdata": Out(32 * L),
-        })
+        self._tiles = cfg.nheads * cfg.headdim * cfg.groups_per_row
+        super().__init__({**host_members(cfg), **state_members(cfg)})
 
     @property
     def cfg(self):

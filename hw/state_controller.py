@@ -38,7 +38,15 @@ from golden.validate import check_int
 from hw.fp_arith import add_const
 from hw.fp_datapath import ge_const
 from hw.hierarchy import submodule
-from hw.ssm_unit import SEL_B, SEL_DT, SEL_X, StateBank, eq_const
+from hw.ssm_unit import (
+    SEL_B,
+    SEL_DT,
+    SEL_X,
+    StateBank,
+    eq_const,
+    host_members,
+    state_members,
+)
 
 __all__ = ["Op", "StateController", "cmd_layout", "resp_layout", "connect_ssm", "COUNTER_BITS"]
 
@@ -93,7 +101,7 @@ class StateController(wiring.Component):
     ----------
     ssm_cfg : golden.mamba2.SSMConfig
         The unit's config (``state_format="fp32"``, ``lanes <= d_state``, as
-        :class:`hw.ssm_unit.SSMUnit`). Tiles: ``T = nheads·headdim·d_state/lanes``
+        :class:`hw.ssm_unit.SSMUnit`). Tiles: ``T = nheads·headdim·⌈d_state/lanes⌉``
         words of ``32·lanes`` bits.
     slots : int
         Full-state checkpoint slots, 1 … 1024.
@@ -202,36 +210,17 @@ class StateController(wiring.Component):
         cd = self.default_conv_depth(ssm_cfg, conv_width=self._cw) if conv_depth is None else conv_depth
         self._cd = check_int("StateController", "conv_depth", cd, min=0, max=1 << 20)
         H, P, N = ssm_cfg.state_shape
-        self._tiles = H * P * (N // L)
+        self._tiles = H * P * ssm_cfg.groups_per_row     # SSMUnit.state_tiles
         self._words = N + H * P + H
         self._ib = _bits(max(self._slots, self._records, 2))
         super().__init__({
             "cmd": In(stream.Signature(cmd_layout(self._ib))),
             "resp": Out(stream.Signature(resp_layout(self._ib))),
-            # host side of the unit's input port and y
-            "wr_en": In(1),
-            "wr_sel": In(3),
-            "wr_addr": In(_bits(max(H * P, N, H))),
-            "wr_data": In(32),
-            "fill_free": Out(1),
-            "token_valid": In(1),
-            "token_ready": Out(1),
-            "y": Out(stream.Signature(32)),
-            # unit side
-            "ssm_wr_en": Out(1),
-            "ssm_wr_sel": Out(3),
-            "ssm_wr_addr": Out(_bits(max(H * P, N, H))),
-            "ssm_wr_data": Out(32),
-            "ssm_fill_free": In(1),
-            "ssm_token_valid": Out(1),
-            "ssm_token_ready": In(1),
-            "ssm_y": In(stream.Signature(32)),
-            "ssm_hold": Out(1),
-            "ssm_idle": In(1),
-            "ssm_st_addr": Out(_bits(self._tiles)),
-            "ssm_st_we": Out(1),
-            "ssm_st_wdata": Out(32 * L),
-            "ssm_st_rdata": In(32 * L),
+            # host side of the unit's input port and y, and the unit side of
+            # those, the handshake and the tile port (ssm_*, flipped)
+            **host_members(ssm_cfg),
+            **{f"ssm_{name}": member.flip()
+               for name, member in {**host_members(ssm_cfg), **state_members(ssm_cfg)}.items()},
             # conv window
             "conv_hold": Out(1),
             "conv_idle": In(1),
@@ -285,7 +274,7 @@ class StateController(wiring.Component):
 
     @property
     def state_tiles(self):
-        """Tiles per state: ``nheads·headdim·d_state/lanes`` (:attr:`hw.ssm_unit.SSMUnit.state_tiles`)."""
+        """Tiles per state: ``nheads·headdim·⌈d_state/lanes⌉`` (:attr:`hw.ssm_unit.SSMUnit.state_tiles`)."""
         return self._tiles
 
     @property
