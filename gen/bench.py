@@ -24,7 +24,7 @@ from pathlib import Path
 from .errors import CLIError
 
 __all__ = ["write_bench", "collect", "bench_rtl", "bench_emission", "bench_emission_sizes",
-           "calibration_section", "model_section", "EMISSION_SIZES"]
+           "calibration_section", "model_section", "EMISSION_SIZES", "emit_linear_unit"]
 
 #: Modules with a ``benchmarks()`` function returning records
 #: ``{"name", "value", "unit", "command", "note"}``.
@@ -114,22 +114,49 @@ def bench_rtl(cycles=50_000):
     return rows
 
 
-def bench_emission():
-    """Verilog emission time of each preset (``specgen verilog``)."""
-    from golden.config import preset_names
+def _child(args):
+    """Run ``python args...`` in a fresh interpreter: ``(wall seconds, peak RSS in bytes)``.
 
-    from .emit import write_verilog
+    A fresh process per measurement, so imports, Amaranth's caches and one
+    run's garbage do not flatter or burden the next; the peak resident set
+    comes from ``wait4`` on that child alone (Linux reports kibibytes).
+    """
+    import sys
+
+    t0 = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, *args], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE)
+    err = proc.stderr.read()
+    _, status, usage = os.wait4(proc.pid, 0)
+    dt = time.perf_counter() - t0
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode:
+        raise CLIError(f"benchmark child {' '.join(args)!r} failed: "
+                       f"{err.decode(errors='replace')[-2000:]}")
+    return dt, usage.ru_maxrss * 1024
+
+
+def bench_emission():
+    """Verilog emission time and peak memory of each preset (``specgen verilog``)."""
+    from golden.config import preset_names
 
     rows = []
     for board in preset_names():
         with tempfile.TemporaryDirectory() as tmp:
-            t0 = time.perf_counter()
-            modules = write_verilog(board=board, out=Path(tmp) / board)
-            dt = time.perf_counter() - t0
-            size = sum(p.stat().st_size for p in (Path(tmp) / board).glob("*.v"))
-        rows.append({"name": f"emit {board}", "value": round(dt, 3), "unit": "s",
-                     "command": f"specgen verilog --board {board} --out DIR",
-                     "note": f"{len(modules)} modules, {size:,} bytes of Verilog"})
+            out = Path(tmp) / board
+            dt, peak = _child(["-m", "gen", "verilog", "--board", board, "--out", str(out)])
+            files = sorted(out.glob("*.v"))
+            size = sum(p.stat().st_size for p in files)
+            modules = sum(p.read_text().count("\nmodule ") + p.read_text().startswith("module ")
+                          for p in files)
+        command = f"specgen verilog --board {board} --out DIR"
+        rows.append({"name": f"emit {board}", "value": round(dt, 1), "unit": "s",
+                     "command": command,
+                     "note": f"{len(files)} files, {modules} module definitions, {size:,} bytes "
+                             f"of Verilog; fresh process, one run"})
+        rows.append({"name": f"emit {board} peak memory", "value": round(peak / 2**20),
+                     "unit": "MiB", "command": command,
+                     "note": "peak resident set of the emitting process (wait4 ru_maxrss)"})
     return rows
 
 
@@ -137,37 +164,36 @@ def bench_emission():
 EMISSION_SIZES = ((1, 1), (2, 2), (4, 4), (8, 8), (16, 16), (64, 16), (64, 64))
 
 
-def bench_emission_sizes(*, budget_s=120.0):
-    """Verilog emission time of ``LinearUnit`` against the array size.
-
-    Uses :func:`hw.hierarchy.convert` (each distinct block once) where it
-    exists, else :func:`sim.runner.emit_verilog`; stops growing the array once
-    one emission takes longer than ``budget_s``.
-    """
+def emit_linear_unit(rows, cols, out):
+    """Write the Verilog of a ``rows × cols`` ``LinearUnit`` (q3, max_k 8192) to ``out``."""
+    from hw.hierarchy import convert
     from hw.linear_unit import LinearUnit
 
-    try:
-        from hw.hierarchy import convert
+    text, _ = convert(LinearUnit(rows=rows, cols=cols, quant_lanes=3, max_k=8192),
+                      name=f"linear_unit_r{rows}_c{cols}")
+    Path(out).write_text(text)
 
-        def emit(dut, name):
-            return convert(dut, name=name)[0]
-        how = "hw.hierarchy.convert"
-    except ImportError:
-        from sim.runner import emit_verilog as emit_flat
 
-        def emit(dut, name):
-            return emit_flat(dut, name=name)
-        how = "sim.runner.emit_verilog"
+def bench_emission_sizes(*, budget_s=120.0):
+    """Verilog emission time, size and peak memory of ``LinearUnit`` against the array size.
+
+    Each size is emitted by :func:`emit_linear_unit` in a fresh process
+    (:func:`hw.hierarchy.convert`: each distinct block once); stops growing the
+    array once one emission takes longer than ``budget_s``.
+    """
     rows = []
     for r, c in EMISSION_SIZES:
-        t0 = time.perf_counter()
-        text = emit(LinearUnit(rows=r, cols=c, quant_lanes=3, max_k=8192), f"linear_unit_r{r}_c{c}")
-        dt = time.perf_counter() - t0
+        with tempfile.TemporaryDirectory() as tmp:
+            out = Path(tmp) / "lu.v"
+            dt, peak = _child(["-c", f"from gen.bench import emit_linear_unit; "
+                                     f"emit_linear_unit({r}, {c}, {str(out)!r})"])
+            text = out.read_text()
         rows.append({"name": f"emit LinearUnit {r}x{c}", "value": round(dt, 2), "unit": "s",
                      "command": "python -c 'from gen.bench import bench_emission_sizes; "
                                 "print(bench_emission_sizes())'",
-                     "note": f"{r * c} PEs, q3, max_k 8192, {how}; {len(text):,} bytes, "
-                             f"{text.count(chr(10) + 'module '):,} modules; one run"})
+                     "note": f"{r * c} PEs, q3, max_k 8192, hw.hierarchy.convert; "
+                             f"{len(text):,} bytes, {text.count(chr(10) + 'module '):,} modules; "
+                             f"peak {peak / 2**20:,.0f} MiB; fresh process, one run"})
         if dt > budget_s:
             break
     return rows

@@ -18,10 +18,11 @@ Two components with the same ``module_name`` must have equal signatures; a
 mismatch raises instead of silently wiring the wrong module.
 """
 
+import contextlib
 import contextvars
 import re
 
-from amaranth.back import verilog
+from amaranth.back import rtlil, verilog
 from amaranth.hdl import ClockSignal, Instance, ResetSignal, Value
 from amaranth.lib import wiring
 
@@ -71,9 +72,11 @@ class ModuleLibrary:
             return ports
         token = _LIBRARY.set(self)
         try:
-            text = verilog.convert(component, name=name, emit_src=False)
+            with _zero_inits_compact() as zeroed:
+                text = verilog.convert(component, name=name, emit_src=False)
         finally:
             _LIBRARY.reset(token)
+        text = _add_zero_init_loops(text, zeroed)
         ports = None
         for match in _HEADER.finditer(text):
             if match.group(1) == name:
@@ -107,6 +110,60 @@ class ModuleLibrary:
                 text = _TOP_ATTR.sub("", text)
             parts.append(text.strip("\n") + "\n")
         return "\n".join(parts)
+
+
+@contextlib.contextmanager
+def _zero_inits_compact():
+    """Convert memories whose initial contents are all zero without their initializer.
+
+    Amaranth writes a memory's initializer bit by bit into the RTLIL and Yosys
+    then writes one ``mem[i] = 0`` line per word: a 2.7B layer's checkpoint
+    slots (87,040 words × 128 banks, plus the replay records) cost about 150 s
+    and 16 MB of Verilog that say nothing. Inside this context such memories get
+    no initializer; their names are yielded so that :func:`_add_zero_init_loops`
+    can give them a one-line zero loop instead, which keeps the semantics
+    (Verilator, Icarus and Vivado all initialize the memory to zero).
+
+    ``ModuleEmitter.emit_memory`` is an Amaranth 0.5 internal; without it the
+    conversion runs unchanged (slower, same semantics).
+    """
+    zeroed = []
+    emitter = getattr(rtlil, "ModuleEmitter", None)
+    original = getattr(emitter, "emit_memory", None)
+    if original is None:  # pragma: no cover - another Amaranth
+        yield zeroed
+        return
+
+    def emit_memory(self, cell_idx, cell):
+        if any(cell.init):
+            return original(self, cell_idx, cell)
+        zeroed.append(self.memories[cell_idx].memid)
+
+    emitter.emit_memory = emit_memory
+    try:
+        yield zeroed
+    finally:
+        emitter.emit_memory = original
+
+
+def _add_zero_init_loops(text, memids):
+    """Give each memory of ``memids`` in Yosys' Verilog ``text`` an ``initial`` zero loop."""
+    for k, memid in enumerate(dict.fromkeys(memids)):
+        name = memid[1:] if memid.startswith("\\") else memid
+        ident = re.escape(name) if re.fullmatch(r"[A-Za-z_][\w$]*", name) else re.escape("\\" + name) + " "
+        decl = re.compile(rf"^(\s*)reg \[(\d+):0\] {ident}\s*\[(\d+):0\];\n", re.M)
+        match = decl.search(text)
+        if match is None:
+            raise RuntimeError(f"memory {memid!r} lost its initializer but has no declaration "
+                               f"in the Verilog")
+        pad, msb, top = match.group(1), int(match.group(2)), int(match.group(3))
+        var = f"_zero_init_{k}"
+        ref = name if ident == re.escape(name) else "\\" + name + " "
+        loop = (f"{pad}integer {var};\n"
+                f"{pad}initial for ({var} = 0; {var} <= {top}; {var} = {var} + 1)"
+                f" {ref}[{var}] = {msb + 1}'d0;\n")
+        text = text[:match.end()] + loop + text[match.end():]
+    return text
 
 
 def submodule(m, name, component):
