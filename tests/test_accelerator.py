@@ -18,14 +18,14 @@ pytestmark = pytest.mark.filterwarnings("ignore:.*created but never used")
 
 def _run(testcase, seed, **params):
     dut = Accelerator(config=preset("sim"))
+    # Compiled at -O0: with Verilator's default -Os, g++ spends about 12 minutes
+    # on the model (the DualModePE's exact datapath dominates) on a 2-core
+    # machine; at -O0 the build takes about 1.5 minutes and the benches stay short.
     return run_bench(dut, name=dut.module_name, module="sim.accelerator", testcase=testcase,
-                     params={"preset": "sim", **params}, seed=seed)
+                     params={"preset": "sim", **params}, seed=seed, cxx_opt="-O0")
 
 
-# The top's Verilator build takes about 12 minutes on a 2-core machine (the
-# linear unit's DualModePE dominates), so its AXI benches run in the slow set.
 @pytest.mark.sim
-@pytest.mark.slow
 def test_step(seed, tmp_path):
     """Prompt, draft step (quantized linear job vs draft_dot, ROLLBACK), verify step (tree
     nodes vs ssm_step_hw_bits from the parent's state, full linear jobs vs full_dot, the
@@ -38,14 +38,12 @@ def test_step(seed, tmp_path):
 
 
 @pytest.mark.sim
-@pytest.mark.slow
 def test_reset_mid_step(seed):
     """A reset while node tokens flow, ROLLBACK, then a full step passes."""
     _run("reset_mid_step", seed)
 
 
 @pytest.mark.sim
-@pytest.mark.slow
 def test_errors(seed):
     """LINEAR_CMD, TREE_SIZE, TREE_ORDER, TREE_OVERFLOW codes; a step passes afterwards."""
     _run("errors", seed)
