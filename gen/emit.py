@@ -46,12 +46,14 @@ def blocks(config):
         reconstructor.module_name: reconstructor,
     }
     lin = config.linear
+    pipe = config.pipeline
     linear = LinearUnit(rows=lin.rows, cols=lin.cols, quant_lanes=lin.quant_lanes,
-                        max_k=lin.max_k, fmt_out=FP_FORMATS[lin.fmt_out], config=config.bsfp)
+                        max_k=lin.max_k, fmt_out=FP_FORMATS[lin.fmt_out], config=config.bsfp,
+                        round_stages=pipe.pe_round_stages)
     # SpecMamba linear unit: rows x cols dual-mode PEs, one weight tile broadcast to all tokens.
     out[linear.module_name] = linear
     # SpecMamba SSM unit: one Mamba2 layer's state swept by `lanes` EMUs per cycle.
-    ssm = SSMUnit(cfg=config.ssm)
+    ssm = SSMUnit(cfg=config.ssm, mul_stages=pipe.fp_mul_stages, add_stages=pipe.fp_add_stages)
     out[ssm.module_name] = ssm
     # The top level: AXI4-Lite registers, AXI4-Stream data, the tree-verification scheduler.
     out.update((t.module_name, t) for t in [Accelerator(config=config)])

@@ -47,6 +47,7 @@ from golden.config import Config, preset
 from .errors import CLIError
 
 __all__ = ["BlockEstimate", "ModuleDepth", "synthesize", "strip_zero_init", "logic_depth", "estimate_block",
+           "pipeline_depths", "pipeline_depth_markdown",
            "estimate", "estimate_fit", "analytical_dsp58", "level_budget", "render_markdown", "write_estimate",
            "add_parser", "NS_PER_LEVEL", "OVERHEAD_NS", "PROXY_LABEL", "SEED_VHK158"]
 
@@ -368,6 +369,54 @@ def estimate_block(component, *, name, scale=1.0, note="", workdir=None):
                          resources=resources, depth=logic_depth(netlist), seconds=seconds)
 
 
+def pipeline_depths(progress=None):
+    """Logic levels of the pipelined arithmetic before and after the board pipelines.
+
+    Synthesizes each FP unit and the board-scale dual-mode PE (``max_k`` 8192,
+    3 lanes) alone at the stage counts of the ``sim`` preset and of the board
+    presets (:class:`golden.config.PipelineConfig`), plus the SSM unit's
+    combinational accumulator adder; a few seconds to half a minute each.
+
+    Returns
+    -------
+    list of dict
+        ``{"module", "pipeline", "levels", "stage", "LUT", "FF"}`` per module.
+    """
+    from golden.config import PipelineConfig
+    from golden.fp import FP32
+    from hw.dual_mode_pe import DualModePE
+    from hw.fp_arith import FPAdd, FPMul
+
+    sim, board = PipelineConfig(), preset("vhk158").pipeline
+    units = [("sim", FPMul(fmt=FP32, stages=sim.fp_mul_stages)),
+             ("board", FPMul(fmt=FP32, stages=board.fp_mul_stages)),
+             ("sim", FPAdd(fmt=FP32, stages=sim.fp_add_stages)),
+             ("board", FPAdd(fmt=FP32, stages=board.fp_add_stages)),
+             ("accumulator (lanes < d_state)", FPAdd(fmt=FP32, stages=0))]
+    n = preset("vhk158").linear.max_k * preset("vhk158").linear.quant_lanes
+    units += [(name, DualModePE(fmt_out=FP32, n=n, quant_lanes=3, round_stages=r))
+              for name, r in (("sim", sim.pe_round_stages), ("board", board.pe_round_stages))]
+    rows = []
+    for name, comp in units:
+        if progress:
+            progress(f"synthesizing {comp.module_name}")
+        est = estimate_block(comp, name=comp.module_name)
+        worst = est.worst
+        rows.append({"module": comp.module_name, "pipeline": name, "levels": worst.levels,
+                     "stage": f"{worst.startpoint} → {worst.endpoint}",
+                     "LUT": est.resources["LUT"], "FF": est.resources["FF"]})
+    return rows
+
+
+def pipeline_depth_markdown(rows):
+    lines = ["| module | pipeline | levels (worst stage) | worst path | LUT | FF |",
+             "|---|---|---:|---|---:|---:|"]
+    for r in rows:
+        lines.append(f"| `{r['module']}` | {r['pipeline']} | {r['levels']:g} | "
+                     f"`{r['stage']}` | {r['LUT']:,.0f} | {r['FF']:,.0f} |")
+    return "\n".join(lines)
+
+
 # --- analytical DSP58 count -----------------------------------------------------------
 
 #: Unsigned operand bits of one DSP58 multiplier (27×24 two's complement).
@@ -659,11 +708,12 @@ def _fit_check_text(fit_check):
     return f" Check on `vck190`, fitted vs full synthesis of the 64-lane unit: {parts}."
 
 
-def render_doc(reports, *, fit_check=None):
+def render_doc(reports, *, fit_check=None, pipeline=None):
     """``docs/estimate.md`` from ``{board: report}`` (:func:`estimate` results).
 
     ``fit_check`` is ``{resource: {"fit", "full", "error"}}``: the SSM fit against a
-    full synthesis, where one was run (it takes a quarter of an hour).
+    full synthesis, where one was run (it takes a quarter of an hour). ``pipeline``
+    is :func:`pipeline_depths`' rows, rendered as their own section.
     """
     budget_text = ", ".join(f"{level_budget(m):d} levels at {m:g} MHz" for m in (400.0, 250.0))
     lines = [
@@ -695,6 +745,14 @@ def render_doc(reports, *, fit_check=None):
         "unregistered submodule ports are not followed, so the figures are lower bounds.",
         "",
     ]
+    if pipeline:
+        lines += ["## Logic levels of the arithmetic pipelines", "",
+                  "Each FP unit and the board-scale PE synthesized alone at the `sim` preset's "
+                  "stage counts and at the board presets' (`golden.config.PipelineConfig`), and "
+                  "the SSM unit's combinational accumulator adder (present when a row spans more "
+                  "than one tile): `python -c 'from gen.estimate import pipeline_depths, "
+                  "pipeline_depth_markdown; print(pipeline_depth_markdown(pipeline_depths()))'`.",
+                  "", pipeline_depth_markdown(pipeline), ""]
     if "vhk158" in reports:
         rep = reports["vhk158"]
         dsp = rep["dsp58"]
@@ -744,7 +802,7 @@ def write_estimate_doc(*, boards=("vck190", "vhk158"), out="docs/estimate.md", p
     """Estimate ``boards`` and write ``docs/estimate.md`` (and its ``.json``): ``python -m gen.estimate``."""
     reports = {b: estimate(b, progress=progress) for b in boards}
     out = Path(out)
-    out.write_text(render_doc(reports))
+    out.write_text(render_doc(reports, pipeline=pipeline_depths(progress=progress)))
     data = {b: dict(r, blocks=[x.to_dict() for x in r["blocks"]]) for b, r in reports.items()}
     out.with_suffix(".json").write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
     return reports

@@ -51,8 +51,9 @@ __all__ = [
 #: Mamba2 vocabulary (:data:`golden.mamba2.MAMBA2_VOCAB`).
 VOCAB = MAMBA2_VOCAB
 
-#: DualModePE pipeline latency with the defaults LinearUnit builds it with:
-#: input register + mul_stages 1 + acc_stages 1 + accumulator + round_stages 2.
+#: DualModePE pipeline latency with LinearUnit's defaults: input register +
+#: mul_stages 1 + acc_stages 1 + accumulator + round_stages 2 (the board presets
+#: register 4 rounding stages: ``PE_LATENCY - 2 + pe_round_stages``).
 PE_LATENCY = 1 + 1 + 1 + 1 + 2
 
 #: The seed's claims (SPEC §4, §7): never our figures.
@@ -270,8 +271,8 @@ class SSMTiming:
     def __post_init__(self):
         if not isinstance(self.cfg, SSMConfig):
             raise TypeError(f"SSMTiming.cfg must be an SSMConfig, not {self.cfg!r}")
-        check_int("SSMTiming", "mul_stages", self.mul_stages, min=0, max=4)
-        check_int("SSMTiming", "add_stages", self.add_stages, min=0, max=5)
+        check_int("SSMTiming", "mul_stages", self.mul_stages, min=0, max=5)
+        check_int("SSMTiming", "add_stages", self.add_stages, min=0, max=6)
 
     @property
     def tiles(self):
@@ -596,7 +597,9 @@ class Accelerator:
     ssm_lanes : int
         EMU lanes of the ``SSMUnit`` (a power of two).
     ssm_mul_stages, ssm_add_stages : int
-        FP pipeline registers of the SSM unit.
+        FP pipeline registers of the SSM unit (``golden.config.PipelineConfig``).
+    pe_round_stages : int
+        Registers of each PE's final rounding (``PipelineConfig.pe_round_stages``).
     ssm_words_per_cycle : int
         32-bit words per cycle into the SSM unit's input banks (the RTL: 1).
     sizing : str
@@ -623,6 +626,7 @@ class Accelerator:
     ssm_lanes: int
     ssm_mul_stages: int = 2
     ssm_add_stages: int = 2
+    pe_round_stages: int = 2
     ssm_words_per_cycle: int = 1
     sizing: str = "preset"
     overlap: float = 0.0
@@ -645,8 +649,9 @@ class Accelerator:
         check_int("Accelerator", "ssm_lanes", self.ssm_lanes, min=1)
         if self.ssm_lanes & (self.ssm_lanes - 1):
             raise ValueError(f"Accelerator.ssm_lanes must be a power of two, not {self.ssm_lanes}")
-        check_int("Accelerator", "ssm_mul_stages", self.ssm_mul_stages, min=0, max=4)
-        check_int("Accelerator", "ssm_add_stages", self.ssm_add_stages, min=0, max=5)
+        check_int("Accelerator", "ssm_mul_stages", self.ssm_mul_stages, min=0, max=5)
+        check_int("Accelerator", "ssm_add_stages", self.ssm_add_stages, min=0, max=6)
+        check_int("Accelerator", "pe_round_stages", self.pe_round_stages, min=1, max=4)
         check_int("Accelerator", "ssm_words_per_cycle", self.ssm_words_per_cycle, min=1)
         check_choice("Accelerator", "sizing", self.sizing, SIZINGS)
         check_float("Accelerator", "overlap", self.overlap, min=0.0, max=1.0)
@@ -736,8 +741,10 @@ def accelerator(board, *, sizing="preset", **overrides):
         rows = int(SEED["linear_dsp_vhk158"] * budget) // cols
         linear = replace(linear, rows=rows, cols=cols)
         lanes = min(MAMBA2_DEFAULTS["d_state"], _pow2_floor(SEED["ssm_dsp_vhk158"] * budget / 4))
+    pipe = cfg.pipeline
     kw = dict(board=cfg.board, linear=linear, ssm_lanes=lanes, sizing=sizing,
-              power=POWER_ASSUMPTIONS[board])
+              ssm_mul_stages=pipe.fp_mul_stages, ssm_add_stages=pipe.fp_add_stages,
+              pe_round_stages=pipe.pe_round_stages, power=POWER_ASSUMPTIONS[board])
     kw.update(overrides)
     return Accelerator(**kw)
 
@@ -1040,7 +1047,8 @@ def _linear_cycles(acc, dims, *, tokens, mode):
     for _, o, i, count in dims.matrices():
         runs += matmul_jobs(linear=acc.linear, out_features=o, in_features=i, tokens=tokens,
                             mode=mode) * count
-    return linear_schedule(runs).cycles * acc.calibration.linear
+    pe_latency = PE_LATENCY - 2 + acc.pe_round_stages
+    return linear_schedule(runs, pe_latency=pe_latency).cycles * acc.calibration.linear
 
 
 def ssm_timing(acc, dims):

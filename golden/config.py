@@ -20,8 +20,8 @@ from .mamba2 import SSMConfig
 from .nonlinear import LUTSpec
 from .validate import check_choice, check_float, check_int
 
-__all__ = ["TreeConfig", "LinearConfig", "BoardConfig", "Config", "PRESETS", "preset",
-           "preset_names"]
+__all__ = ["TreeConfig", "LinearConfig", "PipelineConfig", "BoardConfig", "Config", "PRESETS",
+           "preset", "preset_names"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -90,6 +90,37 @@ class LinearConfig:
 
 
 @dataclass(frozen=True, kw_only=True)
+class PipelineConfig:
+    """Pipeline registers of the arithmetic: timing only, no result depends on them.
+
+    Parameters
+    ----------
+    fp_mul_stages : int
+        Registers of every binary32 multiplier of the SSM unit (``hw.fp_arith.FPMul``
+        boundaries ``classify, product, lzc, normalize, round``, filled from the
+        end), 0 … 5.
+    fp_add_stages : int
+        Registers of every binary32 adder of the SSM unit (``hw.fp_arith.FPAdd``:
+        ``classify, align, add, lzc, normalize, round``), 0 … 6.
+    pe_round_stages : int
+        Registers of each dual-mode PE's final rounding (``NormalizeRound``:
+        ``magnitude, lzc, shift, round``), 1 … 4.
+
+    The board presets register every boundary; ``docs/estimate.md`` has the
+    logic levels per stage that this buys.
+    """
+
+    fp_mul_stages: int = 2
+    fp_add_stages: int = 2
+    pe_round_stages: int = 2
+
+    def __post_init__(self):
+        check_int("PipelineConfig", "fp_mul_stages", self.fp_mul_stages, min=0, max=5)
+        check_int("PipelineConfig", "fp_add_stages", self.fp_add_stages, min=0, max=6)
+        check_int("PipelineConfig", "pe_round_stages", self.pe_round_stages, min=1, max=4)
+
+
+@dataclass(frozen=True, kw_only=True)
 class BoardConfig:
     """Target board.
 
@@ -141,10 +172,11 @@ class Config:
     linear: LinearConfig = field(default_factory=LinearConfig)
     bsfp: BSFPConfig = field(default_factory=BSFPConfig)
     ssm: SSMConfig = field(default_factory=lambda: _SIM_SSM)
+    pipeline: PipelineConfig = field(default_factory=PipelineConfig)
 
     def __post_init__(self):
         for name, cls in (("board", BoardConfig), ("tree", TreeConfig), ("linear", LinearConfig),
-                          ("bsfp", BSFPConfig), ("ssm", SSMConfig)):
+                          ("bsfp", BSFPConfig), ("ssm", SSMConfig), ("pipeline", PipelineConfig)):
             value = getattr(self, name)
             if not isinstance(value, cls):
                 raise TypeError(f"Config.{name} must be a {cls.__name__}, not {value!r}")
@@ -174,6 +206,11 @@ _SIM_SSM = SSMConfig(
     softplus_lut=LUTSpec(function="softplus", lo=-25.0, hi=20.0, step_log2=3),
     silu_lut=LUTSpec(function="silu", lo=-25.0, hi=20.0, step_log2=3))
 
+# Board presets register every stage boundary of the FP units and the PE's
+# rounding (docs/estimate.md: the worst stage went from about 30 logic levels
+# to 11-14); the sim preset keeps the shorter pipelines its benches were built on.
+_BOARD_PIPELINE = PipelineConfig(fp_mul_stages=5, fp_add_stages=6, pe_round_stages=4)
+
 PRESETS = {
     "sim": Config(name="sim", board=_SIM, tree=TreeConfig(fifo_depth=16, tile_size=8, max_nodes=64),
                   linear=LinearConfig(rows=2, cols=4, quant_lanes=3, max_k=16), ssm=_SIM_SSM),
@@ -183,10 +220,12 @@ PRESETS = {
     # on VHK158 and half of that on the smaller VCK190.
     "vck190": Config(name="vck190", board=_VCK190, tree=TreeConfig(fifo_depth=16, tile_size=64),
                      linear=LinearConfig(rows=64, cols=16, quant_lanes=3, max_k=8192),
-                     ssm=SSMConfig(nheads=80, headdim=64, d_state=128, lanes=64)),
+                     ssm=SSMConfig(nheads=80, headdim=64, d_state=128, lanes=64),
+                     pipeline=_BOARD_PIPELINE),
     "vhk158": Config(name="vhk158", board=_VHK158, tree=TreeConfig(fifo_depth=16, tile_size=64),
                      linear=LinearConfig(rows=64, cols=64, quant_lanes=3, max_k=8192),
-                     ssm=SSMConfig(nheads=80, headdim=64, d_state=128, lanes=128)),
+                     ssm=SSMConfig(nheads=80, headdim=64, d_state=128, lanes=128),
+                     pipeline=_BOARD_PIPELINE),
 }
 
 

@@ -137,7 +137,7 @@ class Accelerator(wiring.Component):
         self._regmap = accelerator_regmap(config)
         # Templates: they validate now and give widths; elaborate builds its own.
         self._lin = template(LinearUnit(**self._linear_args()))
-        self._ssm = template(SSMUnit(cfg=ssm))
+        self._ssm = template(SSMUnit(**self._ssm_args()))
         self._ctrl = template(StateController(**self._ctrl_args()))
         self._tv = template(TreeVerifier(max_nodes=tree.max_nodes, fifo_depth=tree.fifo_depth))
         self._addr_bits = len(self._ssm.wr_addr)
@@ -159,7 +159,13 @@ class Accelerator(wiring.Component):
     def _linear_args(self):
         lin = self._config.linear
         return dict(rows=lin.rows, cols=lin.cols, quant_lanes=lin.quant_lanes, max_k=lin.max_k,
-                    fmt_out=_FP[lin.fmt_out], config=self._config.bsfp)
+                    fmt_out=_FP[lin.fmt_out], config=self._config.bsfp,
+                    round_stages=self._config.pipeline.pe_round_stages)
+
+    def _ssm_args(self):
+        pipe = self._config.pipeline
+        return dict(cfg=self._config.ssm, mul_stages=pipe.fp_mul_stages,
+                    add_stages=pipe.fp_add_stages)
 
     def _ctrl_args(self):
         tree = self._config.tree
@@ -201,10 +207,14 @@ class Accelerator(wiring.Component):
 
     @property
     def module_name(self):
+        """Verilog name encoding the config, e.g.
+        ``Accelerator_sim_r2c4q3k16_h2p2n8l4_t64d16_p222`` (``p``: the FP multiply,
+        FP add and PE rounding stages of ``config.pipeline``)."""
         c = self._config
-        s, t, lin = c.ssm, c.tree, c.linear
+        s, t, lin, p = c.ssm, c.tree, c.linear, c.pipeline
         return (f"Accelerator_{c.name}_r{lin.rows}c{lin.cols}q{lin.quant_lanes}k{lin.max_k}"
-                f"_h{s.nheads}p{s.headdim}n{s.d_state}l{s.lanes}_t{t.max_nodes}d{t.fifo_depth}")
+                f"_h{s.nheads}p{s.headdim}n{s.d_state}l{s.lanes}_t{t.max_nodes}d{t.fifo_depth}"
+                f"_p{p.fp_mul_stages}{p.fp_add_stages}{p.pe_round_stages}")
 
     # -- logic ----------------------------------------------------------------------------
 
@@ -220,7 +230,7 @@ class Accelerator(wiring.Component):
         wiring.connect(m, wiring.flipped(self.s_axi), rf.s_axi)
 
         lin = submodule(m, "linear", LinearUnit(**self._linear_args()))
-        ssm = submodule(m, "ssm", SSMUnit(cfg=cfg.ssm))
+        ssm = submodule(m, "ssm", SSMUnit(**self._ssm_args()))
         ctrl = submodule(m, "state", StateController(**self._ctrl_args()))
         tv = TreeVerifier(max_nodes=max_nodes, fifo_depth=cfg.tree.fifo_depth)
         m.submodules.tree = tv

@@ -178,6 +178,10 @@ class DualModePE(wiring.Component):
         return self._layout
 
     @property
+    def round_stages(self):
+        return self._round_stages
+
+    @property
     def latency(self):
         """Edges from accepting a ``last`` beat to ``o.valid`` (no stall)."""
         return 1 + self._mul_stages + self._acc_stages + 1 + self._round_stages

@@ -228,9 +228,11 @@ class FPMul(_FPUnit):
     fmt : golden.fp.FPFormat
         Operand and result format (binary32: ``FPFormat(exp_bits=8, man_bits=23)``).
     stages : int
-        Pipeline registers, 0..4, on the last ``stages`` of the boundaries
-        ``classify``, ``product``, ``normalize``, ``round`` (``round`` is the
-        output register). 0 is combinational.
+        Pipeline registers, 0..5, on the last ``stages`` of the boundaries
+        ``classify``, ``product``, ``lzc`` (leading-one count and exponent),
+        ``normalize`` (the shifts), ``round`` (``round`` is the output
+        register). 0 is combinational; 5 keeps every stage within about 11
+        logic levels (``docs/estimate.md``).
 
     Attributes
     ----------
@@ -247,7 +249,7 @@ class FPMul(_FPUnit):
         ``valid`` of those operands.
     """
 
-    BOUNDARIES = ("classify", "product", "normalize", "round")
+    BOUNDARIES = ("classify", "product", "lzc", "normalize", "round")
     KIND = "mul"
 
     def elaborate(self, platform):
@@ -269,8 +271,8 @@ class FPMul(_FPUnit):
         s = pipeline_stage(m, en, "product" in regs, "product",
                            valid=s["valid"], sign=s["sign"], prod=prod, exp_sum=s["exp_sum"],
                            nan=s["nan"], inf=s["inf"], zero=s["zero"])
-        # normalize: leading-one detection; below the normal range, shift only
-        # as far as the smallest normal's exponent allows (gradual underflow).
+        # lzc: leading-one detection and the shift amounts; below the normal range,
+        # shift only as far as the smallest normal's exponent allows (gradual underflow).
         lz = Signal(range(2 * p + 1), name="mul_lz")
         m.d.comb += lz.eq(count_leading_zeros(m, s["prod"], 2 * p, "mul_clz"))
         # Exponents are ew-bit two's complement values (modular unsigned arithmetic).
@@ -281,17 +283,22 @@ class FPMul(_FPUnit):
         normal = ~eb[ew - 1] & eb[:ew - 1].any()    # eb >= 1
         t_nonneg = ~t[ew - 1]
         # Below the normal range t < lz <= 2p, so its low bits are the whole value.
-        left = Mux(normal, lz, Mux(t_nonneg, t[:len(lz)], 0))
-        right = Mux(normal | t_nonneg, 0, add_const(~t, 1, ew)[:ew - 1])
+        s = pipeline_stage(m, en, "lzc" in regs, "lzc",
+                           valid=s["valid"], sign=s["sign"], prod=s["prod"],
+                           left=Mux(normal, lz, Mux(t_nonneg, t[:len(lz)], 0)),
+                           right=Mux(normal | t_nonneg, 0, add_const(~t, 1, ew)[:ew - 1]),
+                           efield_pre=Mux(normal, add_const(eb, -1, ew)[:e], 0),
+                           overflow=~eb[ew - 1] & ge_const(eb[:ew - 1], (1 << e) - 1),
+                           nan=s["nan"], inf=s["inf"], zero=s["zero"])
+        # normalize: the shifts
         shifted = Signal(2 * p, name="mul_shl")
-        m.d.comb += shifted.eq(shift_left_log(m, s["prod"], left, 2 * p, "mul_shl"))
-        norm, rsticky = shift_right_sticky(m, shifted, right, 2 * p, "mul_shr")
+        m.d.comb += shifted.eq(shift_left_log(m, s["prod"], s["left"], 2 * p, "mul_shl"))
+        norm, rsticky = shift_right_sticky(m, shifted, s["right"], 2 * p, "mul_shr")
         s = pipeline_stage(m, en, "normalize" in regs, "normalize",
-                           valid=s["valid"], sign=s["sign"],
-                           efield_pre=Mux(normal, add_const(eb, -1, ew)[:e], 0), mant=norm[p:2 * p],
-                           guard=norm[p - 1], sticky=norm[:p - 1].any() | rsticky,
-                           overflow=~eb[ew - 1] & ge_const(eb[:ew - 1], (1 << e) - 1), nan=s["nan"], inf=s["inf"],
-                           zero=s["zero"])
+                           valid=s["valid"], sign=s["sign"], efield_pre=s["efield_pre"],
+                           mant=norm[p:2 * p], guard=norm[p - 1],
+                           sticky=norm[:p - 1].any() | rsticky, overflow=s["overflow"],
+                           nan=s["nan"], inf=s["inf"], zero=s["zero"])
         # round
         result = _round_pack(m, fmt, sign=s["sign"], efield_pre=s["efield_pre"], mant=s["mant"],
                              guard=s["guard"], sticky=s["sticky"], overflow=s["overflow"],
@@ -308,8 +315,9 @@ class FPAdd(_FPUnit):
     ----------
     fmt : golden.fp.FPFormat
     stages : int
-        Pipeline registers, 0..5, on the last ``stages`` of the boundaries
-        ``classify``, ``align``, ``add``, ``normalize``, ``round``.
+        Pipeline registers, 0..6, on the last ``stages`` of the boundaries
+        ``classify``, ``align``, ``add``, ``lzc`` (leading-one count and
+        exponent), ``normalize`` (the shift), ``round``.
 
     Attributes
     ----------
@@ -326,7 +334,7 @@ class FPAdd(_FPUnit):
     for both effective addition and subtraction).
     """
 
-    BOUNDARIES = ("classify", "align", "add", "normalize", "round")
+    BOUNDARIES = ("classify", "align", "add", "lzc", "normalize", "round")
     KIND = "add"
 
     def elaborate(self, platform):
@@ -360,21 +368,26 @@ class FPAdd(_FPUnit):
         s = pipeline_stage(m, en, "add" in regs, "add",
                            valid=s["valid"], sign=sign, total=total, ex=s["ex"],
                            nan=s["nan"], inf=s["inf"], inf_sign=s["inf_sign"])
-        # normalize (left only: a carry is absorbed by the one-bit headroom).
+        # lzc: leading-one detection and the normalized exponent.
         lz = Signal(range(W + 2), name="add_lz")
         m.d.comb += lz.eq(count_leading_zeros(m, s["total"], W + 1, "add_clz"))
         eb = Signal(ew, name="add_eb")              # two's complement, ew bits
         m.d.comb += eb.eq(sub_mod(add_const(s["ex"], 2, ew), lz, ew))
         normal = ~eb[ew - 1] & eb[:ew - 1].any() & s["total"].any()   # an exact zero packs as zero
-        norm = Signal(W + 1, name="add_norm")
-        # Below the normal range ex + 1 < lz <= W + 1.
-        shl = Mux(normal, lz, add_const(s["ex"], 1, ew)[:len(lz)])
-        m.d.comb += norm.eq(shift_left_log(m, s["total"], shl, W + 1, "add_shl"))
-        s = pipeline_stage(m, en, "normalize" in regs, "normalize",
-                           valid=s["valid"], sign=s["sign"],
+        s = pipeline_stage(m, en, "lzc" in regs, "lzc",
+                           valid=s["valid"], sign=s["sign"], total=s["total"],
+                           # Below the normal range ex + 1 < lz <= W + 1.
+                           shl=Mux(normal, lz, add_const(s["ex"], 1, ew)[:len(lz)]),
                            efield_pre=Mux(normal, add_const(eb, -1, ew)[:e], 0),
+                           overflow=~eb[ew - 1] & ge_const(eb[:ew - 1], (1 << e) - 1),
+                           nan=s["nan"], inf=s["inf"], inf_sign=s["inf_sign"])
+        # normalize (left only: a carry is absorbed by the one-bit headroom).
+        norm = Signal(W + 1, name="add_norm")
+        m.d.comb += norm.eq(shift_left_log(m, s["total"], s["shl"], W + 1, "add_shl"))
+        s = pipeline_stage(m, en, "normalize" in regs, "normalize",
+                           valid=s["valid"], sign=s["sign"], efield_pre=s["efield_pre"],
                            mant=norm[W + 1 - p:W + 1], guard=norm[W - p], sticky=norm[:W - p].any(),
-                           overflow=~eb[ew - 1] & ge_const(eb[:ew - 1], (1 << e) - 1), nan=s["nan"], inf=s["inf"],
+                           overflow=s["overflow"], nan=s["nan"], inf=s["inf"],
                            inf_sign=s["inf_sign"])
         # round
         result = _round_pack(m, fmt, sign=s["sign"], efield_pre=s["efield_pre"], mant=s["mant"],

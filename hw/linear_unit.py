@@ -202,6 +202,11 @@ class LinearUnit(wiring.Component):
         ``FP32`` (default) or ``FP16``.
     config : golden.bsfp.BSFPConfig, optional
         BSFP v1 config of the draft (its exponent table).
+    jobs_in_flight : int
+        Depth of the job-descriptor FIFO: jobs accepted whose results are not all out, ≥ 1.
+    round_stages : int
+        Pipeline registers of each PE's final rounding, 1 … 4
+        (:class:`hw.dual_mode_pe.DualModePE`); each adds one cycle of :attr:`latency`.
 
     Attributes
     ----------
@@ -238,7 +243,7 @@ class LinearUnit(wiring.Component):
     """
 
     def __init__(self, *, rows, cols, quant_lanes=3, max_k=64, fmt_out=FP32, config=None,
-                 jobs_in_flight=8):
+                 jobs_in_flight=8, round_stages=2):
         self._rows = check_int("LinearUnit", "rows", rows, min=1)
         self._cols = check_int("LinearUnit", "cols", cols, min=1)
         self._lanes = check_int("LinearUnit", "quant_lanes", quant_lanes, min=1, max=8)
@@ -246,7 +251,7 @@ class LinearUnit(wiring.Component):
         self._jobs = check_int("LinearUnit", "jobs_in_flight", jobs_in_flight, min=1)
         # The PE validates fmt_out and config; build one here so errors surface now.
         self._pe_args = dict(fmt_out=fmt_out, n=self._max_k * self._lanes,
-                             quant_lanes=self._lanes, config=config)
+                             quant_lanes=self._lanes, config=config, round_stages=round_stages)
         self._pe0 = template(DualModePE(**self._pe_args))
         self._fmt_out = fmt_out
         super().__init__({
@@ -271,9 +276,11 @@ class LinearUnit(wiring.Component):
 
     @property
     def module_name(self):
-        """Verilog name encoding the parameters, e.g. ``LinearUnit_r2_c4_q3_k16_e8m23_j8``."""
+        """Verilog name encoding the parameters, e.g. ``LinearUnit_r2_c4_q3_k16_e8m23_j8_s2``
+        (``s``: the PEs' ``round_stages``)."""
         return (f"LinearUnit_r{self._rows}_c{self._cols}_q{self._lanes}_k{self._max_k}"
-                f"_e{self._fmt_out.exp_bits}m{self._fmt_out.man_bits}_j{self._jobs}")
+                f"_e{self._fmt_out.exp_bits}m{self._fmt_out.man_bits}_j{self._jobs}"
+                f"_s{self._pe0.round_stages}")
 
     @property
     def latency(self):

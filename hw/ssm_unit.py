@@ -152,7 +152,8 @@ class SSMUnit(wiring.Component):
     ----------
     cfg : golden.mamba2.SSMConfig
         Geometry, lanes and tables. ``state_format`` must be ``"fp32"``; ``lanes``
-        must divide ``d_state`` (``lanes > d_state`` is not implemented yet).
+        may be any count up to ``d_state`` (a row's last tile may be partial;
+        ``lanes > d_state`` is not implemented yet).
     mul_stages, add_stages : int
         Pipeline registers of every :class:`hw.fp_arith.FPMul` / ``FPAdd``
         (the accumulator's adder is always combinational, see Notes).
@@ -194,7 +195,8 @@ class SSMUnit(wiring.Component):
     -----
     The accumulator ``acc + T_k`` is a combinational adder in a one-cycle loop:
     consecutive groups of a row arrive on consecutive cycles, so a pipelined
-    adder there would need row interleaving (a later revision).
+    adder there would need row interleaving (a later revision). With one tile
+    per row (``lanes == d_state``, the ``vhk158`` preset) there is no adder.
     """
 
     def __init__(self, *, cfg, mul_stages=2, add_stages=2):
@@ -206,8 +208,10 @@ class SSMUnit(wiring.Component):
             raise ValueError(f"SSMUnit.cfg.lanes must be <= d_state ({cfg.d_state}) in this "
                              f"revision, not {cfg.lanes!r}")
         self._cfg = cfg
-        self._lm = check_int("SSMUnit", "mul_stages", mul_stages, min=0, max=4)
-        self._la = check_int("SSMUnit", "add_stages", add_stages, min=0, max=5)
+        self._lm = check_int("SSMUnit", "mul_stages", mul_stages, min=0,
+                             max=len(FPMul.BOUNDARIES))
+        self._la = check_int("SSMUnit", "add_stages", add_stages, min=0,
+                             max=len(FPAdd.BOUNDARIES))
         self._tiles = cfg.nheads * cfg.headdim * cfg.groups_per_row
         super().__init__({**host_members(cfg), **state_members(cfg)})
 
@@ -530,12 +534,18 @@ class SSMUnit(wiring.Component):
         tsum = level[0]
         t_acc = delay_line(m, en, t1, 3 * lm + la + la * depth, "stag_acc")
         dx_acc = delay_line(m, en, mul_dx.result, 2 * lm + la + la * depth, "dx_acc")
-        # accumulator: acc = T_0, then acc + T_k (combinational adder, one-cycle loop)
+        # accumulator: acc = T_0, then acc + T_k (combinational adder, one-cycle loop).
+        # With one tile per row (lanes >= d_state) acc is always T_0: no adder, so
+        # the paper-scale unit has no unpipelined FP path.
         acc = Signal(32, name="acc")
-        acc_add = FPAdd(fmt=fmt, stages=0)
-        submodule(m, "acc_add", acc_add)
-        m.d.comb += [acc_add.en.eq(en), acc_add.valid.eq(0), acc_add.a.eq(acc), acc_add.b.eq(tsum)]
-        acc_next = Mux(t_acc[1], tsum, acc_add.result)
+        if K > 1:
+            acc_add = FPAdd(fmt=fmt, stages=0)
+            submodule(m, "acc_add", acc_add)
+            m.d.comb += [acc_add.en.eq(en), acc_add.valid.eq(0), acc_add.a.eq(acc),
+                         acc_add.b.eq(tsum)]
+            acc_next = Mux(t_acc[1], tsum, acc_add.result)
+        else:
+            acc_next = tsum
         with m.If(en & t_acc[0]):
             m.d.sync += acc.eq(acc_next)
         # row end: register (acc, D·x), then y = acc + D·x

@@ -55,8 +55,9 @@ COUNTER_BITS = 48
 
 # Tokens committed to the unit whose y rows are not all out. Bounded by the two
 # input banks plus the tokens whose sweep is done but whose rows are still in
-# the pipeline: at most ⌈latency / sweep spacing⌉ + 1 ≤ 32 for any legal
-# SSMUnit (latency ≤ 59 + N/lanes cycles, sweeps ≥ max(N/lanes, 2) apart).
+# the pipeline: at most ⌈latency / sweep spacing⌉ + 1 ≤ 37 < 64 for an SSMUnit
+# of up to 128 lanes, even with every FP stage registered (latency ≤ 70 +
+# ⌈N/lanes⌉ cycles at mul_stages 5, add_stages 6; sweeps ≥ max(⌈N/lanes⌉, 2) apart).
 _INFLIGHT_BITS = 6
 
 

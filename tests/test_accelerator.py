@@ -96,7 +96,7 @@ def test_ports_and_properties():
     assert a.s_axis_ssm.signature.flip() == AXI4StreamSignature(data_width=32, user_width=6)
     assert a.committed_slot == 16
     assert a.state_tiles == 8 and a.copy_cycles == 10 and a.replay_cycles == 16
-    assert a.module_name == "Accelerator_sim_r2c4q3k16_h2p2n8l4_t64d16"
+    assert a.module_name == "Accelerator_sim_r2c4q3k16_h2p2n8l4_t64d16_p222"
 
 
 def test_lint_sim(tmp_path):

@@ -2,7 +2,7 @@ import dataclasses
 
 import pytest
 
-from golden.config import BoardConfig, Config, TreeConfig, preset, preset_names
+from golden.config import BoardConfig, Config, PipelineConfig, TreeConfig, preset, preset_names
 
 
 def test_presets():
@@ -64,3 +64,37 @@ def test_linear_config_validation():
         LinearConfig(quant_lanes=0)
     assert str(info.value) == "LinearConfig.quant_lanes must be an integer in [1, 8], not 0"
     assert preset("vhk158").linear.pes == 64 * 64
+
+
+@pytest.mark.parametrize("kwargs,exc,message", [
+    ({"fp_mul_stages": 6}, ValueError, "PipelineConfig.fp_mul_stages must be an integer in [0, 5], not 6"),
+    ({"fp_add_stages": -1}, ValueError, "PipelineConfig.fp_add_stages must be an integer in [0, 6], not -1"),
+    ({"pe_round_stages": 0}, ValueError, "PipelineConfig.pe_round_stages must be an integer in [1, 4], not 0"),
+    ({"pe_round_stages": 2.0}, TypeError, "PipelineConfig.pe_round_stages must be an integer"),
+])
+def test_pipeline_config_validation(kwargs, exc, message):
+    with pytest.raises(exc) as info:
+        PipelineConfig(**kwargs)
+    assert str(info.value).startswith(message), str(info.value)
+
+
+def test_pipeline_config_reaches_the_rtl():
+    """The board presets register every FP and rounding boundary, and the blocks built
+    from a preset carry those stages (their module names encode them)."""
+    from hw.accelerator import Accelerator
+    from hw.fp_arith import FPAdd, FPMul
+    from hw.dual_mode_pe import DualModePE
+    from gen.emit import blocks
+
+    for board in ("vck190", "vhk158"):
+        pipe = preset(board).pipeline
+        assert (pipe.fp_mul_stages, pipe.fp_add_stages) == (len(FPMul.BOUNDARIES), len(FPAdd.BOUNDARIES))
+        assert pipe.pe_round_stages == 4
+    assert preset("sim").pipeline == PipelineConfig()
+    cfg = preset("sim").replace(pipeline=PipelineConfig(fp_mul_stages=3, fp_add_stages=4,
+                                                        pe_round_stages=3))
+    names = set(blocks(cfg))
+    assert any(n.startswith("SSMUnit_") and n.endswith("_m3a4") for n in names), names
+    assert any(n.startswith("LinearUnit_") and n.endswith("_s3") for n in names), names
+    assert Accelerator(config=cfg).module_name.endswith("_p343")
+    assert DualModePE(round_stages=3).latency == DualModePE(round_stages=2).latency + 1

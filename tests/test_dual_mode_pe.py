@@ -21,6 +21,8 @@ def _bench(pe, *, tests=TESTS, dots=40, mode=None, config=None):
 @pytest.mark.sim
 @pytest.mark.parametrize("fmt_out,n,lanes,stages", [
     pytest.param(FP32, 16, 3, (1, 1, 2), id="fp32-n16-q3"),
+    # The board presets' rounding pipeline (PipelineConfig.pe_round_stages = 4).
+    pytest.param(FP32, 16, 3, (1, 1, 4), id="fp32-n16-q3-s114"),
     pytest.param(FP16, 9, 2, (2, 0, 3), id="fp16-n9-q2", marks=pytest.mark.slow),
     pytest.param(FP16, 5, 1, (0, 0, 1), id="fp16-n5-q1-s001"),
 ])

@@ -198,3 +198,18 @@ def test_strip_zero_init_keeps_real_contents():
     assert "mem[0] = 32'd0;" not in out and "reg [31:0] mem [2:0];" in out
     assert "rom[1] = 8'd7;" in out and "rom[0] = 8'd0;" in out
     assert out.count("initial begin") == 1
+
+
+def test_pipeline_section_renders_rows():
+    """The doc's pipeline section lists every synthesized module with its worst stage."""
+    from gen.estimate import render_doc
+
+    rows = [{"module": "FPAdd_e8_m23_s6", "pipeline": "board", "levels": 11.1,
+             "stage": "add_total[17] → lzc_shl[0]", "LUT": 804.0, "FF": 368.0},
+            {"module": "FPAdd_e8_m23_s2", "pipeline": "sim", "levels": 28.1,
+             "stage": "b[24] → normalize_mant[3]", "LUT": 560.0, "FF": 73.0}]
+    text = render_doc({}, pipeline=rows)
+    assert "## Logic levels of the arithmetic pipelines" in text
+    assert "| `FPAdd_e8_m23_s6` | board | 11.1 | `add_total[17] → lzc_shl[0]` | 804 | 368 |" in text
+    assert "| `FPAdd_e8_m23_s2` | sim | 28.1 |" in text
+    assert "## Logic levels of the arithmetic pipelines" not in render_doc({})

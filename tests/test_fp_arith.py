@@ -11,9 +11,9 @@ UNITS = {"mul": FPMul, "add": FPAdd}
 @pytest.mark.sim
 @pytest.mark.parametrize("op,fmt,stages,count", [
     pytest.param("mul", FP32, 0, 3000, id="mul-fp32-s0"),
-    pytest.param("mul", FP32, 3, 3000, id="mul-fp32-s3"),
+    pytest.param("mul", FP32, 5, 3000, id="mul-fp32-s5"),
     pytest.param("add", FP32, 0, 3000, id="add-fp32-s0"),
-    pytest.param("add", FP32, 5, 3000, id="add-fp32-s5"),
+    pytest.param("add", FP32, 6, 3000, id="add-fp32-s6"),
     pytest.param("mul", FP16, 4, 2000, id="mul-fp16-s4"),
     pytest.param("add", BF16, 2, 2000, id="add-bf16-s2"),
 ])
@@ -44,10 +44,10 @@ def test_fp_arith_lint(op, tmp_path):
 
 @pytest.mark.filterwarnings("ignore::amaranth.hdl.UnusedElaboratable")
 @pytest.mark.parametrize("cls,kwargs,exc,message", [
-    (FPMul, {"fmt": FP32, "stages": 5}, ValueError, "FPMul.stages must be an integer in [0, 4], not 5"),
-    (FPAdd, {"fmt": FP32, "stages": -1}, ValueError, "FPAdd.stages must be an integer in [0, 5], not -1"),
+    (FPMul, {"fmt": FP32, "stages": 6}, ValueError, "FPMul.stages must be an integer in [0, 5], not 6"),
+    (FPAdd, {"fmt": FP32, "stages": -1}, ValueError, "FPAdd.stages must be an integer in [0, 6], not -1"),
     (FPAdd, {"fmt": (8, 23), "stages": 1}, TypeError, "FPAdd.fmt must be an FPFormat, not (8, 23)"),
-    (FPMul, {"fmt": FP32, "stages": 1.0}, TypeError, "FPMul.stages must be an integer in [0, 4], not 1.0"),
+    (FPMul, {"fmt": FP32, "stages": 1.0}, TypeError, "FPMul.stages must be an integer in [0, 5], not 1.0"),
 ])
 def test_fp_arith_rejects_bad_parameters(cls, kwargs, exc, message):
     with pytest.raises(exc) as info:

@@ -60,5 +60,5 @@ def test_lut_function_properties_and_errors():
     assert dut.module_name == "LUTFunction_exp_s7_d3_m2a3"
     with pytest.raises(TypeError, match=r"^LUTFunction.spec must be a LUTSpec, not 'exp'$"):
         LUTFunction(spec="exp")
-    with pytest.raises(ValueError, match=r"^LUTFunction.add_stages must be an integer in \[0, 5\], not 6$"):
-        LUTFunction(spec=DEFAULT_LUTS["exp"], add_stages=6)
+    with pytest.raises(ValueError, match=r"^LUTFunction.add_stages must be an integer in \[0, 6\], not 7$"):
+        LUTFunction(spec=DEFAULT_LUTS["exp"], add_stages=7)

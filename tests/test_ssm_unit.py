@@ -32,14 +32,21 @@ def _pysim(geom, *, lm, la, tokens, seed, luts=COARSE, **kw):
     # No adder stages: a y stall right after a sweep's last tile used to let the
     # tile port re-read the state under it (found by the StateController bench).
     pytest.param({"nheads": 2, "headdim": 3, "d_state": 4, "lanes": 2, "la": 0}, id="h2p3n4l2a0"),
+    # The board presets' pipelines (every FP boundary registered, golden.config
+    # PipelineConfig): one tile per row (no accumulator adder, as on vhk158) and
+    # two (as on vck190); both sweeps are shorter than the EMU's read-to-write-back.
+    pytest.param({"nheads": 2, "headdim": 3, "d_state": 4, "lanes": 4, "lm": 5, "la": 6},
+                 id="h2p3n4l4m5a6"),
+    pytest.param({"nheads": 2, "headdim": 2, "d_state": 8, "lanes": 4, "lm": 5, "la": 6},
+                 id="h2p2n8l4m5a6"),
 ])
 def test_ssm_unit_tokens(geom, seed):
     """10 tokens, y back-pressure and input idles, the tile port's address moving, specials
     in the last 4 tokens; every y and the final state. h2p2n8l4: 2 groups per row;
     h1p3n6l4: a partial last group."""
     geom = dict(geom)
-    la = geom.pop("la", 1)
-    _pysim(geom, lm=1, la=la, tokens=10, seed=seed, stall=0.3, idle=0.1)
+    la, lm = geom.pop("la", 1), geom.pop("lm", 1)
+    _pysim(geom, lm=lm, la=la, tokens=10, seed=seed, stall=0.3, idle=0.1)
 
 
 @pytest.mark.slow
