@@ -133,7 +133,7 @@ class Accelerator(wiring.Component):
             raise ValueError(f"Accelerator.config.tree.max_nodes must be >= 2 (the root and one "
                              f"draft node), not {config.tree.max_nodes!r}")
         self._config = config
-        lin, tree, ssm = config.linear, config.tree, config.ssm
+        lin, tree = config.linear, config.tree
         self._regmap = accelerator_regmap(config)
         # Templates: they validate now and give widths; elaborate builds its own.
         self._lin = template(LinearUnit(**self._linear_args()))
