@@ -114,26 +114,50 @@ def bench_rtl(cycles=50_000):
     return rows
 
 
+# Runs in the child: its own peak resident set (VmHWM of /proc/self/status, which
+# starts afresh at exec; ru_maxrss does not, it keeps the forking parent's size).
+_CHILD = """
+import os, runpy, sys
+try:
+    args = sys.argv[1:]
+    if args[0] == "-m":
+        sys.argv = [args[1], *args[2:]]
+        try:
+            runpy.run_module(args[1], run_name="__main__")
+        except SystemExit as exc:
+            if exc.code:
+                raise
+    else:
+        exec(args[1], {"__name__": "__main__"})
+finally:
+    with open("/proc/self/status") as f:
+        hwm = [line.split()[1] for line in f if line.startswith("VmHWM:")][0]
+    with open(os.environ["SPECGEN_PEAK_FILE"], "w") as f:
+        f.write(hwm)
+"""
+
+
 def _child(args):
     """Run ``python args...`` in a fresh interpreter: ``(wall seconds, peak RSS in bytes)``.
 
     A fresh process per measurement, so imports, Amaranth's caches and one
-    run's garbage do not flatter or burden the next; the peak resident set
-    comes from ``wait4`` on that child alone (Linux reports kibibytes).
+    run's garbage do not flatter or burden the next; the peak resident set is
+    the child's own ``VmHWM`` (Linux, kibibytes).
     """
     import sys
 
-    t0 = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, *args], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE)
-    err = proc.stderr.read()
-    _, status, usage = os.wait4(proc.pid, 0)
-    dt = time.perf_counter() - t0
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    if proc.returncode:
-        raise CLIError(f"benchmark child {' '.join(args)!r} failed: "
-                       f"{err.decode(errors='replace')[-2000:]}")
-    return dt, usage.ru_maxrss * 1024
+    with tempfile.TemporaryDirectory() as tmp:
+        peak_file = Path(tmp) / "peak"
+        env = dict(os.environ, SPECGEN_PEAK_FILE=str(peak_file))
+        t0 = time.perf_counter()
+        proc = subprocess.run([sys.executable, "-c", _CHILD, *args], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE, env=env)
+        dt = time.perf_counter() - t0
+        if proc.returncode:
+            raise CLIError(f"benchmark child {' '.join(args)!r} failed: "
+                           f"{proc.stderr.decode(errors='replace')[-2000:]}")
+        peak = int(peak_file.read_text()) * 1024
+    return dt, peak
 
 
 def bench_emission():
@@ -156,7 +180,7 @@ def bench_emission():
                              f"of Verilog; fresh process, one run"})
         rows.append({"name": f"emit {board} peak memory", "value": round(peak / 2**20),
                      "unit": "MiB", "command": command,
-                     "note": "peak resident set of the emitting process (wait4 ru_maxrss)"})
+                     "note": "peak resident set of the emitting process (its VmHWM)"})
     return rows
 
 
