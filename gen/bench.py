@@ -15,6 +15,7 @@ report has three parts:
 import importlib
 import os
 import platform
+import re
 import subprocess
 import tempfile
 import time
@@ -160,6 +161,10 @@ def _child(args):
     return dt, peak
 
 
+def _module_count(verilog_text):
+    return len(re.findall(r"^module ", verilog_text, re.M))
+
+
 def bench_emission():
     """Verilog emission time and peak memory of each preset (``specgen verilog``)."""
     from golden.config import preset_names
@@ -169,18 +174,18 @@ def bench_emission():
         with tempfile.TemporaryDirectory() as tmp:
             out = Path(tmp) / board
             dt, peak = _child(["-m", "gen", "verilog", "--board", board, "--out", str(out)])
-            files = sorted(out.glob("*.v"))
-            size = sum(p.stat().st_size for p in files)
-            modules = sum(p.read_text().count("\nmodule ") + p.read_text().startswith("module ")
-                          for p in files)
+            texts = [p.read_text() for p in sorted(out.glob("*.v"))]
+            size = sum(len(t.encode()) for t in texts)
+            modules = sum(_module_count(t) for t in texts)
         command = f"specgen verilog --board {board} --out DIR"
         rows.append({"name": f"emit {board}", "value": round(dt, 1), "unit": "s",
                      "command": command,
-                     "note": f"{len(files)} files, {modules} module definitions, {size:,} bytes "
+                     "note": f"{len(texts)} files, {modules} module definitions, {size:,} bytes "
                              f"of Verilog; fresh process, one run"})
         rows.append({"name": f"emit {board} peak memory", "value": round(peak / 2**20),
                      "unit": "MiB", "command": command,
-                     "note": "peak resident set of the emitting process (its VmHWM)"})
+                     "note": "peak resident set of the emitting process (its VmHWM); "
+                             "Python process only (Yosys runs as a child)"})
     return rows
 
 
@@ -216,7 +221,7 @@ def bench_emission_sizes(*, budget_s=120.0):
                      "command": "python -c 'from gen.bench import bench_emission_sizes; "
                                 "print(bench_emission_sizes())'",
                      "note": f"{r * c} PEs, q3, max_k 8192, hw.hierarchy.convert; "
-                             f"{len(text):,} bytes, {text.count(chr(10) + 'module '):,} modules; "
+                             f"{len(text):,} bytes, {_module_count(text):,} modules; "
                              f"peak {peak / 2**20:,.0f} MiB; fresh process, one run"})
         if dt > budget_s:
             break

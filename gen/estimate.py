@@ -33,7 +33,6 @@ levels: 4 at 400 MHz (VCK190), 7 at 250 MHz (VHK158).
 
 import json
 import math
-import re
 import shutil
 import subprocess
 import sys
@@ -46,7 +45,7 @@ from golden.config import Config, preset
 
 from .errors import CLIError
 
-__all__ = ["BlockEstimate", "ModuleDepth", "synthesize", "strip_zero_init", "logic_depth", "estimate_block",
+__all__ = ["BlockEstimate", "ModuleDepth", "synthesize", "logic_depth", "estimate_block",
            "pipeline_depths", "pipeline_depth_markdown",
            "estimate", "estimate_fit", "analytical_dsp58", "level_budget", "render_markdown", "write_estimate",
            "add_parser", "NS_PER_LEVEL", "OVERHEAD_NS", "PROXY_LABEL", "SEED_VHK158"]
@@ -87,20 +86,6 @@ def _yosys():
     return exe
 
 
-_ZERO_INIT = re.compile(r"^[ \t]*initial begin\n(?:[ \t]*[\w$\\.]+ ?\[\d+\] = \d+'[dhb]0+;\n)+"
-                        r"[ \t]*end\n", re.MULTILINE)
-
-
-def strip_zero_init(verilog_text):
-    """``verilog_text`` without ``initial`` blocks that only zero a memory.
-
-    Amaranth writes a zero-initialized memory as one assignment per word; Yosys'
-    frontend spends minutes on the 10,240-word state banks of the SSM unit. The
-    contents do not change the mapping (block RAM powers up as zeros anyway).
-    """
-    return _ZERO_INIT.sub("", verilog_text)
-
-
 def synthesize(verilog_text, *, top, workdir=None, timeout=1800):
     """Synthesize ``top`` with ``synth_xilinx -family xcup``, keeping the hierarchy.
 
@@ -109,12 +94,17 @@ def synthesize(verilog_text, *, top, workdir=None, timeout=1800):
     (dict, dict, float)
         ``stat -json -hierarchy`` output, the mapped netlist (``write_json``)
         and the wall time in seconds.
+
+    The zero loops of all-zero memories are dropped first
+    (:func:`hw.hierarchy.strip_zero_init_loops`): Yosys would unroll them word by word.
     """
+    from hw.hierarchy import strip_zero_init_loops
+
     own = workdir is None
     work = Path(tempfile.mkdtemp(prefix="specgen-estimate-")) if own else Path(workdir)
     try:
         work.mkdir(parents=True, exist_ok=True)
-        (work / "design.v").write_text(strip_zero_init(verilog_text))
+        (work / "design.v").write_text(strip_zero_init_loops(verilog_text))
         # -noiopad: an out-of-context block has no I/O buffers.
         (work / "synth.ys").write_text("\n".join([
             "read_verilog design.v",

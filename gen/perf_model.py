@@ -32,7 +32,7 @@ import json
 import math
 from dataclasses import asdict, dataclass, field, replace
 
-from golden.config import LinearConfig, BoardConfig, preset, preset_names
+from golden.config import BoardConfig, LinearConfig, PipelineConfig, preset, preset_names
 from golden.lm import LMConfig
 from golden.mamba2 import MAMBA2_DEFAULTS, MAMBA2_SIZES, MAMBA2_VOCAB, SSMConfig
 from golden.tree import TreeShape, fifo_schedule, schedule_beats
@@ -271,8 +271,9 @@ class SSMTiming:
     def __post_init__(self):
         if not isinstance(self.cfg, SSMConfig):
             raise TypeError(f"SSMTiming.cfg must be an SSMConfig, not {self.cfg!r}")
-        check_int("SSMTiming", "mul_stages", self.mul_stages, min=0, max=5)
-        check_int("SSMTiming", "add_stages", self.add_stages, min=0, max=6)
+        for name, limit in (("mul_stages", "fp_mul_stages"), ("add_stages", "fp_add_stages")):
+            lo, hi = PipelineConfig.LIMITS[limit]
+            check_int("SSMTiming", name, getattr(self, name), min=lo, max=hi)
 
     @property
     def tiles(self):
@@ -649,9 +650,10 @@ class Accelerator:
         check_int("Accelerator", "ssm_lanes", self.ssm_lanes, min=1)
         if self.ssm_lanes & (self.ssm_lanes - 1):
             raise ValueError(f"Accelerator.ssm_lanes must be a power of two, not {self.ssm_lanes}")
-        check_int("Accelerator", "ssm_mul_stages", self.ssm_mul_stages, min=0, max=5)
-        check_int("Accelerator", "ssm_add_stages", self.ssm_add_stages, min=0, max=6)
-        check_int("Accelerator", "pe_round_stages", self.pe_round_stages, min=1, max=4)
+        for name, limit in (("ssm_mul_stages", "fp_mul_stages"),
+                            ("ssm_add_stages", "fp_add_stages"), ("pe_round_stages", "pe_round_stages")):
+            lo, hi = PipelineConfig.LIMITS[limit]
+            check_int("Accelerator", name, getattr(self, name), min=lo, max=hi)
         check_int("Accelerator", "ssm_words_per_cycle", self.ssm_words_per_cycle, min=1)
         check_choice("Accelerator", "sizing", self.sizing, SIZINGS)
         check_float("Accelerator", "overlap", self.overlap, min=0.0, max=1.0)

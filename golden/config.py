@@ -114,10 +114,13 @@ class PipelineConfig:
     fp_add_stages: int = 2
     pe_round_stages: int = 2
 
+    #: Allowed ``(min, max)`` per field: the stage boundaries of the hw blocks
+    #: (``tests/test_config.py`` checks them against ``hw``).
+    LIMITS = {"fp_mul_stages": (0, 5), "fp_add_stages": (0, 6), "pe_round_stages": (1, 4)}
+
     def __post_init__(self):
-        check_int("PipelineConfig", "fp_mul_stages", self.fp_mul_stages, min=0, max=5)
-        check_int("PipelineConfig", "fp_add_stages", self.fp_add_stages, min=0, max=6)
-        check_int("PipelineConfig", "pe_round_stages", self.pe_round_stages, min=1, max=4)
+        for name, (lo, hi) in self.LIMITS.items():
+            check_int("PipelineConfig", name, getattr(self, name), min=lo, max=hi)
 
 
 @dataclass(frozen=True, kw_only=True)

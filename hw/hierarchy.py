@@ -26,7 +26,7 @@ from amaranth.back import rtlil, verilog
 from amaranth.hdl import ClockSignal, Instance, ResetSignal, Value
 from amaranth.lib import wiring
 
-__all__ = ["ModuleLibrary", "convert", "port_name", "submodule", "template"]
+__all__ = ["ModuleLibrary", "convert", "port_name", "strip_zero_init_loops", "submodule", "template"]
 
 _LIBRARY = contextvars.ContextVar("specgen_module_library", default=None)
 
@@ -146,24 +146,40 @@ def _zero_inits_compact():
         emitter.emit_memory = original
 
 
+#: Loop variables of the zero loops (one per memory): ``_zero_init_<k>``.
+_ZERO_VAR = "_zero_init_"
+_ZERO_LOOP = re.compile(rf"^[ \t]*(?:integer {_ZERO_VAR}\d+;|initial for \({_ZERO_VAR}\d+ = 0;.*)\n",
+                        re.M)
+
+
 def _add_zero_init_loops(text, memids):
     """Give each memory of ``memids`` in Yosys' Verilog ``text`` an ``initial`` zero loop."""
     for k, memid in enumerate(dict.fromkeys(memids)):
         name = memid[1:] if memid.startswith("\\") else memid
-        ident = re.escape(name) if re.fullmatch(r"[A-Za-z_][\w$]*", name) else re.escape("\\" + name) + " "
-        decl = re.compile(rf"^(\s*)reg \[(\d+):0\] {ident}\s*\[(\d+):0\];\n", re.M)
+        # A name with characters outside [A-Za-z0-9_$] is a Verilog escaped identifier.
+        ref = name if re.fullmatch(r"[A-Za-z_][\w$]*", name) else "\\" + name + " "
+        decl = re.compile(rf"^(\s*)reg \[(\d+):0\] {re.escape(ref)}\s*\[(\d+):0\];\n", re.M)
         match = decl.search(text)
         if match is None:
             raise RuntimeError(f"memory {memid!r} lost its initializer but has no declaration "
                                f"in the Verilog")
         pad, msb, top = match.group(1), int(match.group(2)), int(match.group(3))
-        var = f"_zero_init_{k}"
-        ref = name if ident == re.escape(name) else "\\" + name + " "
+        var = f"{_ZERO_VAR}{k}"
         loop = (f"{pad}integer {var};\n"
                 f"{pad}initial for ({var} = 0; {var} <= {top}; {var} = {var} + 1)"
                 f" {ref}[{var}] = {msb + 1}'d0;\n")
         text = text[:match.end()] + loop + text[match.end():]
     return text
+
+
+def strip_zero_init_loops(text):
+    """``text`` (from :func:`convert`) without the zero loops of all-zero memories.
+
+    For tools where the loop only costs time: Yosys unrolls it word by word
+    (the SSM unit's 10,240-word state bank: 88 s of synthesis instead of 12 s),
+    and block RAM powers up as zeros anyway.
+    """
+    return _ZERO_LOOP.sub("", text)
 
 
 def submodule(m, name, component):

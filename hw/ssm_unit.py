@@ -156,7 +156,7 @@ class SSMUnit(wiring.Component):
         ``lanes > d_state`` is not implemented yet).
     mul_stages, add_stages : int
         Pipeline registers of every :class:`hw.fp_arith.FPMul` / ``FPAdd``
-        (the accumulator's adder is always combinational, see Notes).
+        (the accumulator's adder, when there is one, is combinational, see Notes).
 
     Attributes
     ----------
@@ -535,7 +535,7 @@ class SSMUnit(wiring.Component):
         t_acc = delay_line(m, en, t1, 3 * lm + la + la * depth, "stag_acc")
         dx_acc = delay_line(m, en, mul_dx.result, 2 * lm + la + la * depth, "dx_acc")
         # accumulator: acc = T_0, then acc + T_k (combinational adder, one-cycle loop).
-        # With one tile per row (lanes >= d_state) acc is always T_0: no adder, so
+        # With one tile per row (lanes == d_state) acc is always T_0: no adder, so
         # the paper-scale unit has no unpipelined FP path.
         acc = Signal(32, name="acc")
         if K > 1:

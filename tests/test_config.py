@@ -86,10 +86,15 @@ def test_pipeline_config_reaches_the_rtl():
     from hw.dual_mode_pe import DualModePE
     from gen.emit import blocks
 
+    from hw.fp_datapath import NormalizeRound
+
+    assert PipelineConfig.LIMITS == {"fp_mul_stages": (0, len(FPMul.BOUNDARIES)),
+                                     "fp_add_stages": (0, len(FPAdd.BOUNDARIES)),
+                                     "pe_round_stages": (1, len(NormalizeRound.BOUNDARIES))}
     for board in ("vck190", "vhk158"):
         pipe = preset(board).pipeline
         assert (pipe.fp_mul_stages, pipe.fp_add_stages) == (len(FPMul.BOUNDARIES), len(FPAdd.BOUNDARIES))
-        assert pipe.pe_round_stages == 4
+        assert pipe.pe_round_stages == len(NormalizeRound.BOUNDARIES)
     assert preset("sim").pipeline == PipelineConfig()
     cfg = preset("sim").replace(pipeline=PipelineConfig(fp_mul_stages=3, fp_add_stages=4,
                                                         pe_round_stages=3))

@@ -189,17 +189,6 @@ def test_fit_extrapolates_affinely(monkeypatch):
     assert b.seconds == 2.0 and b.worst.levels == 11.0 and len(b.depth) == 1
 
 
-def test_strip_zero_init_keeps_real_contents():
-    from gen.estimate import strip_zero_init
-    text = ("module m;\n  reg [31:0] mem [2:0];\n  initial begin\n    mem[0] = 32'd0;\n"
-            "    mem[1] = 32'd0;\n    mem[2] = 32'd0;\n  end\n  reg [7:0] rom [1:0];\n"
-            "  initial begin\n    rom[0] = 8'd0;\n    rom[1] = 8'd7;\n  end\nendmodule\n")
-    out = strip_zero_init(text)
-    assert "mem[0] = 32'd0;" not in out and "reg [31:0] mem [2:0];" in out
-    assert "rom[1] = 8'd7;" in out and "rom[0] = 8'd0;" in out
-    assert out.count("initial begin") == 1
-
-
 def test_pipeline_section_renders_rows():
     """The doc's pipeline section lists every synthesized module with its worst stage."""
     from gen.estimate import render_doc
