@@ -1,0 +1,277 @@
+"""Numerics contract v2, ``"dspfp32"``: dot products as the Versal DSP58 computes them.
+
+The DSP58 slice of Versal devices has a floating-point mode, DSPFP32 (AMD AM004
+"Versal ACAP DSP Engine Architecture Manual", section "DSPFP32 Unisim Primitive"):
+a multiplier ``M = A × B`` whose inputs are binary32 or binary16 (attributes
+``A_FPTYPE``, ``B_D_FPTYPE``) and whose output is binary32, and a binary32
+adder ``P = P0 + P1`` that can take ``M``, the ``C`` port or its own output
+``P`` (accumulation, one add per cycle). This module is the bit-exact
+specification of that arithmetic and of the dot products built on it:
+
+* **Rounding** is roundTiesToEven (IEEE 754 §4.3.1), the only mode DSPFP32 has.
+* **Subnormals** (AM004, section "Subnormals"): a subnormal operand is treated
+  as zero with the sign of the operand; a subnormal result is flushed to zero
+  with its sign kept. Here a result is "subnormal" when the IEEE 754 result
+  (rounded with gradual underflow, :mod:`golden.fp`) is subnormal: the flush
+  is applied *after* rounding, so a result that rounds up to ``2**-126`` is
+  kept. AM004 does not say which side of the rounding the DSP decides on; the
+  Vivado-side check of the emitted primitive against golden vectors is where
+  a difference would show.
+* **Special values** follow :mod:`golden.fp` (IEEE 754): ``Inf × 0`` and
+  ``(+Inf) + (−Inf)`` are invalid, Infs keep their sign, signs of zero follow
+  §6.3. NaN payloads are never propagated. The adder writes the quiet NaN
+  ``0x7FC00000``; the multiplier writes it with the sign ``sign(A) XOR sign(B)``
+  (``0xFFC00000`` possible). AM004 gives no NaN encoding; these two, and the
+  flush after rounding, are what AMD's UNISIM simulation model of DSPFP32
+  does. Any NaN product reaches a dot product's adder, so every NaN *dot
+  product* is ``0x7FC00000``.
+* **Flush events are counted** (:class:`FlushCounts`), never hidden.
+
+Dot products (:func:`dot`): ``y = Σ_k w[k]·x[k]`` is the left fold, in
+ascending ``k``, of one DSPFP32 multiply and one DSPFP32 add per term, starting
+from ``−0`` (the exact identity of IEEE addition, so a vector of ``−0``
+products keeps its sign)::
+
+    acc = −0;  for k in 0 .. K−1:  acc = add(acc, mul(x[k], w[k]))
+
+The order is a function of ``k`` alone: it does not depend on how many tokens
+share a weight, the tile or the array, so a tree node's result is the same in
+a verification batch of any size (lossless verification needs that).
+
+Operands of the linear unit (:func:`activation_operand`, :func:`full_weight_operand`,
+:func:`draft_weight_operand`): the activation enters port ``A`` as binary16, the
+weight port ``B`` as binary32 with the BSFP scale ``2**k`` folded into its
+exponent. Every product of such operands is exact in binary32 (at most 11 × 11
+significand bits, exponents far inside the binary32 range), so the only
+rounding of a dot product is in its additions.
+"""
+
+from typing import NamedTuple
+
+import numpy as np
+
+from . import fp as _fp
+from .fp import FP16, FP32
+
+__all__ = [
+    "CONTRACTS", "NEG_ZERO", "FlushCounts", "flush", "mul", "add", "dot",
+    "activation_operand", "full_weight_operand", "draft_weight_operand",
+    "full_dot", "draft_dot",
+]
+
+#: The linear unit's accumulation contracts (``LinearConfig.contract``).
+CONTRACTS = ("exact", "dspfp32")
+
+#: ``−0`` in binary32: the starting value of every accumulation.
+NEG_ZERO = np.uint32(0x8000_0000)
+
+
+class FlushCounts(NamedTuple):
+    """Subnormals flushed to zero, by where they were flushed.
+
+    Attributes
+    ----------
+    activations : int
+        Subnormal binary16 activations (port ``A``) read as zero.
+    weights : int
+        Weights whose scaled binary16 word is subnormal, read as zero.
+    products : int
+        Products rounded to a subnormal and flushed (none for the linear unit's
+        operands; counted for the general :func:`mul`).
+    sums : int
+        Additions whose result was subnormal and was flushed.
+    """
+
+    activations: int = 0
+    weights: int = 0
+    products: int = 0
+    sums: int = 0
+
+    def __add__(self, other):
+        return FlushCounts(*(a + b for a, b in zip(self, other)))
+
+    @property
+    def total(self):
+        return sum(self)
+
+
+def _subnormal(bits, fmt):
+    bits = np.asarray(bits, dtype=fmt.dtype)
+    efield = (bits >> fmt.dtype.type(fmt.man_bits)) & fmt.dtype.type(fmt.exp_mask)
+    return (efield == 0) & ((bits & fmt.dtype.type(fmt.man_mask)) != 0)
+
+
+def flush(bits, fmt):
+    """Subnormal encodings of ``fmt`` replaced by the zero of their sign.
+
+    Returns
+    -------
+    bits : numpy.ndarray of ``fmt.dtype``
+    flushed : numpy.ndarray of bool
+        Where a subnormal was flushed.
+    """
+    bits = np.asarray(bits, dtype=fmt.dtype)
+    sub = _subnormal(bits, fmt)
+    sign_only = bits & fmt.dtype.type(1 << (fmt.width - 1))
+    return np.where(sub, sign_only, bits).astype(fmt.dtype), sub
+
+
+def mul(a, b, *, fmt_a=FP32, fmt_b=FP32):
+    """DSPFP32 multiplier ``M = A × B``: binary16 or binary32 inputs, binary32 result.
+
+    Subnormal inputs read as signed zeros; the product is rounded once (RNE)
+    and flushed if subnormal.
+
+    Returns
+    -------
+    m : numpy.ndarray of uint32
+    flushed_in : numpy.ndarray of bool
+        An operand was flushed.
+    flushed_out : numpy.ndarray of bool
+        The product was flushed.
+    """
+    a, fa = flush(a, fmt_a)
+    b, fb = flush(b, fmt_b)
+    # Widening binary16 -> binary32 is exact (golden.fp.convert), so one
+    # binary32 multiply rounds the exact product once.
+    a32 = a if fmt_a == FP32 else _fp.convert(a, fmt_a, FP32)
+    b32 = b if fmt_b == FP32 else _fp.convert(b, fmt_b, FP32)
+    m, fo = flush(_fp.mul(a32, b32, FP32), FP32)
+    sign = ((np.asarray(a, np.uint32) >> np.uint32(fmt_a.width - 1))
+            ^ (np.asarray(b, np.uint32) >> np.uint32(fmt_b.width - 1))) << np.uint32(31)
+    m = np.where(m == np.uint32(FP32.nan_bits), m | sign, m).astype(np.uint32)
+    return m, fa | fb, fo
+
+
+def add(a, b):
+    """DSPFP32 adder ``P = P0 + P1`` in binary32: subnormal inputs read as zero, a
+    subnormal sum is flushed.
+
+    Returns
+    -------
+    p : numpy.ndarray of uint32
+    flushed_in : numpy.ndarray of bool
+    flushed_out : numpy.ndarray of bool
+    """
+    a, fa = flush(a, FP32)
+    b, fb = flush(b, FP32)
+    p, fo = flush(_fp.add(a, b, FP32), FP32)
+    return p, fa | fb, fo
+
+
+def dot(w, x, *, counts=False):
+    """DSPFP32 dot products: ascending-``k`` fold of multiply and add from ``−0``.
+
+    Parameters
+    ----------
+    w : array_like of uint32
+        Weight operands (binary32, port ``B``), shape ``(..., rows, K)``.
+    x : array_like of uint16
+        Activations (binary16, port ``A``), shape ``(..., tokens, K)``.
+    counts : bool
+        Also return the :class:`FlushCounts`.
+
+    Returns
+    -------
+    numpy.ndarray of uint32
+        ``y[..., r, t]``, shape ``(..., rows, tokens)``.
+    """
+    w = np.asarray(w, dtype=np.uint32)
+    x = np.asarray(x, dtype=np.uint16)
+    if w.shape[-1] != x.shape[-1]:
+        raise ValueError(f"dot: weights have K = {w.shape[-1]} inputs, activations "
+                         f"K = {x.shape[-1]}; they must match")
+    ws, xs = w[..., :, None, :], x[..., None, :, :]
+    acc = np.full(np.broadcast_shapes(ws.shape[:-1], xs.shape[:-1]), NEG_ZERO, np.uint32)
+    xf, fx = flush(x, FP16)
+    n_prod = n_sum = 0
+    for k in range(w.shape[-1]):
+        m, _, fo = mul(xf[..., None, :, k], ws[..., k], fmt_a=FP16, fmt_b=FP32)
+        acc, _, fs = add(acc, m)
+        n_prod += int(np.count_nonzero(fo))
+        n_sum += int(np.count_nonzero(fs))
+    if not counts:
+        return acc
+    # One flushed activation is read once per weight row it meets.
+    n_act = int(np.count_nonzero(fx)) * w.shape[-2]
+    return acc, FlushCounts(activations=n_act, products=n_prod, sums=n_sum)
+
+
+def activation_operand(x):
+    """Port ``A``: the binary16 activation bits unchanged (the DSP flushes subnormals)."""
+    return np.asarray(x, dtype=np.uint16)
+
+
+def _fold_scale(exp16, man16, sign, k):
+    """binary32 bits of ``(-1)**sign * 1.man16 * 2**(exp16 - 15 + k)`` (normal binary16 words)."""
+    e32 = exp16.astype(np.uint32) + np.uint32(FP32.bias - FP16.bias) + k.astype(np.uint32)
+    return ((sign.astype(np.uint32) << np.uint32(31)) | (e32 << np.uint32(23))
+            | (man16.astype(np.uint32) << np.uint32(FP32.man_bits - FP16.man_bits))).astype(np.uint32)
+
+
+def full_weight_operand(tensor):
+    """Port ``B`` in the full pass: the scaled binary16 weight with ``2**k`` folded in.
+
+    The nibble and residue planes merge into the scaled word (the FP16
+    reconstructor, :func:`golden.bsfp.restore_stored`); its exponent plus
+    ``k`` is the exponent of the original weight, written as binary32 so that
+    it never overflows or goes subnormal. A scaled word that is subnormal
+    reads as zero, as the DSP reads a subnormal binary16 operand.
+
+    Returns
+    -------
+    w : numpy.ndarray of uint32
+    flushed : numpy.ndarray of bool
+    """
+    from .bsfp import restore_stored
+    scaled = restore_stored(tensor.stored, config=tensor.config)
+    k = tensor.scale_per_weight().astype(np.uint32)
+    exp16 = (scaled >> np.uint16(FP16.man_bits)) & np.uint16(FP16.exp_mask)
+    man16 = scaled & np.uint16(FP16.man_mask)
+    sign = scaled >> np.uint16(15)
+    zero = exp16 == 0
+    flushed = zero & (man16 != 0)
+    w = np.where(zero, sign.astype(np.uint32) << np.uint32(31),
+                 _fold_scale(exp16, man16, sign, np.broadcast_to(k, scaled.shape)))
+    return w.astype(np.uint32), flushed
+
+
+def draft_weight_operand(tensor):
+    """Port ``B`` in the draft pass: the E3M0 draft weight ``±2**(E[c] − 15 + k)`` as binary32.
+
+    Every draft value is a normal binary32 number (:func:`golden.bsfp.draft_table`),
+    so nothing is flushed. Draft formats with more than one significand bit
+    (``E2M1``, ``E1M2``) are exact too.
+    """
+    from .bsfp import draft_terms
+    sign, sig, exp = draft_terms(tensor)
+    value = np.ldexp(np.asarray(sig, np.float64), np.asarray(exp, np.int64))
+    bits = value.astype(np.float32).view(np.uint32)
+    return (bits | (np.asarray(sign, np.uint32) << np.uint32(31))).astype(np.uint32)
+
+
+def full_dot(tensor, x, *, counts=False):
+    """Full-pass ``y = W @ x`` under the DSPFP32 contract, from the BSFP planes.
+
+    ``tensor`` holds weights ``(rows, K)``; ``x`` is binary16 ``(tokens, K)``
+    (or ``(K,)``). Returns ``(rows, tokens)`` (or ``(rows,)``) binary32 bits.
+    """
+    w, fw = full_weight_operand(tensor)
+    return _dot_vector(w, x, counts, int(np.count_nonzero(fw)))
+
+
+def draft_dot(tensor, x, *, counts=False):
+    """Draft-pass ``y = W_draft @ x`` under the DSPFP32 contract (see :func:`full_dot`)."""
+    return _dot_vector(draft_weight_operand(tensor), x, counts, 0)
+
+
+def _dot_vector(w, x, counts, n_weights):
+    x = np.asarray(x, dtype=np.uint16)
+    vector = x.ndim == 1
+    y = dot(w, x[None] if vector else x, counts=counts)
+    if counts:
+        y, c = y
+        # A flushed weight is read once per token.
+        c = c._replace(weights=n_weights * (1 if vector else x.shape[0]))
+    y = y[..., 0] if vector else y
+    return (y, c) if counts else y
