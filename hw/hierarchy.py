@@ -47,6 +47,7 @@ class ModuleLibrary:
 
     def __init__(self):
         self._modules = {}
+        self._variants = {}
 
     def __contains__(self, name):
         return name in self._modules
@@ -77,6 +78,12 @@ class ModuleLibrary:
         finally:
             _LIBRARY.reset(token)
         text = _add_zero_init_loops(text, zeroed)
+        # A block that stands for a device primitive (hw.dsp58.DSPFP32) has other
+        # texts of the same module: the primitive instance for Vivado, an empty
+        # black box for the Yosys proxy.
+        for variant, method in (("vivado", "primitive_verilog"), ("blackbox", "blackbox_verilog")):
+            if hasattr(component, method):
+                self._variants[(name, variant)] = getattr(component, method)()
         ports = None
         for match in _HEADER.finditer(text):
             if match.group(1) == name:
@@ -97,13 +104,41 @@ class ModuleLibrary:
                     todo.append(child)
         return found
 
-    def verilog(self, *, top):
+    def instance_counts(self, top):
+        """``{module: instances}`` of every library module under ``top`` (``top`` counts 1)."""
+        counts = {}
+
+        def visit(name, mult):
+            counts[name] = counts.get(name, 0) + mult
+            for match in _INSTANCE.finditer(self._modules[name][1]):
+                child = match.group(1)
+                if child in self._modules:
+                    visit(child, mult)
+        visit(top, 1)
+        return counts
+
+    def primitives(self, *, top):
+        """Modules reachable from ``top`` that have device-primitive variants."""
+        return sorted(n for n in self.reachable(top) if (n, "vivado") in self._variants)
+
+    def verilog(self, *, top, variant=None):
         """``top`` and the modules it needs as one Verilog text, every module after the
-        ones it instantiates; only ``top`` keeps the ``(* top = 1 *)`` mark."""
+        ones it instantiates; only ``top`` keeps the ``(* top = 1 *)`` mark.
+
+        ``variant`` ``"vivado"`` writes device-primitive blocks as their primitive
+        instance, ``"blackbox"`` as empty black boxes; ``None`` (simulation) as
+        their behavioural model.
+        """
+        if variant not in (None, "vivado", "blackbox"):
+            raise ValueError(f"ModuleLibrary.verilog.variant must be None, 'vivado' or "
+                             f"'blackbox', not {variant!r}")
         needed = self.reachable(top)
         parts = []
         for name, (_, text, _) in self._modules.items():
             if name not in needed:
+                continue
+            if variant is not None and (name, variant) in self._variants:
+                parts.append(self._variants[(name, variant)])
                 continue
             text = _GENERATED.sub("", text)
             if name != top:
