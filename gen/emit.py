@@ -11,6 +11,7 @@ from golden.config import preset
 from golden.fp import FP16, FP32
 from hw.hierarchy import ModuleLibrary, convert
 
+from .dsp_check import write_dsp_check
 from .errors import CLIError
 from .regmap_doc import c_header
 from .vivado import write_vivado_flow
@@ -26,7 +27,7 @@ def blocks(config):
     from hw.accelerator import Accelerator
     from hw.exponent_decoder import ExponentDecoder
     from hw.fp16_reconstructor import FP16Reconstructor
-    from hw.linear_unit import LinearUnit
+    from hw.linear_unit import linear_unit_for
     from hw.ring_fifo import RingFIFO
     from hw.ssm_unit import SSMUnit
     from hw.tree_verifier import TreeVerifier
@@ -45,12 +46,9 @@ def blocks(config):
         # SPEQ full pass: nibble + residue planes -> scaled FP16 weight (W undoes the remap).
         reconstructor.module_name: reconstructor,
     }
-    lin = config.linear
     pipe = config.pipeline
-    linear = LinearUnit(rows=lin.rows, cols=lin.cols, quant_lanes=lin.quant_lanes,
-                        max_k=lin.max_k, fmt_out=FP_FORMATS[lin.fmt_out], config=config.bsfp,
-                        round_stages=pipe.pe_round_stages)
-    # SpecMamba linear unit: rows x cols dual-mode PEs, one weight tile broadcast to all tokens.
+    # SpecMamba linear unit: DSPFP32 MAC slots (board presets) or exact dual-mode PEs.
+    linear = linear_unit_for(config)
     out[linear.module_name] = linear
     # SpecMamba SSM unit: one Mamba2 layer's state swept by `lanes` EMUs per cycle.
     ssm = SSMUnit(cfg=config.ssm, mul_stages=pipe.fp_mul_stages, add_stages=pipe.fp_add_stages)
@@ -84,7 +82,17 @@ def write_verilog(*, board, out):
             # The Vivado flow builds the top level from its own file, which holds
             # every module it instantiates (the other files are blocks on their own).
             top = list(modules)[-1]    # blocks() lists the design's top level last
-            write_vivado_flow(tmp, config=config, top=top, sources=[f"{top}.v"])
+            sources = [f"{top}.v"]
+            if library.primitives(top=top):
+                # Vivado reads the device primitives (DSPFP32), the simulators the
+                # behavioural models: the same modules, two files.
+                (tmp / "primitives").mkdir()
+                (tmp / "primitives" / f"{top}.v").write_text(
+                    library.verilog(top=top, variant="vivado"))
+                sources = [f"primitives/{top}.v"]
+                # xsim of the primitive against golden vectors, for a user with Vivado.
+                write_dsp_check(tmp / "primitives" / "dsp_check", source=f"{top}.v")
+            write_vivado_flow(tmp, config=config, top=top, sources=sources)
         write_manifest(
             tmp,
             generator="specgen",

@@ -306,6 +306,8 @@ _COUNTS = {
     "FF": lambda c: sum(v for k, v in c.items() if k.startswith("FD")),
     "CARRY": lambda c: sum(v for k, v in c.items() if k in _CARRY),
     "DSP": lambda c: c.get("DSP48E2", 0),
+    # Black boxes of hw.dsp58.DSPFP32: one DSP58 in floating-point mode each.
+    "DSPFP32": lambda c: sum(v for k, v in c.items() if k.lstrip("\\").startswith("DSPFP32")),
     "BRAM": lambda c: c.get("RAMB36E2", 0) + 0.5 * c.get("RAMB18E2", 0),
     "URAM": lambda c: c.get("URAM288", 0),
 }
@@ -351,7 +353,9 @@ class BlockEstimate:
 def estimate_block(component, *, name, scale=1.0, note="", workdir=None):
     """Synthesize one component and return its :class:`BlockEstimate` (resources × ``scale``)."""
     from hw.hierarchy import convert
-    text, _ = convert(component, name=name)
+    _, library = convert(component, name=name)
+    # Device primitives (DSPFP32) as black boxes: each instance counts as one DSP58.
+    text = library.verilog(top=name, variant="blackbox")
     stat, netlist, seconds = synthesize(text, top=name, workdir=workdir)
     counts = _cell_counts(stat, name)
     resources = {k: f(counts) * scale for k, f in _COUNTS.items()}

@@ -16,6 +16,7 @@ Presets
 from dataclasses import dataclass, field, replace
 
 from .bsfp import BSFPConfig
+from .dsp import CONTRACTS
 from .mamba2 import SSMConfig
 from .nonlinear import LUTSpec
 from .validate import check_choice, check_float, check_int
@@ -55,20 +56,43 @@ class TreeConfig:
 
 @dataclass(frozen=True, kw_only=True)
 class LinearConfig:
-    """SpecMamba linear unit: a ``rows × cols`` array of SPEQ dual-mode PEs.
+    """SpecMamba linear unit: the MAC array of every linear layer.
+
+    Two arrays exist, chosen by ``contract`` (numerics contract v2,
+    :mod:`golden.dsp`):
+
+    ``"exact"``
+        ``rows × cols`` SPEQ dual-mode PEs (``hw.linear_unit.LinearUnit``), output
+        stationary: PE ``(r, c)`` computes row ``r`` for token lane ``c``, with an
+        exact fixed-point accumulator per PE (:mod:`golden.dot`). The reference,
+        for generic targets.
+    ``"dspfp32"``
+        ``rows × cols`` MAC slots of one DSP58 in DSPFP32 mode each
+        (``hw.dsp_linear_unit.DSPLinearUnit``): ``cols`` columns of ``rows``
+        slots. Each slot holds one output row's weight for ``T`` cycles while the
+        ``T`` tokens' activations pass, so every slot does one useful MAC per
+        cycle for any ``T`` from 1 to ``max_tokens`` (:mod:`golden.dsp`).
 
     Parameters
     ----------
     rows : int
-        Output rows per weight tile (PE rows).
+        ``exact``: output rows per weight tile (PE rows). ``dspfp32``: MAC slots
+        per column.
     cols : int
-        Token lanes (PE columns): tree nodes verified with one weight read.
+        ``exact``: token lanes (PE columns). ``dspfp32``: columns; one result
+        beat carries one row of each column.
     quant_lanes : int
-        Draft products per PE per cycle in quantized mode (SPEQ: 3).
+        Draft products per PE per cycle in quantized mode (SPEQ: 3); ``exact`` only.
     max_k : int
-        Most beats in one dot product; sizes the exact accumulators.
+        Most beats in one dot product; sizes the exact accumulators and the step
+        counters.
     fmt_out : str
-        ``"fp32"`` or ``"fp16"``: format of the rounded dot products.
+        ``"fp32"`` or ``"fp16"``: format of the rounded dot products
+        (``dspfp32`` gives ``"fp32"``).
+    contract : str
+        ``"exact"`` or ``"dspfp32"``.
+    max_tokens : int
+        ``dspfp32``: most tokens one job verifies (threads per slot), 1 … 16.
     """
 
     rows: int = 4
@@ -76,6 +100,8 @@ class LinearConfig:
     quant_lanes: int = 3
     max_k: int = 64
     fmt_out: str = "fp32"
+    contract: str = "exact"
+    max_tokens: int = 16
 
     def __post_init__(self):
         check_int("LinearConfig", "rows", self.rows, min=1)
@@ -83,10 +109,26 @@ class LinearConfig:
         check_int("LinearConfig", "quant_lanes", self.quant_lanes, min=1, max=8)
         check_int("LinearConfig", "max_k", self.max_k, min=1)
         check_choice("LinearConfig", "fmt_out", self.fmt_out, ("fp32", "fp16"))
+        check_choice("LinearConfig", "contract", self.contract, CONTRACTS)
+        check_int("LinearConfig", "max_tokens", self.max_tokens, min=1, max=16)
+        if self.contract == "dspfp32" and self.fmt_out != "fp32":
+            raise ValueError(f"LinearConfig.fmt_out must be 'fp32' with contract 'dspfp32' "
+                             f"(DSPFP32 accumulates in binary32), not {self.fmt_out!r}")
 
     @property
     def pes(self):
+        """MAC slots: PEs of the ``exact`` array, DSP58 slots of the ``dspfp32`` one."""
         return self.rows * self.cols
+
+    @property
+    def token_lanes(self):
+        """Most tokens one job takes."""
+        return self.max_tokens if self.contract == "dspfp32" else self.cols
+
+    @property
+    def tile_rows(self):
+        """Output rows one job computes."""
+        return self.rows * self.cols if self.contract == "dspfp32" else self.rows
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -141,6 +183,12 @@ class BoardConfig:
         Off-chip memory bandwidth in GB/s (SPEC §5, seed figures).
     dsp58 : int
         DSP58 slices on the part.
+    lut, ff, bram36, uram288 : int
+        CLB LUTs, CLB flip-flops, 36 Kb block RAMs and 288 Kb UltraRAMs on the
+        part; 0 where the part has none or (``sim``) there is no part.
+    capacity_source : str
+        Where the capacities come from; values no AMD document confirmed are
+        named there as assumptions.
     """
 
     name: str
@@ -149,6 +197,11 @@ class BoardConfig:
     memory: str
     mem_bw_gbs: float
     dsp58: int
+    lut: int = 0
+    ff: int = 0
+    bram36: int = 0
+    uram288: int = 0
+    capacity_source: str = ""
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not self.name:
@@ -158,7 +211,17 @@ class BoardConfig:
         check_float("BoardConfig", "clock_mhz", self.clock_mhz, min=1.0, max=1000.0)
         check_choice("BoardConfig", "memory", self.memory, ("DDR", "HBM", "none"))
         check_float("BoardConfig", "mem_bw_gbs", self.mem_bw_gbs, min=0.0)
-        check_int("BoardConfig", "dsp58", self.dsp58, min=0)
+        for name in ("dsp58", "lut", "ff", "bram36", "uram288"):
+            check_int("BoardConfig", name, getattr(self, name), min=0)
+        if not isinstance(self.capacity_source, str):
+            raise TypeError(f"BoardConfig.capacity_source must be a string, not "
+                            f"{self.capacity_source!r}")
+
+    @property
+    def capacities(self):
+        """``{resource: count}`` of the part (LUT, FF, DSP58, BRAM36, URAM288)."""
+        return {"LUT": self.lut, "FF": self.ff, "DSP58": self.dsp58, "BRAM36": self.bram36,
+                "URAM288": self.uram288}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -195,10 +258,26 @@ class Config:
 
 
 _SIM = BoardConfig(name="sim", part=None, clock_mhz=100.0, memory="none", mem_bw_gbs=0.0, dsp58=0)
+# Capacities: the DSP58 count of the xcvc1902 is AMD AM004 "Versal ACAP DSP Engine
+# Architecture Manual", "Device Resources" (1,968). The LUT/FF/BRAM/URAM counts of
+# either part are not in any AMD document reachable here (DS950 and the product
+# tables): they are assumptions, named as such in capacity_source and
+# docs/boards.md, and `get_sites` in Vivado confirms or replaces them.
 _VCK190 = BoardConfig(name="vck190", part="xcvc1902-vsva2197-2MP-e-S", clock_mhz=400.0,
-                      memory="DDR", mem_bw_gbs=12.0, dsp58=1968)
+                      memory="DDR", mem_bw_gbs=12.0, dsp58=1968, lut=899_840, ff=1_799_680,
+                      bram36=967, uram288=463,
+                      capacity_source="DSP58: AMD AM004 'Device Resources'. LUT, FF, BRAM36, "
+                                      "URAM288: assumption (AMD Versal AI Core product table "
+                                      "as commonly quoted; not confirmed from an AMD document "
+                                      "here)")
 _VHK158 = BoardConfig(name="vhk158", part="xcvh1582-vsva3697-2MP-e-S", clock_mhz=250.0,
-                      memory="HBM", mem_bw_gbs=819.0, dsp58=7392)
+                      memory="HBM", mem_bw_gbs=819.0, dsp58=7392, lut=1_722_615,
+                      ff=2 * 1_722_615, bram36=0, uram288=0,
+                      capacity_source="DSP58: SpecMamba's VHK158 table (7,392 = 5,093 / 68.8 %). "
+                                      "LUT: assumption, back-computed from SpecMamba's "
+                                      "'975k LUT = 56.6 %'; FF: assumption, 2 per LUT (AMD "
+                                      "UG1273 'Programmable Logic': 64 FF per 32-LUT CLB). "
+                                      "BRAM36, URAM288: unknown (0), no source reachable here")
 
 # The sim preset's SSM tables keep the contract's ranges at step 1/8 instead of
 # 1/128: ROMs of 257-361 words instead of 4097-5761, so the unit builds and
@@ -217,16 +296,19 @@ _BOARD_PIPELINE = PipelineConfig(fp_mul_stages=5, fp_add_stages=6, pe_round_stag
 PRESETS = {
     "sim": Config(name="sim", board=_SIM, tree=TreeConfig(fifo_depth=16, tile_size=8, max_nodes=64),
                   linear=LinearConfig(rows=2, cols=4, quant_lanes=3, max_k=16), ssm=_SIM_SSM),
-    # Board-scale arrays (sizing in docs/boards.md): 64 output rows per weight
-    # tile (the seed's 64x64 tiles), one DSP58 per PE; the SSM unit is one
+    # Board-scale arrays (sizing in docs/boards.md): DSPFP32 MAC slots in columns
+    # of 64, 84 columns (5,376 DSP58, 73 % of the part) on VHK158 and 8 (512 DSP58;
+    # DDR feeds 15 FP16 weights per cycle) on VCK190; the SSM unit is one
     # Mamba2-2.7B layer (80 heads x 64 x 128) with one EMU lane per state column
     # on VHK158 and half of that on the smaller VCK190.
     "vck190": Config(name="vck190", board=_VCK190, tree=TreeConfig(fifo_depth=16, tile_size=64),
-                     linear=LinearConfig(rows=64, cols=16, quant_lanes=3, max_k=8192),
+                     linear=LinearConfig(rows=64, cols=8, quant_lanes=3, max_k=8192,
+                                         contract="dspfp32", max_tokens=16),
                      ssm=SSMConfig(nheads=80, headdim=64, d_state=128, lanes=64),
                      pipeline=_BOARD_PIPELINE),
     "vhk158": Config(name="vhk158", board=_VHK158, tree=TreeConfig(fifo_depth=16, tile_size=64),
-                     linear=LinearConfig(rows=64, cols=64, quant_lanes=3, max_k=8192),
+                     linear=LinearConfig(rows=64, cols=84, quant_lanes=3, max_k=8192,
+                                         contract="dspfp32", max_tokens=16),
                      ssm=SSMConfig(nheads=80, headdim=64, d_state=128, lanes=128),
                      pipeline=_BOARD_PIPELINE),
 }

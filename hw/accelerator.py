@@ -31,7 +31,7 @@ from golden.fp import FP16, FP32
 from .axi_lite import AXI4LiteRegisterFile, AXI4LiteSignature
 from .axi_stream import AXI4StreamSignature, axis_to_stream, stream_to_axis, tdata_width
 from .hierarchy import submodule, template
-from .linear_unit import LinearUnit, act_layout, cmd_layout, result_layout, weight_layout
+from .linear_unit import linear_unit_for
 from .regmap import ERROR_CODES, accelerator_regmap
 from .ssm_unit import SSMUnit
 from .state_controller import Op, StateController, connect_ssm
@@ -136,18 +136,17 @@ class Accelerator(wiring.Component):
         lin, tree = config.linear, config.tree
         self._regmap = accelerator_regmap(config)
         # Templates: they validate now and give widths; elaborate builds its own.
-        self._lin = template(LinearUnit(**self._linear_args()))
+        self._lin = template(linear_unit_for(config, weight_ports=1))
         self._ssm = template(SSMUnit(**self._ssm_args()))
         self._ctrl = template(StateController(**self._ctrl_args()))
         self._tv = template(TreeVerifier(max_nodes=tree.max_nodes, fifo_depth=tree.fifo_depth))
         self._addr_bits = len(self._ssm.wr_addr)
-        fmt = _FP[lin.fmt_out]
-        self._w_layout = weight_layout(lin.rows, lin.quant_lanes)
-        self._x_layout = act_layout(lin.cols, lin.quant_lanes)
-        self._y_layout = result_layout(lin.rows, lin.cols, fmt)
+        self._w_layout, self._x_layout, self._y_layout, self._cmd_layout = (
+            self._lin.signature.members[name].signature.members["payload"].shape
+            for name in ("w", "x", "y", "cmd"))
         super().__init__({
             "s_axi": In(AXI4LiteSignature(addr_width=self._regmap.addr_width)),
-            "s_axis_lin_w": In(AXI4StreamSignature(data_width=tdata_width(self._w_layout))),
+            "s_axis_lin_w": In(AXI4StreamSignature(data_width=self.weight_port_width)),
             "s_axis_lin_x": In(AXI4StreamSignature(data_width=tdata_width(self._x_layout))),
             "m_axis_lin_y": Out(AXI4StreamSignature(data_width=tdata_width(self._y_layout))),
             "s_axis_ssm": In(AXI4StreamSignature(
@@ -155,12 +154,6 @@ class Accelerator(wiring.Component):
             "m_axis_ssm_y": Out(AXI4StreamSignature(data_width=32)),
             "irq": Out(1),
         })
-
-    def _linear_args(self):
-        lin = self._config.linear
-        return dict(rows=lin.rows, cols=lin.cols, quant_lanes=lin.quant_lanes, max_k=lin.max_k,
-                    fmt_out=_FP[lin.fmt_out], config=self._config.bsfp,
-                    round_stages=self._config.pipeline.pe_round_stages)
 
     def _ssm_args(self):
         pipe = self._config.pipeline
@@ -175,6 +168,12 @@ class Accelerator(wiring.Component):
     # -- parameters and timing ------------------------------------------------------------
 
     config = property(lambda self: self._config)
+
+    @property
+    def weight_port_width(self):
+        """``tdata`` bits of ``s_axis_lin_w``: one weight beat (``exact``), or one
+        column's weight beat (``dspfp32``: beats go to the columns in turn)."""
+        return tdata_width(self._w_layout)
     regmap = property(lambda self: self._regmap)
     weight_layout = property(lambda self: self._w_layout)
     act_layout = property(lambda self: self._x_layout)
@@ -212,7 +211,9 @@ class Accelerator(wiring.Component):
         FP add and PE rounding stages of ``config.pipeline``)."""
         c = self._config
         s, t, lin, p = c.ssm, c.tree, c.linear, c.pipeline
-        return (f"Accelerator_{c.name}_r{lin.rows}c{lin.cols}q{lin.quant_lanes}k{lin.max_k}"
+        arr = (f"r{lin.rows}c{lin.cols}q{lin.quant_lanes}k{lin.max_k}" if lin.contract == "exact"
+               else f"d{lin.rows}x{lin.cols}t{lin.max_tokens}k{lin.max_k}")
+        return (f"Accelerator_{c.name}_{arr}"
                 f"_h{s.nheads}p{s.headdim}n{s.d_state}l{s.lanes}_t{t.max_nodes}d{t.fifo_depth}"
                 f"_p{p.fp_mul_stages}{p.fp_add_stages}{p.pe_round_stages}")
 
@@ -229,7 +230,7 @@ class Accelerator(wiring.Component):
         m.submodules.regs = rf
         wiring.connect(m, wiring.flipped(self.s_axi), rf.s_axi)
 
-        lin = submodule(m, "linear", LinearUnit(**self._linear_args()))
+        lin = submodule(m, "linear", linear_unit_for(cfg, weight_ports=1))
         ssm = submodule(m, "ssm", SSMUnit(**self._ssm_args()))
         ctrl = submodule(m, "state", StateController(**self._ctrl_args()))
         tv = TreeVerifier(max_nodes=max_nodes, fifo_depth=cfg.tree.fifo_depth)
@@ -252,12 +253,12 @@ class Accelerator(wiring.Component):
 
         # ---- linear unit: jobs from registers, data on AXI4-Stream ---------------------
         lin_pending = Signal()
-        lin_cmd = Signal(cmd_layout(cfg.linear.rows, cfg.linear.cols, cfg.linear.max_k))
+        lin_cmd = Signal(self._cmd_layout)
         lcfg = cfg.linear
         lin_bad = Signal()
         m.d.comb += lin_bad.eq(
-            ~rf.lin_cmd_n_rows.any() | (rf.lin_cmd_n_rows > lcfg.rows)
-            | ~rf.lin_cmd_n_tokens.any() | (rf.lin_cmd_n_tokens > lcfg.cols)
+            ~rf.lin_cmd_n_rows.any() | (rf.lin_cmd_n_rows > lcfg.tile_rows)
+            | ~rf.lin_cmd_n_tokens.any() | (rf.lin_cmd_n_tokens > lcfg.token_lanes)
             | ~rf.lin_steps_steps.any() | (rf.lin_steps_steps > lcfg.max_k)
             | lin_pending)
         m.d.comb += [lin.cmd.valid.eq(lin_pending), lin.cmd.payload.eq(lin_cmd)]
@@ -271,7 +272,10 @@ class Accelerator(wiring.Component):
                              lin_cmd.steps.eq(rf.lin_steps_steps),
                              lin_cmd.n_rows.eq(rf.lin_cmd_n_rows),
                              lin_cmd.n_tokens.eq(rf.lin_cmd_n_tokens)]
-        axis_to_stream(m, self.s_axis_lin_w, lin.w)
+        # (The DSPFP32 array takes column beats on one port: a stand-in for the
+        # memory system's read masters, one column per cycle.)
+        lin_w = lin.w[0] if cfg.linear.contract == "dspfp32" else lin.w
+        axis_to_stream(m, self.s_axis_lin_w, lin_w)
         axis_to_stream(m, self.s_axis_lin_x, lin.x)
         stream_to_axis(m, lin.y, self.m_axis_lin_y, last=lin.y.payload.last)
         jobs_done = Signal(16)
@@ -279,7 +283,10 @@ class Accelerator(wiring.Component):
             m.d.sync += jobs_done.eq(jobs_done + 1)
         m.d.comb += [rf.lin_status_pending.eq(lin_pending), rf.lin_status_jobs_done.eq(jobs_done)]
         lin_fire = Signal()
-        m.d.comb += lin_fire.eq(lin.w.valid & lin.w.ready)
+        # A busy cycle: a beat into the PE array (exact), an operation of the MAC
+        # slots (dspfp32: one activation each).
+        busy_port = lin.x if cfg.linear.contract == "dspfp32" else lin_w
+        m.d.comb += lin_fire.eq(busy_port.valid & busy_port.ready)
         # Mode of the job whose beats are flowing: a job is taken only once the
         # previous one has issued its last beat.
         lin_mode = Signal()

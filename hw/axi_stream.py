@@ -162,3 +162,4 @@ def axis_to_stream(m, axis, strm, *, valid=None, ready=None):
     m.d.comb += [Value.cast(strm.payload).eq(axis.tdata[:width]),
                  strm.valid.eq(axis.tvalid & gate_v),
                  axis.tready.eq(strm.ready & gate_r)]
+

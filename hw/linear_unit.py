@@ -22,14 +22,14 @@ from amaranth import Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from golden.fp import FP32
+from golden.fp import FP16, FP32
 from golden.validate import check_int
 
 from .dual_mode_pe import SCALE_BITS, WEIGHT_BITS, DualModePE
 from .hierarchy import submodule, template
 from .ring_fifo import RingFIFO
 
-__all__ = ["LinearUnit", "PERow", "row_beat_layout", "weight_layout", "act_layout", "cmd_layout", "result_layout"]
+__all__ = ["LinearUnit", "PERow", "linear_unit_for", "row_beat_layout", "weight_layout", "act_layout", "cmd_layout", "result_layout"]
 
 COUNTER_BITS = 48
 
@@ -184,6 +184,17 @@ class PERow(wiring.Component):
         return m
 
 
+def linear_unit_for(config, *, weight_ports=None):
+    """The linear unit of a ``golden.config.Config``, by ``config.linear.contract``:
+    :class:`LinearUnit` (``"exact"``) or :class:`hw.dsp_linear_unit.DSPLinearUnit`
+    (``"dspfp32"``, with ``weight_ports`` weight streams). Both have the ports ``cmd``,
+    ``w``, ``x``, ``y`` and the counters."""
+    if config.linear.contract == "dspfp32":
+        from .dsp_linear_unit import DSPLinearUnit
+        return DSPLinearUnit.from_config(config, weight_ports=weight_ports)
+    return LinearUnit.from_config(config)
+
+
 class LinearUnit(wiring.Component):
     """y = W·x for up to ``cols`` tokens on a ``rows × cols`` grid of ``DualModePE``.
 
@@ -263,6 +274,14 @@ class LinearUnit(wiring.Component):
             "stall_cycles": Out(COUNTER_BITS),
             "useful_macs": Out(COUNTER_BITS),
         })
+
+    @classmethod
+    def from_config(cls, config):
+        """The unit of a ``golden.config.Config`` whose ``linear.contract`` is ``"exact"``."""
+        lin = config.linear
+        return cls(rows=lin.rows, cols=lin.cols, quant_lanes=lin.quant_lanes, max_k=lin.max_k,
+                   fmt_out={"fp32": FP32, "fp16": FP16}[lin.fmt_out], config=config.bsfp,
+                   round_stages=config.pipeline.pe_round_stages)
 
     rows = property(lambda self: self._rows)
     cols = property(lambda self: self._cols)

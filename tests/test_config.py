@@ -63,7 +63,28 @@ def test_linear_config_validation():
     with pytest.raises(ValueError) as info:
         LinearConfig(quant_lanes=0)
     assert str(info.value) == "LinearConfig.quant_lanes must be an integer in [1, 8], not 0"
-    assert preset("vhk158").linear.pes == 64 * 64
+    with pytest.raises(ValueError) as info:
+        LinearConfig(contract="int8")
+    assert str(info.value) == "LinearConfig.contract must be one of 'exact', 'dspfp32', not 'int8'"
+    with pytest.raises(ValueError) as info:
+        LinearConfig(max_tokens=17)
+    assert str(info.value) == "LinearConfig.max_tokens must be an integer in [1, 16], not 17"
+    with pytest.raises(ValueError) as info:
+        LinearConfig(contract="dspfp32", fmt_out="fp16")
+    assert str(info.value) == ("LinearConfig.fmt_out must be 'fp32' with contract 'dspfp32' "
+                               "(DSPFP32 accumulates in binary32), not 'fp16'")
+    assert LinearConfig(rows=3, cols=5, contract="dspfp32").tile_rows == 15
+    assert LinearConfig(rows=3, cols=5).tile_rows == 3
+    assert LinearConfig(cols=5, contract="dspfp32", max_tokens=7).token_lanes == 7
+
+
+@pytest.mark.parametrize("board", ["vck190", "vhk158"])
+def test_board_arrays_leave_room_on_the_part(board):
+    """The board presets' DSPFP32 arrays take at most 90 % of the part's DSP58."""
+    cfg = preset(board)
+    assert cfg.linear.contract == "dspfp32"
+    assert cfg.linear.pes <= 0.9 * cfg.board.dsp58
+    assert cfg.board.capacities["DSP58"] == cfg.board.dsp58 > 0
 
 
 @pytest.mark.parametrize("kwargs,exc,message", [

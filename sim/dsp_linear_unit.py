@@ -1,0 +1,329 @@
+"""cocotb bench of :class:`hw.dsp_linear_unit.DSPLinearUnit` against :mod:`golden.dsp`.
+
+Each job is an output tile of random size (rows, tokens T, inputs K) in the full
+or the draft pass. Weights are BSFP v1 encoded by :func:`golden.bsfp.encode`;
+the expected results are :func:`golden.dsp.full_dot` / :func:`golden.dsp.draft_dot`
+of every token, bit for bit. The ``cmd``, ``w`` and ``x`` drivers insert random
+idle cycles and the ``y`` monitor random back-pressure; beats are checked in
+order, so nothing may be lost, duplicated or reordered.
+"""
+
+import json
+from collections import deque
+
+import cocotb
+import numpy as np
+from cocotb.triggers import ReadOnly, RisingEdge
+
+from golden import bsfp, dsp
+from hw.dsp_linear_unit import act_layout, cmd_layout, result_layout, weight_layout
+from sim.bench import TB, params
+
+#: FP16 activations that exercise the contract's edges: NaN, ±Inf, ±0, the
+#: subnormals the DSP flushes, the smallest normal, the largest finite.
+SPECIALS = np.array([0x7E00, 0x7C00, 0xFC00, 0x0000, 0x8000, 0x0001, 0x83FF, 0x0400, 0x7BFF,
+                     0xFBFF, 0x3C00, 0xBC00], dtype=np.uint16)
+
+
+def _pack(layout, value):
+    return layout.const(value).as_value().value
+
+
+def _field(word, layout, name):
+    f = layout[name]
+    return (word >> f.offset) & ((1 << f.width) - 1)
+
+
+class Job:
+    """One output tile: its stimulus beats and the expected result beats."""
+
+    def __init__(self, rng, *, rows, cols, max_tokens, max_k, mode=None, steps=None,
+                 n_rows=None, n_tokens=None, specials=False, group_size=None):
+        slots = rows * cols
+        self.mode = int(rng.integers(0, 2)) if mode is None else mode
+        self.steps = int(rng.integers(1, max_k + 1)) if steps is None else steps
+        self.n_rows = int(rng.integers(1, slots + 1)) if n_rows is None else n_rows
+        self.n_tokens = int(rng.integers(1, max_tokens + 1)) if n_tokens is None else n_tokens
+        K, R, T = self.steps, self.n_rows, self.n_tokens
+        w = (rng.standard_normal((R, K)) * 0.1).astype(np.float16)
+        if rng.random() < 0.3:
+            w[rng.random(w.shape) < 0.1] = 0.0
+        if rng.random() < 0.3:
+            w.flat[int(rng.integers(0, w.size))] = np.float16(rng.choice([3.5, -7.0, 1000.0]))
+        if rng.random() < 0.3:        # subnormal weights: flushed by the weight path
+            w.flat[int(rng.integers(0, w.size))] = np.float16(3e-6)
+        t = bsfp.encode(w.view(np.uint16), config=bsfp.BSFPConfig(group_size=group_size))
+        x = rng.standard_normal((T, K)).astype(np.float16).view(np.uint16)
+        if specials:
+            mask = rng.random(x.shape) < 0.15
+            x[mask] = rng.choice(SPECIALS, size=int(mask.sum()))
+        if rng.random() < 0.3 and K >= 2:
+            # Cancellation: partial sums through the flush range.
+            x[:, 1] = x[:, 0] ^ np.uint16(0x8000)
+        golden = dsp.draft_dot if self.mode else dsp.full_dot
+        self.expected = golden(t, x)                           # (R, T) binary32 bits
+        self.useful = R * T * K
+        scaled = bsfp.restore_stored(t.stored, config=t.config)
+        weight15 = ((scaled >> 15) << 14) | (scaled & 0x3FFF)
+        kk = t.scale_per_weight()
+        self.cmd = _pack(cmd_layout(slots, max_tokens, max_k),
+                         {"mode": self.mode, "steps": K, "n_rows": R, "n_tokens": T})
+        wl, xl = weight_layout(rows), act_layout()
+        # col_beats[k][g]: column g's beat of input k (rows h * cols + g).
+        self.col_beats = []
+        for j in range(K):
+            beats = []
+            for g in range(cols):
+                slot = [{"weight": 0, "nibble": 0, "k": 0} for _ in range(rows)]
+                for h in range(rows):
+                    r = h * cols + g
+                    if r < R:
+                        slot[h] = {"weight": int(weight15[r, j]), "nibble": int(t.nibbles[r, j]),
+                                   "k": int(kk[r, j])}
+                beats.append(_pack(wl, {"slot": slot}))
+            self.col_beats.append(beats)
+        self.x_beats = [_pack(xl, {"act": int(x[tt, j])}) for j in range(K) for tt in range(T)]
+
+    def w_beats(self, port, ports):
+        """Beats of weight port ``port``: its columns ``g ≡ port (mod ports)``, per input."""
+        return [b[g] for b in self.col_beats for g in range(port, len(b), ports)]
+
+    def beats(self, cols):
+        """Expected ``(h, t, last, {g: bits})`` in drain order."""
+        groups = -(-self.n_rows // cols)
+        out = []
+        for h in range(groups):
+            for tt in range(self.n_tokens):
+                vals = {g: int(self.expected[h * cols + g, tt]) for g in range(cols)
+                        if h * cols + g < self.n_rows}
+                out.append((h, tt, h == groups - 1 and tt == self.n_tokens - 1, vals))
+        return out
+
+
+def _drivers(tb, jobs, idle, stop):
+    ports = params()["weight_ports"]
+    ds = [cocotb.start_soon(_drive(tb, "cmd", [j.cmd for j in jobs], idle, stop)),
+          cocotb.start_soon(_drive(tb, "x", [b for j in jobs for b in j.x_beats], idle, stop))]
+    for p in range(ports):
+        ds.append(cocotb.start_soon(_drive(tb, f"w__{p}", [b for j in jobs for b in j.w_beats(p, ports)],
+                                           idle, stop)))
+    return ds
+
+
+async def _drive(tb, port, beats, idle, stop):
+    dut, rng = tb.dut, tb.rng
+    valid = getattr(dut, f"{port}__valid")
+    payload = getattr(dut, f"{port}__payload")
+    ready = getattr(dut, f"{port}__ready")
+    i = 0
+    while i < len(beats) and not stop["now"]:
+        go = rng.random() >= idle
+        valid.value = int(go)
+        payload.value = beats[i] if go else 0
+        await ReadOnly()
+        taken = go and int(ready.value)
+        await RisingEdge(dut.clk)
+        i += taken
+    valid.value = 0
+
+
+async def _monitor(tb, jobs, stall, layout, cols, got, stop):
+    dut, rng = tb.dut, tb.rng
+    expected = deque((n, b) for n, job in enumerate(jobs) for b in job.beats(cols))
+    off = layout["value"].offset
+    while expected and not stop["now"]:
+        ready = rng.random() >= stall
+        dut.y__ready.value = int(ready)
+        await ReadOnly()
+        if ready and int(dut.y__valid.value):
+            word = int(dut.y__payload.value)
+            n, (h, tt, last, vals) = expected.popleft()
+            job = jobs[n]
+            ctx = f"job {n} (mode {job.mode}, K {job.steps}, T {job.n_tokens}, rows {job.n_rows})"
+            assert (_field(word, layout, "h"), _field(word, layout, "t")) == (h, tt), \
+                f"{ctx}: beat (h, t) = ({_field(word, layout, 'h')}, {_field(word, layout, 't')}), " \
+                f"expected ({h}, {tt})"
+            assert _field(word, layout, "last") == last, f"{ctx} beat ({h}, {tt}): last"
+            want_valid = sum(1 << g for g in vals)
+            assert _field(word, layout, "row_valid") == want_valid, f"{ctx} beat ({h}, {tt}): row_valid"
+            for g, want in vals.items():
+                bits = (word >> (off + 32 * g)) & 0xFFFF_FFFF
+                assert bits == want, (f"{ctx} row {h * cols + g} token {tt}: got {bits:#010x}, "
+                                      f"golden {want:#010x}")
+            got.append((n, h, tt))
+        await RisingEdge(dut.clk)
+    dut.y__ready.value = 0
+
+
+async def run_jobs(tb, jobs, *, idle, stall, max_cycles):
+    p = params()
+    rows, cols, T = p["rows"], p["cols"], p["max_tokens"]
+    stop = {"now": False}
+    got = []
+    drivers = _drivers(tb, jobs, idle, stop)
+    mon = cocotb.start_soon(_monitor(tb, jobs, stall, result_layout(rows, cols, T), cols, got,
+                                     stop))
+    for _ in range(max_cycles):
+        if mon.done():
+            break
+        await RisingEdge(tb.dut.clk)
+    stop["now"] = True
+    assert mon.done(), f"timeout: {len(got)} result beats after {max_cycles} cycles"
+    mon.result()
+    for d in drivers:
+        await d
+    return got
+
+
+def _config():
+    p = params()
+    return dict(rows=p["rows"], cols=p["cols"], max_tokens=p["max_tokens"], max_k=p["max_k"])
+
+
+async def _reset(tb):
+    for port in ["cmd", "x"] + [f"w__{p}" for p in range(params()["weight_ports"])]:
+        getattr(tb.dut, f"{port}__valid").value = 0
+    tb.dut.y__ready.value = 0
+    await tb.reset()
+
+
+def _rng(tb):
+    return np.random.default_rng(tb.rng.getrandbits(32))
+
+
+@cocotb.test()
+async def random_jobs(dut):
+    """Random jobs of both passes, every T, under random idle and back-pressure; counters."""
+    tb = TB(dut)
+    rng = _rng(tb)
+    await _reset(tb)
+    jobs = [Job(rng, **_config(), group_size=128 if i % 3 == 2 else None)
+            for i in range(params().get("jobs", 12))]
+    await run_jobs(tb, jobs, idle=0.3, stall=0.3, max_cycles=400_000)
+    await RisingEdge(dut.clk)
+    assert int(dut.useful_macs.value) == sum(j.useful for j in jobs)
+    assert int(dut.busy_cycles.value) == sum(j.steps * j.n_tokens for j in jobs)
+
+
+@cocotb.test()
+async def every_t(dut):
+    """Every T from 1 to max_tokens, both passes, back to back with no idle cycles."""
+    tb = TB(dut)
+    rng = _rng(tb)
+    c = _config()
+    await _reset(tb)
+    jobs = [Job(rng, **c, mode=mode, n_tokens=t, specials=True)
+            for t in range(1, c["max_tokens"] + 1) for mode in (0, 1)]
+    await run_jobs(tb, jobs, idle=0.0, stall=0.1, max_cycles=400_000)
+
+
+@cocotb.test()
+async def special_values(dut):
+    """NaN, ±Inf, ±0, subnormal (flushed) and extreme activations; both passes."""
+    tb = TB(dut)
+    rng = _rng(tb)
+    await _reset(tb)
+    jobs = [Job(rng, **_config(), mode=i % 2, specials=True) for i in range(8)]
+    await run_jobs(tb, jobs, idle=0.2, stall=0.2, max_cycles=200_000)
+
+
+@cocotb.test()
+async def boundary_jobs(dut):
+    """One-input jobs, full-size jobs, one row, one token, mode switches, back to back."""
+    tb = TB(dut)
+    rng = _rng(tb)
+    c = _config()
+    await _reset(tb)
+    slots = c["rows"] * c["cols"]
+    jobs = []
+    for mode in (0, 1, 0, 1):
+        jobs.append(Job(rng, **c, mode=mode, steps=1, n_rows=1, n_tokens=1))
+        jobs.append(Job(rng, **c, mode=mode, steps=c["max_k"], n_rows=slots,
+                        n_tokens=c["max_tokens"]))
+        jobs.append(Job(rng, **c, mode=mode, steps=1, n_rows=slots, n_tokens=c["max_tokens"]))
+    await run_jobs(tb, jobs, idle=0.0, stall=0.0, max_cycles=200_000)
+
+
+@cocotb.test()
+async def reset_mid_job(dut):
+    """Reset while operations and results are in flight; afterwards only new jobs appear."""
+    tb = TB(dut)
+    rng = _rng(tb)
+    c = _config()
+    await _reset(tb)
+    stop = {"now": False}
+    old = [Job(rng, **c) for _ in range(4)]
+    tasks = _drivers(tb, old, 0.2, stop)
+    dut.y__ready.value = 0
+    for _ in range(int(rng.integers(3, 3 * c["max_k"]))):
+        await RisingEdge(dut.clk)
+    stop["now"] = True
+    for t in tasks:
+        await t
+    await _reset(tb)
+    assert int(dut.y__valid.value) == 0 and int(dut.busy_cycles.value) == 0
+    jobs = [Job(rng, **c) for _ in range(4)]
+    await run_jobs(tb, jobs, idle=0.2, stall=0.2, max_cycles=200_000)
+
+
+@cocotb.test()
+async def latency(dut):
+    """The first result beat of a lone job comes exactly ``latency`` cycles after its last input."""
+    p = params()
+    tb = TB(dut)
+    rng = _rng(tb)
+    await _reset(tb)
+    job = Job(rng, **_config(), n_tokens=1)
+    dut.y__ready.value = 1
+    stop = {"now": False}
+    ports = p["weight_ports"]
+    cocotb.start_soon(_drive(tb, "cmd", [job.cmd], 0.0, stop))
+    for q in range(ports):
+        cocotb.start_soon(_drive(tb, f"w__{q}", job.w_beats(q, ports), 0.0, stop))
+    last = None
+    for i, beat in enumerate(job.x_beats):
+        dut.x__valid.value, dut.x__payload.value = 1, beat
+        while True:
+            await ReadOnly()
+            ok = int(dut.x__ready.value)
+            await RisingEdge(dut.clk)
+            if ok:
+                break
+    dut.x__valid.value = 0
+    last, cycles = 0, 0
+    while True:
+        await ReadOnly()
+        if int(dut.y__valid.value):
+            break
+        await RisingEdge(dut.clk)
+        cycles += 1
+    assert cycles + 1 == p["latency"], f"first y.valid {cycles + 1} cycles after the last input, " \
+                                       f"latency property {p['latency']}"
+    del last
+
+
+@cocotb.test()
+async def utilization(dut):
+    """Steady state, no idle or back-pressure: measured MAC-slot utilization per T."""
+    p = params()
+    if "report" not in p:
+        return
+    tb = TB(dut)
+    rng = np.random.default_rng(1)
+    c = _config()
+    slots = c["rows"] * c["cols"]
+    report = {}
+    for mode in (0, 1):
+        for n_tokens in p["tokens"]:
+            await _reset(tb)
+            jobs = [Job(rng, **c, mode=mode, steps=p["steps"], n_rows=slots, n_tokens=n_tokens)
+                    for _ in range(p["jobs"])]
+            t0 = tb.cycle
+            await run_jobs(tb, jobs, idle=0.0, stall=0.0, max_cycles=4_000_000)
+            busy, stall = int(dut.busy_cycles.value), int(dut.stall_cycles.value)
+            macs = int(dut.useful_macs.value)
+            report[f"{'draft' if mode else 'full'}-T{n_tokens}"] = {
+                "busy": busy, "stall": stall, "useful_macs": macs,
+                "utilization": macs / (slots * (busy + stall)), "cycles_from_start": tb.cycle - t0}
+    with open(p["report"], "w") as f:
+        json.dump(report, f, indent=1)

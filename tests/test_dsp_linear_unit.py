@@ -1,0 +1,50 @@
+"""DSPLinearUnit: cocotb benches on Verilator against golden.dsp, and parameter checks."""
+
+import pytest
+
+from golden.bsfp import BSFPConfig
+from hw.dsp_linear_unit import DSPLinearUnit
+from sim.runner import run_bench
+
+TESTS = ["random_jobs", "every_t", "special_values", "boundary_jobs", "reset_mid_job", "latency"]
+
+CONFIGS = [
+    # rows (slots per column), cols (columns), max_tokens, max_k, weight ports
+    # T not a power of two, 6 slots, two columns share a weight port.
+    pytest.param(2, 3, 5, 9, 2, id="r2-c3-t5-k9-w2"),
+    pytest.param(1, 1, 1, 4, 1, id="r1-c1-t1-k4-w1", marks=pytest.mark.slow),   # T = 1 only
+    pytest.param(3, 2, 16, 6, 2, id="r3-c2-t16-k6-w2", marks=pytest.mark.slow),
+]
+
+
+def _unit(rows, cols, max_tokens, max_k, ports):
+    return DSPLinearUnit(rows=rows, cols=cols, max_tokens=max_tokens, max_k=max_k,
+                         weight_ports=ports)
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("rows,cols,max_tokens,max_k,ports", CONFIGS)
+def test_dsp_linear_unit(rows, cols, max_tokens, max_k, ports):
+    unit = _unit(rows, cols, max_tokens, max_k, ports)
+    run_bench(unit, name=unit.module_name, module="sim.dsp_linear_unit", testcase=TESTS,
+              params={"rows": rows, "cols": cols, "max_tokens": max_tokens, "max_k": max_k,
+                      "weight_ports": ports, "jobs": 12, "latency": unit.latency},
+              cxx_opt="-O0")
+
+
+@pytest.mark.parametrize("kwargs,exc,message", [
+    ({"rows": 0, "cols": 2}, ValueError, "DSPLinearUnit.rows must be an integer >= 1, not 0"),
+    ({"rows": 2, "cols": 2.0}, TypeError, "DSPLinearUnit.cols must be an integer >= 1, not 2.0"),
+    ({"rows": 2, "cols": 2, "max_tokens": 17}, ValueError,
+     "DSPLinearUnit.max_tokens must be an integer in [1, 16], not 17"),
+    ({"rows": 2, "cols": 2, "max_k": 0}, ValueError,
+     "DSPLinearUnit.max_k must be an integer >= 1, not 0"),
+    ({"rows": 2, "cols": 2, "weight_ports": 3}, ValueError,
+     "DSPLinearUnit.weight_ports must be an integer in [1, 2], not 3"),
+    ({"rows": 2, "cols": 2, "config": BSFPConfig(draft="E2M1")}, ValueError,
+     "MACSlot.config.draft must be one of 'E3M0', 'E3M0-noremap', not 'E2M1'"),
+])
+def test_dsp_linear_unit_rejects_bad_parameters(kwargs, exc, message):
+    with pytest.raises(exc) as info:
+        DSPLinearUnit(**kwargs)
+    assert str(info.value) == message
