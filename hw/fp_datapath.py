@@ -28,6 +28,7 @@ from amaranth.lib.wiring import In, Out
 from golden.dot import AccumulatorSpec
 from golden.fp import FPFormat
 from golden.validate import check_int
+from hw.bits import shift_left
 
 __all__ = [
     "ExactAccumulator",
@@ -38,7 +39,6 @@ __all__ = [
     "ge_const",
     "negate_if",
     "pipeline_stage",
-    "shift_left",
     "term_exp_range",
 ]
 
@@ -209,20 +209,6 @@ class ExactMultiplier(wiring.Component):
                            nan=s["nan"], inf=s["inf"])
         m.d.comb += [p.sign.eq(s["sign"]), p.sig.eq(s["sig"]), p.exp.eq(s["exp"]),
                      p.nan.eq(s["nan"]), p.inf.eq(s["inf"])]
-
-
-def shift_left(value, amount, width):
-    """``(value << amount)`` truncated to ``width`` bits, as a logarithmic shifter.
-
-    Built from constant shifts and multiplexers so that every operand has the
-    result's width (Verilator's ``-Wall`` width checks pass without waivers).
-    """
-    v = Cat(value, C(0, max(0, width - len(value))))[:width]
-    for j in range(len(amount)):
-        step = 1 << j
-        shifted = C(0, width) if step >= width else Cat(C(0, step), v[:width - step])
-        v = Mux(amount[j], shifted, v)
-    return v
 
 
 def ge_const(value, k):
