@@ -16,8 +16,9 @@ from golden.nonlinear import LUTSpec
 from hw.state_controller import Op, StateController
 from sim.lint import lint
 from sim.runner import emit_verilog, run_bench
-from sim.state_controller import (StateControllerTop, check_latencies, run_bfm_pysim,
-                                  run_system_pysim)
+from sim.state_controller import run_bfm_pysim, run_system_pysim
+from sim.state_controller_top import StateControllerTop
+from sim.state_scenario import check_latencies
 
 # Coarse tables as tests/test_ssm_unit.py: the same contract, a fraction of the ROM.
 COARSE = {"exp_lut": LUTSpec(function="exp", lo=-20.0, hi=12.0, step_log2=3),
