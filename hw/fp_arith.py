@@ -17,13 +17,10 @@ these units with one signal. ``valid`` travels beside the data.
 """
 
 from amaranth import C, Cat, Module, Mux, Signal
-from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from golden.fp import FPFormat
-from golden.validate import check_int
 from hw.bits import shift_left, wire, zero_extend
-from hw.fp_datapath import fp_fields, ge_const, pipeline_stage
+from hw.fp_datapath import StagedFPUnit, fp_fields, ge_const, pipeline_stage
 
 __all__ = [
     "FPAdd",
@@ -34,12 +31,6 @@ __all__ = [
     "shift_right_sticky",
     "sub_mod",
 ]
-
-
-def _check_fmt(owner, fmt):
-    if not isinstance(fmt, FPFormat):
-        raise TypeError(f"{owner}.fmt must be an FPFormat, not {fmt!r}")
-    return fmt
 
 
 def add_const(value, k, width):
@@ -153,45 +144,18 @@ def _round_pack(m, fmt, *, sign, efield_pre, mant, guard, sticky, overflow, nan,
     return result
 
 
-class _FPUnit(wiring.Component):
-    BOUNDARIES = ()
-    KIND = ""
+class _FPUnit(StagedFPUnit):
+    """``result = op(a, b)`` in ``fmt`` with ``valid`` beside the data."""
 
-    def __init__(self, *, fmt, stages):
-        owner = type(self).__name__
-        self._fmt = _check_fmt(owner, fmt)
-        self._stages = check_int(owner, "stages", stages, min=0, max=len(self.BOUNDARIES))
-        super().__init__({
+    def members(self, fmt):
+        return {
             "en": In(1),
             "valid": In(1),
             "a": In(fmt.width),
             "b": In(fmt.width),
             "result": Out(fmt.width),
             "result_valid": Out(1),
-        })
-
-    @property
-    def fmt(self):
-        return self._fmt
-
-    @property
-    def stages(self):
-        return self._stages
-
-    @property
-    def latency(self):
-        """Enabled clock edges from ``a``, ``b`` to ``result`` (= ``stages``)."""
-        return self._stages
-
-    @property
-    def module_name(self):
-        """Verilog module name encoding the parameters, e.g. ``FPMul_e8_m23_s3``."""
-        return (f"{type(self).__name__}_e{self._fmt.exp_bits}_m{self._fmt.man_bits}"
-                f"_s{self._stages}")
-
-    def _regs(self):
-        n = len(self.BOUNDARIES)
-        return set(self.BOUNDARIES[n - self._stages:]) if self._stages else set()
+        }
 
 
 class FPMul(_FPUnit):
@@ -224,7 +188,6 @@ class FPMul(_FPUnit):
     """
 
     BOUNDARIES = ("classify", "product", "lzc", "normalize", "round")
-    KIND = "mul"
 
     def elaborate(self, platform):
         m = Module()
@@ -309,7 +272,6 @@ class FPAdd(_FPUnit):
     """
 
     BOUNDARIES = ("classify", "align", "add", "lzc", "normalize", "round")
-    KIND = "add"
 
     def elaborate(self, platform):
         m = Module()
