@@ -8,7 +8,7 @@ source of truth.
 import importlib.metadata
 
 from golden.config import preset
-from golden.fp import FP16, FP32
+from golden.fp import FORMATS
 from hw.hierarchy import ModuleLibrary, convert
 
 from .errors import CLIError
@@ -18,7 +18,6 @@ from .output import atomic_dir, write_manifest
 
 __all__ = ["blocks", "write_verilog"]
 
-FP_FORMATS = {"fp32": FP32, "fp16": FP16}
 
 
 def blocks(config):
@@ -48,7 +47,7 @@ def blocks(config):
     lin = config.linear
     pipe = config.pipeline
     linear = LinearUnit(rows=lin.rows, cols=lin.cols, quant_lanes=lin.quant_lanes,
-                        max_k=lin.max_k, fmt_out=FP_FORMATS[lin.fmt_out], config=config.bsfp,
+                        max_k=lin.max_k, fmt_out=FORMATS[lin.fmt_out], config=config.bsfp,
                         round_stages=pipe.pe_round_stages)
     # SpecMamba linear unit: rows x cols dual-mode PEs, one weight tile broadcast to all tokens.
     out[linear.module_name] = linear

@@ -75,8 +75,8 @@ FAST = {"linear": [0, 1, 2], "ssm": [0], "tree": [0, 1, 2, 3, 4], "ring": [0, 1,
 SLOW = {"linear": [3, 4, 5], "ssm": [1, 2, 3, 4, 5], "tree": [], "ring": []}
 
 def _fmt(name):
-    from golden.fp import FP16, FP32
-    return {"fp32": FP32, "fp16": FP16}[name]
+    from golden.fp import FORMATS
+    return FORMATS[name]
 
 
 # ---------------------------------------------------------------------------------
@@ -186,11 +186,8 @@ def _linear_record(index, simulator="amaranth"):
 
 def _ssm_config(geom):
     from golden.mamba2 import SSMConfig
-    from golden.nonlinear import LUTSpec
-    return SSMConfig(**geom,
-                     exp_lut=LUTSpec(function="exp", lo=-20.0, hi=12.0, step_log2=3),
-                     softplus_lut=LUTSpec(function="softplus", lo=-25.0, hi=20.0, step_log2=3),
-                     silu_lut=LUTSpec(function="silu", lo=-25.0, hi=20.0, step_log2=3))
+    from golden.nonlinear import COARSE_LUTS
+    return SSMConfig(**geom, **COARSE_LUTS)
 
 
 def measure_ssm(geom, mul_stages, add_stages, *, tokens, seed=0):

@@ -12,7 +12,8 @@ import random
 
 import numpy as np
 
-from golden.mamba2 import SSMParams, mamba2_init_params, ssm_step_hw_bits
+from golden.mamba2 import SSMConfig, SSMParams, mamba2_init_params, ssm_step_hw_bits
+from golden.nonlinear import COARSE_LUTS
 from hw.state_controller import Op
 from sim.loop import Sink, run_amaranth
 from sim.state_controller_top import DebugHooks, StateControllerTop
@@ -110,17 +111,12 @@ LATENCY_CONFIGS = (
 
 def latency_table(clock_mhz=400):
     """Markdown rows of :func:`measure_latency` over :data:`LATENCY_CONFIGS`."""
-    from golden.nonlinear import LUTSpec
-    coarse = {"exp_lut": LUTSpec(function="exp", lo=-20.0, hi=12.0, step_log2=3),
-              "softplus_lut": LUTSpec(function="softplus", lo=-25.0, hi=20.0, step_log2=3),
-              "silu_lut": LUTSpec(function="silu", lo=-25.0, hi=20.0, step_log2=3)}
-    from golden.mamba2 import SSMConfig
     rows = ["| config | tiles T | conv words | CHECKPOINT | RESTORE, unit drained | = T/conv + fixed "
             f"| ns at {clock_mhz} MHz | RESTORE right after a token (of it: waiting) "
             "| REPLAY: response / token out of the unit |",
             "|---|---|---|---|---|---|---|---|---|"]
     for name, geom, kw in LATENCY_CONFIGS:
-        r = measure_latency(SSMConfig(**geom, **coarse), **kw)
+        r = measure_latency(SSMConfig(**geom, **COARSE_LUTS), **kw)
         copy = max(r["tiles"], r["conv_depth"])
         rows.append(f"| {name} | {r['tiles']} | {r['conv_depth']} | {r['checkpoint']} | {r['restore']} "
                     f"| {copy} + {r['restore'] - copy} | {r['restore'] * 1000 / clock_mhz:.1f} "

@@ -2,7 +2,7 @@
 import pytest
 
 from golden.mamba2 import SSMConfig
-from golden.nonlinear import LUTSpec
+from golden.nonlinear import COARSE_LUTS
 from hw.ssm_unit import SSMUnit
 from sim.lint import lint
 from sim.runner import emit_verilog, run_bench
@@ -11,9 +11,7 @@ from sim.ssm_unit import check_pysim, run_pysim
 # Coarse tables (step 1/8, full ranges): the same contract (ssm_step_hw reads
 # cfg's tables), a fraction of the ROM and build time. One slow run uses the
 # default 1/128 tables.
-COARSE = {"exp_lut": LUTSpec(function="exp", lo=-20.0, hi=12.0, step_log2=3),
-              "softplus_lut": LUTSpec(function="softplus", lo=-25.0, hi=20.0, step_log2=3),
-              "silu_lut": LUTSpec(function="silu", lo=-25.0, hi=20.0, step_log2=3)}
+COARSE = COARSE_LUTS
 
 
 def _pysim(geom, *, lm, la, tokens, seed, luts=COARSE, **kw):

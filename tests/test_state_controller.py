@@ -12,7 +12,7 @@ import json
 import pytest
 
 from golden.mamba2 import SSMConfig
-from golden.nonlinear import LUTSpec
+from golden.nonlinear import COARSE_LUTS
 from hw.state_controller import Op, StateController
 from sim.lint import lint
 from sim.runner import emit_verilog, run_bench
@@ -21,9 +21,7 @@ from sim.state_controller_top import StateControllerTop
 from sim.state_scenario import check_latencies
 
 # Coarse tables as tests/test_ssm_unit.py: the same contract, a fraction of the ROM.
-COARSE = {"exp_lut": LUTSpec(function="exp", lo=-20.0, hi=12.0, step_log2=3),
-          "softplus_lut": LUTSpec(function="softplus", lo=-25.0, hi=20.0, step_log2=3),
-          "silu_lut": LUTSpec(function="silu", lo=-25.0, hi=20.0, step_log2=3)}
+COARSE = COARSE_LUTS
 
 # Components built only to read their properties, or rejected by their constructor,
 # are never elaborated.
