@@ -58,7 +58,8 @@ class Loop:
         self.merged = None
 
     def _merge(self, inputs):
-        self.merged = {}
+        # rst is driven every cycle: high only in the cycles a participant asks for it.
+        self.merged = {"rst": 0}
         for d in inputs:
             self.merged.update(d)
         return self.merged
