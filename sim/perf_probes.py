@@ -183,9 +183,10 @@ class RingProbe:
 
 # -- cocotb --------------------------------------------------------------------------------
 
-def _write(result):
+async def _probe(dut, top, probe):
+    await run_cocotb(dut, top, [probe])
     with open(params()["result_file"], "w") as f:
-        json.dump(result, f)
+        json.dump(probe.result, f)
 
 
 @cocotb.test()
@@ -197,9 +198,7 @@ async def linear_timing(dut):
     p = params()
     top = LinearUnit(rows=p["rows"], cols=p["cols"], quant_lanes=p["lanes"], max_k=p["max_k"],
                      fmt_out=FORMATS[p["fmt_out"]])
-    probe = LinearProbe(top, p["jobs"])
-    await run_cocotb(dut, top, [probe])
-    _write(probe.result)
+    await _probe(dut, top, LinearProbe(top, p["jobs"]))
 
 
 @cocotb.test()
@@ -210,9 +209,7 @@ async def tree_timing(dut):
     p = params()
     top = TreeVerifier(max_nodes=p["max_nodes"], fifo_depth=p["fifo_depth"],
                        max_passes=p["max_passes"])
-    probe = TreeProbe(top, p["trees"])
-    await run_cocotb(dut, top, [probe])
-    _write(probe.result)
+    await _probe(dut, top, TreeProbe(top, p["trees"]))
 
 
 @cocotb.test()
@@ -222,6 +219,4 @@ async def ring_timing(dut):
 
     p = params()
     top = RingFIFO(width=p["width"], depth=p["depth"])
-    probe = RingProbe(top, p["cases"])
-    await run_cocotb(dut, top, [probe])
-    _write(probe.result)
+    await _probe(dut, top, RingProbe(top, p["cases"]))
