@@ -52,7 +52,7 @@ from .validate import check_choice, check_float, check_int
 __all__ = [
     "FUNCTIONS", "SATURATION", "LUTSpec", "DEFAULT_LUTS", "COARSE_LUTS", "ERROR_BOUNDS",
     "CANONICAL_NAN32", "lut_tables", "lut_eval", "exact_fp32", "reference64",
-    "measure_lut_error", "lut_exp", "lut_softplus", "lut_silu",
+    "measure_lut_error",
 ]
 
 FUNCTIONS = ("exp", "softplus", "silu")
@@ -283,21 +283,6 @@ _SAT_ABOVE = {
     "inf": lambda x: np.float32(np.inf),
     "identity": lambda x: x,
 }
-
-
-def lut_exp(x, spec=DEFAULT_LUTS["exp"]):
-    """``exp`` by table (see :func:`lut_eval`)."""
-    return lut_eval(spec, x)
-
-
-def lut_softplus(x, spec=DEFAULT_LUTS["softplus"]):
-    """``softplus(x) = ln(1 + e^x)`` by table (see :func:`lut_eval`)."""
-    return lut_eval(spec, x)
-
-
-def lut_silu(x, spec=DEFAULT_LUTS["silu"]):
-    """``silu(x) = x·σ(x)`` by table (see :func:`lut_eval`)."""
-    return lut_eval(spec, x)
 
 
 # -- oracles --------------------------------------------------------------------
