@@ -10,7 +10,7 @@ integer recurrence (:func:`toy_step`) that, like Mamba2's, does not depend
 on C; a bench may pass the real one.
 
 The state travels through the tile port as words of ``lanes`` uint32
-elements (:func:`state_tiles`, :func:`tiles_state`).
+elements (:func:`pack_tiles`, :func:`unpack_tiles`).
 """
 
 from collections import deque
@@ -19,7 +19,7 @@ import numpy as np
 
 from hw.ssm_unit import SEL_B, SEL_C, SEL_DT, SEL_X
 
-__all__ = ["SSMUnitBFM", "BFMHooks", "toy_step", "state_tiles", "tiles_state", "set_tile"]
+__all__ = ["SSMUnitBFM", "BFMHooks", "toy_step", "pack_tiles", "unpack_tiles", "get_tile", "set_tile"]
 
 M32 = 0xFFFFFFFF
 
@@ -37,26 +37,47 @@ def toy_step(cfg, state, tok):
     return y.astype(np.uint32), new.astype(np.uint32)
 
 
-def state_tiles(cfg, state):
-    """The state (``(H, P, N)`` uint32) as tile-port words."""
+def pack_tiles(cfg, state):
+    """Tile-port words of a ``(H, P, N)`` uint32 state: tile ``k`` of row ``r`` at
+    ``r·⌈N/lanes⌉ + k``, column ``k·lanes + i`` in bits ``32i…``; lanes past column
+    ``N − 1`` (a row's partial last tile) are 0."""
     H, P, N = cfg.state_shape
-    L = cfg.lanes
-    words = []
-    for row in np.asarray(state).reshape(H * P, N):
-        for k in range(N // L):
-            words.append(sum(int(row[k * L + i]) << (32 * i) for i in range(L)))
-    return words
+    L, K = cfg.lanes, cfg.groups_per_row
+    return [sum(int(row[k * L + i]) << (32 * i) for i in range(min(L, N - k * L)))
+            for row in np.asarray(state).reshape(H * P, N) for k in range(K)]
 
 
-def tiles_state(cfg, words):
-    """Tile-port words back to the state (``(H, P, N)`` uint32)."""
+def unpack_tiles(cfg, words):
+    """Inverse of :func:`pack_tiles` (padding lanes are ignored)."""
     H, P, N = cfg.state_shape
-    L = cfg.lanes
-    out = np.zeros(H * P * N, dtype=np.uint32)
+    K = cfg.groups_per_row
+    assert len(words) == H * P * K, f"{len(words)} state words, expected {H * P * K}"
+    out = np.zeros(cfg.state_shape, dtype=np.uint32)
     for a, w in enumerate(words):
-        for i in range(L):
-            out[a * L + i] = (int(w) >> (32 * i)) & M32
-    return out.reshape(H, P, N)
+        set_tile(cfg, out, a, w)
+    return out
+
+
+def _tile_columns(cfg, a):
+    """Row and columns of tile-port word ``a``."""
+    N, L = cfg.state_shape[2], cfg.lanes
+    r, k = divmod(a, cfg.groups_per_row)
+    return r, range(k * L, min(N, (k + 1) * L))
+
+
+def get_tile(cfg, state, a):
+    """Tile-port word ``a`` of the state."""
+    r, cols = _tile_columns(cfg, a)
+    row = np.asarray(state).reshape(-1, cfg.state_shape[2])[r]
+    return sum(int(row[c]) << (32 * i) for i, c in enumerate(cols))
+
+
+def set_tile(cfg, state, a, word):
+    """Write tile-port word ``a`` into the state (in place)."""
+    r, cols = _tile_columns(cfg, a)
+    row = state.reshape(-1, cfg.state_shape[2])[r]
+    for i, c in enumerate(cols):
+        row[c] = (int(word) >> (32 * i)) & M32
 
 
 class SSMUnitBFM:
@@ -72,7 +93,7 @@ class SSMUnitBFM:
         self.cfg, self.rng, self.step = cfg, rng, step
         H, P, N = cfg.state_shape
         self.rows = H * P
-        self.T = H * P * (N // cfg.lanes)
+        self.T = H * P * cfg.groups_per_row
         self.state = np.zeros(cfg.state_shape, dtype=np.uint32)
         self.conv = [0] * conv_depth
         self.cd, self.cw = conv_depth, conv_width
@@ -136,7 +157,7 @@ class SSMUnitBFM:
         # tile and conv ports (synchronous reads; garbage while the state is in use)
         a = o["ssm_st_addr"]
         if idle and a < self.T:
-            self.rdata = state_tiles_one(cfg, self.state, a)
+            self.rdata = get_tile(cfg, self.state, a)
         else:
             self.rdata = self.rng.getrandbits(32 * cfg.lanes)
         if o["ssm_st_we"]:
@@ -184,21 +205,6 @@ class SSMUnitBFM:
         self.cycle += 1
 
 
-def state_tiles_one(cfg, state, a):
-    """Tile-port word ``a`` of the state."""
-    L = cfg.lanes
-    flat = np.asarray(state).reshape(-1)
-    return sum(int(flat[a * L + i]) << (32 * i) for i in range(L))
-
-
-def set_tile(cfg, state, a, word):
-    """Write tile-port word ``a`` into the state (in place)."""
-    L = cfg.lanes
-    flat = state.reshape(-1)
-    for i in range(L):
-        flat[a * L + i] = (int(word) >> (32 * i)) & M32
-
-
 class BFMHooks:
     """Scenario hooks (:class:`sim.state_scenario.HostProgram`) that load and read
     the state through the BFM's own memory, in no cycles."""
@@ -207,12 +213,12 @@ class BFMHooks:
         self.bfm = bfm
 
     def load_state(self, prog, words):
-        self.bfm.state = tiles_state(self.bfm.cfg, words)
+        self.bfm.state = unpack_tiles(self.bfm.cfg, words)
         return
         yield
 
     def read_state(self, prog):
-        return state_tiles(self.bfm.cfg, self.bfm.state)
+        return pack_tiles(self.bfm.cfg, self.bfm.state)
         yield
 
     def load_conv(self, prog, words):

@@ -29,6 +29,7 @@ from hw.state_controller import StateController
 from sim.loop import Sink, run_amaranth, run_cocotb
 from sim.ssm_unit_bfm import BFMHooks, SSMUnitBFM, toy_step
 from sim.state_controller_top import DebugHooks, StateControllerTop
+from sim.ssm_unit import config_from_params, make_tokens
 from sim.state_scenario import HostProgram, Scoreboard, check_latencies, make_scenario, summary
 
 __all__ = ["bfm_setup", "system_setup", "run_bfm_pysim", "run_system_pysim"]
@@ -76,8 +77,6 @@ def run_bfm_pysim(cfg, *, slots, records=0, conv_width=None, conv_depth=None, se
 def system_setup(cfg, *, slots, records, conv_width, conv_depth, seed, steps, stall, idle,
                  resets=1, mul_stages=1, add_stages=1, specials=True):
     """Scenario and participants for the SSMUnit + StateController bench."""
-    from sim.ssm_unit import make_tokens
-
     rng = np.random.default_rng(seed)
     pyrng = random.Random(seed)
     top = StateControllerTop(ssm_cfg=cfg, slots=slots, records=records, conv_width=conv_width,
@@ -133,13 +132,6 @@ def run_system_pysim(cfg, *, slots, records=0, conv_width=None, conv_depth=None,
 
 # -- cocotb -------------------------------------------------------------------------------
 
-def _cocotb_config(p):
-    from golden.mamba2 import SSMConfig
-    from golden.nonlinear import LUTSpec
-    luts = {k: LUTSpec(**v) for k, v in p.get("luts", {}).items()}
-    return SSMConfig(**p["cfg"], **luts)
-
-
 def _report(dut, p, ctrl, host, sb, cycles):
     import json
     from pathlib import Path
@@ -159,7 +151,7 @@ async def bfm(dut):
     """StateController alone against SSMUnitBFM: the scenario of make_scenario."""
     from sim.bench import params, seed
     p = params()
-    cfg = _cocotb_config(p)
+    cfg = config_from_params(p)
     kw = dict(slots=p["slots"], records=p.get("records", 0), conv_width=p.get("conv_width"),
               conv_depth=p.get("conv_depth"))
     ctrl, parts, host, sb, _bfm = bfm_setup(cfg, **kw, seed=seed(), steps=p.get("steps", 6),
@@ -174,7 +166,7 @@ async def system(dut):
     """SSMUnit + StateController: every y and the state bit for bit ssm_step_hw_bits."""
     from sim.bench import params, seed
     p = params()
-    cfg = _cocotb_config(p)
+    cfg = config_from_params(p)
     kw = dict(slots=p["slots"], records=p.get("records", 0), conv_width=p.get("conv_width"),
               conv_depth=p.get("conv_depth"))
     top, parts, host, sb = system_setup(cfg, **kw, seed=seed(), steps=p.get("steps", 4),

@@ -26,7 +26,7 @@ import numpy as np
 from hw.bits import index_width
 from hw.ssm_unit import SEL_A, SEL_B, SEL_C, SEL_D, SEL_DT, SEL_DT_BIAS, SEL_X
 from hw.state_controller import Op
-from sim.ssm_unit_bfm import state_tiles, tiles_state
+from sim.ssm_unit_bfm import pack_tiles, unpack_tiles
 
 __all__ = [
     "Expect", "make_scenario", "HostProgram", "Scoreboard", "summary", "check_latencies",
@@ -379,12 +379,12 @@ class HostProgram:
         elif isinstance(item, LoadItem):
             yield from self.quiesce()
             if item.state is not None:
-                yield from self.hooks.load_state(self, state_tiles(self.cfg, item.state))
+                yield from self.hooks.load_state(self, pack_tiles(self.cfg, item.state))
             if item.conv is not None:
                 yield from self.hooks.load_conv(self, item.conv)
         elif isinstance(item, CheckItem):
             yield from self.quiesce()
-            got = tiles_state(self.cfg, (yield from self.hooks.read_state(self)))
+            got = unpack_tiles(self.cfg, (yield from self.hooks.read_state(self)))
             bad = np.argwhere(got != item.state)
             assert bad.size == 0, (f"cycle {self.o['cycle']} ({item.label}): {len(bad)} state elements "
                                    f"differ; first {tuple(bad[0])}: {int(got[tuple(bad[0])]):#010x} vs "

@@ -17,6 +17,7 @@ from hw.state_controller import Op, StateController
 from sim.lint import lint
 from sim.runner import emit_verilog, run_bench
 from sim.state_controller import run_bfm_pysim, run_system_pysim
+from sim.ssm_unit import lut_params
 from sim.state_controller_top import StateControllerTop
 from sim.state_scenario import check_latencies
 
@@ -28,11 +29,6 @@ COARSE = COARSE_LUTS
 pytestmark = pytest.mark.filterwarnings("ignore::amaranth.hdl.UnusedElaboratable")
 
 G4 = {"nheads": 2, "headdim": 2, "d_state": 8, "lanes": 4}
-
-
-def _luts_params(luts):
-    return {k: {"function": v.function, "lo": v.lo, "hi": v.hi, "step_log2": v.step_log2,
-                "degree": v.degree} for k, v in luts.items()}
 
 
 # -- parameters ----------------------------------------------------------------------------
@@ -196,7 +192,7 @@ def test_system_verilator(seed, tmp_path):
     top = StateControllerTop(ssm_cfg=SSMConfig(**G4, **COARSE), slots=3, records=4)
     res = tmp_path / "result.json"
     run_bench(top, name=top.module_name, module="sim.state_controller", testcase="system",
-              params={"cfg": G4, "luts": _luts_params(COARSE), "slots": 3, "records": 4,
+              params={"cfg": G4, "luts": lut_params(COARSE), "slots": 3, "records": 4,
                       "steps": 6, "resets": 2, "result_file": str(res)}, seed=seed)
     out = json.loads(res.read_text())
     assert out["resets"] >= 1 and out["checks"] >= 2
