@@ -146,17 +146,20 @@ def _report(dut, p, ctrl, host, sb, cycles):
                                                       "records": recs}))
 
 
+def _setup_kwargs(p, *, steps):
+    """Keyword arguments of :func:`bfm_setup` / :func:`system_setup` from the run's parameters."""
+    from sim.bench import seed
+    return dict(slots=p["slots"], records=p.get("records", 0), conv_width=p.get("conv_width"),
+                conv_depth=p.get("conv_depth"), seed=seed(), steps=p.get("steps", steps),
+                stall=p.get("stall", 0.3), idle=p.get("idle", 0.1), resets=p.get("resets", 1))
+
+
 @cocotb.test()
 async def bfm(dut):
     """StateController alone against SSMUnitBFM: the scenario of make_scenario."""
-    from sim.bench import params, seed
+    from sim.bench import params
     p = params()
-    cfg = config_from_params(p)
-    kw = dict(slots=p["slots"], records=p.get("records", 0), conv_width=p.get("conv_width"),
-              conv_depth=p.get("conv_depth"))
-    ctrl, parts, host, sb, _bfm = bfm_setup(cfg, **kw, seed=seed(), steps=p.get("steps", 6),
-                                            stall=p.get("stall", 0.3), idle=p.get("idle", 0.1),
-                                            resets=p.get("resets", 1))
+    ctrl, parts, host, sb, _bfm = bfm_setup(config_from_params(p), **_setup_kwargs(p, steps=6))
     cycles = await run_cocotb(dut, ctrl, parts)
     _report(dut, p, ctrl, host, sb, cycles)
 
@@ -164,15 +167,10 @@ async def bfm(dut):
 @cocotb.test()
 async def system(dut):
     """SSMUnit + StateController: every y and the state bit for bit ssm_step_hw_bits."""
-    from sim.bench import params, seed
+    from sim.bench import params
     p = params()
-    cfg = config_from_params(p)
-    kw = dict(slots=p["slots"], records=p.get("records", 0), conv_width=p.get("conv_width"),
-              conv_depth=p.get("conv_depth"))
-    top, parts, host, sb = system_setup(cfg, **kw, seed=seed(), steps=p.get("steps", 4),
-                                        stall=p.get("stall", 0.3), idle=p.get("idle", 0.1),
-                                        resets=p.get("resets", 1), mul_stages=p.get("mul_stages", 1),
+    top, parts, host, sb = system_setup(config_from_params(p), **_setup_kwargs(p, steps=4),
+                                        mul_stages=p.get("mul_stages", 1),
                                         add_stages=p.get("add_stages", 1))
     cycles = await run_cocotb(dut, top, parts)
     _report(dut, p, top.ctrl, host, sb, cycles)
-
