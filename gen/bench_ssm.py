@@ -27,13 +27,6 @@ CONFIGS = [
 ]
 
 
-def _coarse_luts():
-    from golden.nonlinear import LUTSpec
-    return {"exp_lut": LUTSpec(function="exp", lo=-20.0, hi=12.0, step_log2=3),
-            "softplus_lut": LUTSpec(function="softplus", lo=-25.0, hi=20.0, step_log2=3),
-            "silu_lut": LUTSpec(function="silu", lo=-25.0, hi=20.0, step_log2=3)}
-
-
 def measure(geom, mul_stages, add_stages, *, tokens=6, seed=0):
     """Run one config on amaranth.sim (no back-pressure, producer ahead).
 
@@ -45,10 +38,11 @@ def measure(geom, mul_stages, add_stages, *, tokens=6, seed=0):
     import numpy as np
 
     from golden.mamba2 import SSMConfig
+    from golden.nonlinear import COARSE_LUTS
     from hw.ssm_unit import SSMUnit
     from sim.ssm_unit import check_pysim, run_pysim
 
-    cfg = SSMConfig(**geom, **_coarse_luts())
+    cfg = SSMConfig(**geom, **COARSE_LUTS)
     dut = SSMUnit(cfg=cfg, mul_stages=mul_stages, add_stages=add_stages)
     out = run_pysim(dut, cfg, tokens=tokens, seed=seed, specials=False, init_state=False)
     check_pysim(out)

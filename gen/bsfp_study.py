@@ -22,7 +22,7 @@ import numpy as np
 from golden import bsfp
 from golden.bsfp import BSFPConfig
 
-from .cli import CLIError
+from .errors import CLIError
 from .output import write_files
 
 __all__ = ["write_study", "load_matrices", "weights_path", "VARIANTS", "STUDY_SEED",

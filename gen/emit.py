@@ -8,7 +8,7 @@ source of truth.
 import importlib.metadata
 
 from golden.config import preset
-from golden.fp import FP16, FP32
+from golden.fp import FORMATS
 from hw.hierarchy import ModuleLibrary, convert
 
 from .dsp_check import write_dsp_check
@@ -19,7 +19,6 @@ from .output import atomic_dir, write_manifest
 
 __all__ = ["blocks", "write_verilog"]
 
-FP_FORMATS = {"fp32": FP32, "fp16": FP16}
 
 
 def blocks(config):

@@ -75,8 +75,8 @@ FAST = {"linear": [0, 1, 2], "ssm": [0], "tree": [0, 1, 2, 3, 4], "ring": [0, 1,
 SLOW = {"linear": [3, 4, 5], "ssm": [1, 2, 3, 4, 5], "tree": [], "ring": []}
 
 def _fmt(name):
-    from golden.fp import FP16, FP32
-    return {"fp32": FP32, "fp16": FP16}[name]
+    from golden.fp import FORMATS
+    return FORMATS[name]
 
 
 # ---------------------------------------------------------------------------------
@@ -110,54 +110,14 @@ def measure_linear(rows, cols, lanes, max_k, fmt_out, jobs):
         (last ``y``), cycle 0 being the cycle in which the first command is taken;
         ``busy``, ``stall`` (the unit's counters); ``sim_seconds``.
     """
-    from amaranth.sim import Simulator
-
     from hw.linear_unit import LinearUnit
+    from sim.perf_probes import LinearProbe, run_amaranth
 
     dut = LinearUnit(rows=rows, cols=cols, quant_lanes=lanes, max_k=max_k, fmt_out=_fmt(fmt_out))
-    beats = sum(j.steps for j in jobs)
-    total_rows = sum(j.n_rows for j in jobs)
-    out = {"first_y": [], "y": []}
-
-    async def bench(ctx):
-        cycle, ci, wi, got, t0 = 0, 0, 0, 0, None
-        ctx.set(dut.y.ready, 1)
-        while got < total_rows:
-            assert cycle < 20 * (beats + total_rows) + 1000, "LinearUnit made no progress"
-            if ci < len(jobs):
-                j = jobs[ci]
-                ctx.set(dut.cmd.valid, 1)
-                ctx.set(dut.cmd.payload, {"mode": j.mode, "steps": j.steps, "n_rows": j.n_rows,
-                                          "n_tokens": j.n_tokens})
-            else:
-                ctx.set(dut.cmd.valid, 0)
-            ctx.set(dut.w.valid, int(wi < beats))
-            ctx.set(dut.x.valid, int(wi < beats))
-            if ci < len(jobs) and ctx.get(dut.cmd.ready):
-                if t0 is None:
-                    t0 = cycle
-                ci += 1
-            if wi < beats and ctx.get(dut.w.ready):
-                wi += 1
-            if ctx.get(dut.y.valid):
-                if ctx.get(dut.y.payload.row) == 0:
-                    out["first_y"].append(cycle - t0)
-                out["y"].append(cycle - t0)
-                got += 1
-            await ctx.tick()
-            cycle += 1
-        out["end"] = out["y"][-1]
-        out["busy"] = ctx.get(dut.busy_cycles)
-        out["stall"] = ctx.get(dut.stall_cycles)
-
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-    sim.add_testbench(bench)
+    probe = LinearProbe(dut, [(j.mode, j.steps, j.n_rows, j.n_tokens) for j in jobs])
     t = time.perf_counter()
-    sim.run()
-    out["sim_seconds"] = time.perf_counter() - t
-    del out["y"]
-    return out
+    run_amaranth(dut, [probe])
+    return {**probe.result, "sim_seconds": time.perf_counter() - t}
 
 
 def _linear_record(index, simulator="amaranth"):
@@ -186,11 +146,8 @@ def _linear_record(index, simulator="amaranth"):
 
 def _ssm_config(geom):
     from golden.mamba2 import SSMConfig
-    from golden.nonlinear import LUTSpec
-    return SSMConfig(**geom,
-                     exp_lut=LUTSpec(function="exp", lo=-20.0, hi=12.0, step_log2=3),
-                     softplus_lut=LUTSpec(function="softplus", lo=-25.0, hi=20.0, step_log2=3),
-                     silu_lut=LUTSpec(function="silu", lo=-25.0, hi=20.0, step_log2=3))
+    from golden.nonlinear import COARSE_LUTS
+    return SSMConfig(**geom, **COARSE_LUTS)
 
 
 def measure_ssm(geom, mul_stages, add_stages, *, tokens, seed=0):
@@ -275,58 +232,13 @@ def measure_tree(max_nodes, fifo_depth, max_passes, trees):
         Per tree, cycles from its first ``tree`` beat: ``last_match``,
         ``first_path``, ``last_path``; and ``schedule_beats``.
     """
-    from amaranth.sim import Simulator
-
     from hw.tree_verifier import TreeVerifier
+    from sim.perf_probes import TreeProbe, run_amaranth
 
     dut = TreeVerifier(max_nodes=max_nodes, fifo_depth=fifo_depth, max_passes=max_passes)
-    results = []
-
-    async def bench(ctx):
-        cycle = 0
-        ctx.set(dut.schedule.ready, 1)
-        ctx.set(dut.path.ready, 1)
-        for parents, match, passes in trees:
-            n = len(parents)
-            ti = mi = beats = 0
-            t0 = None
-            rec = {}
-            while True:
-                assert cycle < 10_000_000, "TreeVerifier made no progress"
-                ctx.set(dut.tree.valid, int(ti < n))
-                ctx.set(dut.tree.payload, {"parent": max(parents[min(ti, n - 1)], 0),
-                                           "last": int(ti == n - 1)})
-                ctx.set(dut.passes, passes)
-                ctx.set(dut.match.valid, int(mi < n))
-                ctx.set(dut.match.payload, {"match": match[min(mi, n - 1)], "last": int(mi == n - 1)})
-                if ti < n and ctx.get(dut.tree.ready):
-                    if t0 is None:
-                        t0 = cycle
-                    ti += 1
-                if mi < n and ctx.get(dut.match.ready):
-                    mi += 1
-                    if mi == n:
-                        rec["last_match"] = cycle - t0
-                if ctx.get(dut.schedule.valid):
-                    beats += 1
-                done = False
-                if ctx.get(dut.path.valid):
-                    rec.setdefault("first_path", cycle - t0)
-                    if ctx.get(dut.path.payload.last):
-                        rec["last_path"] = cycle - t0
-                        done = True
-                await ctx.tick()
-                cycle += 1
-                if done:
-                    break
-            rec["schedule_beats"] = beats
-            results.append(rec)
-
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-    sim.add_testbench(bench)
-    sim.run()
-    return results
+    probe = TreeProbe(dut, trees)
+    run_amaranth(dut, [probe])
+    return probe.result["trees"]
 
 
 def _tree_compare(trees, fifo_depth, meas):
@@ -361,44 +273,23 @@ def _tree_record(index, simulator="amaranth"):
 # RingFIFO
 # ---------------------------------------------------------------------------------
 
-def measure_ring(width, depth, *, items, mode):
-    """``items`` through ``RingFIFO`` in amaranth.sim; cycles from the first write to the last read."""
-    from amaranth.sim import Simulator
-
+def measure_ring(width, depth, cases):
+    """Bursts ``cases`` (``(mode, items)``, each after a reset) through ``RingFIFO`` in
+    amaranth.sim; per case, cycles from the first write to the last read."""
     from hw.ring_fifo import RingFIFO
+    from sim.perf_probes import RingProbe, run_amaranth
 
     dut = RingFIFO(width=width, depth=depth)
-    res = {}
-
-    async def bench(ctx):
-        cycle = wrote = read = 0
-        while read < items:
-            assert cycle < 10 * items + 100, "RingFIFO made no progress"
-            w = wrote < items
-            r = mode == "stream" or wrote == items
-            ctx.set(dut.w.valid, int(w))
-            ctx.set(dut.w.payload, wrote & ((1 << width) - 1))
-            ctx.set(dut.r.ready, int(r))
-            if w and ctx.get(dut.w.ready):
-                wrote += 1
-            if r and ctx.get(dut.r.valid):
-                read += 1
-                res["last_read"] = cycle
-            await ctx.tick()
-            cycle += 1
-
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-    sim.add_testbench(bench)
-    sim.run()
-    return res["last_read"] + 1
+    probe = RingProbe(dut, cases)
+    run_amaranth(dut, [probe])
+    return probe.result["cycles"]
 
 
 def _ring_record(index, simulator="amaranth"):
     width, depth = RING_CONFIGS[index]
     cases = [("stream", 3 * depth + 5), ("fill", depth)]
     if simulator == "amaranth":
-        meas = [measure_ring(width, depth, items=items, mode=mode) for mode, items in cases]
+        meas = measure_ring(width, depth, cases)
     else:
         meas = _verilator_ring(width, depth, cases)
     mod = [ring_fifo_cycles(items=items, depth=depth, mode=mode) for mode, items in cases]
@@ -433,7 +324,8 @@ def _verilator_linear(rows, cols, lanes, max_k, fmt_out, jobs):
     dut = LinearUnit(rows=rows, cols=cols, quant_lanes=lanes, max_k=max_k, fmt_out=_fmt(fmt_out))
     return _run_probe(emit_verilog(dut, name=name), name=name, testcase="linear_timing",
                       params={"jobs": [[j.mode, j.steps, j.n_rows, j.n_tokens] for j in jobs],
-                              "rows": rows, "cols": cols, "lanes": lanes, "max_k": max_k})
+                              "rows": rows, "cols": cols, "lanes": lanes, "max_k": max_k,
+                              "fmt_out": fmt_out})
 
 
 def _verilator_tree(max_nodes, fifo_depth, max_passes, trees):
@@ -445,7 +337,8 @@ def _verilator_tree(max_nodes, fifo_depth, max_passes, trees):
         name += f"_p{max_passes}"
     dut = TreeVerifier(max_nodes=max_nodes, fifo_depth=fifo_depth, max_passes=max_passes)
     return _run_probe(emit_verilog(dut, name=name), name=name, testcase="tree_timing",
-                      params={"trees": trees, "max_nodes": max_nodes, "fifo_depth": fifo_depth})["trees"]
+                      params={"trees": trees, "max_nodes": max_nodes, "fifo_depth": fifo_depth,
+                              "max_passes": max_passes})["trees"]
 
 
 def _verilator_ring(width, depth, cases):
@@ -453,7 +346,8 @@ def _verilator_ring(width, depth, cases):
 
     name = f"ring_fifo_w{width}_d{depth}"
     return _run_probe(RingFIFO(width=width, depth=depth), name=name, testcase="ring_timing",
-                      params={"width": width, "cases": [list(c) for c in cases]})["cycles"]
+                      params={"width": width, "depth": depth,
+                              "cases": [list(c) for c in cases]})["cycles"]
 
 
 # ---------------------------------------------------------------------------------

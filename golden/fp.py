@@ -36,7 +36,7 @@ import numpy as np
 from .validate import check_int
 
 __all__ = [
-    "FPFormat", "FP16", "FP32", "BF16", "FPClass",
+    "FPFormat", "FP16", "FP32", "BF16", "FORMATS", "FPClass",
     "classify", "decode", "round_to", "mul", "add", "convert",
 ]
 
@@ -164,6 +164,9 @@ FP16 = FPFormat(exp_bits=5, man_bits=10)
 FP32 = FPFormat(exp_bits=8, man_bits=23)
 """IEEE 754 binary32."""
 BF16 = FPFormat(exp_bits=8, man_bits=7)
+
+#: The formats a config names by string (``LinearConfig.fmt_out``): name -> format.
+FORMATS = {"fp32": FP32, "fp16": FP16}
 """bfloat16: binary32's exponent range with an 8-bit significand."""
 
 

@@ -42,7 +42,7 @@ function evaluation, 80 evaluations per token for Mamba2-2.7B.
 
 import functools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from decimal import Decimal, localcontext
 
 import numpy as np
@@ -50,9 +50,9 @@ import numpy as np
 from .validate import check_choice, check_float, check_int
 
 __all__ = [
-    "FUNCTIONS", "SATURATION", "LUTSpec", "DEFAULT_LUTS", "ERROR_BOUNDS",
+    "FUNCTIONS", "SATURATION", "LUTSpec", "DEFAULT_LUTS", "COARSE_LUTS", "ERROR_BOUNDS",
     "CANONICAL_NAN32", "lut_tables", "lut_eval", "exact_fp32", "reference64",
-    "measure_lut_error", "lut_exp", "lut_softplus", "lut_silu",
+    "measure_lut_error",
 ]
 
 FUNCTIONS = ("exp", "softplus", "silu")
@@ -159,6 +159,11 @@ DEFAULT_LUTS = {
     "softplus": LUTSpec(function="softplus", lo=-25.0, hi=20.0),
     "silu": LUTSpec(function="silu", lo=-25.0, hi=20.0),
 }
+
+#: The default tables at step 1/8 instead of 1/128, as :class:`golden.mamba2.SSMConfig`
+#: keyword arguments: the same ranges and contract, ROMs of 257-361 words instead of
+#: 4097-5761, so an SSM unit builds and simulates in seconds (benches, the sim preset).
+COARSE_LUTS = {f"{name}_lut": replace(spec, step_log2=3) for name, spec in DEFAULT_LUTS.items()}
 
 #: Documented bounds on the defaults' error against float64 math over the table
 #: range: max relative error (where the true value is a normal binary32) and
@@ -278,21 +283,6 @@ _SAT_ABOVE = {
     "inf": lambda x: np.float32(np.inf),
     "identity": lambda x: x,
 }
-
-
-def lut_exp(x, spec=DEFAULT_LUTS["exp"]):
-    """``exp`` by table (see :func:`lut_eval`)."""
-    return lut_eval(spec, x)
-
-
-def lut_softplus(x, spec=DEFAULT_LUTS["softplus"]):
-    """``softplus(x) = ln(1 + e^x)`` by table (see :func:`lut_eval`)."""
-    return lut_eval(spec, x)
-
-
-def lut_silu(x, spec=DEFAULT_LUTS["silu"]):
-    """``silu(x) = x·σ(x)`` by table (see :func:`lut_eval`)."""
-    return lut_eval(spec, x)
 
 
 # -- oracles --------------------------------------------------------------------

@@ -69,7 +69,7 @@ class AXI4LiteSignature(wiring.Signature):
         return f"AXI4LiteSignature(addr_width={self._addr_width}, data_width={self._data_width})"
 
 
-def port_name(register, field):
+def field_port_name(register, field):
     """Name of the hardware-side port of ``field`` of ``register``: ``<reg>_<field>`` in lower case."""
     return f"{register.name.lower()}_{field.name.lower()}"
 
@@ -81,7 +81,7 @@ class AXI4LiteRegisterFile(wiring.Component):
     ----------
     regmap : hw.regmap.RegisterMap
         The registers; every field gets a hardware-side port named
-        ``<register>_<field>`` in lower case (:func:`port_name`).
+        ``<register>_<field>`` in lower case (:func:`field_port_name`).
 
     Attributes
     ----------
@@ -138,7 +138,7 @@ class AXI4LiteRegisterFile(wiring.Component):
             if reg.count > 1:
                 add(f"{reg.name.lower()}_addr", In(range(reg.count)))
             for f in reg.fields:
-                name = port_name(reg, f)
+                name = field_port_name(reg, f)
                 if reg.count > 1 or f.access == "WO":
                     add(name, Out(f.width))
                 elif f.access == "RW":
@@ -232,7 +232,7 @@ class AXI4LiteRegisterFile(wiring.Component):
         """Logic of one plain register; returns its 32-bit read value."""
         parts = []
         for f in reg.fields:
-            port = getattr(self, port_name(reg, f), None)
+            port = getattr(self, field_port_name(reg, f), None)
             sl = slice(f.lsb, f.lsb + f.width)
             if f.access == "CONST":
                 value = Const(f.reset, f.width)
@@ -248,8 +248,8 @@ class AXI4LiteRegisterFile(wiring.Component):
                     m.d.sync += port.eq(written[sl])
                 value = Const(0, f.width)
             else:  # W1C
-                sets = getattr(self, f"{port_name(reg, f)}_set")
-                cleared = Signal(f.width, name=f"{port_name(reg, f)}_clr")
+                sets = getattr(self, f"{field_port_name(reg, f)}_set")
+                cleared = Signal(f.width, name=f"{field_port_name(reg, f)}_clr")
                 m.d.comb += cleared.eq(Const(0, f.width))
                 with m.If(write):
                     m.d.comb += cleared.eq(written[sl])
@@ -276,7 +276,7 @@ class AXI4LiteRegisterFile(wiring.Component):
         ]
         parts = []
         for f in reg.fields:
-            m.d.comb += getattr(self, port_name(reg, f)).eq(hw_rd.data[f.lsb:f.lsb + f.width])
+            m.d.comb += getattr(self, field_port_name(reg, f)).eq(hw_rd.data[f.lsb:f.lsb + f.width])
             parts.append((f.lsb, bus_rd.data[f.lsb:f.lsb + f.width]))
         return _assemble(parts)
 

@@ -12,14 +12,13 @@ detection is generated from the config's remap table (``docs/bsfp.md`` §5,
 """
 
 from amaranth import Cat, Module, Signal
-from amaranth.lib import data, stream, wiring
-from amaranth.lib.wiring import In, Out
+from amaranth.lib import data
 
-from golden.bsfp import BSFPConfig, draft_exponent_table
-from golden.validate import check_choice, check_int
+from golden.bsfp import draft_exponent_table
+from golden.validate import check_choice
 
 from .pipeline import stream_stages
-from .remap_logic import nor_cover, prime_cover, remap_slug
+from .remap_logic import BSFPStream, nor_cover, prime_cover, remap_slug
 
 __all__ = ["DECODER_DRAFTS", "ExponentDecoder"]
 
@@ -27,7 +26,7 @@ __all__ = ["DECODER_DRAFTS", "ExponentDecoder"]
 DECODER_DRAFTS = ("E3M0", "E3M0-noremap", "E3M0+W")
 
 
-class ExponentDecoder(wiring.Component):
+class ExponentDecoder(BSFPStream):
     """E3M0 draft decoder: draft code ``{s, c}`` (or ``{s, W, c}``) to sign and biased exponent.
 
     Parameters
@@ -75,29 +74,10 @@ class ExponentDecoder(wiring.Component):
     """
 
     def __init__(self, *, config, stages=1):
-        if not isinstance(config, BSFPConfig):
-            raise TypeError(f"ExponentDecoder.config must be a BSFPConfig, not {config!r}")
-        check_choice("ExponentDecoder", "config.draft", config.draft, DECODER_DRAFTS)
-        self._config = config
-        self._stages = check_int("ExponentDecoder", "stages", stages, min=0)
-        self._plan = _decoder_plan(config)
-        super().__init__({
-            "i": In(stream.Signature(self.input_layout)),
-            "o": Out(stream.Signature(self.output_layout)),
-        })
-
-    @property
-    def config(self):
-        return self._config
-
-    @property
-    def stages(self):
-        return self._stages
-
-    @property
-    def latency(self):
-        """Cycles from a transfer on ``i`` to its item's ``o.valid``."""
-        return self._stages
+        def plan(config):
+            check_choice("ExponentDecoder", "config.draft", config.draft, DECODER_DRAFTS)
+            return _decoder_plan(config)
+        super().__init__(config=config, stages=stages, plan=plan, output_shape=self.output_layout)
 
     @property
     def module_name(self):
@@ -120,12 +100,6 @@ class ExponentDecoder(wiring.Component):
     @property
     def output_layout(self):
         return data.StructLayout({"exp": 4, "sign": 1})
-
-    @property
-    def remap_cover(self):
-        """The NOR terms of ``remapped``: ``(mask, value)`` cubes over the draft index
-        (``c``, or ``W << 3 | c``); an index matches when ``index & mask == value``."""
-        return self._plan["cover"]
 
     def elaborate(self, platform):
         m = Module()

@@ -10,19 +10,17 @@ product's exponent, which is exact (``golden.bsfp.full_terms``).
 """
 
 from amaranth import C, Cat, Module, Signal
-from amaranth.lib import data, stream, wiring
-from amaranth.lib.wiring import In, Out
+from amaranth.lib import data
 
-from golden.bsfp import BSFPConfig, restore_exponent_table
-from golden.validate import check_int
+from golden.bsfp import restore_exponent_table
 
 from .pipeline import stream_stages
-from .remap_logic import nor_cover, prime_cover, remap_slug
+from .remap_logic import BSFPStream, nor_cover, prime_cover, remap_slug
 
 __all__ = ["FP16Reconstructor"]
 
 
-class FP16Reconstructor(wiring.Component):
+class FP16Reconstructor(BSFPStream):
     """Merge a nibble and a residue into the scaled FP16 weight, undoing BSFP v1 remapping.
 
     Parameters
@@ -66,28 +64,7 @@ class FP16Reconstructor(wiring.Component):
     """
 
     def __init__(self, *, config, stages=1):
-        if not isinstance(config, BSFPConfig):
-            raise TypeError(f"FP16Reconstructor.config must be a BSFPConfig, not {config!r}")
-        self._config = config
-        self._stages = check_int("FP16Reconstructor", "stages", stages, min=0)
-        self._plan = _restore_plan(config)
-        super().__init__({
-            "i": In(stream.Signature(self.input_layout)),
-            "o": Out(stream.Signature(16)),
-        })
-
-    @property
-    def config(self):
-        return self._config
-
-    @property
-    def stages(self):
-        return self._stages
-
-    @property
-    def latency(self):
-        """Cycles from a transfer on ``i`` to its item's ``o.valid``."""
-        return self._stages
+        super().__init__(config=config, stages=stages, plan=_restore_plan, output_shape=16)
 
     @property
     def module_name(self):
@@ -100,11 +77,6 @@ class FP16Reconstructor(wiring.Component):
     @property
     def input_layout(self):
         return data.StructLayout({"residue": 12, "nibble": 4})
-
-    @property
-    def remap_cover(self):
-        """The NOR terms of ``remapped``: ``(mask, value)`` cubes over ``W << 3 | c``."""
-        return self._plan["cover"]
 
     def elaborate(self, platform):
         m = Module()

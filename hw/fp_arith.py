@@ -16,13 +16,11 @@ is high and holds while it is low: a consumer stalls a whole pipeline built of
 these units with one signal. ``valid`` travels beside the data.
 """
 
-from amaranth import C, Cat, Module, Mux, Signal, Value
-from amaranth.lib import wiring
+from amaranth import C, Cat, Module, Mux, Signal
 from amaranth.lib.wiring import In, Out
 
-from golden.fp import FPFormat
-from golden.validate import check_int
-from hw.fp_datapath import fp_fields, ge_const, pipeline_stage
+from hw.bits import shift_left, wire, zero_extend
+from hw.fp_datapath import StagedFPUnit, fp_fields, ge_const, pipeline_stage
 
 __all__ = [
     "FPAdd",
@@ -30,24 +28,9 @@ __all__ = [
     "add_const",
     "count_leading_zeros",
     "delay_line",
-    "shift_left_log",
     "shift_right_sticky",
     "sub_mod",
 ]
-
-
-def _check_fmt(owner, fmt):
-    if not isinstance(fmt, FPFormat):
-        raise TypeError(f"{owner}.fmt must be an FPFormat, not {fmt!r}")
-    return fmt
-
-
-def _ext(value, width):
-    """``value`` zero-extended (or truncated) to ``width`` bits."""
-    value = Value.cast(value)
-    if len(value) >= width:
-        return value[:width]
-    return Cat(value, C(0, width - len(value)))
 
 
 def add_const(value, k, width):
@@ -57,7 +40,7 @@ def add_const(value, k, width):
     rejects the width mismatch; a constant whose top bit is set keeps its full
     width, so ``k`` is split into two such constants when needed.
     """
-    v = _ext(value, width)
+    v = zero_extend(value, width)
     k %= 1 << width
     top = 1 << (width - 1)
     if k == 0:
@@ -70,15 +53,7 @@ def add_const(value, k, width):
 
 def sub_mod(a, b, width):
     """``(a − b) mod 2**width`` with both operands zero-extended to ``width`` bits."""
-    return (_ext(a, width) - _ext(b, width))[:width]
-
-
-def _wire(m, value, name):
-    """``value`` as a named wire, so a value used twice is built once."""
-    value = Value.cast(value)
-    sig = Signal(len(value), name=name)
-    m.d.comb += sig.eq(value)
-    return sig
+    return (zero_extend(a, width) - zero_extend(b, width))[:width]
 
 
 def count_leading_zeros(m, value, width, name="clz"):
@@ -100,24 +75,14 @@ def count_leading_zeros(m, value, width, name="clz"):
         if n == 2:
             return ~v[1]
         hi, lo = v[n // 2:], v[:n // 2]
-        hi_any = _wire(m, hi.any(), f"{name}_{path}_any")
-        return _wire(m, Cat(Mux(hi_any, clz(hi, n // 2, path + "h"), clz(lo, n // 2, path + "l")),
+        hi_any = wire(m, hi.any(), f"{name}_{path}_any")
+        return wire(m, Cat(Mux(hi_any, clz(hi, n // 2, path + "h"), clz(lo, n // 2, path + "l")),
                             ~hi_any), f"{name}_{path}")
 
-    count = _ext(clz(padded, size, "t"), nbits)
+    count = zero_extend(clz(padded, size, "t"), nbits)
     if size > width:
         return count                                  # the padding ones stop a zero at width
     return Mux(value[:width].any(), count, C(width, nbits))
-
-
-def shift_left_log(m, value, amount, width, name="shl"):
-    """``(value << amount)`` truncated to ``width`` bits, a logarithmic shifter."""
-    v = _ext(value, width)
-    for j in range(len(amount)):
-        step = 1 << j
-        shifted = C(0, width) if step >= width else Cat(C(0, step), v[:width - step])
-        v = _wire(m, Mux(amount[j], shifted, v), f"{name}_{j}")
-    return v
 
 
 def shift_right_sticky(m, value, amount, width, name="shr"):
@@ -126,17 +91,17 @@ def shift_right_sticky(m, value, amount, width, name="shr"):
     A logarithmic shifter of constant shifts (every operand has the result's
     width); ``amount`` may exceed ``width``, everything then goes to sticky.
     """
-    v = _ext(value, width)
+    v = zero_extend(value, width)
     sticky = C(0, 1)
     for j in range(len(amount)):
         step = 1 << j
         if step >= width:
             sticky = sticky | (amount[j] & v.any())
-            v = _wire(m, Mux(amount[j], C(0, width), v), f"{name}_{j}")
+            v = wire(m, Mux(amount[j], C(0, width), v), f"{name}_{j}")
         else:
             sticky = sticky | (amount[j] & v[:step].any())
-            v = _wire(m, Mux(amount[j], Cat(v[step:], C(0, step)), v), f"{name}_{j}")
-        sticky = _wire(m, sticky, f"{name}_{j}_sticky")
+            v = wire(m, Mux(amount[j], Cat(v[step:], C(0, step)), v), f"{name}_{j}")
+        sticky = wire(m, sticky, f"{name}_{j}_sticky")
     return v, sticky
 
 
@@ -163,7 +128,7 @@ def _round_pack(m, fmt, *, sign, efield_pre, mant, guard, sticky, overflow, nan,
     word = Signal(w, name="rounded")
     inc = guard & (sticky | mant[0])
     base = Cat(C(0, mb), efield_pre, C(0, 1))
-    m.d.comb += word.eq(((base + _ext(mant, w))[:w] + _ext(inc, w))[:w])
+    m.d.comb += word.eq(((base + zero_extend(mant, w))[:w] + zero_extend(inc, w))[:w])
     result = Signal(w, name="packed")
     inf_word = Cat(C(0, mb), C((1 << fmt.exp_bits) - 1, fmt.exp_bits))
     with m.If(nan):
@@ -179,45 +144,18 @@ def _round_pack(m, fmt, *, sign, efield_pre, mant, guard, sticky, overflow, nan,
     return result
 
 
-class _FPUnit(wiring.Component):
-    BOUNDARIES = ()
-    KIND = ""
+class _FPUnit(StagedFPUnit):
+    """``result = op(a, b)`` in ``fmt`` with ``valid`` beside the data."""
 
-    def __init__(self, *, fmt, stages):
-        owner = type(self).__name__
-        self._fmt = _check_fmt(owner, fmt)
-        self._stages = check_int(owner, "stages", stages, min=0, max=len(self.BOUNDARIES))
-        super().__init__({
+    def members(self, fmt):
+        return {
             "en": In(1),
             "valid": In(1),
             "a": In(fmt.width),
             "b": In(fmt.width),
             "result": Out(fmt.width),
             "result_valid": Out(1),
-        })
-
-    @property
-    def fmt(self):
-        return self._fmt
-
-    @property
-    def stages(self):
-        return self._stages
-
-    @property
-    def latency(self):
-        """Enabled clock edges from ``a``, ``b`` to ``result`` (= ``stages``)."""
-        return self._stages
-
-    @property
-    def module_name(self):
-        """Verilog module name encoding the parameters, e.g. ``FPMul_e8_m23_s3``."""
-        return (f"{type(self).__name__}_e{self._fmt.exp_bits}_m{self._fmt.man_bits}"
-                f"_s{self._stages}")
-
-    def _regs(self):
-        n = len(self.BOUNDARIES)
-        return set(self.BOUNDARIES[n - self._stages:]) if self._stages else set()
+        }
 
 
 class FPMul(_FPUnit):
@@ -250,7 +188,6 @@ class FPMul(_FPUnit):
     """
 
     BOUNDARIES = ("classify", "product", "lzc", "normalize", "round")
-    KIND = "mul"
 
     def elaborate(self, platform):
         m = Module()
@@ -292,7 +229,7 @@ class FPMul(_FPUnit):
                            nan=s["nan"], inf=s["inf"], zero=s["zero"])
         # normalize: the shifts
         shifted = Signal(2 * p, name="mul_shl")
-        m.d.comb += shifted.eq(shift_left_log(m, s["prod"], s["left"], 2 * p, "mul_shl"))
+        m.d.comb += shifted.eq(shift_left(s["prod"], s["left"], 2 * p, m=m, name="mul_shl"))
         norm, rsticky = shift_right_sticky(m, shifted, s["right"], 2 * p, "mul_shr")
         s = pipeline_stage(m, en, "normalize" in regs, "normalize",
                            valid=s["valid"], sign=s["sign"], efield_pre=s["efield_pre"],
@@ -335,7 +272,6 @@ class FPAdd(_FPUnit):
     """
 
     BOUNDARIES = ("classify", "align", "add", "lzc", "normalize", "round")
-    KIND = "add"
 
     def elaborate(self, platform):
         m = Module()
@@ -383,7 +319,7 @@ class FPAdd(_FPUnit):
                            nan=s["nan"], inf=s["inf"], inf_sign=s["inf_sign"])
         # normalize (left only: a carry is absorbed by the one-bit headroom).
         norm = Signal(W + 1, name="add_norm")
-        m.d.comb += norm.eq(shift_left_log(m, s["total"], s["shl"], W + 1, "add_shl"))
+        m.d.comb += norm.eq(shift_left(s["total"], s["shl"], W + 1, m=m, name="add_shl"))
         s = pipeline_stage(m, en, "normalize" in regs, "normalize",
                            valid=s["valid"], sign=s["sign"], efield_pre=s["efield_pre"],
                            mant=norm[W + 1 - p:W + 1], guard=norm[W - p], sticky=norm[:W - p].any(),

@@ -28,6 +28,8 @@ from amaranth.lib.wiring import In, Out
 from golden.dot import AccumulatorSpec
 from golden.fp import FPFormat
 from golden.validate import check_int
+from hw.bits import shift_left
+from hw.pipeline import Staged
 
 __all__ = [
     "ExactAccumulator",
@@ -38,7 +40,7 @@ __all__ = [
     "ge_const",
     "negate_if",
     "pipeline_stage",
-    "shift_left",
+    "StagedFPUnit",
     "term_exp_range",
 ]
 
@@ -58,6 +60,39 @@ def _check_spec(owner, spec):
 def _registered(boundaries, stages):
     """The boundaries that get a register: the last ``stages`` of them."""
     return set(boundaries[len(boundaries) - stages:]) if stages else set()
+
+
+class StagedFPUnit(Staged, wiring.Component):
+    """Base of a block of one FP format whose datapath is split at named stage boundaries.
+
+    ``stages`` pipeline registers sit on the last ``stages`` of the subclass's
+    ``BOUNDARIES``. A subclass defines ``BOUNDARIES`` and ``members(fmt)``, its
+    signature members.
+    """
+
+    BOUNDARIES = ()
+
+    def __init__(self, *, fmt, stages):
+        owner = type(self).__name__
+        self._fmt = _check_fmt(owner, "fmt", fmt)
+        self._stages = check_int(owner, "stages", stages, min=0, max=len(self.BOUNDARIES))
+        super().__init__(self.members(fmt))
+
+    def members(self, fmt):
+        raise NotImplementedError
+
+    @property
+    def fmt(self):
+        return self._fmt
+
+    @property
+    def module_name(self):
+        """Verilog module name encoding the parameters, e.g. ``FPMul_e8_m23_s3``."""
+        return (f"{type(self).__name__}_e{self._fmt.exp_bits}_m{self._fmt.man_bits}"
+                f"_s{self._stages}")
+
+    def _regs(self):
+        return _registered(self.BOUNDARIES, self._stages)
 
 
 def pipeline_stage(m, en, registered, name, **values):
@@ -122,7 +157,7 @@ def fp_unpack(bits, fmt):
             "zero": f["zero"], "inf": f["inf"], "nan": f["nan"]}
 
 
-class ExactMultiplier(wiring.Component):
+class ExactMultiplier(StagedFPUnit):
     """Exact product of two ``fmt`` numbers as a :class:`golden.dot.Terms` element.
 
     Parameters
@@ -153,11 +188,11 @@ class ExactMultiplier(wiring.Component):
     BOUNDARIES = ("classify", "product")
 
     def __init__(self, *, fmt, stages=1):
-        self._fmt = _check_fmt("ExactMultiplier", "fmt", fmt)
-        self._stages = check_int("ExactMultiplier", "stages", stages, min=0,
-                                 max=len(self.BOUNDARIES))
+        super().__init__(fmt=fmt, stages=stages)
+
+    def members(self, fmt):
         lo, hi = term_exp_range(fmt)
-        super().__init__({
+        return {
             "en": In(1),
             "a": In(fmt.width),
             "b": In(fmt.width),
@@ -166,25 +201,7 @@ class ExactMultiplier(wiring.Component):
             "exp": Out(range(lo, hi + 1)),
             "nan": Out(1),
             "inf": Out(1),
-        })
-
-    @property
-    def fmt(self):
-        return self._fmt
-
-    @property
-    def stages(self):
-        return self._stages
-
-    @property
-    def latency(self):
-        """Enabled clock edges from operands to term."""
-        return self._stages
-
-    @property
-    def module_name(self):
-        """Verilog module name encoding the parameters, e.g. ``ExactMultiplier_e5_m10_s1``."""
-        return f"ExactMultiplier_e{self._fmt.exp_bits}_m{self._fmt.man_bits}_s{self._stages}"
+        }
 
     def elaborate(self, platform):
         m = Module()
@@ -194,7 +211,7 @@ class ExactMultiplier(wiring.Component):
     def build(self, m, p):
         """Add the logic to module ``m`` on the ports of ``p`` (this component, or
         ``self.signature.create()`` when a parent inlines the datapath flat)."""
-        regs = _registered(self.BOUNDARIES, self._stages)
+        regs = self._regs()
         # classify: decode both operands.
         a = fp_unpack(p.a, self._fmt)
         b = fp_unpack(p.b, self._fmt)
@@ -209,20 +226,6 @@ class ExactMultiplier(wiring.Component):
                            nan=s["nan"], inf=s["inf"])
         m.d.comb += [p.sign.eq(s["sign"]), p.sig.eq(s["sig"]), p.exp.eq(s["exp"]),
                      p.nan.eq(s["nan"]), p.inf.eq(s["inf"])]
-
-
-def shift_left(value, amount, width):
-    """``(value << amount)`` truncated to ``width`` bits, as a logarithmic shifter.
-
-    Built from constant shifts and multiplexers so that every operand has the
-    result's width (Verilator's ``-Wall`` width checks pass without waivers).
-    """
-    v = Cat(value, C(0, max(0, width - len(value))))[:width]
-    for j in range(len(amount)):
-        step = 1 << j
-        shifted = C(0, width) if step >= width else Cat(C(0, step), v[:width - step])
-        v = Mux(amount[j], shifted, v)
-    return v
 
 
 def ge_const(value, k):

@@ -2,7 +2,21 @@
 
 from amaranth import Signal
 
-__all__ = ["stream_stages"]
+__all__ = ["Staged", "stream_stages"]
+
+
+class Staged:
+    """Mixin of a block with ``stages`` pipeline registers (``self._stages``) and as many
+    cycles of latency."""
+
+    @property
+    def stages(self):
+        return self._stages
+
+    @property
+    def latency(self):
+        """Cycles (enabled clock edges) from an input to its output: ``stages``."""
+        return self._stages
 
 
 def stream_stages(m, *, i, o, payload, stages):

@@ -21,6 +21,7 @@ import re
 from dataclasses import dataclass
 
 from golden.validate import check_choice, check_int
+from hw.bits import index_width, value_width
 
 __all__ = ["ACCESS", "Enum", "Field", "Register", "RegisterMap", "accelerator_regmap",
            "ERROR_CODES", "REGMAP_VERSION"]
@@ -354,11 +355,6 @@ def _c_comment(text):
     return text.replace("*/", "* /").replace("\n", " ")
 
 
-def _bits(n):
-    """Bits of an unsigned value up to ``n``."""
-    return max(1, int(n).bit_length())
-
-
 #: Error codes of ``STATUS.ERROR_CODE`` (the first error since the last clear).
 ERROR_CODES = (
     Enum(name="NONE", value=0, description="no error"),
@@ -403,7 +399,7 @@ def accelerator_regmap(config):
         raise TypeError(f"accelerator_regmap: config must be a golden.config.Config, "
                         f"not {config!r}")
     tree, lin, ssm = config.tree, config.linear, config.ssm
-    node_bits = _bits(tree.max_nodes - 1)
+    node_bits = index_width(tree.max_nodes)
     major, minor = REGMAP_VERSION
 
     def counter(name, offset, what):
@@ -508,7 +504,7 @@ def accelerator_regmap(config):
                          Field(name="N_TOKENS", lsb=16, width=12, access="RW", reset=1,
                                description="valid token lanes (1 … CAPS_LINEAR.COLS)"))),
         Register(name="LIN_STEPS", offset=0x034, description="Beats of the next linear job.",
-                 fields=(Field(name="STEPS", lsb=0, width=max(16, _bits(lin.max_k)),
+                 fields=(Field(name="STEPS", lsb=0, width=max(16, value_width(lin.max_k)),
                                access="RW", reset=1,
                                description=f"weight/activation beat pairs (1 … max_k = "
                                            f"{lin.max_k})"),)),

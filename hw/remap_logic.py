@@ -2,11 +2,62 @@
 
 SPEQ detects remapped draft codes with NOR gates; these helpers derive that logic
 from any remap table (``golden.bsfp.BSFPConfig.remap``) instead of hard-coding it.
+:class:`BSFPStream` is the part both blocks share: a stream ``i`` -> ``o`` of one
+BSFP config through ``stages`` registers.
 """
 
 from amaranth import C, Cat, Signal
+from amaranth.lib import stream, wiring
+from amaranth.lib.wiring import In, Out
 
-__all__ = ["prime_cover", "remap_slug", "nor_cover"]
+from golden.bsfp import BSFPConfig
+from golden.validate import check_int
+
+from .pipeline import Staged
+
+__all__ = ["BSFPStream", "prime_cover", "remap_slug", "nor_cover"]
+
+
+class BSFPStream(Staged, wiring.Component):
+    """Base of a stream block built from one :class:`golden.bsfp.BSFPConfig`.
+
+    A subclass validates anything more of the config, derives its ``plan`` (the
+    constants it reads from the golden table, with ``plan["cover"]`` the NOR
+    terms of ``remapped``) and defines ``input_layout``.
+
+    Parameters
+    ----------
+    config : golden.bsfp.BSFPConfig
+        The BSFP v1 config.
+    stages : int
+        Pipeline registers after the logic (``>= 0``).
+    plan : callable
+        ``plan(config) -> dict``, run once the config is known to be a ``BSFPConfig``.
+    output_shape : shape
+        The payload shape of ``o``.
+    """
+
+    def __init__(self, *, config, stages, plan, output_shape):
+        name = type(self).__name__
+        if not isinstance(config, BSFPConfig):
+            raise TypeError(f"{name}.config must be a BSFPConfig, not {config!r}")
+        self._config = config
+        self._stages = check_int(name, "stages", stages, min=0)
+        self._plan = plan(config)
+        super().__init__({
+            "i": In(stream.Signature(self.input_layout)),
+            "o": Out(stream.Signature(output_shape)),
+        })
+
+    @property
+    def config(self):
+        return self._config
+
+    @property
+    def remap_cover(self):
+        """The NOR terms of ``remapped``: ``(mask, value)`` cubes over the block's
+        remap index; an index matches when ``index & mask == value``."""
+        return self._plan["cover"]
 
 
 def prime_cover(codes, width):

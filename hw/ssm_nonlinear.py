@@ -20,15 +20,13 @@ from amaranth.lib.wiring import In, Out
 from golden.fp import FP32
 from golden.nonlinear import CANONICAL_NAN32, SATURATION, LUTSpec, lut_tables
 from golden.validate import check_int
+from hw.bits import shift_left, wire, zero_extend
 from hw.fp_arith import (
     FPAdd,
     FPMul,
-    _ext,
-    _wire,
     add_const,
     count_leading_zeros,
     delay_line,
-    shift_left_log,
     shift_right_sticky,
     sub_mod,
 )
@@ -120,7 +118,7 @@ class LUTFunction(wiring.Component):
 
         # classify: range check on a total-order key (−0 counts as +0).
         neg = sign & mag_nz
-        key = _wire(m, Mux(neg, Cat(~x[:31], C(0, 1)), Cat(x[:31], C(1, 1))), "key")
+        key = wire(m, Mux(neg, Cat(~x[:31], C(0, 1)), Cat(x[:31], C(1, 1))), "key")
         lo_bits = int(np.float32(spec.lo).view(np.uint32))
         hi_bits = int(np.float32(spec.hi).view(np.uint32))
         below = ~nan & ~ge_const(key, order_key(lo_bits))
@@ -129,19 +127,19 @@ class LUTFunction(wiring.Component):
 
         # reduce: |x|·2**s = sig·2**-k with k = (man_bits − s + bias) − efield.
         kw = 10
-        k = _wire(m, add_const(~_ext(efield, kw), mb - spec.step_log2 + fmt.bias + 1, kw), "k")
+        k = wire(m, add_const(~zero_extend(efield, kw), mb - spec.step_log2 + fmt.bias + 1, kw), "k")
         ipart, _ = shift_right_sticky(m, sig, k, p, "ipart")
-        keep = shift_left_log(m, C((1 << p) - 1, p), k, p, "mask")
-        rem = _wire(m, sig & ~keep, "rem")             # the bits below the node: r·2**(m−E)
+        keep = shift_left(C((1 << p) - 1, p), k, p, m=m, name="mask")
+        rem = wire(m, sig & ~keep, "rem")             # the bits below the node: r·2**(m−E)
         # Row address: i − first_index, i = ±ipart.
         aw = max(spec.nodes.bit_length() + 2, 24)
-        i_signed = Mux(sign, add_const(~_ext(ipart, aw), 1, aw), _ext(ipart, aw))
-        row = _wire(m, add_const(i_signed, -spec.first_index, aw), "row")
+        i_signed = Mux(sign, add_const(~zero_extend(ipart, aw), 1, aw), zero_extend(ipart, aw))
+        row = wire(m, add_const(i_signed, -spec.first_index, aw), "row")
         abits = (spec.nodes - 1).bit_length() or 1
         addr = Mux(inside, row[:abits], 0)
         # residual: exact, normalized; |x| < step gives r = x; r = 0 gives +0.
         lz = count_leading_zeros(m, rem, p, "rclz")
-        r_norm = shift_left_log(m, rem, lz, p, "rnorm")
+        r_norm = shift_left(rem, lz, p, m=m, name="rnorm")
         r_field = sub_mod(efield, lz, 8)
         small = ge_const(k, p)
         r = Signal(32, name="residual")

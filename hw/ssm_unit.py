@@ -29,6 +29,7 @@ from amaranth.lib.wiring import In, Out
 from golden.fp import FP32
 from golden.mamba2 import SSMConfig
 from golden.validate import check_int
+from hw.bits import index_width
 from hw.fp_arith import FPAdd, FPMul, add_const, delay_line
 from hw.fp_datapath import ge_const
 from hw.hierarchy import submodule
@@ -60,16 +61,12 @@ def eq_const(value, k):
     return Cat(*(value[i] if (k >> i) & 1 else ~value[i] for i in range(len(value)))).all()
 
 
-def _bits(n):
-    return max(1, (n - 1).bit_length())
-
-
 class _Counter:
     """A wrapping counter ``0 .. n−1`` that steps when ``step`` is high."""
 
     def __init__(self, m, n, name):
         self.n = n
-        self.value = Signal(_bits(n), name=name)
+        self.value = Signal(index_width(n), name=name)
         self.last = eq_const(self.value, n - 1)
         self._m = m
 
@@ -86,7 +83,7 @@ def host_members(cfg):
     return {
         "wr_en": In(1),
         "wr_sel": In(3),
-        "wr_addr": In(_bits(max(H * P, N, H))),
+        "wr_addr": In(index_width(max(H * P, N, H))),
         "wr_data": In(32),
         "fill_free": Out(1),
         "token_valid": In(1),
@@ -101,7 +98,7 @@ def state_members(cfg):
     return {
         "hold": In(1),
         "idle": Out(1),
-        "st_addr": In(_bits(H * P * cfg.groups_per_row)),
+        "st_addr": In(index_width(H * P * cfg.groups_per_row)),
         "st_we": In(1),
         "st_wdata": In(32 * cfg.lanes),
         "st_rdata": Out(32 * cfg.lanes),
@@ -128,7 +125,7 @@ class StateBank(wiring.Component):
 
     def __init__(self, *, depth):
         self._depth = check_int("StateBank", "depth", depth, min=2)
-        aw = _bits(depth)
+        aw = index_width(depth)
         super().__init__({"r_addr": In(aw), "r_en": In(1), "r_data": Out(32),
                           "w_addr": In(aw), "w_en": In(1), "w_data": In(32)})
 
@@ -289,7 +286,7 @@ class SSMUnit(wiring.Component):
         banks = [StateBank(depth=depth) for _ in range(L)]
         for i, bank in enumerate(banks):
             submodule(m, f"state_bank{i}", bank)
-        aw = _bits(depth)
+        aw = index_width(depth)
         rd_state = SimpleNamespace(addr=Signal(aw, name="st_rd_addr"), en=Signal(name="st_rd_en"),
                                    data=Signal(32 * L, name="st_rd_data"))
         wr_state = SimpleNamespace(addr=Signal(aw, name="st_wr_addr"), en=Signal(name="st_wr_en"),
@@ -311,18 +308,18 @@ class SSMUnit(wiring.Component):
         commit = self.token_valid & self.token_ready
 
         # host write port
-        kw, xw, hw_ = _bits(2 * K), _bits(2 * H * P), _bits(2 * H)
+        kw, xw, hw_ = index_width(2 * K), index_width(2 * H * P), index_width(2 * H)
         for sel, mm in bc.items():
             wp = mm.write_port(granularity=32)
             if L & (L - 1) == 0:
-                lane = self.wr_addr[:_bits(L)] if L > 1 else C(0, 1)
-                kidx = self.wr_addr[_bits(L):] if L > 1 else self.wr_addr
+                lane = self.wr_addr[:index_width(L)] if L > 1 else C(0, 1)
+                kidx = self.wr_addr[index_width(L):] if L > 1 else self.wr_addr
             else:
                 # Column n is lane n mod L of tile n div L (constant divisor).
-                lane = Signal(_bits(L), name=f"wr_lane_{sel}")
-                kidx = Signal(_bits(K), name=f"wr_tile_{sel}")
+                lane = Signal(index_width(L), name=f"wr_lane_{sel}")
+                kidx = Signal(index_width(K), name=f"wr_tile_{sel}")
                 m.d.comb += [lane.eq(self.wr_addr % L), kidx.eq(self.wr_addr // L)]
-            kk = Cat(kidx[:_bits(K)], C(0, 8))[:kw]
+            kk = Cat(kidx[:index_width(K)], C(0, 8))[:kw]
             m.d.comb += [wp.addr.eq(Mux(fill_bank, add_const(kk, K, kw), kk)),
                          wp.data.eq(self.wr_data.replicate(L))]
             for i in range(L):
@@ -336,7 +333,7 @@ class SSMUnit(wiring.Component):
                          wp.en.eq(self.wr_en & eq_const(self.wr_sel, sel))]
         for sel, mm in par.items():
             wp = mm.write_port()
-            m.d.comb += [wp.addr.eq(self.wr_addr[:_bits(H)]), wp.data.eq(self.wr_data),
+            m.d.comb += [wp.addr.eq(self.wr_addr[:index_width(H)]), wp.data.eq(self.wr_data),
                          wp.en.eq(self.wr_en & eq_const(self.wr_sel, sel))]
 
         # Token queue: at most two committed tokens (one per bank), in bank order.
@@ -355,7 +352,7 @@ class SSMUnit(wiring.Component):
         rd_a = par[SEL_A].read_port(domain="sync")
         ha = Cat(pro_h.value, C(0, 8))[:hw_]
         m.d.comb += [rd_dt.addr.eq(Mux(pro_bank, add_const(ha, H, hw_), ha)),
-                     rd_bias.addr.eq(pro_h.value[:_bits(H)]), rd_a.addr.eq(pro_h.value[:_bits(H)]),
+                     rd_bias.addr.eq(pro_h.value[:index_width(H)]), rd_a.addr.eq(pro_h.value[:index_width(H)]),
                      rd_dt.en.eq(en), rd_bias.en.eq(en), rd_a.en.eq(en)]
         pro_step = Signal(name="pro_start")
         m.d.comb += pro_step.eq(~pro_run & Mux(pro_bank, pro_pending[1], pro_pending[0]))
@@ -401,7 +398,7 @@ class SSMUnit(wiring.Component):
         # Read-after-write across tokens: a tile is read again only after its
         # write-back, so consecutive sweep starts are >= emu_latency + 1 apart.
         gap = self.emu_latency + 1
-        since = Signal(_bits(gap + 1), init=gap, name="since_start")
+        since = Signal(index_width(gap + 1), init=gap, name="since_start")
         sw_start = Signal(name="sw_start")
         m.d.comb += sw_start.eq(en & ~sw_run & ~self.hold & Mux(sw_bank, sweep_ready[1], sweep_ready[0]) &
                                 ge_const(since, gap))
@@ -454,7 +451,7 @@ class SSMUnit(wiring.Component):
             rd_c.addr.eq(Mux(sw_bank, add_const(ka, K, kw), ka)),
             rd_delta.addr.eq(Mux(sw_bank, add_const(hh, H, hw_), hh)),
             rd_da.addr.eq(Mux(sw_bank, add_const(hh, H, hw_), hh)),
-            rd_d.addr.eq(h_c.value[:_bits(H)]),
+            rd_d.addr.eq(h_c.value[:index_width(H)]),
         ]
         for rp in (rd_x, rd_b, rd_c, rd_delta, rd_da, rd_d):
             m.d.comb += rp.en.eq(en)

@@ -28,13 +28,14 @@ so a restore takes ``max(state_tiles, conv_depth) + 2`` cycles once the unit is
 drained (:attr:`StateController.restore_cycles`). See ``docs/blocks-state.md``.
 """
 
-from amaranth import Array, C, Cat, Module, Mux, Signal
+from amaranth import Array, C, Module, Mux, Signal
 from amaranth.lib import data, enum, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from golden.mamba2 import MAMBA2_DEFAULTS, SSMConfig
 from golden.validate import check_int
+from hw.bits import index_width, zero_extend
 from hw.fp_arith import add_const
 from hw.fp_datapath import ge_const
 from hw.hierarchy import submodule
@@ -72,17 +73,6 @@ class Op(enum.Enum, shape=2):
     CAPTURE = 2
     #: Feed record ``index`` to the unit as a token; its y is discarded.
     REPLAY = 3
-
-
-def _bits(n):
-    return max(1, (n - 1).bit_length())
-
-
-def _fit(value, width):
-    """``value`` zero-extended or truncated to ``width`` bits."""
-    if len(value) >= width:
-        return value[:width]
-    return Cat(value, C(0, width - len(value)))
 
 
 def cmd_layout(index_bits):
@@ -213,7 +203,7 @@ class StateController(wiring.Component):
         H, P, N = ssm_cfg.state_shape
         self._tiles = H * P * ssm_cfg.groups_per_row     # SSMUnit.state_tiles
         self._words = N + H * P + H
-        self._ib = _bits(max(self._slots, self._records, 2))
+        self._ib = index_width(max(self._slots, self._records, 2))
         super().__init__({
             "cmd": In(stream.Signature(cmd_layout(self._ib))),
             "resp": Out(stream.Signature(resp_layout(self._ib))),
@@ -225,7 +215,7 @@ class StateController(wiring.Component):
             # conv window
             "conv_hold": Out(1),
             "conv_idle": In(1),
-            "conv_addr": Out(_bits(max(self._cd, 1))),
+            "conv_addr": Out(index_width(max(self._cd, 1))),
             "conv_we": Out(1),
             "conv_wdata": Out(self._cw),
             "conv_rdata": In(self._cw),
@@ -341,7 +331,7 @@ class StateController(wiring.Component):
 
         # Tokens in flight in the unit: +1 per commit, −1 with the last y row of a token.
         inflight = Signal(_INFLIGHT_BITS, name="inflight")
-        yrow = Signal(_bits(H * P), name="y_row")
+        yrow = Signal(index_width(H * P), name="y_row")
         commit = self.ssm_token_valid & self.ssm_token_ready
         y_take = self.ssm_y.valid & self.ssm_y.ready
         tok_done = y_take & eq_const(yrow, H * P - 1)
@@ -416,8 +406,8 @@ class StateController(wiring.Component):
 
         def engine(name, n):
             """Address counters of one copy stream of ``n`` words per slot."""
-            aw = _bits(n)
-            bw = _bits(max(S * n, 2))
+            aw = index_width(n)
+            bw = index_width(max(S * n, 2))
             run = Signal(name=f"{name}_run")        # reads still to issue
             a = Signal(aw, name=f"{name}_a")        # unit-side index of the read
             b = Signal(bw, name=f"{name}_b")        # buffer address of the read
@@ -482,7 +472,7 @@ class StateController(wiring.Component):
         rp_data = Signal(32, name="replay_wr_data")
         rp_commit = Signal(name="replay_commit")
         if R:
-            rw = _bits(max(R * W, 2))
+            rw = index_width(max(R * W, 2))
             rmem = Memory(shape=32, depth=max(R * W, 2), init=[])
             m.submodules.record_buffer = rmem
             rrp = rmem.read_port(domain="sync")
@@ -494,11 +484,11 @@ class StateController(wiring.Component):
             # capture: armed by CAPTURE, disarmed by the host's next commit
             armed = Signal(name="capture_armed")
             cap_base = Signal(rw, name="capture_base")
-            cap_index = Signal(_bits(R), name="capture_index")
+            cap_index = Signal(index_width(R), name="capture_index")
             host_commit = self.token_valid & self.token_ready
             take_capture = take & cop_is(Op.CAPTURE)
             with m.If(take_capture & rec_ok):
-                m.d.sync += [armed.eq(1), cap_base.eq(rbase(ci)), cap_index.eq(_fit(ci, _bits(R)))]
+                m.d.sync += [armed.eq(1), cap_base.eq(rbase(ci)), cap_index.eq(zero_extend(ci, index_width(R)))]
             with m.Elif(host_commit):
                 m.d.sync += armed.eq(0)
             for i in range(R):
@@ -508,7 +498,7 @@ class StateController(wiring.Component):
                     m.d.sync += rec_valid[i].eq(1)
             # record layout: B[0..N), x[0..H·P), dt[0..H)
             sel, a = self.wr_sel, self.wr_addr
-            a_ext = _fit(a, rw)
+            a_ext = zero_extend(a, rw)
             off = Signal(rw, name="capture_offset")
             ok = Signal(name="capture_in_range")
             m.d.comb += [

@@ -16,14 +16,10 @@ from amaranth.lib.wiring import In, Out
 
 from golden.config import TreeConfig
 from golden.validate import check_int
+from hw.bits import OneHot, index_width
 from hw.ring_fifo import RingFIFO
 
 __all__ = ["TreeVerifier"]
-
-
-def _bits(n):
-    """Width of an index in ``range(n)``; at least 1 bit (zero-width ports are not legal Verilog)."""
-    return max(1, (n - 1).bit_length())
 
 
 class TreeVerifier(wiring.Component):
@@ -92,8 +88,8 @@ class TreeVerifier(wiring.Component):
         self._max_nodes = check_int("TreeVerifier", "max_nodes", max_nodes, min=2)
         self._fifo_depth = check_int("TreeVerifier", "fifo_depth", fifo_depth, min=1)
         self._max_passes = check_int("TreeVerifier", "max_passes", max_passes, min=1)
-        nb = _bits(self._max_nodes)
-        sb = _bits(self._fifo_depth)
+        nb = index_width(self._max_nodes)
+        sb = index_width(self._fifo_depth)
         self._nb, self._sb = nb, sb
         self.schedule_layout = data.StructLayout({
             "node_valid": 1, "node": nb, "root": 1, "parent_slot": sb, "write_slot": sb,
@@ -174,12 +170,8 @@ class TreeVerifier(wiring.Component):
         acc = Signal(n_max)         # node accepted
 
         # Phases, one-hot (reset: LOAD).
-        load = Signal(init=1)
-        sched = Signal()
-        match = Signal()
-        find = Signal()
-        walking = Signal()
-        send = Signal()
+        phase = OneHot(("load", "sched", "match", "find", "walking", "send"), init="load")
+        load, sched, match, find, walking, send = phase.states.values()
 
         idx = Signal(nb)                   # beat index while loading / matching
         room = Signal(range(n_max + 1), init=n_max)  # beats that still fit while loading
@@ -199,9 +191,6 @@ class TreeVerifier(wiring.Component):
 
         def next_slot(s):
             return Mux(s == depth - 1, 0, s + 1) if depth > 1 else Const(0, sb)
-
-        def goto(state):
-            m.d.sync += [s.eq(s is state) for s in (load, sched, match, find, walking, send)]
 
         # Combinational outputs are plain expressions (continuous assignments in the
         # Verilog), so every one has a value from time 0 on, in every simulator.
@@ -294,9 +283,9 @@ class TreeVerifier(wiring.Component):
                 ]
                 # A bad tree skips scheduling; its match bits and path still flow.
                 with m.If(err_now):
-                    goto(match)
+                    phase.goto(m, "match")
                 with m.Else():
-                    goto(sched)
+                    phase.goto(m, "sched")
 
         # --- SCHEDULE: one beat per cycle, `passes` times ---------------------------------
         with m.If(node_fire):
@@ -310,10 +299,10 @@ class TreeVerifier(wiring.Component):
             with m.If(is_last):
                 m.d.sync += [dead.eq(0), node.eq(0), wslot.eq(0), passes_left.eq(passes_left - 1)]
                 with m.If(~passes_left.any()):
-                    goto(match)
+                    phase.goto(m, "match")
         with m.If(sched & node_beat & overflow):
             m.d.sync += [self.error.eq(1), node.eq(0), wslot.eq(0)]
-            goto(match)
+            phase.goto(m, "match")
 
         # --- MATCH: per-node match bits, greedy acceptance --------------------------------
         with m.If(match & self.match.valid):
@@ -328,24 +317,24 @@ class TreeVerifier(wiring.Component):
                         m.d.sync += [best.eq(idx), best_depth.eq(dep_r.data)]
             with m.If(self.match.payload.last):
                 m.d.sync += idx.eq(0)
-                goto(find)
+                phase.goto(m, "find")
 
         # --- FIND, WALK: store the path root first, walking up from the deepest node ------
         with m.If(find):
             # The last match beat's update of `best` has landed.
             m.d.sync += [walk.eq(best), k.eq(best_depth), path_len.eq(best_depth), out_i.eq(0)]
-            goto(walking)
+            phase.goto(m, "walking")
 
         with m.If(walking):
             with m.If(k.any()):
                 m.d.sync += [walk.eq(par_r.data), k.eq(k - 1)]
             with m.Else():
-                goto(send)
+                phase.goto(m, "send")
 
         # --- PATH: send it ---------------------------------------------------------------
         with m.If(send & self.path.ready):
             m.d.sync += out_i.eq(out_i + 1)
             with m.If(is_end):
-                goto(load)
+                phase.goto(m, "load")
 
         return m

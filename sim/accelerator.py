@@ -31,7 +31,7 @@ from cocotbext.axi import AxiLiteBus, AxiLiteMaster, AxiStreamBus, AxiStreamFram
 
 from golden import tree as gtree
 from golden.config import preset
-from golden.fp import FP16, FP32
+from golden.fp import FORMATS
 from golden.mamba2 import SSMParams, mamba2_init_params, ssm_step_hw_bits
 from hw.accelerator import ERROR
 from hw.linear_unit import result_layout
@@ -43,7 +43,6 @@ from sim.ssm_unit import make_tokens
 __all__ = ["AccelTB", "token_frame", "param_frame"]
 
 SEL_B, SEL_C, SEL_X, SEL_DT, SEL_A, SEL_DT_BIAS, SEL_D = range(7)
-FORMATS = {"fp32": FP32, "fp16": FP16}
 SHAPES = [(2, 2, 1), (2, 1, 2), (3, 1), (1, 2, 2), (2, 2), (3, 2)]
 
 

@@ -15,7 +15,7 @@ from cocotb.triggers import ReadOnly, RisingEdge, Timer
 from cocotbext.axi import AxiLiteBus, AxiLiteMaster, AxiResp
 
 from golden.config import preset
-from hw.axi_lite import port_name
+from hw.axi_lite import field_port_name
 from hw.regmap import accelerator_regmap
 from sim.bench import TB, params, random_pattern
 
@@ -94,7 +94,7 @@ class RegFileModel:
             elif f.access == "W1C":
                 self.stored[reg.name, f.name] &= ~(new & m)
             elif f.access == "WO" and new & m:
-                pulses[port_name(reg, f)] = new & m
+                pulses[field_port_name(reg, f)] = new & m
         return AxiResp.OKAY, pulses
 
     def set_bits(self, reg, f, bits):
@@ -111,15 +111,15 @@ class AxiLiteTB(TB):
         self.model = RegFileModel(self.regmap)
         self.axil = AxiLiteMaster(AxiLiteBus.from_prefix(dut, "s_axi_"), dut.clk, dut.rst)
         self.pulses = []  # (cycle, port, value) of every non-zero WO output cycle
-        self.wo_ports = [(port_name(r, f), getattr(dut, port_name(r, f)))
+        self.wo_ports = [(field_port_name(r, f), getattr(dut, field_port_name(r, f)))
                          for r in self.regmap.registers for f in r.fields
                          if f.access == "WO" and r.count == 1]
         for reg in self.regmap.registers:
             for f in reg.fields:
                 if f.access == "RO" and reg.count == 1:
-                    getattr(dut, port_name(reg, f)).value = 0
+                    getattr(dut, field_port_name(reg, f)).value = 0
                 if f.access == "W1C":
-                    getattr(dut, f"{port_name(reg, f)}_set").value = 0
+                    getattr(dut, f"{field_port_name(reg, f)}_set").value = 0
             if reg.count > 1:
                 getattr(dut, f"{reg.name.lower()}_addr").value = 0
         cocotb.start_soon(self._monitor())
@@ -176,16 +176,16 @@ class AxiLiteTB(TB):
             for f in reg.fields:
                 if f.access == "RO" and rng.random() < 0.3:
                     v = rng.getrandbits(f.width)
-                    getattr(dut, port_name(reg, f)).value = v
+                    getattr(dut, field_port_name(reg, f)).value = v
                     self.model.inputs[reg.name, f.name] = v
                 if f.access == "W1C" and rng.random() < 0.2:
                     v = rng.getrandbits(f.width)
-                    getattr(dut, f"{port_name(reg, f)}_set").value = v
+                    getattr(dut, f"{field_port_name(reg, f)}_set").value = v
                     sets.append((reg, f, v))
         if sets:
             await RisingEdge(dut.clk)
             for reg, f, v in sets:
-                getattr(dut, f"{port_name(reg, f)}_set").value = 0
+                getattr(dut, f"{field_port_name(reg, f)}_set").value = 0
                 self.model.set_bits(reg, f, v)
         await RisingEdge(dut.clk)
 
@@ -198,7 +198,7 @@ class AxiLiteTB(TB):
                 getattr(dut, f"{reg.name.lower()}_addr").value = index
                 await ReadOnly()
                 for f in reg.fields:
-                    got = int(getattr(dut, port_name(reg, f)).value)
+                    got = int(getattr(dut, field_port_name(reg, f)).value)
                     want = (model.tables[reg.name][index] >> f.lsb) & ((1 << f.width) - 1)
                     assert got == want, f"{reg.name}[{index}].{f.name} port = {got:#x}, model {want:#x}"
                 await RisingEdge(dut.clk)
@@ -207,7 +207,7 @@ class AxiLiteTB(TB):
         for reg in self.regmap.registers:
             for f in reg.fields:
                 if reg.count == 1 and f.access in ("RW", "W1C"):
-                    got = int(getattr(dut, port_name(reg, f)).value)
+                    got = int(getattr(dut, field_port_name(reg, f)).value)
                     want = model.stored[reg.name, f.name]
                     assert got == want, f"{reg.name}.{f.name} port = {got:#x}, model {want:#x}"
         await RisingEdge(dut.clk)

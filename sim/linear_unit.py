@@ -16,12 +16,10 @@ import numpy as np
 from cocotb.triggers import ReadOnly, RisingEdge
 
 from golden import bsfp
-from golden.fp import FP16, FP32
+from golden.fp import FORMATS
 from hw.dual_mode_pe import SCALE_BITS
 from hw.linear_unit import act_layout, cmd_layout, result_layout, weight_layout
 from sim.bench import TB, params
-
-FORMATS = {"fp32": FP32, "fp16": FP16}
 
 
 def _pack(layout, value):

@@ -1,164 +1,222 @@
-"""cocotb timing probes for :mod:`gen.perf_calibrate` (run inside the simulator by
-:func:`sim.runner.run_bench`, ``module="sim.perf_probes"``).
+"""Timing probes for :mod:`gen.perf_calibrate`: one driver per block, for both simulators.
 
-Each probe drives its block exactly as the Amaranth-simulator driver of
-``gen/perf_calibrate.py`` does (no idle source, sinks always ready), records
-the cycle of every event the cycle model predicts and writes them as JSON to
-``params()["result_file"]``. They check timing only; the correctness benches
-are in ``sim/``.
+Each probe is a participant of :mod:`sim.loop`: it drives its block without
+idle cycles or back-pressure, records the cycle of every event the cycle
+model predicts and leaves them in ``result``. :func:`run_amaranth` runs it on
+Amaranth's simulator; the cocotb tests below run the same probe on an HDL
+simulator (:func:`sim.runner.run_bench`, ``module="sim.perf_probes"``) and
+write ``result`` as JSON to ``params()["result_file"]``. They check timing
+only; the correctness benches are the other modules of ``sim/``.
 """
 
 import json
 
 import cocotb
-from cocotb.triggers import ReadOnly, RisingEdge
+from amaranth import Shape
 
-from sim.bench import TB, params
+from sim.bench import params
+from sim.loop import run_amaranth, run_cocotb
 
-
-async def _start(dut, inputs):
-    tb = TB(dut)
-    for name in inputs:
-        getattr(dut, name).value = 0
-    await tb.reset()
-    return tb
+__all__ = ["LinearProbe", "TreeProbe", "RingProbe", "run_amaranth"]
 
 
-def _write(result):
+def _payload_layout(component, port):
+    """The payload layout of stream ``port`` of ``component``."""
+    return component.signature.members[port].signature.members["payload"].shape
+
+
+def _field(word, layout, name):
+    f = layout[name]
+    return (word >> f.offset) & ((1 << f.width) - 1)
+
+
+class LinearProbe:
+    """Jobs back to back on :class:`hw.linear_unit.LinearUnit`, ``y`` always ready.
+
+    ``jobs`` are :class:`gen.perf_model.LinearJob`-like tuples ``(mode, steps,
+    n_rows, n_tokens)``. ``result``: ``first_y`` (per job, the cycle of its
+    first ``y`` transfer), ``end`` (the last ``y``), cycle 0 being the cycle in
+    which the first command is taken; ``busy``, ``stall`` (the unit's counters
+    one cycle after the last ``y``).
+    """
+
+    def __init__(self, dut, jobs):
+        self.cmd = _payload_layout(dut, "cmd")
+        self.y = _payload_layout(dut, "y")
+        self.jobs = [tuple(j) for j in jobs]
+        self.result = None
+
+    def _inputs(self, ci, wi, beats):
+        d = {"y__ready": 1, "w__valid": int(wi < beats), "x__valid": int(wi < beats),
+             "cmd__valid": int(ci < len(self.jobs))}
+        if ci < len(self.jobs):
+            mode, steps, n_rows, n_tokens = self.jobs[ci]
+            d["cmd__payload"] = self.cmd.const({"mode": mode, "steps": steps, "n_rows": n_rows,
+                                                "n_tokens": n_tokens}).as_value().value
+        return d
+
+    def run(self):
+        jobs = self.jobs
+        beats = sum(j[1] for j in jobs)
+        total_rows = sum(j[2] for j in jobs)
+        cycle = ci = wi = got = 0
+        t0 = last = None
+        first_y = []
+        o = yield self._inputs(ci, wi, beats)
+        while got < total_rows:
+            assert cycle < 20 * (beats + total_rows) + 1000, "LinearUnit made no progress"
+            if ci < len(jobs) and o["cmd__ready"]:
+                if t0 is None:
+                    t0 = cycle
+                ci += 1
+            if wi < beats and o["w__ready"]:
+                wi += 1
+            if o["y__valid"]:
+                if _field(o["y__payload"], self.y, "row") == 0:
+                    first_y.append(cycle - t0)
+                last = cycle - t0
+                got += 1
+            cycle += 1
+            o = yield self._inputs(ci, wi, beats)
+        self.result = {"first_y": first_y, "end": last, "busy": o["busy_cycles"],
+                       "stall": o["stall_cycles"]}
+
+
+class TreeProbe:
+    """Trees one after another through :class:`hw.tree_verifier.TreeVerifier`, sinks ready.
+
+    ``trees`` are ``(parents, match, passes)``. ``result["trees"]``: per tree,
+    cycles from its first ``tree`` beat to the last ``match`` beat, the first
+    and the last ``path`` beat; and its ``schedule_beats``.
+    """
+
+    def __init__(self, dut, trees):
+        self.tree = _payload_layout(dut, "tree")
+        self.match = _payload_layout(dut, "match")
+        self.path = _payload_layout(dut, "path")
+        self.trees = trees
+        self.result = None
+
+    def _inputs(self, k, ti, mi):
+        parents, match, passes = self.trees[k]
+        n = len(parents)
+        return {"schedule__ready": 1, "path__ready": 1, "passes": passes,
+                "tree__valid": int(ti < n),
+                "tree__payload": self.tree.const({"parent": max(parents[min(ti, n - 1)], 0),
+                                                  "last": int(ti == n - 1)}).as_value().value,
+                "match__valid": int(mi < n),
+                "match__payload": self.match.const({"match": match[min(mi, n - 1)],
+                                                    "last": int(mi == n - 1)}).as_value().value}
+
+    def run(self):
+        cycle = 0
+        results = []
+        o = yield self._inputs(0, 0, 0)
+        for k, (parents, _match, _passes) in enumerate(self.trees):
+            n = len(parents)
+            ti = mi = beats = 0
+            t0 = None
+            rec = {}
+            while True:
+                assert cycle < 10_000_000, "TreeVerifier made no progress"
+                if ti < n and o["tree__ready"]:
+                    if t0 is None:
+                        t0 = cycle
+                    ti += 1
+                if mi < n and o["match__ready"]:
+                    mi += 1
+                    if mi == n:
+                        rec["last_match"] = cycle - t0
+                if o["schedule__valid"]:
+                    beats += 1
+                done = False
+                if o["path__valid"]:
+                    rec.setdefault("first_path", cycle - t0)
+                    if _field(o["path__payload"], self.path, "last"):
+                        rec["last_path"] = cycle - t0
+                        done = True
+                cycle += 1
+                if done:
+                    break
+                o = yield self._inputs(k, ti, mi)
+            rec["schedule_beats"] = beats
+            results.append(rec)
+            if k + 1 < len(self.trees):
+                o = yield self._inputs(k + 1, 0, 0)
+        self.result = {"trees": results}
+
+
+class RingProbe:
+    """Bursts through :class:`hw.ring_fifo.RingFIFO`, each after a reset.
+
+    ``cases`` are ``(mode, items)``: ``"stream"`` reads while writing,
+    ``"fill"`` writes every item before reading. ``result["cycles"]``: per
+    case, cycles from the first write to the last read, both included.
+    """
+
+    def __init__(self, dut, cases):
+        self.width = Shape.cast(_payload_layout(dut, "w")).width
+        self.cases = [tuple(c) for c in cases]
+        self.result = None
+
+    def run(self):
+        out = []
+        for mode, items in self.cases:
+            o = yield {"rst": 1, "w__valid": 0, "r__ready": 0}
+            cycle = wrote = read = 0
+            last = None
+            while read < items:
+                assert cycle < 10 * items + 100, "RingFIFO made no progress"
+                w = wrote < items
+                r = mode == "stream" or wrote == items
+                o = yield {"w__valid": int(w), "w__payload": wrote & ((1 << self.width) - 1),
+                           "r__ready": int(r)}
+                if w and o["w__ready"]:
+                    wrote += 1
+                if r and o["r__valid"]:
+                    read += 1
+                    last = cycle
+                cycle += 1
+            out.append(last + 1)
+        self.result = {"cycles": out}
+
+
+# -- cocotb --------------------------------------------------------------------------------
+
+async def _probe(dut, top, probe):
+    await run_cocotb(dut, top, [probe])
     with open(params()["result_file"], "w") as f:
-        json.dump(result, f)
+        json.dump(probe.result, f)
 
 
 @cocotb.test()
 async def linear_timing(dut):
-    """Back-to-back jobs on ``LinearUnit``: the cycle of every job's first ``y``."""
-    from golden.fp import FP16, FP32
-    from hw.linear_unit import cmd_layout, result_layout
+    """:class:`LinearProbe` on the HDL simulator."""
+    from golden.fp import FORMATS
+    from hw.linear_unit import LinearUnit
 
     p = params()
-    rows, cols, max_k = p["rows"], p["cols"], p["max_k"]
-    jobs = p["jobs"]
-    cl = cmd_layout(rows, cols, max_k)
-    # The output format is not a parameter of the probe: read it off the port width.
-    width = len(dut.y__payload.value)
-    yl = result_layout(rows, cols, FP32)
-    if yl.size != width:
-        yl = result_layout(rows, cols, FP16)
-    row_off, row_w = yl["row"].offset, yl["row"].width
-    await _start(dut, ["cmd__valid", "w__valid", "x__valid", "y__ready", "cmd__payload",
-                            "w__payload", "x__payload"])
-    beats = sum(j[1] for j in jobs)
-    total_rows = sum(j[2] for j in jobs)
-    cycle, ci, wi, got, t0 = 0, 0, 0, 0, None
-    first_y, last_y = [], None
-    dut.y__ready.value = 1
-    while got < total_rows:
-        assert cycle < 20 * (beats + total_rows) + 1000, "LinearUnit made no progress"
-        if ci < len(jobs):
-            mode, steps, n_rows, n_tokens = jobs[ci]
-            dut.cmd__valid.value = 1
-            dut.cmd__payload.value = cl.const({"mode": mode, "steps": steps, "n_rows": n_rows,
-                                               "n_tokens": n_tokens}).as_value().value
-        else:
-            dut.cmd__valid.value = 0
-        dut.w__valid.value = int(wi < beats)
-        dut.x__valid.value = int(wi < beats)
-        await ReadOnly()
-        if ci < len(jobs) and int(dut.cmd__ready.value):
-            if t0 is None:
-                t0 = cycle
-            ci += 1
-        if wi < beats and int(dut.w__ready.value):
-            wi += 1
-        if int(dut.y__valid.value):
-            if (int(dut.y__payload.value) >> row_off) & ((1 << row_w) - 1) == 0:
-                first_y.append(cycle - t0)
-            last_y = cycle - t0
-            got += 1
-        await RisingEdge(dut.clk)
-        cycle += 1
-    _write({"first_y": first_y, "end": last_y})
+    top = LinearUnit(rows=p["rows"], cols=p["cols"], quant_lanes=p["lanes"], max_k=p["max_k"],
+                     fmt_out=FORMATS[p["fmt_out"]])
+    await _probe(dut, top, LinearProbe(top, p["jobs"]))
 
 
 @cocotb.test()
 async def tree_timing(dut):
-    """Trees one after another through ``TreeVerifier``: match and path cycles per tree."""
+    """:class:`TreeProbe` on the HDL simulator."""
+    from hw.tree_verifier import TreeVerifier
+
     p = params()
-    nb = max(1, (p["max_nodes"] - 1).bit_length())
-    await _start(dut, ["tree__valid", "tree__payload", "match__valid", "match__payload",
-                       "schedule__ready", "path__ready", "passes"])
-    dut.schedule__ready.value = 1
-    dut.path__ready.value = 1
-    cycle = 0
-    results = []
-    for parents, match, passes in p["trees"]:
-        n = len(parents)
-        ti = mi = beats = 0
-        t0 = None
-        rec = {}
-        while True:
-            assert cycle < 10_000_000, "TreeVerifier made no progress"
-            k = min(ti, n - 1)
-            dut.tree__valid.value = int(ti < n)
-            dut.tree__payload.value = max(parents[k], 0) | (int(k == n - 1) << nb)
-            dut.passes.value = passes
-            q = min(mi, n - 1)
-            dut.match__valid.value = int(mi < n)
-            dut.match__payload.value = match[q] | (int(q == n - 1) << 1)
-            await ReadOnly()
-            if ti < n and int(dut.tree__ready.value):
-                if t0 is None:
-                    t0 = cycle
-                ti += 1
-            if mi < n and int(dut.match__ready.value):
-                mi += 1
-                if mi == n:
-                    rec["last_match"] = cycle - t0
-            if int(dut.schedule__valid.value):
-                beats += 1
-            done = False
-            if int(dut.path__valid.value):
-                rec.setdefault("first_path", cycle - t0)
-                if (int(dut.path__payload.value) >> (2 * nb + 1)) & 1:
-                    rec["last_path"] = cycle - t0
-                    done = True
-            await RisingEdge(dut.clk)
-            cycle += 1
-            if done:
-                break
-        rec["schedule_beats"] = beats
-        results.append(rec)
-    _write({"trees": results})
+    top = TreeVerifier(max_nodes=p["max_nodes"], fifo_depth=p["fifo_depth"],
+                       max_passes=p["max_passes"])
+    await _probe(dut, top, TreeProbe(top, p["trees"]))
 
 
 @cocotb.test()
 async def ring_timing(dut):
-    """Bursts through ``RingFIFO`` (``cases``: ``[mode, items]``, stream or fill-then-drain),
-    each after a reset: cycles from the first write to the last read."""
+    """:class:`RingProbe` on the HDL simulator."""
+    from hw.ring_fifo import RingFIFO
+
     p = params()
-    width = p["width"]
-    tb = await _start(dut, ["w__valid", "w__payload", "r__ready"])
-    out = []
-    for mode, items in p["cases"]:
-        await tb.reset()
-        cycle = wrote = read = 0
-        last = None
-        while read < items:
-            assert cycle < 10 * items + 100, "RingFIFO made no progress"
-            w = wrote < items
-            r = mode == "stream" or wrote == items
-            dut.w__valid.value = int(w)
-            dut.w__payload.value = wrote & ((1 << width) - 1)
-            dut.r__ready.value = int(r)
-            await ReadOnly()
-            if w and int(dut.w__ready.value):
-                wrote += 1
-            if r and int(dut.r__valid.value):
-                read += 1
-                last = cycle
-            await RisingEdge(dut.clk)
-            cycle += 1
-        dut.w__valid.value = 0
-        dut.r__ready.value = 0
-        out.append(last + 1)
-    _write({"cycles": out})
+    top = RingFIFO(width=p["width"], depth=p["depth"])
+    await _probe(dut, top, RingProbe(top, p["cases"]))

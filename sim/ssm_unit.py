@@ -15,6 +15,7 @@ poisoning the earlier tokens.
 the last ``y`` of consecutive tokens are measured and written to ``result_file``.
 """
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -25,36 +26,21 @@ from cocotb.triggers import ReadOnly, RisingEdge
 from golden.mamba2 import SSMConfig, SSMParams, mamba2_init_params, ssm_step_hw_bits
 from golden.nonlinear import LUTSpec
 from sim.bench import TB, params
+from sim.ssm_unit_bfm import pack_tiles, unpack_tiles
 
 SEL_B, SEL_C, SEL_X, SEL_DT, SEL_A, SEL_DT_BIAS, SEL_D = range(7)
 
-__all__ = ["config_from_params", "make_tokens", "pack_tiles", "unpack_tiles"]
+__all__ = ["config_from_params", "lut_params", "make_tokens", "pack_tiles", "unpack_tiles"]
 
 
-def pack_tiles(cfg, state):
-    """State-port words of a ``(H, P, N)`` uint32 state: tile ``k`` of row ``r`` at
-    ``r·⌈N/lanes⌉ + k``, column ``k·lanes + i`` in bits ``32i…``; lanes past column
-    ``N − 1`` (a row's partial last tile) are 0."""
-    H, P, N = cfg.state_shape
-    L, K = cfg.lanes, cfg.groups_per_row
-    return [sum(int(row[k * L + i]) << (32 * i) for i in range(min(L, N - k * L)))
-            for row in np.asarray(state).reshape(H * P, N) for k in range(K)]
-
-
-def unpack_tiles(cfg, words):
-    """Inverse of :func:`pack_tiles` (padding lanes are ignored)."""
-    H, P, N = cfg.state_shape
-    L, K = cfg.lanes, cfg.groups_per_row
-    assert len(words) == H * P * K, f"{len(words)} state words, expected {H * P * K}"
-    out = np.zeros((H * P, N), dtype=np.uint32)
-    for a, w in enumerate(words):
-        r, k = divmod(a, K)
-        for i in range(min(L, N - k * L)):
-            out[r, k * L + i] = (w >> (32 * i)) & 0xFFFFFFFF
-    return out.reshape(H, P, N)
+def lut_params(luts):
+    """``{"exp_lut": LUTSpec, ...}`` as bench parameters (JSON): each spec's fields."""
+    return {k: dataclasses.asdict(v) for k, v in luts.items()}
 
 
 def config_from_params(p):
+    """The ``SSMConfig`` of a bench's parameters: geometry ``cfg``, tables ``luts``
+    (:func:`lut_params`)."""
     luts = {k: LUTSpec(**v) for k, v in p.get("luts", {}).items()}
     return SSMConfig(**p["cfg"], **luts)
 

@@ -16,13 +16,10 @@ import cocotb
 
 from golden.tree import (TreeShape, accepted_path, fifo_schedule, overflow_node, schedule_beats,
                          seed_shapes)
+from hw.bits import index_width
 from sim.bench import TB, params, seed
 
 FIELDS = ("node_valid", "node", "root", "parent_slot", "write_slot", "release", "release_slot", "last")
-
-
-def _bits(n):
-    return max(1, (n - 1).bit_length())
 
 
 def random_tree(rng, *, max_nodes, max_depth=6, max_branch=3):
@@ -98,7 +95,7 @@ def _unpack(value, widths):
 
 async def _run(dut, jobs, *, idle, stall, reset_prob=0.0, max_cycles=200_000):
     p = params()
-    nb, sb = _bits(p["max_nodes"]), _bits(p["fifo_depth"])
+    nb, sb = index_width(p["max_nodes"]), index_width(p["fifo_depth"])
     sched_w = [("node_valid", 1), ("node", nb), ("root", 1), ("parent_slot", sb), ("write_slot", sb),
                ("release", 1), ("release_slot", sb), ("last", 1)]
     path_w = [("node", nb), ("tokens", nb + 1), ("last", 1)]

@@ -5,12 +5,37 @@ import pytest
 from golden.config import BoardConfig, Config, PipelineConfig, TreeConfig, preset, preset_names
 
 
-def test_presets():
-    assert preset_names() == ("sim", "vck190", "vhk158")
-    assert preset("vck190").board.part == "xcvc1902-vsva2197-2MP-e-S"
-    assert preset("vhk158").board.part == "xcvh1582-vsva3697-2MP-e-S"
-    assert preset("vck190").board.clock_mhz == 400.0 and preset("vhk158").board.clock_mhz == 250.0
-    assert preset("vck190").tree.fifo_depth == 16 and preset("vhk158").tree.tile_size == 64
+# Facts of each evaluation board from AMD's documents, not from golden/config.py: the
+# device (VCK190 Evaluation Board User Guide, UG1366; VHK158 Evaluation Board User
+# Guide, UG1611) and its DSP58 count (Versal AI Core and Versal HBM Series Product
+# Selection Guides).
+AMD_BOARDS = {"vck190": ("xcvc1902", 1968), "vhk158": ("xcvh1582", 7392)}
+
+# Mamba2-2.7B (state-spaces/mamba2-2.7b config): d_model 2560, expand 2, headdim 64,
+# d_state 128; one SSM layer has d_model * expand / headdim heads.
+MAMBA2_2_7B = {"nheads": 2560 * 2 // 64, "headdim": 64, "d_state": 128}
+
+
+def test_presets_are_consistent():
+    assert set(preset_names()) == {"sim", *AMD_BOARDS}
+    for name in preset_names():
+        cfg = preset(name)
+        assert cfg.name == cfg.board.name == name
+        assert cfg.tree.fifo_depth <= cfg.tree.max_nodes
+        if cfg.board.part is None:            # the simulation preset: no device, no memory
+            assert cfg.board.memory == "none" and cfg.board.dsp58 == 0
+
+
+@pytest.mark.parametrize("board", sorted(AMD_BOARDS))
+def test_board_presets_match_amd_documents(board):
+    device, dsp58 = AMD_BOARDS[board]
+    cfg = preset(board)
+    assert cfg.board.part.startswith(device + "-"), cfg.board.part
+    assert cfg.board.dsp58 == dsp58
+    # One DSP58 per PE (docs/boards.md): the array fits the device.
+    assert cfg.linear.pes <= cfg.board.dsp58
+    # The SSM unit is one Mamba2-2.7B layer.
+    assert {k: getattr(cfg.ssm, k) for k in MAMBA2_2_7B} == MAMBA2_2_7B
 
 
 def test_unknown_preset_names_allowed_values():
@@ -63,6 +88,7 @@ def test_linear_config_validation():
     with pytest.raises(ValueError) as info:
         LinearConfig(quant_lanes=0)
     assert str(info.value) == "LinearConfig.quant_lanes must be an integer in [1, 8], not 0"
+    assert LinearConfig(rows=3, cols=5).pes == 15
     with pytest.raises(ValueError) as info:
         LinearConfig(contract="int8")
     assert str(info.value) == "LinearConfig.contract must be one of 'exact', 'dspfp32', not 'int8'"

@@ -4,11 +4,11 @@
 
 import pytest
 
+from bsfp_streams import lint_block, run_icarus, run_verilator
+
 from golden.bsfp import BSFPConfig, draft_exponent_table
 from hw.exponent_decoder import ExponentDecoder
 from hw.remap_logic import prime_cover
-from sim.lint import lint
-from sim.runner import emit_verilog, run_bench, simulator_available
 
 # (id, config, stages). The seed's table, no remapping, a non-default table (three
 # targets that merge into no common cube, "upper" pairs) and the 5-bit E3M0+W draft.
@@ -22,42 +22,20 @@ CONFIGS = [
 ]
 
 
-def _params(config, stages, **extra):
-    return {"draft": config.draft, "remap": [list(p) for p in config.remap],
-            "pair_representative": config.pair_representative, "stages": stages, **extra}
-
-
-
 @pytest.mark.sim
 @pytest.mark.parametrize("case_id,config,stages", [pytest.param(*c, id=c[0]) for c in CONFIGS])
 def test_exponent_decoder_verilator(case_id, config, stages):
-    # A combinational decoder (stages = 0) has no clock and no reset to test.
-    tests = None if stages else ["exhaustive", "full_rate"]
-    dut = ExponentDecoder(config=config, stages=stages)
-    run_bench(dut, name=dut.module_name,
-              module="sim.exponent_decoder", testcase=tests, params=_params(config, stages))
+    run_verilator(ExponentDecoder, "sim.exponent_decoder", config, stages)
 
 
 @pytest.mark.sim
 def test_exponent_decoder_icarus():
-    ok, reason = simulator_available("icarus")
-    if not ok:
-        pytest.skip(reason)
-    config = BSFPConfig()
-    dut = ExponentDecoder(config=config, stages=1)
-    run_bench(dut, name=dut.module_name,
-              module="sim.exponent_decoder", simulator="icarus",
-              params=_params(config, 1, limit=4000))
+    run_icarus(ExponentDecoder, "sim.exponent_decoder", BSFPConfig())
 
 
 @pytest.mark.parametrize("case_id,config,stages", [pytest.param(*c, id=c[0]) for c in CONFIGS])
 def test_exponent_decoder_lint(case_id, config, stages, tmp_path):
-    dut = ExponentDecoder(config=config, stages=stages)
-    name = dut.module_name
-    path = tmp_path / f"{name}.v"
-    path.write_text(emit_verilog(dut, name=name))
-    ok, output = lint(path, top=name)
-    assert ok, output
+    lint_block(ExponentDecoder, config, stages, tmp_path)
 
 
 def test_default_table_is_the_papers_nor():

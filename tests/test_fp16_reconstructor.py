@@ -4,10 +4,10 @@
 
 import pytest
 
+from bsfp_streams import lint_block, run_icarus, run_verilator
+
 from golden.bsfp import BSFPConfig
 from hw.fp16_reconstructor import FP16Reconstructor
-from sim.lint import lint
-from sim.runner import emit_verilog, run_bench, simulator_available
 
 # (id, config, stages): the seed's table, no remapping (W is only cleared), a
 # non-default three-target table, and four targets that merge into one cube.
@@ -19,42 +19,20 @@ CONFIGS = [
 ]
 
 
-def _params(config, stages, **extra):
-    return {"draft": config.draft, "remap": [list(p) for p in config.remap],
-            "pair_representative": config.pair_representative, "stages": stages, **extra}
-
-
-
 @pytest.mark.sim
 @pytest.mark.parametrize("case_id,config,stages", [pytest.param(*c, id=c[0]) for c in CONFIGS])
 def test_fp16_reconstructor_verilator(case_id, config, stages):
-    # A combinational reconstructor (stages = 0) has no clock and no reset to test.
-    tests = None if stages else ["exhaustive", "full_rate"]
-    dut = FP16Reconstructor(config=config, stages=stages)
-    run_bench(dut, name=dut.module_name,
-              module="sim.fp16_reconstructor", testcase=tests, params=_params(config, stages))
+    run_verilator(FP16Reconstructor, "sim.fp16_reconstructor", config, stages)
 
 
 @pytest.mark.sim
 def test_fp16_reconstructor_icarus():
-    ok, reason = simulator_available("icarus")
-    if not ok:
-        pytest.skip(reason)
-    config = BSFPConfig()
-    dut = FP16Reconstructor(config=config, stages=1)
-    run_bench(dut, name=dut.module_name,
-              module="sim.fp16_reconstructor", simulator="icarus",
-              params=_params(config, 1, limit=4000))
+    run_icarus(FP16Reconstructor, "sim.fp16_reconstructor", BSFPConfig())
 
 
 @pytest.mark.parametrize("case_id,config,stages", [pytest.param(*c, id=c[0]) for c in CONFIGS])
 def test_fp16_reconstructor_lint(case_id, config, stages, tmp_path):
-    dut = FP16Reconstructor(config=config, stages=stages)
-    name = dut.module_name
-    path = tmp_path / f"{name}.v"
-    path.write_text(emit_verilog(dut, name=name))
-    ok, output = lint(path, top=name)
-    assert ok, output
+    lint_block(FP16Reconstructor, config, stages, tmp_path)
 
 
 def test_default_table_is_a_nor():

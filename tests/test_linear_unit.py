@@ -1,10 +1,9 @@
 import pytest
 
-from golden.fp import FP16, FP32
+from golden.fp import FORMATS
 from hw.linear_unit import LinearUnit
 from sim.runner import run_bench
 
-FORMATS = {"fp32": FP32, "fp16": FP16}
 TESTS = ["random_jobs", "special_values", "boundary_jobs", "reset_mid_job"]
 
 CONFIGS = [

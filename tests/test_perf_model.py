@@ -1,5 +1,6 @@
 """Properties of the performance model (``gen/perf_model.py``) and ``specgen perf``."""
 
+import dataclasses
 import json
 import math
 
@@ -7,7 +8,7 @@ import numpy as np
 import pytest
 
 from gen.cli import main
-from gen.perf_model import (JSON_KEYS, PE_LATENCY, Accelerator, LinearJob, SSMTiming, StepConfig,
+from gen.perf_model import (JSON_KEYS, PE_LATENCY, SEED, Accelerator, LinearJob, SSMTiming, StepConfig,
                             accelerator, expected_tokens, linear_schedule, mamba_dims, matmul_jobs,
                             model_names, paper_rows, perf_board_names, seed_step, speq_step,
                             ssm_stream, step_model, weight_bytes)
@@ -195,21 +196,27 @@ def test_validation_messages():
 
 
 def test_json_schema():
-    res = step_model(accelerator("vhk158"), seed_step())
+    # A tokens/step chosen here, not the seed's: the JSON must report the step it was given.
+    step = dataclasses.replace(seed_step(), tokens_per_step=4.5)
+    res = step_model(accelerator("vhk158"), step)
     d = json.loads(res.to_json())
     assert tuple(sorted(d)) == JSON_KEYS
     assert [p["name"] for p in d["phases"]] == ["draft", "verify", "restore"]
     for p in d["phases"]:
         assert {"time_s", "t_mem", "t_compute", "bound", "bytes", "linear_cycles", "ssm_cycles",
                 "intensity_ops_per_byte"} <= set(p)
-    assert d["tokens_per_step"] == 4.91 and d["board"] == "vhk158"
+    assert d["tokens_per_step"] == 4.5 and d["board"] == "vhk158"
     assert math.isclose(d["tokens_per_s"], d["tokens_per_step"] / d["step_time_s"])
 
 
 def test_cli_json_and_table(capsys):
-    assert main(["perf", "--board", "vck190", "--target", "2.7B", "--draft", "370M", "--json"]) == 0
+    assert main(["perf", "--board", "vck190", "--target", "2.7B", "--draft", "370M", "--json",
+                 "--accept", "4.5"]) == 0
     d = json.loads(capsys.readouterr().out)
-    assert tuple(sorted(d)) == JSON_KEYS and d["tokens_per_step"] == 4.91
+    assert tuple(sorted(d)) == JSON_KEYS and d["tokens_per_step"] == 4.5
+    # Without --accept, the seed's draft runs at SpecMamba's reported tokens per step.
+    assert main(["perf", "--board", "vck190", "--target", "2.7B", "--draft", "370M", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["tokens_per_step"] == SEED["tokens_per_step"]
     assert main(["perf", "--board", "vhk158", "--target", "1.3B", "--draft", "speq",
                  "--tree", "chain8", "--alpha", "0.9"]) == 0
     out = capsys.readouterr().out
@@ -246,4 +253,6 @@ def test_paper_rows_cover_both_boards():
                                                          for s in ("preset", "dsp")}
     vck = [r["result"] for r in rows if r["board"] == "vck190"]
     assert all(p.bound == "memory" for r in vck for p in r.phases if p.name != "restore")
-    assert preset("vhk158").board.mem_bw_gbs == 819.0
+    # The VH1582's HBM2e, from its geometry (AMD Versal HBM Series Product Selection Guide):
+    # 2 stacks x 1024 data bits x 3.2 Gb/s per pin = 819.2 GB/s.
+    assert math.isclose(preset("vhk158").board.mem_bw_gbs, 2 * 1024 * 3.2 / 8, rel_tol=1e-3)

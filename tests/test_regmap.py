@@ -9,7 +9,7 @@ import pytest
 
 from gen.regmap_doc import c_header, render_regmap_doc
 from golden.config import PRESETS, preset
-from hw.axi_lite import AXI4LiteRegisterFile, AXI4LiteSignature, port_name
+from hw.axi_lite import AXI4LiteRegisterFile, AXI4LiteSignature, field_port_name
 from hw.regmap import ERROR_CODES, Enum, Field, Register, RegisterMap, accelerator_regmap
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -165,7 +165,7 @@ def test_register_file_ports_follow_the_map():
     assert regs.signature.members["s_axi"].signature == AXI4LiteSignature(addr_width=11).flip()
     members = regs.signature.members
     status = rm["STATUS"]
-    assert members[port_name(status, status.field("BUSY"))].flow.name == "In"
+    assert members[field_port_name(status, status.field("BUSY"))].flow.name == "In"
     assert members["status_done"].flow.name == "Out"
     assert members["status_done_set"].flow.name == "In"
     assert members["ctrl_start"].flow.name == "Out"

@@ -2,18 +2,16 @@
 import pytest
 
 from golden.mamba2 import SSMConfig
-from golden.nonlinear import LUTSpec
+from golden.nonlinear import COARSE_LUTS
 from hw.ssm_unit import SSMUnit
 from sim.lint import lint
 from sim.runner import emit_verilog, run_bench
-from sim.ssm_unit import check_pysim, run_pysim
+from sim.ssm_unit import check_pysim, lut_params, run_pysim
 
 # Coarse tables (step 1/8, full ranges): the same contract (ssm_step_hw reads
 # cfg's tables), a fraction of the ROM and build time. One slow run uses the
 # default 1/128 tables.
-COARSE = {"exp_lut": LUTSpec(function="exp", lo=-20.0, hi=12.0, step_log2=3),
-              "softplus_lut": LUTSpec(function="softplus", lo=-25.0, hi=20.0, step_log2=3),
-              "silu_lut": LUTSpec(function="silu", lo=-25.0, hi=20.0, step_log2=3)}
+COARSE = COARSE_LUTS
 
 
 def _pysim(geom, *, lm, la, tokens, seed, luts=COARSE, **kw):
@@ -102,11 +100,6 @@ def test_ssm_unit_properties_and_errors():
         SSMUnit(cfg=SSMConfig(nheads=1, headdim=2, d_state=4, lanes=2, state_format="fp16"))
 
 
-def _luts_params(luts):
-    return {k: {"function": v.function, "lo": v.lo, "hi": v.hi, "step_log2": v.step_log2,
-                "degree": v.degree} for k, v in luts.items()}
-
-
 @pytest.mark.sim
 @pytest.mark.parametrize("geom", [
     # 3 lanes: 8 = 3 + 3 + 2 columns per row (a partial last tile), 3·3·2 = 18 tiles,
@@ -124,5 +117,5 @@ def test_ssm_unit_verilator(geom, seed):
     back-pressure and input idles, specials in the last 4; every y and the final state."""
     dut = SSMUnit(cfg=SSMConfig(**geom, **COARSE), mul_stages=1, add_stages=1)
     run_bench(dut, name=dut.module_name, module="sim.ssm_unit", testcase="tokens",
-              params={"cfg": geom, "luts": _luts_params(COARSE), "tokens": 12, "stall": 0.3,
+              params={"cfg": geom, "luts": lut_params(COARSE), "tokens": 12, "stall": 0.3,
                       "idle": 0.1}, seed=seed)

@@ -12,28 +12,23 @@ import json
 import pytest
 
 from golden.mamba2 import SSMConfig
-from golden.nonlinear import LUTSpec
+from golden.nonlinear import COARSE_LUTS
 from hw.state_controller import Op, StateController
 from sim.lint import lint
 from sim.runner import emit_verilog, run_bench
-from sim.state_controller import (StateControllerTop, check_latencies, run_bfm_pysim,
-                                  run_system_pysim)
+from sim.state_controller import run_bfm_pysim, run_system_pysim
+from sim.ssm_unit import lut_params
+from sim.state_controller_top import StateControllerTop
+from sim.state_scenario import check_latencies
 
 # Coarse tables as tests/test_ssm_unit.py: the same contract, a fraction of the ROM.
-COARSE = {"exp_lut": LUTSpec(function="exp", lo=-20.0, hi=12.0, step_log2=3),
-          "softplus_lut": LUTSpec(function="softplus", lo=-25.0, hi=20.0, step_log2=3),
-          "silu_lut": LUTSpec(function="silu", lo=-25.0, hi=20.0, step_log2=3)}
+COARSE = COARSE_LUTS
 
 # Components built only to read their properties, or rejected by their constructor,
 # are never elaborated.
 pytestmark = pytest.mark.filterwarnings("ignore::amaranth.hdl.UnusedElaboratable")
 
 G4 = {"nheads": 2, "headdim": 2, "d_state": 8, "lanes": 4}
-
-
-def _luts_params(luts):
-    return {k: {"function": v.function, "lo": v.lo, "hi": v.hi, "step_log2": v.step_log2,
-                "degree": v.degree} for k, v in luts.items()}
 
 
 # -- parameters ----------------------------------------------------------------------------
@@ -197,7 +192,7 @@ def test_system_verilator(seed, tmp_path):
     top = StateControllerTop(ssm_cfg=SSMConfig(**G4, **COARSE), slots=3, records=4)
     res = tmp_path / "result.json"
     run_bench(top, name=top.module_name, module="sim.state_controller", testcase="system",
-              params={"cfg": G4, "luts": _luts_params(COARSE), "slots": 3, "records": 4,
+              params={"cfg": G4, "luts": lut_params(COARSE), "slots": 3, "records": 4,
                       "steps": 6, "resets": 2, "result_file": str(res)}, seed=seed)
     out = json.loads(res.read_text())
     assert out["resets"] >= 1 and out["checks"] >= 2
