@@ -8,7 +8,6 @@ source of truth.
 import importlib.metadata
 
 from golden.config import preset
-from golden.fp import FORMATS
 from hw.hierarchy import ModuleLibrary, convert
 
 from .dsp_check import write_dsp_check

@@ -26,7 +26,6 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from golden.config import Config
-from golden.fp import FP16, FP32
 
 from .axi_lite import AXI4LiteRegisterFile, AXI4LiteSignature
 from .axi_stream import AXI4StreamSignature, axis_to_stream, stream_to_axis, tdata_width
@@ -48,7 +47,6 @@ SSM_TUSER_SEL_BITS = 3
 #: First ``wr_sel`` code of a layer parameter (``SEL_A``); frames of parameters commit nothing.
 _SEL_PARAM = 4
 
-_FP = {"fp32": FP32, "fp16": FP16}
 
 COUNTER_BITS = 48
 
@@ -133,7 +131,7 @@ class Accelerator(wiring.Component):
             raise ValueError(f"Accelerator.config.tree.max_nodes must be >= 2 (the root and one "
                              f"draft node), not {config.tree.max_nodes!r}")
         self._config = config
-        lin, tree = config.linear, config.tree
+        tree = config.tree
         self._regmap = accelerator_regmap(config)
         # Templates: they validate now and give widths; elaborate builds its own.
         self._lin = template(linear_unit_for(config, weight_ports=1))

@@ -22,7 +22,7 @@ from amaranth import Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from golden.fp import FP16, FP32
+from golden.fp import FORMATS, FP32
 from golden.validate import check_int
 
 from .dual_mode_pe import SCALE_BITS, WEIGHT_BITS, DualModePE
@@ -280,7 +280,7 @@ class LinearUnit(wiring.Component):
         """The unit of a ``golden.config.Config`` whose ``linear.contract`` is ``"exact"``."""
         lin = config.linear
         return cls(rows=lin.rows, cols=lin.cols, quant_lanes=lin.quant_lanes, max_k=lin.max_k,
-                   fmt_out={"fp32": FP32, "fp16": FP16}[lin.fmt_out], config=config.bsfp,
+                   fmt_out=FORMATS[lin.fmt_out], config=config.bsfp,
                    round_stages=config.pipeline.pe_round_stages)
 
     rows = property(lambda self: self._rows)
