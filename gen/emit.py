@@ -20,6 +20,9 @@ __all__ = ["blocks", "write_verilog"]
 
 FP_FORMATS = {"fp32": FP32, "fp16": FP16}
 
+#: The command kind recorded in the manifest (:func:`gen.output.atomic_dir`).
+COMMAND = "verilog"
+
 
 def blocks(config):
     """``{module_name: component}`` for every block of ``config``, the top level last."""
@@ -72,7 +75,7 @@ def write_verilog(*, board, out):
     # One library for every file: a block converted for its own file (the linear
     # unit, the SSM unit) is reused, not converted again, inside the top level.
     library = ModuleLibrary()
-    with atomic_dir(out) as tmp:
+    with atomic_dir(out, command=COMMAND) as tmp:
         for name, component in modules.items():
             # Each distinct configuration of a shared block (PE, FP unit, table) is
             # one module of the file, instantiated as often as needed.
@@ -87,8 +90,7 @@ def write_verilog(*, board, out):
             write_vivado_flow(tmp, config=config, top=top, sources=[f"{top}.v"])
         write_manifest(
             tmp,
-            generator="specgen",
-            version=importlib.metadata.version("specgen"),
+            command=COMMAND,
             amaranth=importlib.metadata.version("amaranth"),
             board=board,
             config=config.to_dict(),

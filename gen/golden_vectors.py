@@ -14,7 +14,6 @@ is written three ways:
 The same command twice gives byte-identical output.
 """
 
-import importlib.metadata
 import io
 import zipfile
 
@@ -185,7 +184,7 @@ def write_golden(*, out, seed=0, config="sim", progress=True):
     from tqdm import tqdm
 
     sets = {}
-    with atomic_dir(out) as tmp:
+    with atomic_dir(out, command="golden") as tmp:
         for name in tqdm(SETS, desc="golden sets", disable=not progress, leave=False):
             arrays = generate(name, seed=seed, config=cfg)
             save_npz(tmp / f"{name}.npz", {k: v for k, (v, _) in arrays.items()})
@@ -196,7 +195,5 @@ def write_golden(*, out, seed=0, config="sim", progress=True):
                 "arrays": {k: {"shape": list(v.shape), "dtype": str(v.dtype), "meaning": m}
                            for k, (v, m) in arrays.items()},
             }
-        write_manifest(tmp, generator="specgen golden",
-                       version=importlib.metadata.version("specgen"),
-                       seed=seed, config=cfg.to_dict(), sets=sets)
+        write_manifest(tmp, command="golden", seed=seed, config=cfg.to_dict(), sets=sets)
     return sets

@@ -41,9 +41,11 @@ def test_verilog_replaces_earlier_output(tmp_path, monkeypatch):
     monkeypatch.setattr(gen.emit, "blocks", lambda config: {"fifo": RingFIFO(width=4, depth=3)})
     out = tmp_path / "out"
     assert main(["verilog", "--board", "sim", "--out", str(out)]) == 0
-    (out / "stale.v").write_text("// from an earlier run")
+    (out / "fifo.v").unlink()
+    (out / "notes.v").write_text("// not specgen's: kept (tests/test_output.py)")
     assert main(["verilog", "--board", "sim", "--out", str(out)]) == 0
-    assert sorted(p.name for p in out.iterdir()) == ["fifo.v", "manifest.json", "specgen_regs.h"]
+    assert sorted(p.name for p in out.iterdir()) == ["fifo.v", "manifest.json", "notes.v",
+                                                     "specgen_regs.h"]
 
 
 def test_unknown_board_is_one_line_exit_2(tmp_path):
