@@ -1,16 +1,49 @@
 """``specgen``: the command-line entry point.
 
 Every command validates its arguments up front, writes its output atomically
-(into a temporary folder that is renamed into place only on success) and exits
-with status 2 and a one-line message on bad input.
+(into a temporary folder that is renamed into place only on success) and
+reports an error in one line:
+
+* bad input (a flag's value, an unknown name, an output folder that is not
+  specgen's): ``specgen COMMAND: error: ...`` naming the flag, exit status 2;
+* Ctrl-C: ``specgen COMMAND: interrupted``, exit status 130 (128 + SIGINT),
+  and no partial output;
+* a closed pipe on stdout (``specgen perf | head -1``): no message, exit
+  status 141 (128 + SIGPIPE, what a shell reports for a command killed by it).
 """
 
 import argparse
+import os
 import sys
 
 from .errors import CLIError
 
-__all__ = ["main", "CLIError"]
+__all__ = ["main", "CLIError", "EXIT_USAGE", "EXIT_INTERRUPTED", "EXIT_BROKEN_PIPE"]
+
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+EXIT_BROKEN_PIPE = 141
+
+
+class _Parser(argparse.ArgumentParser):
+    """An ``ArgumentParser`` whose errors are one line: no usage block."""
+
+    def error(self, message):
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def int_at_least(low):
+    """An argparse ``type``: an integer ``>= low``; the error names the flag (argparse adds it)."""
+    def parse(text):
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be an integer >= {low}, not {text!r}") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"must be an integer >= {low}, not {value}")
+        return value
+    parse.__name__ = f"integer >= {low}"
+    return parse
 
 
 def _cmd_verilog(args):
@@ -46,7 +79,9 @@ def _cmd_backtrack_cost(args):
 def build_parser():
     from golden.config import preset_names
 
-    parser = argparse.ArgumentParser(
+    from .ssm_error_budget import MIN_STEPS
+
+    parser = _Parser(
         prog="specgen",
         description="Generator of speculative-decoding accelerators for Mamba on AMD Versal "
                     "(SpecMamba + SPEQ).")
@@ -60,7 +95,7 @@ def build_parser():
 
     p = sub.add_parser("golden", help="write deterministic golden vector sets")
     p.add_argument("--out", required=True, metavar="DIR", help="output folder")
-    p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    p.add_argument("--seed", type=int_at_least(0), default=0, help="random seed (default 0)")
     p.add_argument("--config", default="sim", metavar="NAME",
                    help=f"config preset: {', '.join(preset_names())} (default sim)")
     p.set_defaults(func=_cmd_golden)
@@ -71,8 +106,9 @@ def build_parser():
 
     p = sub.add_parser("ssm-budget", help="regenerate the SSM numerics contract and error budget")
     p.add_argument("--out", default="docs", metavar="DIR", help="output folder (default docs)")
-    p.add_argument("--steps", type=int, default=1000, help="decode steps (default 1000)")
-    p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    p.add_argument("--steps", type=int_at_least(MIN_STEPS), default=1000,
+                   help="decode steps (default 1000)")
+    p.add_argument("--seed", type=int_at_least(0), default=0, help="random seed (default 0)")
     p.set_defaults(func=_cmd_ssm_budget)
 
     p = sub.add_parser("bench", help="run the benchmarks and rewrite docs/perf.md")
@@ -93,13 +129,28 @@ def build_parser():
 
 
 def main(argv=None):
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    """Run ``specgen`` with ``argv`` (default ``sys.argv[1:]``); return the exit status."""
+    command = "specgen"
     try:
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        command = f"specgen {args.command}"
         args.func(args)
+        # Flush here, inside the handler: a reader that went away shows up now, not at exit.
+        sys.stdout.flush()
     except CLIError as exc:
-        print(f"specgen {args.command}: error: {exc}", file=sys.stderr)
-        return 2
+        print(f"{command}: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        # Output folders are written atomically: an interrupted command leaves nothing behind.
+        print(f"{command}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        # The reader closed the pipe (`specgen perf | head -1`): point stdout at /dev/null so
+        # the interpreter's own flush at exit does not raise again, and leave quietly.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
     return 0
 
 

@@ -5,7 +5,10 @@
 
 A readable table by default (:func:`gen.perf_report.format_result`), the JSON
 of :meth:`gen.perf_model.StepResult.to_dict` with ``--json``. Unknown names exit
-with status 2 and a message listing the allowed values.
+with status 2 and a message listing the allowed values; a step the hardware or
+the statistics cannot produce (a tree larger than the board's tree verifier, a
+draft model not smaller than its target, more committed tokens than drafted
+levels) is refused by :func:`check_step`, naming the flags.
 """
 
 import sys
@@ -76,8 +79,98 @@ def _check(name, value, allowed):
         raise CLIError(f"unknown {name} {value!r}; allowed: {', '.join(allowed)}")
 
 
+def _check_range(flag, value, lo, hi, *, lo_open=False, why=""):
+    """``--flag`` must lie in ``[lo, hi]`` (``(lo, hi]`` with ``lo_open``)."""
+    if value is None:
+        return
+    ok = (lo < value if lo_open else lo <= value) and value <= hi
+    if not ok:
+        bounds = f"{'(' if lo_open else '['}{lo:g}, {hi:g}]"
+        raise CLIError(f"{flag} must be in {bounds}{why}, not {value:g}")
+
+
+#: Fields of the model's objects -> the flags that set them, for the messages that
+#: come from the model's own validation.
+FLAG_OF_FIELD = {
+    "StepConfig.continue_prob": "--early-stop", "StepConfig.tokens_per_step": "--accept",
+    "StepConfig.alpha": "--alpha", "StepConfig.tree": "--tree", "StepConfig.target": "--target",
+    "StepConfig.draft": "--draft", "StepConfig.restore_policy": "--policy",
+    "Accelerator.overlap": "--overlap", "Accelerator.sizing": "--sizing",
+    "accelerator.sizing": "--sizing",
+}
+
+
+def _flag_message(text):
+    for name, flag in FLAG_OF_FIELD.items():
+        text = text.replace(name, flag)
+    return text
+
+
+def check_step(args, *, tree, accept, cont, config):
+    """Reject a step the hardware or the statistics cannot produce, naming the flags.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+    tree : tuple of int
+        The per-depth branching in use.
+    accept : float or None
+        Committed tokens per step (``--accept`` or its default).
+    cont : float
+        The early-stop continue probability in use.
+    config : golden.config.Config
+        The board's config: the tree verifier's capacity.
+
+    Raises
+    ------
+    CLIError
+    """
+    from golden.tree import TreeShape, fifo_schedule
+
+    from .perf_model import DRAFT_CHOICES, model_names
+
+    names = model_names()
+    _check_range("--overlap", args.overlap, 0.0, 1.0)
+    _check_range("--alpha", args.alpha, 0.0, 1.0)
+    if args.draft in names and names.index(args.draft) >= names.index(args.target):
+        smaller = names[:names.index(args.target)]
+        allowed = ", ".join(smaller + DRAFT_CHOICES)
+        raise CLIError(f"--draft {args.draft} is not smaller than --target {args.target}; "
+                       f"allowed: {allowed}")
+    if args.draft == "none":
+        return
+    shape = TreeShape(tree)
+    tree_text = args.tree or ",".join(map(str, tree))
+    # The root and every draft node take one verifier slot (golden.tree.flatten).
+    capacity = config.tree.max_nodes
+    if shape.num_nodes > capacity:
+        raise CLIError(f"--tree {tree_text} has {shape.num_nodes} nodes with the root; the "
+                       f"{config.board.name} tree verifier holds at most {capacity} "
+                       f"(--set tree.max_nodes)")
+    try:
+        fifo_schedule(shape.parents, fifo_depth=config.tree.fifo_depth)
+    except ValueError as exc:
+        raise CLIError(f"--tree {tree_text} does not fit the {config.board.name} tree verifier's "
+                       f"ring of {config.tree.fifo_depth} state slots (--set tree.fifo_depth): "
+                       f"{str(exc).split(';')[0]}") from None
+    # Early stopping at 0 would never draft past the first level, so no tree is built.
+    _check_range("--early-stop", cont, 0.0, 1.0, lo_open=True)
+    if accept is not None:
+        # A step commits at most one token per drafted level plus the bonus token; with
+        # early stopping the expected number of levels is below the tree's depth.
+        levels = sum(n * cont ** (n - 1) * ((1 - cont) if n < shape.depth else 1.0)
+                     for n in range(1, shape.depth + 1))
+        hi = 1.0 + levels
+        why = (f" for --tree {tree_text}" if cont == 1.0 else
+               f" for --tree {tree_text} with --early-stop {cont:g} "
+               f"({levels:.3g} levels drafted on average)")
+        _check_range("--accept", accept, 1.0, round(hi, 6), why=why)
+
+
 def run(args, *, out=None):
     """Evaluate the model for parsed ``args`` and print the result."""
+    from golden.config import preset
+
     from .perf_model import (DRAFT_CHOICES, RESTORE_POLICIES, SIZINGS, StepConfig, accelerator,
                              model_names, perf_board_names, step_model)
     from .perf_report import format_result
@@ -103,6 +196,7 @@ def run(args, *, out=None):
             accept = DEFAULT_ACCEPT
     if cont is None:
         cont = alpha if speq and alpha is not None else 1.0
+    check_step(args, tree=tree, accept=accept, cont=cont, config=preset(args.board))
     try:
         acc = accelerator(args.board, sizing=args.sizing, overlap=args.overlap)
         step = StepConfig(target=args.target, draft=args.draft, tree=tree if args.draft != "none" else (),
@@ -111,6 +205,6 @@ def run(args, *, out=None):
                           restore_policy=args.policy)
         res = step_model(acc, step)
     except (TypeError, ValueError) as exc:
-        raise CLIError(str(exc)) from None
+        raise CLIError(_flag_message(str(exc))) from None
     print(res.to_json() if args.json else format_result(res), file=out)
     return res

@@ -18,6 +18,9 @@ from golden.mamba2 import (MAMBA2_DEFAULTS, MAMBA2_SIZES, SSMConfig, mamba2_init
                            ssm_step_hw, ssm_step_ref)
 from golden.nonlinear import ERROR_BOUNDS, SATURATION, lut_eval, measure_lut_error
 
+from .errors import CLIError
+from .output import check_out, write_files
+
 __all__ = ["run_error_budget", "write_error_budget", "VARIANTS"]
 
 #: Variants measured against float64. The first is the contract.
@@ -32,6 +35,9 @@ _VARIANT_TEXT = {
     "fp32-exact-nl": "binary32 datapath, correctly rounded exp/softplus/SiLU (FP32-GPU-like)",
     "hw-fp16-state": "the contract with the state stored in binary16",
 }
+
+#: Fewest decode steps: the drift measure compares the first and the last third of the run.
+MIN_STEPS = 3
 
 #: A head counts as "bounded" when its state error averaged over the last 100
 #: steps is at most this factor times its average over steps 101-200.
@@ -380,7 +386,20 @@ def write_error_budget(*, out, steps=1000, seed=0, cfg=None):
     -------
     pathlib.Path
         The file written. Same arguments, same bytes.
+
+    Raises
+    ------
+    CLIError
+        ``steps`` below :data:`MIN_STEPS`, a negative ``seed``, or an ``out``
+        that is not a writable folder; checked before the experiment runs.
     """
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps < MIN_STEPS:
+        raise CLIError(f"--steps must be an integer >= {MIN_STEPS}, not {steps!r}")
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise CLIError(f"--seed must be an integer >= 0, not {seed!r}")
+    check_out(out, folder=False)
+    if Path(out).exists() and not Path(out).is_dir():
+        raise CLIError(f"--out {str(out)!r} exists and is not a folder")
     cfg = cfg if cfg is not None else SSMConfig.from_model("130M")
     res = run_error_budget(cfg, steps=steps, seed=seed)
     summary, per_head, trajectory = _budget_section(res)
@@ -403,8 +422,5 @@ def write_error_budget(*, out, steps=1000, seed=0, cfg=None):
         stress_heads=stress_cfg.nheads, stress_steps=stress_steps,
         stress_width=max(1, stress_steps // 50), stress=stress, stress_ratio=stress_ratio,
         dA_err=dA_err)
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / "ssm-numerics.md"
-    path.write_text(text, encoding="utf-8")
+    (path,) = write_files(out, {"ssm-numerics.md": text.encode("utf-8")})
     return path
