@@ -47,13 +47,15 @@ def int_at_least(low):
 
 
 def _cmd_verilog(args):
+    from .design import resolve_config
     from .emit import write_verilog
-    write_verilog(board=args.board, out=args.out)
+    write_verilog(config=resolve_config(args), out=args.out)
 
 
 def _cmd_golden(args):
-    from .golden_vectors import write_golden
-    write_golden(out=args.out, seed=args.seed, config=args.config)
+    from .design import resolve_config
+    from .golden_vectors import DEFAULT_CONFIG, write_golden
+    write_golden(out=args.out, seed=args.seed, config=resolve_config(args) or DEFAULT_CONFIG)
 
 
 def _cmd_bsfp_study(args):
@@ -77,8 +79,7 @@ def _cmd_backtrack_cost(args):
 
 
 def build_parser():
-    from golden.config import preset_names
-
+    from .design import add_config_parser, add_design_args
     from .ssm_error_budget import MIN_STEPS
 
     parser = _Parser(
@@ -87,17 +88,16 @@ def build_parser():
                     "(SpecMamba + SPEQ).")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
-    p = sub.add_parser("verilog", help="emit Verilog and a manifest for a board preset")
-    p.add_argument("--board", required=True, metavar="BOARD",
-                   help=f"board preset: {', '.join(preset_names())}")
+    p = sub.add_parser("verilog", help="emit Verilog and a manifest for a design "
+                                       "(a board preset, a design file, overrides)")
+    add_design_args(p)
     p.add_argument("--out", required=True, metavar="DIR", help="output folder")
     p.set_defaults(func=_cmd_verilog)
 
     p = sub.add_parser("golden", help="write deterministic golden vector sets")
     p.add_argument("--out", required=True, metavar="DIR", help="output folder")
     p.add_argument("--seed", type=int_at_least(0), default=0, help="random seed (default 0)")
-    p.add_argument("--config", default="sim", metavar="NAME",
-                   help=f"config preset: {', '.join(preset_names())} (default sim)")
+    add_design_args(p, required=False)    # default: the sim preset (golden_vectors.DEFAULT_CONFIG)
     p.set_defaults(func=_cmd_golden)
 
     p = sub.add_parser("bsfp-study", help="regenerate the BSFP study on real weights")
@@ -125,6 +125,8 @@ def build_parser():
 
     from .estimate import add_parser as add_estimate_parser
     add_estimate_parser(sub)    # specgen estimate: yosys proxy resources and depth (gen/estimate.py)
+
+    add_config_parser(sub)    # specgen config show|schema: design files (gen/design.py)
     return parser
 
 

@@ -63,14 +63,26 @@ def blocks(config):
     return out
 
 
-def write_verilog(*, board, out):
-    """Write ``<module>.v`` for every block of preset ``board``, the register header
-    ``specgen_regs.h``, the Vivado flow (board presets) and ``manifest.json``."""
+def write_verilog(*, out, config=None, board=None):
+    """Write ``<module>.v`` for every block of a design, the register header
+    ``specgen_regs.h``, the Vivado flow (designs with a part) and ``manifest.json``.
 
-    try:
-        config = preset(board)
-    except ValueError as exc:
-        raise CLIError(str(exc)) from None
+    Parameters
+    ----------
+    out : path
+        Output folder (:func:`gen.output.atomic_dir`).
+    config : golden.config.Config, optional
+        The design (:func:`gen.design.resolve_config`).
+    board : str, optional
+        A preset name instead of ``config``.
+    """
+    if (config is None) == (board is None):
+        raise TypeError("write_verilog needs config or board, not both or neither")
+    if config is None:
+        try:
+            config = preset(board)
+        except ValueError as exc:
+            raise CLIError(str(exc)) from None
     modules = blocks(config)
     # One library for every file: a block converted for its own file (the linear
     # unit, the SSM unit) is reused, not converted again, inside the top level.
@@ -92,7 +104,8 @@ def write_verilog(*, board, out):
             tmp,
             command=COMMAND,
             amaranth=importlib.metadata.version("amaranth"),
-            board=board,
+            board=config.board.name,
+            design=config.name,
             config=config.to_dict(),
             modules=sorted(modules),
         )

