@@ -86,6 +86,8 @@ def build_parser():
         prog="specgen",
         description="Generator of speculative-decoding accelerators for Mamba on AMD Versal "
                     "(SpecMamba + SPEQ).")
+    from .output import specgen_version
+    parser.add_argument("--version", action="version", version=f"specgen {specgen_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     p = sub.add_parser("verilog", help="emit Verilog and a manifest for a design "

@@ -36,6 +36,8 @@ from pathlib import Path
 
 from golden.config import PRESETS, Config
 
+from .output import specgen_version
+
 __all__ = ["write_vivado_flow", "verilog_ports", "bus_interfaces", "Port", "BusInterface",
            "FLOW_FILES", "IP_VENDOR", "IP_LIBRARY", "STAGES"]
 
@@ -55,6 +57,12 @@ IP_LIBRARY = "specgen"
 
 CLOCK_PORT = "clk"
 RESET_PORT = "rst"
+
+def ip_version():
+    """``(major.minor, patch)`` of specgen's version: the IP's version and core revision."""
+    parts = re.findall(r"\d+", specgen_version())[:3] + ["0", "0", "0"]
+    return f"{int(parts[0])}.{int(parts[1])}", int(parts[2])
+
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_$]*\Z")
 # A module header: plain or escaped (``\\top.sub ``) identifier.
@@ -322,7 +330,10 @@ def _settings_tcl(config, top, rel, period, freq_hz):
         "set ip_dir [file join $build_dir ip]",
         f"set ip_vendor {IP_VENDOR}",
         f"set ip_library {IP_LIBRARY}",
-        "set ip_version 1.0",
+        f"# The IP's version is specgen's ({specgen_version()}): major.minor, and the patch",
+        "# level as the core revision (IP-XACT VLNV versions are major.minor in Vivado).",
+        f"set ip_version {ip_version()[0]}",
+        f"set ip_revision {ip_version()[1]}",
         "",
     ]
     return "\n".join(lines)
@@ -412,6 +423,7 @@ def _package_tcl(top, buses, has_reset):
         "set core [ipx::current_core]",
         "set_property name $top $core",
         "set_property version $ip_version $core",
+        "set_property core_revision $ip_revision $core",
         "set_property display_name $top $core",
         "set_property description {specgen SpecMamba/SPEQ block} $core",
         "",
