@@ -18,7 +18,7 @@ import sys
 
 from .errors import CLIError
 
-__all__ = ["main", "CLIError", "EXIT_USAGE", "EXIT_INTERRUPTED", "EXIT_BROKEN_PIPE"]
+__all__ = ["main", "build_parser", "iter_commands", "CLIError", "EXIT_USAGE", "EXIT_INTERRUPTED", "EXIT_BROKEN_PIPE"]
 
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
@@ -46,36 +46,68 @@ def int_at_least(low):
     return parse
 
 
+def _progress(args):
+    from .progress import Progress
+    return Progress.from_args(args)
+
+
+def _summary(args, command, paths, **kwargs):
+    from .progress import summary_lines
+    _progress(args).summary(summary_lines(command, paths, **kwargs))
+
+
 def _cmd_verilog(args):
     from .design import resolve_config
     from .emit import write_verilog
-    write_verilog(config=resolve_config(args), out=args.out)
+    write_verilog(config=resolve_config(args), out=args.out, progress=_progress(args))
 
 
 def _cmd_golden(args):
     from .design import resolve_config
     from .golden_vectors import DEFAULT_CONFIG, write_golden
-    write_golden(out=args.out, seed=args.seed, config=resolve_config(args) or DEFAULT_CONFIG)
+    write_golden(out=args.out, seed=args.seed, config=resolve_config(args) or DEFAULT_CONFIG,
+                 progress=_progress(args))
 
 
 def _cmd_bsfp_study(args):
     from .bsfp_study import write_study
-    write_study(out=args.out)
+    _progress(args).status("reading the weights and running the study")
+    paths = write_study(out=args.out)["files"]
+    _summary(args, "bsfp-study", paths, root=args.out)
 
 
 def _cmd_ssm_budget(args):
     from .ssm_error_budget import write_error_budget
-    write_error_budget(out=args.out, steps=args.steps, seed=args.seed)
+    write_error_budget(out=args.out, steps=args.steps, seed=args.seed, progress=_progress(args))
 
 
 def _cmd_bench(args):
     from .bench import write_bench
-    write_bench(out=args.out)
+    _progress(args).status("running the benchmarks (minutes)")
+    write_bench(out=args.out, echo=not args.quiet)
+    _summary(args, "bench", [args.out])
 
 
 def _cmd_backtrack_cost(args):
     from .backtrack_cost import write_backtrack_table
-    write_backtrack_table(out=args.out)
+    _summary(args, "backtrack-cost", [write_backtrack_table(out=args.out)])
+
+
+def iter_commands(parser, prefix=()):
+    """``(("config", "show"), subparser)`` for every command and subcommand of ``parser``."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield prefix + (name,), sub
+                yield from iter_commands(sub, prefix + (name,))
+
+
+def add_quiet(parser):
+    """``--quiet`` on every command of ``parser`` that has none."""
+    for _, sub in iter_commands(parser):
+        if "--quiet" not in {s for a in sub._actions for s in a.option_strings}:
+            sub.add_argument("-q", "--quiet", action="store_true",
+                             help="no progress and no summary (errors are still printed)")
 
 
 def build_parser():
@@ -129,6 +161,9 @@ def build_parser():
     add_estimate_parser(sub)    # specgen estimate: yosys proxy resources and depth (gen/estimate.py)
 
     add_config_parser(sub)    # specgen config show|schema: design files (gen/design.py)
+
+    # Every command, whichever module added it: --quiet (gen/progress.py).
+    add_quiet(parser)
     return parser
 
 

@@ -14,7 +14,8 @@ from hw.hierarchy import ModuleLibrary, convert
 from .errors import CLIError
 from .regmap_doc import c_header
 from .vivado import write_vivado_flow
-from .output import atomic_dir, write_manifest
+from .output import MANIFEST, atomic_dir, write_manifest
+from .progress import summary_lines
 
 __all__ = ["blocks", "write_verilog"]
 
@@ -63,7 +64,30 @@ def blocks(config):
     return out
 
 
-def write_verilog(*, out, config=None, board=None):
+def fit_notes(config):
+    """The summary's verdict for a design: DSP58 against the board, and the timing budget.
+
+    The DSP58 count is analytical (:func:`gen.estimate.analytical_dsp58`); logic
+    depth needs a synthesis, so the timing line names the budget and the command
+    that measures it.
+    """
+    from .estimate import analytical_dsp58, level_budget
+    d = analytical_dsp58(config)
+    mhz = config.board.clock_mhz
+    if d["budget"]:
+        share = d["Total"] / d["budget"]
+        verdict = "fits" if share <= 1 else "does NOT fit"
+        dsp = (f"DSP58: {d['Total']:,} of {d['budget']:,} ({100 * share:.0f}%, linear unit "
+               f"{d['Linear unit']:,}, SSM unit {d['SSM unit']:,}): {verdict} "
+               f"{config.board.name}")
+    else:
+        dsp = f"DSP58: {d['Total']:,} (board {config.board.name} has no DSP58 budget)"
+    timing = (f"timing: {mhz:g} MHz allows {level_budget(mhz)} logic levels per stage; "
+              f"'specgen estimate' measures them (yosys)")
+    return [dsp, timing]
+
+
+def write_verilog(*, out, config=None, board=None, progress=None):
     """Write ``<module>.v`` for every block of a design, the register header
     ``specgen_regs.h``, the Vivado flow (designs with a part) and ``manifest.json``.
 
@@ -75,6 +99,8 @@ def write_verilog(*, out, config=None, board=None):
         The design (:func:`gen.design.resolve_config`).
     board : str, optional
         A preset name instead of ``config``.
+    progress : gen.progress.Progress, optional
+        Progress while converting, and the closing summary.
     """
     if (config is None) == (board is None):
         raise TypeError("write_verilog needs config or board, not both or neither")
@@ -88,7 +114,9 @@ def write_verilog(*, out, config=None, board=None):
     # unit, the SSM unit) is reused, not converted again, inside the top level.
     library = ModuleLibrary()
     with atomic_dir(out, command=COMMAND) as tmp:
-        for name, component in modules.items():
+        names = modules.items() if progress is None else progress.bar(
+            modules.items(), desc="converting", total=len(modules), unit="module")
+        for name, component in names:
             # Each distinct configuration of a shared block (PE, FP unit, table) is
             # one module of the file, instantiated as often as needed.
             text, _ = convert(component, name=name, library=library)
@@ -100,7 +128,7 @@ def write_verilog(*, out, config=None, board=None):
             # every module it instantiates (the other files are blocks on their own).
             top = list(modules)[-1]    # blocks() lists the design's top level last
             write_vivado_flow(tmp, config=config, top=top, sources=[f"{top}.v"])
-        write_manifest(
+        manifest = write_manifest(
             tmp,
             command=COMMAND,
             amaranth=importlib.metadata.version("amaranth"),
@@ -109,4 +137,8 @@ def write_verilog(*, out, config=None, board=None):
             config=config.to_dict(),
             modules=sorted(modules),
         )
+        files = [tmp / name for name in manifest["files"]] + [tmp / MANIFEST]
+        size_lines = summary_lines("verilog", files, root=out, notes=fit_notes(config))
+    if progress is not None:
+        progress.summary(size_lines)
     return modules

@@ -649,10 +649,14 @@ def write_estimate(*, board, out=None, progress=None, fit=None):
 
 
 def _cmd_estimate(args):
-    def progress(msg):
-        print(f"specgen estimate: {msg}", file=sys.stderr, flush=True)
     from .design import resolve_config
-    write_estimate(board=resolve_config(args), out=args.out, progress=progress, fit=args.fit)
+    from .progress import Progress, summary_lines
+    progress = Progress.from_args(args)
+    write_estimate(board=resolve_config(args), out=args.out, progress=progress.status,
+                   fit=args.fit)
+    if args.out is not None:
+        out = Path(args.out)
+        progress.summary(summary_lines("estimate", [out, out.with_suffix(".json")]))
 
 
 def add_parser(sub):

@@ -24,7 +24,8 @@ from golden.config import Config, preset
 from golden.ring_fifo import RingFIFOModel
 
 from .errors import CLIError
-from .output import atomic_dir, write_manifest
+from .output import MANIFEST, atomic_dir, write_manifest
+from .progress import Progress, summary_lines
 
 __all__ = ["SETS", "generate", "write_golden", "save_npz"]
 
@@ -177,10 +178,11 @@ def _write_hex(path, array):
 DEFAULT_CONFIG = "sim"
 
 
-def write_golden(*, out, seed=0, config=DEFAULT_CONFIG, progress=True):
+def write_golden(*, out, seed=0, config=DEFAULT_CONFIG, progress=None):
     """Write every set into ``out`` (atomically) with a manifest.
 
-    ``config`` is a :class:`golden.config.Config` or a preset name.
+    ``config`` is a :class:`golden.config.Config` or a preset name;
+    ``progress`` a :class:`gen.progress.Progress` (a bar and the summary).
     """
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise CLIError(f"--seed must be a non-negative integer, not {seed!r}")
@@ -191,11 +193,13 @@ def write_golden(*, out, seed=0, config=DEFAULT_CONFIG, progress=True):
             cfg = preset(config)
         except ValueError as exc:
             raise CLIError(str(exc)) from None
-    from tqdm import tqdm
-
+    if not isinstance(progress, Progress):
+        progress = None    # False (earlier callers) or None: silent
     sets = {}
     with atomic_dir(out, command="golden") as tmp:
-        for name in tqdm(SETS, desc="golden sets", disable=not progress, leave=False):
+        names = SETS if progress is None else progress.bar(SETS, desc="golden sets",
+                                                           total=len(SETS), unit="set")
+        for name in names:
             arrays = generate(name, seed=seed, config=cfg)
             save_npz(tmp / f"{name}.npz", {k: v for k, (v, _) in arrays.items()})
             for key, (array, _) in arrays.items():
@@ -205,5 +209,11 @@ def write_golden(*, out, seed=0, config=DEFAULT_CONFIG, progress=True):
                 "arrays": {k: {"shape": list(v.shape), "dtype": str(v.dtype), "meaning": m}
                            for k, (v, m) in arrays.items()},
             }
-        write_manifest(tmp, command="golden", seed=seed, config=cfg.to_dict(), sets=sets)
+        manifest = write_manifest(tmp, command="golden", seed=seed, config=cfg.to_dict(),
+                                  sets=sets)
+        lines = summary_lines("golden", [tmp / n for n in manifest["files"]] + [tmp / MANIFEST],
+                              root=out, notes=[f"{len(sets)} sets, seed {seed}, config "
+                                               f"{cfg.name}"])
+    if progress is not None:
+        progress.summary(lines)
     return sets

@@ -29,10 +29,10 @@ def assert_one_line(proc, *fragments, status=2):
     (["verilog", "--board", "sim", "--out", "x", "--bogus"], ["--bogus"]),
     (["nosuchcommand"], ["specgen: error:", "nosuchcommand"]),
     (["golden", "--out", "x", "--seed", "-1"], ["argument --seed: must be an integer >= 0"]),
-    (["ssm-budget", "--steps", "0"], ["argument --steps: must be an integer >= 3, not 0"]),
-    (["ssm-budget", "--steps", "many"], ["argument --steps: must be an integer >= 3, not 'many'"]),
+    (["ssm-budget", "--steps", "0"], ["argument --steps: must be an integer >= 10, not 0"]),
+    (["ssm-budget", "--steps", "many"], ["argument --steps: must be an integer >= 10, not 'many'"]),
     (["ssm-budget", "--seed", "x"], ["argument --seed: must be an integer >= 0, not 'x'"]),
-    (["ssm-budget", "--out", "", "--steps", "3"], ["--out is empty"]),
+    (["ssm-budget", "--out", "", "--steps", "10"], ["--out is empty"]),
     (["perf", "--board", "vhk158", "--target", "2.7B", "--draft", "370M", "--overlap", "x"],
      ["argument --overlap"]),
 ])
@@ -44,14 +44,14 @@ def test_bad_arguments_are_one_line_exit_2(argv, fragments, tmp_path):
 
 def test_ssm_budget_out_is_a_file(tmp_path):
     (tmp_path / "page.md").write_text("mine")
-    proc = run_cli("ssm-budget", "--steps", "3", "--out", str(tmp_path / "page.md"))
+    proc = run_cli("ssm-budget", "--steps", "10", "--out", str(tmp_path / "page.md"))
     assert_one_line(proc, "--out", "is not a folder")
     assert (tmp_path / "page.md").read_text() == "mine"
 
 
 def test_ssm_budget_writes_its_page_atomically(tmp_path):
     # Small enough to run in the fast suite: the page is written, nothing else is left.
-    assert main(["ssm-budget", "--steps", "3", "--out", str(tmp_path)]) == 0
+    assert main(["ssm-budget", "--steps", "10", "--out", str(tmp_path)]) == 0
     assert [p.name for p in tmp_path.iterdir()] == ["ssm-numerics.md"]
 
 

@@ -1,12 +1,11 @@
 """Design files on the command line: --config FILE, --set KEY=VALUE, ``specgen config``."""
 
-import argparse
 import dataclasses
 import json
 
 import pytest
 
-from gen.cli import build_parser, main
+from gen.cli import build_parser, iter_commands, main
 from golden.config import preset
 from golden.config_io import config_from_dict
 
@@ -136,17 +135,9 @@ def test_schema_is_json_and_lists_the_blocks(capsys):
     assert set(schema["properties"]) == set(preset("sim").to_dict())
 
 
-def _subcommands(parser, prefix=()):
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            for name, sub in action.choices.items():
-                yield prefix + (name,), sub
-                yield from _subcommands(sub, prefix + (name,))
-
-
 def test_every_command_with_board_takes_config_and_set():
     with_board = {}
-    for name, sub in _subcommands(build_parser()):
+    for name, sub in iter_commands(build_parser()):
         flags = {s for a in sub._actions for s in a.option_strings}
         if "--board" in flags:
             with_board[" ".join(name)] = {"--config", "--set"} <= flags
