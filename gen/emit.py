@@ -13,7 +13,8 @@ from hw.hierarchy import ModuleLibrary, convert
 
 from .errors import CLIError
 from .regmap_doc import c_header
-from .vivado import write_vivado_flow
+from .fusesoc import core_text
+from .vivado import XDC, write_vivado_flow
 from .output import MANIFEST, atomic_dir, write_manifest
 from .progress import summary_lines
 
@@ -123,11 +124,16 @@ def write_verilog(*, out, config=None, board=None, progress=None):
             (tmp / f"{name}.v").write_text(text)
         # Host software's view of the control registers (docs/regmap.md as C).
         (tmp / "specgen_regs.h").write_text(c_header(config))
+        # The Vivado flow and the FuseSoC core build the top level from its own file,
+        # which holds every module it instantiates (the other files are blocks on their own).
+        top = list(modules)[-1]    # blocks() lists the design's top level last
+        xdc = None
         if config.board.part is not None:
-            # The Vivado flow builds the top level from its own file, which holds
-            # every module it instantiates (the other files are blocks on their own).
-            top = list(modules)[-1]    # blocks() lists the design's top level last
-            write_vivado_flow(tmp, config=config, top=top, sources=[f"{top}.v"])
+            write_vivado_flow(tmp, config=config, top=top, sources=[f"{top}.v"],
+                              core_file=f"{top}.core")
+            xdc = XDC
+        (tmp / f"{top}.core").write_text(core_text(config, top=top, sources=[f"{top}.v"],
+                                                   xdc=xdc))
         manifest = write_manifest(
             tmp,
             command=COMMAND,

@@ -57,6 +57,8 @@ IP_LIBRARY = "specgen"
 
 CLOCK_PORT = "clk"
 RESET_PORT = "rst"
+#: A one-bit output of this name is declared as a level-high interrupt.
+IRQ_PORT = "irq"
 
 def ip_version():
     """``(major.minor, patch)`` of specgen's version: the IP's version and core revision."""
@@ -254,7 +256,7 @@ def _check_args(out_dir, config, top, sources):
     return out_dir, rel, ports
 
 
-def write_vivado_flow(out_dir, *, config, top, sources):
+def write_vivado_flow(out_dir, *, config, top, sources, core_file=None):
     """Write the Vivado flow for ``top`` into the existing folder ``out_dir``.
 
     Parameters
@@ -272,6 +274,9 @@ def write_vivado_flow(out_dir, *, config, top, sources):
         synchronous active-high reset).
     sources : list of path
         Verilog files, absolute or relative to ``out_dir``, read in this order.
+    core_file : str, optional
+        The FuseSoC core the caller writes beside the flow
+        (:mod:`gen.fusesoc`), for the README.
 
     Returns
     -------
@@ -297,12 +302,14 @@ def write_vivado_flow(out_dir, *, config, top, sources):
     freq_hz = round(board.clock_mhz * 1e6)
     buses = bus_interfaces(ports)
     has_reset = any(p.name == RESET_PORT and p.direction == "input" for p in ports)
+    has_irq = any(p.name == IRQ_PORT and p.direction == "output" and p.width == 1 for p in ports)
     texts = {
         SETTINGS_TCL: _settings_tcl(config, top, rel, period, freq_hz),
         XDC: _xdc(config, period, ports),
         BUILD_TCL: _build_tcl(config),
-        PACKAGE_TCL: _package_tcl(top, buses, has_reset),
-        README: _readme(config, top, rel, period, buses, has_reset),
+        PACKAGE_TCL: _package_tcl(top, buses, has_reset, has_irq=has_irq),
+        README: _readme(config, top, rel, period, buses, has_reset, has_irq=has_irq,
+                        core_file=core_file),
     }
     for name in FLOW_FILES:
         (out_dir / name).write_text(texts[name])
@@ -397,6 +404,11 @@ if {{$stage ne "ip"}} {{
         # Logic levels per path: the post-route counterpart of `specgen estimate`.
         report_design_analysis -logic_level_distribution \\
             -file [file join $report_dir logic_levels.rpt]
+        # Sign-off checks (AMD UG906, Design Analysis and Closure Techniques): design rule
+        # and methodology violations, and the vectorless power estimate of the routed design.
+        report_drc -file [file join $report_dir drc.rpt]
+        report_methodology -file [file join $report_dir methodology.rpt]
+        report_power -file [file join $report_dir power.rpt]
     }}
     close_design
 }}
@@ -407,7 +419,7 @@ if {{$stage eq "ip" || $stage eq "all"}} {{
 """
 
 
-def _package_tcl(top, buses, has_reset):
+def _package_tcl(top, buses, has_reset, *, has_irq=False):
     lines = [
         f"# Package {top} as an IP-XACT core for IP Integrator.",
         "#   vivado -mode batch -source package_ip.tcl   (or build.tcl -tclargs ip)",
@@ -457,6 +469,18 @@ def _package_tcl(top, buses, has_reset):
             f"set_property physical_name {RESET_PORT} [ipx::add_port_map RST $busif]",
             "set_property value ACTIVE_HIGH [ipx::add_bus_parameter POLARITY $busif]",
         ]
+    if has_irq:
+        lines += [
+            "",
+            f"# {IRQ_PORT}: held high while an enabled event is pending (level, not edge), so",
+            "# IP Integrator connects it to an interrupt controller as an interrupt.",
+            f"set busif [ipx::add_bus_interface {IRQ_PORT} $core]",
+            "set_property abstraction_type_vlnv xilinx.com:signal:interrupt_rtl:1.0 $busif",
+            "set_property bus_type_vlnv xilinx.com:signal:interrupt:1.0 $busif",
+            "set_property interface_mode master $busif",
+            f"set_property physical_name {IRQ_PORT} [ipx::add_port_map INTERRUPT $busif]",
+            "set_property value LEVEL_HIGH [ipx::add_bus_parameter SENSITIVITY $busif]",
+        ]
     if not buses:
         lines += ["", "# The top module has no AXI4-Lite or AXI4-Stream port groups."]
     for bus in buses:
@@ -500,7 +524,7 @@ def _package_tcl(top, buses, has_reset):
     return "\n".join(lines)
 
 
-def _readme(config, top, rel, period, buses, has_reset):
+def _readme(config, top, rel, period, buses, has_reset, *, has_irq=False, core_file=None):
     board = config.board
     src_rows = "\n".join(f"| `{n}` | Verilog (Amaranth output) |" for n in rel)
     if buses:
@@ -512,6 +536,10 @@ def _readme(config, top, rel, period, buses, has_reset):
         bus_text = "- none: the top module has no AXI4-Lite or AXI4-Stream port groups"
     reset_text = (f"`{RESET_PORT}` (synchronous, active high)" if has_reset
                   else "none (the top module has no reset input)")
+    core_row = (f"| `{core_file}` | FuseSoC core (CAPI2): targets `default`, `lint` (Verilator) "
+                "and `synth` (Vivado) |\n" if core_file else "")
+    irq_text = (f"\n- interrupt `{IRQ_PORT}` (level high, `SENSITIVITY LEVEL_HIGH`)"
+                if has_irq else "")
     return f"""\
 # specgen output for board `{board.name}`
 
@@ -529,7 +557,7 @@ Generated by `specgen`; do not edit (regenerate instead). Part
 | `{XDC}` | clock constraint on `{CLOCK_PORT}` ({period:.3f} ns) and zero-delay I/O budget for out-of-context runs |
 | `{BUILD_TCL}` | the Vivado flow: synthesis, implementation, reports, IP packaging |
 | `{PACKAGE_TCL}` | IP packaging for IP Integrator (sourced by `{BUILD_TCL}`, or run alone) |
-| `README.md` | this file |
+{core_row}| `README.md` | this file |
 
 ## Running
 
@@ -545,7 +573,8 @@ vivado -mode batch -source {BUILD_TCL} -tclargs ip     # IP packaging only
 
 The scripts find their files relative to themselves, so the folder can be
 copied to a Vivado machine as it is. Everything Vivado writes goes to
-`vivado/`:
+`vivado/`, which `manifest.json` does not list: running `specgen verilog` into
+this folder again replaces specgen's files and keeps `vivado/`:
 
 | path | written by | content |
 |---|---|---|
@@ -556,6 +585,9 @@ copied to a Vivado machine as it is. Everything Vivado writes goes to
 | `vivado/reports/utilization.rpt`, `utilization_hier.rpt` | impl | utilization after routing, flat and hierarchical |
 | `vivado/reports/timing_summary.rpt` | impl | timing summary after routing (WNS/TNS, the 10 worst paths) |
 | `vivado/reports/logic_levels.rpt` | impl | logic-level distribution per clock (compare with `specgen estimate`) |
+| `vivado/reports/drc.rpt` | impl | design rule checks of the routed design |
+| `vivado/reports/methodology.rpt` | impl | methodology checks (constraints, clocking, timing practice) |
+| `vivado/reports/power.rpt` | impl | vectorless power estimate of the routed design |
 | `vivado/ip/` | ip | the packaged IP (`component.xml`); add it to IP Integrator's repository paths |
 | `vivado/ip_project/` | ip | the scratch project the packager used |
 
@@ -563,7 +595,7 @@ copied to a Vivado machine as it is. Everything Vivado writes goes to
 
 - clock `{CLOCK_PORT}` ({board.clock_mhz:g} MHz, `FREQ_HZ` set)
 - reset {reset_text}
-{bus_text}
+{bus_text}{irq_text}
 
 Out of context, inputs and outputs other than the clock carry zero external
 delay: a path from a port to the first register may use the whole period, as

@@ -26,7 +26,9 @@ def test_verilog_writes_manifest(tmp_path):
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["board"] == "sim"
     assert manifest["config"]["tree"]["fifo_depth"] == 16
-    assert set(manifest["files"]) == {f"{m}.v" for m in manifest["modules"]} | {"specgen_regs.h"}
+    top = next(m for m in manifest["modules"] if m.startswith("Accelerator"))
+    assert set(manifest["files"]) == ({f"{m}.v" for m in manifest["modules"]}
+                                      | {"specgen_regs.h", f"{top}.core"})
     for name, digest in manifest["files"].items():
         assert sha256_file(out / name) == digest
     # Deterministic: a second run gives the same bytes.
@@ -44,8 +46,8 @@ def test_verilog_replaces_earlier_output(tmp_path, monkeypatch):
     (out / "fifo.v").unlink()
     (out / "notes.v").write_text("// not specgen's: kept (tests/test_output.py)")
     assert main(["verilog", "--board", "sim", "--out", str(out)]) == 0
-    assert sorted(p.name for p in out.iterdir()) == ["fifo.v", "manifest.json", "notes.v",
-                                                     "specgen_regs.h"]
+    assert sorted(p.name for p in out.iterdir()) == ["fifo.core", "fifo.v", "manifest.json",
+                                                     "notes.v", "specgen_regs.h"]
 
 
 def test_unknown_board_is_one_line_exit_2(tmp_path):
