@@ -5,8 +5,9 @@ Every command that takes ``--board`` resolves its design the same way
 
 1. ``--board B`` starts from the preset ``B`` (:func:`golden.config.preset`);
 2. ``--config FILE`` (TOML, JSON, or YAML when PyYAML is installed) changes
-   the keys it gives; without ``--board`` it must give a whole config, as
-   the ``config`` block of an emitted ``manifest.json`` does (a
+   the keys it gives; without ``--board``, the preset named by the file's
+   ``board.name`` is the start, and a file naming no preset must give a whole
+   config, as the ``config`` block of an emitted ``manifest.json`` does (a
    ``manifest.json`` itself is read too);
 3. each ``--set key.path=value`` (``--set linear.rows=32``) then changes one
    field, in order.
@@ -20,6 +21,7 @@ reads back) and ``specgen config schema`` its JSON Schema.
 """
 
 import json
+import re
 import sys
 import tomllib
 from pathlib import Path
@@ -32,6 +34,9 @@ from .errors import CLIError
 
 __all__ = ["add_design_args", "resolve_config", "load_design_file", "add_config_parser",
            "FORMATS"]
+
+#: A design's name is part of its Verilog module names (hw.accelerator).
+_DESIGN_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]*\Z")
 
 #: File suffixes -> format names; YAML needs PyYAML.
 FORMATS = {".toml": "TOML", ".json": "JSON", ".yaml": "YAML", ".yml": "YAML"}
@@ -143,6 +148,10 @@ def resolve_config(args):
         config = base
     else:
         data = load_design_file(file)
+        named = data.get("board", {}).get("name") if isinstance(data.get("board"), dict) else None
+        if base is None and named in preset_names():
+            # The file names its board: the rest defaults to that board's preset.
+            base = preset(named)
         try:
             config = config_from_dict(data, base=base)
         except ConfigError as exc:
@@ -159,6 +168,10 @@ def resolve_config(args):
             config = apply_overrides(config, [parse_override(text)])
         except ConfigError as exc:
             raise CLIError(f"--set {text}: {exc}") from None
+    if not _DESIGN_NAME.match(config.name):
+        where = f"{file}: " if file is not None else ""
+        raise CLIError(f"{where}name must be letters, digits and _ starting with a letter (it "
+                       f"is part of the Verilog module names), not {config.name!r}")
     return config
 
 

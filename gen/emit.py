@@ -110,7 +110,11 @@ def write_verilog(*, out, config=None, board=None, progress=None):
             config = preset(board)
         except ValueError as exc:
             raise CLIError(str(exc)) from None
-    modules = blocks(config)
+    try:
+        modules = blocks(config)
+    except (TypeError, ValueError) as exc:
+        # The blocks validate their parameters: a design file can ask for one they refuse.
+        raise CLIError(f"the design {config.name!r} cannot be built: {exc}") from None
     # One library for every file: a block converted for its own file (the linear
     # unit, the SSM unit) is reused, not converted again, inside the top level.
     library = ModuleLibrary()

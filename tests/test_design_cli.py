@@ -11,7 +11,7 @@ from golden.config_io import config_from_dict
 
 MY_TOML = """\
 # A VCK190 variant: 300 MHz and half the PE rows.
-name = "vck190-300"
+name = "vck190_300"
 [board]
 clock_mhz = 300
 [linear]
@@ -33,7 +33,7 @@ def error(capsys, *argv):
 
 def expected_variant():
     vck = preset("vck190")
-    return vck.replace(name="vck190-300", board=dataclasses.replace(vck.board, clock_mhz=300.0),
+    return vck.replace(name="vck190_300", board=dataclasses.replace(vck.board, clock_mhz=300.0),
                        linear=dataclasses.replace(vck.linear, rows=32))
 
 
@@ -44,7 +44,7 @@ def test_toml_changes_only_its_keys(tmp_path, capsys):
 
 
 def test_json_and_yaml_give_the_same_design(tmp_path, capsys):
-    data = {"name": "vck190-300", "board": {"clock_mhz": 300}, "linear": {"rows": 32}}
+    data = {"name": "vck190_300", "board": {"clock_mhz": 300}, "linear": {"rows": 32}}
     (tmp_path / "my.json").write_text(json.dumps(data))
     assert config_from_dict(show(capsys, "--board", "vck190", "--config",
                                  str(tmp_path / "my.json"))) == expected_variant()
@@ -59,7 +59,7 @@ def test_set_overrides_after_the_file(tmp_path, capsys):
     got = show(capsys, "--board", "vck190", "--config", str(tmp_path / "my.toml"),
                "--set", "linear.rows=16", "--set", "board.clock_mhz=250")
     assert got["linear"]["rows"] == 16 and got["board"]["clock_mhz"] == 250.0
-    assert got["name"] == "vck190-300"
+    assert got["name"] == "vck190_300"
 
 
 @pytest.mark.filterwarnings("ignore:.*created but never used")
@@ -104,9 +104,16 @@ def test_file_errors_name_the_file_key_and_allowed(tmp_path, capsys, name, text,
 
 
 def test_partial_file_without_board_says_how_to_start(tmp_path, capsys):
-    (tmp_path / "my.toml").write_text(MY_TOML)
+    (tmp_path / "my.toml").write_text(MY_TOML.replace("[board]", "[board]\nname = \"myboard\""))
     err = error(capsys, "config", "show", "--config", str(tmp_path / "my.toml"))
     assert "missing key board." in err and "give --board to start from a preset" in err
+
+
+def test_a_file_naming_a_preset_board_starts_from_it(tmp_path, capsys):
+    # `specgen verilog --config my.toml` with no --board: the file's board.name is the start.
+    (tmp_path / "my.toml").write_text(MY_TOML.replace("[board]", "[board]\nname = \"vck190\""))
+    assert config_from_dict(show(capsys, "--config", str(tmp_path / "my.toml"))) == \
+        expected_variant()
 
 
 @pytest.mark.parametrize("argv,message", [
@@ -117,6 +124,8 @@ def test_partial_file_without_board_says_how_to_start(tmp_path, capsys):
     (["--board", "sim", "--set", "board.clock_mhz=2000"],
      "--set board.clock_mhz=2000: board.clock_mhz must be a finite number in [1.0, 1000.0]"),
     (["--config", "nofile.toml"], "--config 'nofile.toml': no such file"),
+    (["--board", "sim", "--set", "name=my-design"], "name must be letters, digits and _ "
+                                                    "starting with a letter"),
     (["--board", "zcu102"], "unknown board 'zcu102'; allowed: sim, vck190, vhk158"),
     ([], "give --board BOARD (sim, vck190, vhk158) or --config FILE"),
 ])
@@ -143,3 +152,11 @@ def test_every_command_with_board_takes_config_and_set():
             with_board[" ".join(name)] = {"--config", "--set"} <= flags
     assert {"verilog", "golden", "perf", "estimate", "config show"} <= set(with_board)
     assert all(with_board.values()), with_board
+
+
+def test_a_design_the_blocks_refuse_is_one_line(tmp_path, capsys):
+    # 128 x 16 PEs ask for a weight stream wider than AXI4-Stream's 4096 bits.
+    err = error(capsys, "verilog", "--board", "vck190", "--set", "linear.rows=128", "--out",
+                str(tmp_path / "big"))
+    assert "the design 'vck190' cannot be built: " in err
+    assert list(tmp_path.iterdir()) == []
