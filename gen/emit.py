@@ -10,9 +10,11 @@ import importlib.metadata
 from golden.config import preset
 from golden.fp import FP16, FP32
 from hw.hierarchy import ModuleLibrary, convert
+from hw.regmap import accelerator_regmap
 
 from .errors import CLIError
 from .regmap_doc import c_header
+from .regmap_rdl import write_regmap_files
 from .fusesoc import core_text
 from .vivado import XDC, write_vivado_flow
 from .output import MANIFEST, atomic_dir, write_manifest
@@ -24,6 +26,16 @@ FP_FORMATS = {"fp32": FP32, "fp16": FP16}
 
 #: The command kind recorded in the manifest (:func:`gen.output.atomic_dir`).
 COMMAND = "verilog"
+
+#: Files beside the Verilog and the Vivado flow, for the folder's README.
+EXTRA_FILES = {
+    "specgen_regs.h": "C header of the control registers (`hw/regmap.py`)",
+    "regmap/specgen.rdl": "the register map in SystemRDL 2.0, checked by systemrdl-compiler",
+    "regmap/specgen_regmap.h": "C header from PeakRDL-cheader, with each field's access",
+    "regmap/specgen_regmap.md": "register documentation from PeakRDL-markdown",
+    "regmap/specgen_regmap.xml": "IP-XACT (IEEE 1685-2014) register description from "
+                                 "PeakRDL-ipxact",
+}
 
 
 def blocks(config):
@@ -128,13 +140,18 @@ def write_verilog(*, out, config=None, board=None, progress=None):
             (tmp / f"{name}.v").write_text(text)
         # Host software's view of the control registers (docs/regmap.md as C).
         (tmp / "specgen_regs.h").write_text(c_header(config))
+        # The same map as SystemRDL, checked against hw.regmap, and PeakRDL's C header,
+        # Markdown and IP-XACT made from it (gen/regmap_rdl.py).
+        write_regmap_files(tmp, accelerator_regmap(config))
         # The Vivado flow and the FuseSoC core build the top level from its own file,
         # which holds every module it instantiates (the other files are blocks on their own).
         top = list(modules)[-1]    # blocks() lists the design's top level last
         xdc = None
         if config.board.part is not None:
             write_vivado_flow(tmp, config=config, top=top, sources=[f"{top}.v"],
-                              core_file=f"{top}.core")
+                              extra_files=dict(EXTRA_FILES, **{
+                                  f"{top}.core": "FuseSoC core (CAPI2): targets `default`, "
+                                                 "`lint` (Verilator) and `synth` (Vivado)"}))
             xdc = XDC
         (tmp / f"{top}.core").write_text(core_text(config, top=top, sources=[f"{top}.v"],
                                                    xdc=xdc))

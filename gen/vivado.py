@@ -256,7 +256,7 @@ def _check_args(out_dir, config, top, sources):
     return out_dir, rel, ports
 
 
-def write_vivado_flow(out_dir, *, config, top, sources, core_file=None):
+def write_vivado_flow(out_dir, *, config, top, sources, extra_files=None):
     """Write the Vivado flow for ``top`` into the existing folder ``out_dir``.
 
     Parameters
@@ -274,9 +274,9 @@ def write_vivado_flow(out_dir, *, config, top, sources, core_file=None):
         synchronous active-high reset).
     sources : list of path
         Verilog files, absolute or relative to ``out_dir``, read in this order.
-    core_file : str, optional
-        The FuseSoC core the caller writes beside the flow
-        (:mod:`gen.fusesoc`), for the README.
+    extra_files : dict of str to str, optional
+        ``{file: what it is}`` for the other files the caller writes beside
+        the flow (the FuseSoC core, the register map), for the README.
 
     Returns
     -------
@@ -309,7 +309,7 @@ def write_vivado_flow(out_dir, *, config, top, sources, core_file=None):
         BUILD_TCL: _build_tcl(config),
         PACKAGE_TCL: _package_tcl(top, buses, has_reset, has_irq=has_irq),
         README: _readme(config, top, rel, period, buses, has_reset, has_irq=has_irq,
-                        core_file=core_file),
+                        extra_files=extra_files or {}),
     }
     for name in FLOW_FILES:
         (out_dir / name).write_text(texts[name])
@@ -524,7 +524,7 @@ def _package_tcl(top, buses, has_reset, *, has_irq=False):
     return "\n".join(lines)
 
 
-def _readme(config, top, rel, period, buses, has_reset, *, has_irq=False, core_file=None):
+def _readme(config, top, rel, period, buses, has_reset, *, has_irq=False, extra_files=None):
     board = config.board
     src_rows = "\n".join(f"| `{n}` | Verilog (Amaranth output) |" for n in rel)
     if buses:
@@ -536,8 +536,7 @@ def _readme(config, top, rel, period, buses, has_reset, *, has_irq=False, core_f
         bus_text = "- none: the top module has no AXI4-Lite or AXI4-Stream port groups"
     reset_text = (f"`{RESET_PORT}` (synchronous, active high)" if has_reset
                   else "none (the top module has no reset input)")
-    core_row = (f"| `{core_file}` | FuseSoC core (CAPI2): targets `default`, `lint` (Verilator) "
-                "and `synth` (Vivado) |\n" if core_file else "")
+    core_row = "".join(f"| `{name}` | {what} |\n" for name, what in (extra_files or {}).items())
     irq_text = (f"\n- interrupt `{IRQ_PORT}` (level high, `SENSITIVITY LEVEL_HIGH`)"
                 if has_irq else "")
     return f"""\

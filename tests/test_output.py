@@ -141,7 +141,7 @@ def test_legacy_manifest_without_command_is_replaced(tmp_path, small_design):
     (out / MANIFEST).write_text(json.dumps({"generator": "specgen",
                                             "files": {"old.v": sha256_file(out / "old.v")}}))
     assert verilog(out) == 0
-    assert sorted(p.name for p in out.iterdir()) == ["fifo.core", "fifo.v", MANIFEST,
+    assert sorted(p.name for p in out.iterdir()) == ["fifo.core", "fifo.v", MANIFEST, "regmap",
                                                      "specgen_regs.h"]
 
 
