@@ -142,7 +142,8 @@ def write_verilog(*, out, config=None, board=None, progress=None):
         (tmp / "specgen_regs.h").write_text(c_header(config))
         # The same map as SystemRDL, checked against hw.regmap, and PeakRDL's C header,
         # Markdown and IP-XACT made from it (gen/regmap_rdl.py).
-        write_regmap_files(tmp, accelerator_regmap(config))
+        regmap = accelerator_regmap(config)
+        write_regmap_files(tmp, regmap)
         # The Vivado flow and the FuseSoC core build the top level from its own file,
         # which holds every module it instantiates (the other files are blocks on their own).
         top = list(modules)[-1]    # blocks() lists the design's top level last
@@ -151,7 +152,8 @@ def write_verilog(*, out, config=None, board=None, progress=None):
             write_vivado_flow(tmp, config=config, top=top, sources=[f"{top}.v"],
                               extra_files=dict(EXTRA_FILES, **{
                                   f"{top}.core": "FuseSoC core (CAPI2): targets `default`, "
-                                                 "`lint` (Verilator) and `synth` (Vivado)"}))
+                                                 "`lint` (Verilator) and `synth` (Vivado)"}),
+                              registers=regmap)
             xdc = XDC
         (tmp / f"{top}.core").write_text(core_text(config, top=top, sources=[f"{top}.v"],
                                                    xdc=xdc))

@@ -256,7 +256,7 @@ def _check_args(out_dir, config, top, sources):
     return out_dir, rel, ports
 
 
-def write_vivado_flow(out_dir, *, config, top, sources, extra_files=None):
+def write_vivado_flow(out_dir, *, config, top, sources, extra_files=None, registers=None):
     """Write the Vivado flow for ``top`` into the existing folder ``out_dir``.
 
     Parameters
@@ -277,6 +277,11 @@ def write_vivado_flow(out_dir, *, config, top, sources, extra_files=None):
     extra_files : dict of str to str, optional
         ``{file: what it is}`` for the other files the caller writes beside
         the flow (the FuseSoC core, the register map), for the README.
+    registers : hw.regmap.RegisterMap, optional
+        The registers behind the AXI4-Lite slave: the IP's memory map lists
+        them (a table as one register per entry), so IP Integrator's address
+        editor and the exported hardware show them. With several AXI4-Lite
+        slaves, the first by name gets them.
 
     Returns
     -------
@@ -307,7 +312,7 @@ def write_vivado_flow(out_dir, *, config, top, sources, extra_files=None):
         SETTINGS_TCL: _settings_tcl(config, top, rel, period, freq_hz),
         XDC: _xdc(config, period, ports),
         BUILD_TCL: _build_tcl(config),
-        PACKAGE_TCL: _package_tcl(top, buses, has_reset, has_irq=has_irq),
+        PACKAGE_TCL: _package_tcl(top, buses, has_reset, has_irq=has_irq, registers=registers),
         README: _readme(config, top, rel, period, buses, has_reset, has_irq=has_irq,
                         extra_files=extra_files or {}),
     }
@@ -419,7 +424,23 @@ if {{$stage eq "ip" || $stage eq "all"}} {{
 """
 
 
-def _package_tcl(top, buses, has_reset, *, has_irq=False):
+def _register_lines(registers):
+    """``ipx::add_register`` for every register (each table entry) of ``registers``."""
+    lines = ["# The register map (hw/regmap.py; regmap/ holds it as SystemRDL and IP-XACT)."]
+    for reg in registers.by_offset():
+        entries = [(reg.name, reg.offset)] if reg.count == 1 else [
+            (f"{reg.name}_{i}", reg.offset + 4 * i) for i in range(reg.count)]
+        text = " ".join(reg.description.split()) or reg.name
+        text = "".join(c for c in text if c not in "{}\\")
+        for name, offset in entries:
+            lines += [f"set reg [ipx::add_register {name} $block]",
+                      f"set_property address_offset 0x{offset:03x} $reg",
+                      f"set_property size {reg.width} $reg",
+                      f"set_property description {_tcl_word(text)} $reg"]
+    return lines
+
+
+def _package_tcl(top, buses, has_reset, *, has_irq=False, registers=None):
     lines = [
         f"# Package {top} as an IP-XACT core for IP Integrator.",
         "#   vivado -mode batch -source package_ip.tcl   (or build.tcl -tclargs ip)",
@@ -512,6 +533,9 @@ def _package_tcl(top, buses, has_reset, *, has_irq=False):
                     f"set_property range {span} $block",
                     "set_property width 32 $block",
                 ]
+                if registers is not None:
+                    lines += _register_lines(registers)
+                    registers = None    # the first slave only
     lines += [
         "",
         "ipx::create_xgui_files $core",

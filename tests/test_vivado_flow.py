@@ -314,6 +314,27 @@ def test_axi_ports_become_bus_interfaces(tmp_path):
     assert "`s_axi`: axi4lite slave, 4096-byte address range" in readme
 
 
+def test_memory_map_holds_the_registers(tmp_path):
+    from hw.regmap import accelerator_regmap
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "axi_top.v").write_text(AXI_TOP)
+    regmap = accelerator_regmap(preset("vck190"))
+    write_vivado_flow(out, config=preset("vck190"), top="axi_top", sources=["axi_top.v"],
+                      registers=regmap)
+    calls = run_flow(out, top="axi_top", stage="ip")
+    added = [a[0] for a in args_of(calls, "ipx::add_register")]
+    # One register per word: a table of N entries is N registers.
+    assert len(added) == sum(r.count for r in regmap.registers)
+    assert "CTRL" in added and "TREE_PARENT_0" in added
+    assert f"TREE_PARENT_{regmap['TREE_PARENT'].count - 1}" in added
+    offsets = {a[2].split("ipx::add_register:")[1].split(":")[0]: int(a[1], 16)
+               for a in args_of(calls, "set_property")
+               if a[0] == "address_offset"}
+    assert offsets["CTRL"] == regmap["CTRL"].offset
+    assert offsets["TREE_PARENT_1"] == regmap["TREE_PARENT"].offset + 4
+
+
 IRQ_TOP = """\
 module irq_top(clk, rst, irq, wide_irq);
   input clk;

@@ -56,6 +56,7 @@ array set ::stub::options {
     ipx::add_bus_parameter {}
     ipx::add_memory_map {}
     ipx::add_address_block {}
+    ipx::add_register {}
     ipx::create_xgui_files {}
     ipx::update_checksums {}
     ipx::check_integrity {}
@@ -255,6 +256,10 @@ foreach cmd {ipx::add_port_map ipx::add_bus_parameter ipx::add_memory_map
         ::stub::need $name ipx::add_bus_interface
         set r "$name:[join $arglist :]"
     }
+}
+::stub::define ipx::add_register {
+    ::stub::need $name ipx::add_address_block
+    set r "$name:[join $arglist :]"
 }
 ::stub::define ipx::create_xgui_files { ::stub::need $name ipx::package_project }
 ::stub::define ipx::update_checksums { ::stub::need $name ipx::create_xgui_files }
