@@ -59,14 +59,15 @@ def _summary(args, command, paths, **kwargs):
 def _cmd_verilog(args):
     from .design import resolve_config
     from .emit import write_verilog
-    write_verilog(config=resolve_config(args), out=args.out, progress=_progress(args))
+    write_verilog(config=resolve_config(args), out=args.out, progress=_progress(args),
+                  only=args.only)
 
 
 def _cmd_golden(args):
     from .design import resolve_config
     from .golden_vectors import DEFAULT_CONFIG, write_golden
     write_golden(out=args.out, seed=args.seed, config=resolve_config(args) or DEFAULT_CONFIG,
-                 progress=_progress(args))
+                 progress=_progress(args), only=args.block)
 
 
 def _cmd_bsfp_study(args):
@@ -126,12 +127,17 @@ def build_parser():
                                        "(a board preset, a design file, overrides)")
     add_design_args(p)
     p.add_argument("--out", required=True, metavar="DIR", help="output folder")
+    p.add_argument("--only", metavar="BLOCK", action="append",
+                   help="emit only this block, by its class in snake case (ring_fifo, "
+                        "linear_unit, ...; repeatable; a wrong name lists the design's blocks)")
     p.set_defaults(func=_cmd_verilog)
 
     p = sub.add_parser("golden", help="write deterministic golden vector sets")
     p.add_argument("--out", required=True, metavar="DIR", help="output folder")
     p.add_argument("--seed", type=int_at_least(0), default=0, help="random seed (default 0)")
     add_design_args(p, required=False)    # default: the sim preset (golden_vectors.DEFAULT_CONFIG)
+    p.add_argument("--block", metavar="SET", action="append",
+                   help="write only this golden set (repeatable; a wrong name lists them)")
     p.set_defaults(func=_cmd_golden)
 
     p = sub.add_parser("bsfp-study", help="regenerate the BSFP study on real weights")

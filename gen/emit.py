@@ -6,6 +6,7 @@ source of truth.
 """
 
 import importlib.metadata
+import re
 
 from golden.config import preset
 from golden.fp import FP16, FP32
@@ -77,6 +78,34 @@ def blocks(config):
     return out
 
 
+def block_kind(component):
+    """The user-facing name of a block: its class in snake case (``RingFIFO`` -> ``ring_fifo``)."""
+    name = type(component).__name__
+    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", name).lower()
+
+
+def select_blocks(modules, only):
+    """The entries of ``modules`` whose :func:`block_kind` is in ``only`` (all if ``None``).
+
+    Raises
+    ------
+    CLIError
+        A name in ``only`` is no block of the design; the message lists them.
+    """
+    if not only:
+        return modules
+    kinds = {name: block_kind(c) for name, c in modules.items()}
+    allowed = list(dict.fromkeys(kinds.values()))
+    unknown = [b for b in only if b not in allowed]
+    if unknown:
+        raise CLIError(f"--only {unknown[0]!r} is no block of the design; allowed: "
+                       f"{', '.join(allowed)}")
+    for name, c in modules.items():
+        if kinds[name] not in only:
+            c._MustUse__silence = True    # built for the list, not emitted
+    return {name: c for name, c in modules.items() if kinds[name] in only}
+
+
 def fit_notes(config):
     """The summary's verdict for a design: DSP58 against the board, and the timing budget.
 
@@ -100,7 +129,7 @@ def fit_notes(config):
     return [dsp, timing]
 
 
-def write_verilog(*, out, config=None, board=None, progress=None):
+def write_verilog(*, out, config=None, board=None, progress=None, only=None):
     """Write ``<module>.v`` for every block of a design, the register header
     ``specgen_regs.h``, the Vivado flow (designs with a part) and ``manifest.json``.
 
@@ -114,6 +143,10 @@ def write_verilog(*, out, config=None, board=None, progress=None):
         A preset name instead of ``config``.
     progress : gen.progress.Progress, optional
         Progress while converting, and the closing summary.
+    only : sequence of str, optional
+        Emit only these blocks (:func:`block_kind` names: ``ring_fifo``,
+        ``linear_unit``, ...); the Vivado flow and the FuseSoC core then build
+        the last of them in :func:`blocks` order.
     """
     if (config is None) == (board is None):
         raise TypeError("write_verilog needs config or board, not both or neither")
@@ -127,6 +160,7 @@ def write_verilog(*, out, config=None, board=None, progress=None):
     except (TypeError, ValueError) as exc:
         # The blocks validate their parameters: a design file can ask for one they refuse.
         raise CLIError(f"the design {config.name!r} cannot be built: {exc}") from None
+    modules = select_blocks(modules, only)
     # One library for every file: a block converted for its own file (the linear
     # unit, the SSM unit) is reused, not converted again, inside the top level.
     library = ModuleLibrary()
@@ -165,6 +199,7 @@ def write_verilog(*, out, config=None, board=None, progress=None):
             design=config.name,
             config=config.to_dict(),
             modules=sorted(modules),
+            **({"only": sorted(set(only))} if only else {}),
         )
         files = [tmp / name for name in manifest["files"]] + [tmp / MANIFEST]
         size_lines = summary_lines("verilog", files, root=out, notes=fit_notes(config))

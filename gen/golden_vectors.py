@@ -178,12 +178,19 @@ def _write_hex(path, array):
 DEFAULT_CONFIG = "sim"
 
 
-def write_golden(*, out, seed=0, config=DEFAULT_CONFIG, progress=None):
-    """Write every set into ``out`` (atomically) with a manifest.
+def write_golden(*, out, seed=0, config=DEFAULT_CONFIG, progress=None, only=None):
+    """Write every set (or the sets named in ``only``) into ``out`` (atomically) with a
+    manifest.
 
     ``config`` is a :class:`golden.config.Config` or a preset name;
-    ``progress`` a :class:`gen.progress.Progress` (a bar and the summary).
+    ``progress`` a :class:`gen.progress.Progress` (a bar and the summary). A set
+    does not depend on which others are written (its generator is seeded by
+    ``(seed, set name)``).
     """
+    names = list(SETS) if not only else list(dict.fromkeys(only))
+    unknown = [n for n in names if n not in SETS]
+    if unknown:
+        raise CLIError(f"--block {unknown[0]!r} has no golden set; allowed: {', '.join(SETS)}")
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise CLIError(f"--seed must be a non-negative integer, not {seed!r}")
     if isinstance(config, Config):
@@ -197,9 +204,9 @@ def write_golden(*, out, seed=0, config=DEFAULT_CONFIG, progress=None):
         progress = None    # False (earlier callers) or None: silent
     sets = {}
     with atomic_dir(out, command="golden") as tmp:
-        names = SETS if progress is None else progress.bar(SETS, desc="golden sets",
-                                                           total=len(SETS), unit="set")
-        for name in names:
+        todo = names if progress is None else progress.bar(names, desc="golden sets",
+                                                           total=len(names), unit="set")
+        for name in todo:
             arrays = generate(name, seed=seed, config=cfg)
             save_npz(tmp / f"{name}.npz", {k: v for k, (v, _) in arrays.items()})
             for key, (array, _) in arrays.items():

@@ -1,4 +1,4 @@
-"""Vivado flow for a board preset: XDC, Tcl and IP packaging (SPEC §5).
+"""Vivado flow for a design with a Versal part: XDC, Tcl and IP packaging.
 
 Amaranth's ``XilinxPlatform`` cannot target Versal, so the flow is written
 here: an out-of-context synthesis and implementation in Vivado's non-project
@@ -329,7 +329,8 @@ def _settings_tcl(config, top, rel, period, freq_hz):
         "set specgen_dir [file dirname [file normalize [info script]]]",
         f"set part {_tcl_word(board.part)}",
         f"set top {top}",
-        f"# {board.clock_mhz:g} MHz fabric clock (SPEC §5); constraints.xdc holds the same period.",
+        f"# {board.clock_mhz:g} MHz fabric clock (board.clock_mhz); constraints.xdc holds the same "
+        "period.",
         f"set clock_period_ns {period:.3f}",
         f"set clock_freq_hz {freq_hz}",
         "set sources [list \\",
