@@ -113,13 +113,13 @@ def add_quiet(parser):
 
 def build_parser():
     from .design import add_config_parser, add_design_args
+    from .output import specgen_version
     from .ssm_error_budget import MIN_STEPS
 
     parser = _Parser(
         prog="specgen",
         description="Generator of speculative-decoding accelerators for Mamba on AMD Versal "
                     "(SpecMamba + SPEQ).")
-    from .output import specgen_version
     parser.add_argument("--version", action="version", version=f"specgen {specgen_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 

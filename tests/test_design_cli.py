@@ -85,7 +85,7 @@ def test_manifest_config_reads_back(tmp_path, capsys, monkeypatch):
 
 @pytest.mark.parametrize("name,text,message", [
     ("my.toml", "[linear]\nrowz = 3\n",
-     "my.toml: unknown key linear.rowz; allowed: rows, cols, quant_lanes, max_k, fmt_out"),
+     "my.toml: unknown key linear.rowz; allowed: rows, cols, quant_lanes, max_k"),
     ("my.toml", "[linear]\nrows = 0\n", "my.toml: linear.rows must be an integer >= 1, not 0"),
     ("my.toml", "[linear]\nrows = \"32\"\n",
      "my.toml: linear.rows must be an integer >= 1, not '32'"),
