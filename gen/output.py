@@ -189,6 +189,10 @@ def atomic_dir(out, *, command):
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
+        # The folder a user gets has a new folder's permissions, not mkdtemp's 0700.
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o777 & ~umask)
     except OSError as exc:
         raise CLIError(f"cannot write --out {str(out)!r}: {exc.strerror or exc}") from None
     try:

@@ -163,3 +163,12 @@ def test_out_that_would_replace_the_current_folder_is_refused(tmp_path, monkeypa
     assert (work / "precious.txt").read_text() == "user data"
     assert sorted(p.name for p in work.iterdir()) == [MANIFEST, "precious.txt"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a"]
+
+
+def test_output_folder_has_a_new_folders_permissions(tmp_path, small_design):
+    umask = os.umask(0o022)
+    try:
+        assert verilog(tmp_path / "v") == 0
+    finally:
+        os.umask(umask)
+    assert (tmp_path / "v").stat().st_mode & 0o777 == 0o755
