@@ -637,14 +637,15 @@ def write_estimate(*, board, out=None, progress=None, fit=None):
     if out is None:
         print(text)
     else:
-        out = Path(out)
-        try:
-            out.parent.mkdir(parents=True, exist_ok=True)
-            out.write_text(text)
-            data = dict(report, blocks=[b.to_dict() for b in report["blocks"]])
-            out.with_suffix(".json").write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
-        except OSError as exc:
-            raise CLIError(f"cannot write --out {str(out)!r}: {exc.strerror or exc}") from None
+        from .output import check_out, write_files
+        out = check_out(out, folder=False)
+        if out.is_dir():
+            raise CLIError(f"--out {str(out)!r} is a folder; give a file path")
+        data = dict(report, blocks=[b.to_dict() for b in report["blocks"]])
+        # Each file through a temporary file and a rename: never half a report.
+        write_files(out.parent, {out.name: text.encode(),
+                                 out.with_suffix(".json").name:
+                                     (json.dumps(data, indent=2, sort_keys=True) + "\n").encode()})
     return report
 
 

@@ -172,3 +172,18 @@ def test_output_folder_has_a_new_folders_permissions(tmp_path, small_design):
     finally:
         os.umask(umask)
     assert (tmp_path / "v").stat().st_mode & 0o777 == 0o755
+
+
+def test_estimate_report_is_written_whole(tmp_path, monkeypatch):
+    # The synthesis is stubbed: only how the report reaches the disk is under test.
+    import gen.estimate as est
+    from gen.errors import CLIError
+    from golden.config import preset
+    report = {"board": "sim", "clock_mhz": 100.0, "budget_levels": 19, "blocks": [],
+              "dsp58": est.analytical_dsp58(preset("sim"))}
+    monkeypatch.setattr(est, "estimate", lambda *args, **kwargs: report)
+    est.write_estimate(board="sim", out=tmp_path / "r" / "est.md")
+    assert sorted(p.name for p in (tmp_path / "r").iterdir()) == ["est.json", "est.md"]
+    assert json.loads((tmp_path / "r" / "est.json").read_text())["board"] == "sim"
+    with pytest.raises(CLIError, match="is a folder; give a file path"):
+        est.write_estimate(board="sim", out=tmp_path / "r")
