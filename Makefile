@@ -10,6 +10,7 @@ STAMP  := $(VENV)/.specgen-installed
 BOARD  ?= sim
 JOBS   ?= auto
 SEED   ?= 0
+CONFIG ?=
 
 .PHONY: env verilog test test-slow sim golden study bench clean distclean
 
@@ -25,7 +26,7 @@ $(STAMP): pyproject.toml
 env: $(STAMP)
 
 verilog: $(STAMP)
-	$(SPECGEN) verilog --board $(BOARD) --out build/$(BOARD)
+	$(SPECGEN) verilog --board $(BOARD) $(if $(CONFIG),--config $(CONFIG)) --out build/$(BOARD)
 
 test: $(STAMP)
 	$(PY) -m pytest -n $(JOBS) -m "not slow" --durations=15

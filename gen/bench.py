@@ -276,7 +276,8 @@ def model_section(plot_dir):
     return model_markdown(paper_rows(), plots=plots) + "\n"
 
 
-def write_bench(*, out="docs/perf.md"):
+def write_bench(*, out="docs/perf.md", echo=True):
+    """Run every benchmark and write the report ``out`` atomically; print it if ``echo``."""
     out = Path(out)
     if out.exists() and out.is_dir():
         raise CLIError(f"--out {str(out)!r} is a folder; give a file path")
@@ -308,5 +309,6 @@ def write_bench(*, out="docs/perf.md"):
         os.replace(tmp, out)
     except OSError as exc:
         raise CLIError(f"cannot write --out {str(out)!r}: {exc.strerror or exc}") from None
-    print(text)
+    if echo:
+        print(text)
     return rows

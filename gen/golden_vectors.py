@@ -11,23 +11,25 @@ is written three ways:
 * ``manifest.json``: the config, the seed, each array's shape, dtype and
   meaning, and the sha256 of every file.
 
-The same command twice gives byte-identical output.
+The same command twice gives byte-identical output. ``--block`` writes the
+sets of one block (:data:`BLOCK_SETS`: ``ssm_unit`` is the SSM unit's decode
+steps and the FP32 operations it is built from) or one set by its name.
 """
 
-import importlib.metadata
 import io
 import zipfile
 
 import numpy as np
 
 from golden import bsfp, dot, fp
-from golden.config import preset
+from golden.config import Config, preset
 from golden.ring_fifo import RingFIFOModel
 
 from .errors import CLIError
-from .output import atomic_dir, write_manifest
+from .output import MANIFEST, atomic_dir, write_manifest
+from .progress import Progress, summary_lines
 
-__all__ = ["SETS", "generate", "write_golden", "save_npz"]
+__all__ = ["SETS", "BLOCK_SETS", "generate", "write_golden", "save_npz"]
 
 _ZIP_TIME = (1980, 1, 1, 0, 0, 0)
 
@@ -142,6 +144,80 @@ def _set_ring_fifo(config, rng):
     return {k: (v, meaning[k]) for k, v in cols.items()}
 
 
+def _set_tree_verifier(config, rng):
+    """Random draft trees that fit the config's verifier, and their FIFO schedules."""
+    from golden.tree import ROOT, fifo_schedule, flatten
+    tree = config.tree
+    trees, shapes = [], []
+    while len(trees) < 32:
+        depth = int(rng.integers(1, 7))
+        branching = tuple(int(b) for b in rng.integers(1, 4, size=depth))
+        parents = flatten(branching)
+        if parents.size > tree.max_nodes:
+            continue
+        try:
+            sched = fifo_schedule(parents, fifo_depth=tree.fifo_depth)
+        except ValueError:
+            continue    # needs more live slots than the ring holds: the verifier refuses it
+        trees.append(sched)
+        shapes.append(branching)
+    n = tree.max_nodes
+    none = np.uint32(0xFFFFFFFF)
+
+    def table(field):
+        out = np.full((len(trees), n), none, dtype=np.uint32)
+        for i, sched in enumerate(trees):
+            values = np.asarray(getattr(sched, field)).astype(np.int64)
+            out[i, :values.size] = np.where(values == ROOT, none, values).astype(np.uint32)
+        return out
+    return {
+        "num_nodes": (np.array([t.num_nodes for t in trees], dtype=np.uint32),
+                      "nodes of each tree, the root included"),
+        "parents": (table("parents"), f"BFS parent of each node, padded to max_nodes {n}; "
+                                      "0xffffffff: the root, or padding"),
+        "parent_slot": (table("parent_slot"), "ring slot each node reads; 0xffffffff: the root "
+                                              "reads the committed state, or padding"),
+        "write_slot": (table("write_slot"), f"ring slot each node writes (node mod "
+                                            f"{tree.fifo_depth}); 0xffffffff: padding"),
+        "last": (table("last"), "1 for the node that ends the pass; 0xffffffff: padding"),
+        "live": (table("live"), "ring slots in use while each node runs; 0xffffffff: padding"),
+    }
+
+
+def _set_ssm_unit(config, rng):
+    """Decode steps of the config's SSM unit (golden.mamba2.ssm_step_hw), bit for bit."""
+    from golden.mamba2 import mamba2_init_params, ssm_step_hw
+    cfg = config.ssm
+    steps = 4
+    H, P, N = cfg.nheads, cfg.headdim, cfg.d_state
+    params = mamba2_init_params(cfg, rng)
+    f32 = np.float32
+    x = rng.standard_normal((steps, H, P)).astype(f32)
+    B = rng.standard_normal((steps, N)).astype(f32)
+    C = rng.standard_normal((steps, N)).astype(f32)
+    dt = (rng.standard_normal((steps, H)) * 0.5).astype(f32)
+    state = np.zeros(cfg.state_shape, dtype=cfg.state_dtype)
+    ys = []
+    for t in range(steps):
+        out = ssm_step_hw(cfg, params, state, x[t], B[t], C[t], dt[t])
+        ys.append(out.y)
+        state = out.state
+    word = np.uint32 if cfg.state_format == "fp32" else np.uint16
+    return {
+        "A": (params.A.view(np.uint32), "binary32 A per head (negative)"),
+        "dt_bias": (params.dt_bias.view(np.uint32), "binary32 dt_bias per head"),
+        "D": (params.D.view(np.uint32), "binary32 D per head"),
+        "x": (x.view(np.uint32), f"binary32 x per step, {steps} x nheads x headdim"),
+        "B": (B.view(np.uint32), "binary32 B per step"),
+        "C": (C.view(np.uint32), "binary32 C per step"),
+        "dt": (dt.view(np.uint32), "binary32 dt per step (before dt_bias and softplus)"),
+        "y": (np.stack(ys).astype(f32).view(np.uint32),
+              "binary32 y of each step, from a zero state"),
+        "state": (np.asarray(state).view(word), f"{cfg.state_format} state after the "
+                                                f"{steps} steps"),
+    }
+
+
 #: name -> (generator, description)
 SETS = {
     "fp16_ops": (_set_fp("FP16", fp.FP16), "FP16 multiply and add, specials included"),
@@ -150,6 +226,21 @@ SETS = {
     "dot": (_set_dot, "exact dot products, FP16 in, FP32 and FP16 out"),
     "bsfp": (_set_bsfp, "BSFP v1 encode, planes, reconstruction and draft/full dot"),
     "ring_fifo": (_set_ring_fifo, "RingFIFO cycle trace for the config's tree FIFO"),
+    "tree_verifier": (_set_tree_verifier, "random draft trees and their FIFO schedules "
+                                          "(TreeVerifier)"),
+    "ssm_unit": (_set_ssm_unit, "four SSMUnit decode steps of the config's SSM geometry"),
+}
+
+#: ``specgen golden --block``: the sets that hold each block's golden behaviour (block
+#: names as ``specgen verilog --only`` takes them), or a set's own name.
+BLOCK_SETS = {
+    "ring_fifo": ("ring_fifo",),
+    "tree_verifier": ("tree_verifier",),
+    "exponent_decoder": ("bsfp",),
+    "fp16_reconstructor": ("bsfp",),
+    "linear_unit": ("dot", "bsfp"),
+    "ssm_unit": ("ssm_unit", "fp32_ops"),
+    "accelerator": tuple(SETS),
 }
 
 
@@ -174,19 +265,41 @@ def _write_hex(path, array):
     path.write_text("".join(f"{int(v):0{digits}x}\n" for v in flat))
 
 
-def write_golden(*, out, seed=0, config="sim", progress=True):
-    """Write every set into ``out`` (atomically) with a manifest."""
+#: The config of ``specgen golden`` without --board or --config.
+DEFAULT_CONFIG = "sim"
+
+
+def write_golden(*, out, seed=0, config=DEFAULT_CONFIG, progress=None, only=None):
+    """Write every set (or the sets named in ``only``) into ``out`` (atomically) with a
+    manifest.
+
+    ``config`` is a :class:`golden.config.Config` or a preset name;
+    ``progress`` a :class:`gen.progress.Progress` (a bar and the summary). A set
+    does not depend on which others are written (its generator is seeded by
+    ``(seed, set name)``).
+    """
+    unknown = [n for n in only or () if n not in SETS and n not in BLOCK_SETS]
+    if unknown:
+        allowed = ", ".join(dict.fromkeys([*BLOCK_SETS, *SETS]))
+        raise CLIError(f"--block {unknown[0]!r} has no golden set; allowed: {allowed}")
+    names = list(SETS) if not only else list(dict.fromkeys(
+        n for b in only for n in (BLOCK_SETS.get(b) or (b,))))
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise CLIError(f"--seed must be a non-negative integer, not {seed!r}")
-    try:
-        cfg = preset(config)
-    except ValueError as exc:
-        raise CLIError(str(exc).replace("unknown board", "unknown config")) from None
-    from tqdm import tqdm
-
+    if isinstance(config, Config):
+        cfg = config
+    else:
+        try:
+            cfg = preset(config)
+        except ValueError as exc:
+            raise CLIError(str(exc)) from None
+    if not isinstance(progress, Progress):
+        progress = None    # False (earlier callers) or None: silent
     sets = {}
-    with atomic_dir(out) as tmp:
-        for name in tqdm(SETS, desc="golden sets", disable=not progress, leave=False):
+    with atomic_dir(out, command="golden") as tmp:
+        todo = names if progress is None else progress.bar(names, desc="golden sets",
+                                                           total=len(names), unit="set")
+        for name in todo:
             arrays = generate(name, seed=seed, config=cfg)
             save_npz(tmp / f"{name}.npz", {k: v for k, (v, _) in arrays.items()})
             for key, (array, _) in arrays.items():
@@ -196,7 +309,11 @@ def write_golden(*, out, seed=0, config="sim", progress=True):
                 "arrays": {k: {"shape": list(v.shape), "dtype": str(v.dtype), "meaning": m}
                            for k, (v, m) in arrays.items()},
             }
-        write_manifest(tmp, generator="specgen golden",
-                       version=importlib.metadata.version("specgen"),
-                       seed=seed, config=cfg.to_dict(), sets=sets)
+        manifest = write_manifest(tmp, command="golden", seed=seed, config=cfg.to_dict(),
+                                  sets=sets)
+        lines = summary_lines("golden", [tmp / n for n in manifest["files"]] + [tmp / MANIFEST],
+                              root=out, notes=[f"{len(sets)} sets, seed {seed}, config "
+                                               f"{cfg.name}"])
+    if progress is not None:
+        progress.summary(lines)
     return sets

@@ -1,13 +1,17 @@
 """``specgen perf``: the performance model of one speculative decoding step.
 
-``specgen perf --board B --target M --draft D [--tree 2,2,1,1] [--accept 4.91 | --alpha A]
+``specgen perf --board B [--config FILE] [--set KEY=VALUE] --target M --draft D [--tree 2,2,1,1] [--accept 4.91 | --alpha A]
 [--early-stop C] [--sizing preset|dsp] [--policy recompute|store] [--overlap X] [--json]``
 
 A readable table by default (:func:`gen.perf_report.format_result`), the JSON
 of :meth:`gen.perf_model.StepResult.to_dict` with ``--json``. Unknown names exit
-with status 2 and a message listing the allowed values.
+with status 2 and a message listing the allowed values; a step the hardware or
+the statistics cannot produce (a tree larger than the board's tree verifier, a
+draft model not smaller than its target, more committed tokens than drafted
+levels) is refused by :func:`check_step`, naming the flags.
 """
 
+import dataclasses
 import sys
 
 from .errors import CLIError
@@ -40,9 +44,12 @@ def add_parser(sub):
     """Add the ``perf`` subcommand to ``sub`` (an argparse subparsers object)."""
     from .perf_model import DRAFT_CHOICES, RESTORE_POLICIES, SIZINGS, model_names, perf_board_names
 
+    from .design import add_design_args
+
     p = sub.add_parser("perf", help="model tokens/s, time split and tokens/J of one decoding step")
-    p.add_argument("--board", required=True, metavar="BOARD",
-                   help=f"board preset: {', '.join(perf_board_names())}")
+    # --config/--set change the board's clock, bandwidth, arrays and pipelines; the power
+    # model and --sizing dsp stay those of the board preset named by board.name.
+    add_design_args(p, boards=perf_board_names())
     p.add_argument("--target", required=True, metavar="MODEL",
                    help=f"Mamba2 target: {', '.join(model_names())}")
     p.add_argument("--draft", required=True, metavar="DRAFT",
@@ -76,14 +83,110 @@ def _check(name, value, allowed):
         raise CLIError(f"unknown {name} {value!r}; allowed: {', '.join(allowed)}")
 
 
+def _check_range(flag, value, lo, hi, *, lo_open=False, why=""):
+    """``--flag`` must lie in ``[lo, hi]`` (``(lo, hi]`` with ``lo_open``)."""
+    if value is None:
+        return
+    ok = (lo < value if lo_open else lo <= value) and value <= hi
+    if not ok:
+        bounds = f"{'(' if lo_open else '['}{lo:g}, {hi:g}]"
+        raise CLIError(f"{flag} must be in {bounds}{why}, not {value:g}")
+
+
+#: Fields of the model's objects -> the flags that set them, for the messages that
+#: come from the model's own validation.
+FLAG_OF_FIELD = {
+    "StepConfig.continue_prob": "--early-stop", "StepConfig.tokens_per_step": "--accept",
+    "StepConfig.alpha": "--alpha", "StepConfig.tree": "--tree", "StepConfig.target": "--target",
+    "StepConfig.draft": "--draft", "StepConfig.restore_policy": "--policy",
+    "Accelerator.overlap": "--overlap", "Accelerator.sizing": "--sizing",
+    "accelerator.sizing": "--sizing",
+}
+
+
+def _flag_message(text):
+    for name, flag in FLAG_OF_FIELD.items():
+        text = text.replace(name, flag)
+    return text
+
+
+def check_step(args, *, tree, accept, cont, config):
+    """Reject a step the hardware or the statistics cannot produce, naming the flags.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+    tree : tuple of int
+        The per-depth branching in use.
+    accept : float or None
+        Committed tokens per step (``--accept`` or its default).
+    cont : float
+        The early-stop continue probability in use.
+    config : golden.config.Config
+        The board's config: the tree verifier's capacity.
+
+    Raises
+    ------
+    CLIError
+    """
+    from golden.tree import TreeShape, fifo_schedule
+
+    from .perf_model import DRAFT_CHOICES, model_names
+
+    names = model_names()
+    _check_range("--overlap", args.overlap, 0.0, 1.0)
+    _check_range("--alpha", args.alpha, 0.0, 1.0)
+    if args.draft in names and names.index(args.draft) >= names.index(args.target):
+        smaller = names[:names.index(args.target)]
+        allowed = ", ".join(smaller + DRAFT_CHOICES)
+        raise CLIError(f"--draft {args.draft} is not smaller than --target {args.target}; "
+                       f"allowed: {allowed}")
+    if args.draft == "none":
+        return
+    shape = TreeShape(tree)
+    tree_text = args.tree or ",".join(map(str, tree))
+    # The root and every draft node take one verifier slot (golden.tree.flatten).
+    capacity = config.tree.max_nodes
+    if shape.num_nodes > capacity:
+        raise CLIError(f"--tree {tree_text} has {shape.num_nodes} nodes with the root; the "
+                       f"{config.board.name} tree verifier holds at most {capacity} "
+                       f"(--set tree.max_nodes)")
+    try:
+        fifo_schedule(shape.parents, fifo_depth=config.tree.fifo_depth)
+    except ValueError as exc:
+        raise CLIError(f"--tree {tree_text} does not fit the {config.board.name} tree verifier's "
+                       f"ring of {config.tree.fifo_depth} state slots (--set tree.fifo_depth): "
+                       f"{str(exc).split(';')[0]}") from None
+    # Early stopping at 0 would never draft past the first level, so no tree is built.
+    _check_range("--early-stop", cont, 0.0, 1.0, lo_open=True)
+    if accept is not None:
+        # A step commits at most one token per drafted level plus the bonus token; with
+        # early stopping the expected number of levels is below the tree's depth.
+        levels = sum(n * cont ** (n - 1) * ((1 - cont) if n < shape.depth else 1.0)
+                     for n in range(1, shape.depth + 1))
+        hi = 1.0 + levels
+        why = (f" for --tree {tree_text}" if cont == 1.0 else
+               f" for --tree {tree_text} with --early-stop {cont:g} "
+               f"({levels:.3g} levels drafted on average)")
+        _check_range("--accept", accept, 1.0, round(hi, 6), why=why)
+
+
 def run(args, *, out=None):
     """Evaluate the model for parsed ``args`` and print the result."""
     from .perf_model import (DRAFT_CHOICES, RESTORE_POLICIES, SIZINGS, StepConfig, accelerator,
                              model_names, perf_board_names, step_model)
     from .perf_report import format_result
 
+    from golden.config import preset
+
+    from .design import resolve_config
+
     out = sys.stdout if out is None else out
-    _check("board", args.board, perf_board_names())
+    if args.board is not None:
+        _check("board", args.board, perf_board_names())
+    config = resolve_config(args)
+    board = config.board.name
+    _check("board", board, perf_board_names())
     _check("target", args.target, model_names())
     _check("draft", args.draft, model_names() + DRAFT_CHOICES)
     _check("sizing", args.sizing, SIZINGS)
@@ -103,14 +206,28 @@ def run(args, *, out=None):
             accept = DEFAULT_ACCEPT
     if cont is None:
         cont = alpha if speq and alpha is not None else 1.0
+    ring = preset(board).tree.fifo_depth
+    if config.tree.fifo_depth != ring:
+        # gen.perf_model.step_model schedules the tree on the preset's ring.
+        raise CLIError(f"tree.fifo_depth {config.tree.fifo_depth} (--config/--set): the "
+                       f"performance model uses the {board} preset's ring of {ring} slots; "
+                       f"allowed: {ring}")
+    check_step(args, tree=tree, accept=accept, cont=cont, config=config)
+    # The design's own board and blocks; --sizing dsp resizes the arrays from the preset's.
+    design = dict(board=config.board) if args.sizing != "preset" else dict(
+        board=config.board, linear=config.linear, ssm_lanes=config.ssm.lanes,
+        ssm_mul_stages=config.pipeline.fp_mul_stages,
+        ssm_add_stages=config.pipeline.fp_add_stages,
+        pe_round_stages=config.pipeline.pe_round_stages)
     try:
-        acc = accelerator(args.board, sizing=args.sizing, overlap=args.overlap)
+        acc = dataclasses.replace(accelerator(board, sizing=args.sizing, overlap=args.overlap),
+                                  **design)
         step = StepConfig(target=args.target, draft=args.draft, tree=tree if args.draft != "none" else (),
                           tokens_per_step=accept if args.draft != "none" else None,
                           alpha=alpha if args.draft != "none" else None, continue_prob=cont,
                           restore_policy=args.policy)
         res = step_model(acc, step)
     except (TypeError, ValueError) as exc:
-        raise CLIError(str(exc)) from None
+        raise CLIError(_flag_message(str(exc))) from None
     print(res.to_json() if args.json else format_result(res), file=out)
     return res

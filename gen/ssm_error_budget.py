@@ -18,6 +18,10 @@ from golden.mamba2 import (MAMBA2_DEFAULTS, MAMBA2_SIZES, SSMConfig, mamba2_init
                            ssm_step_hw, ssm_step_ref)
 from golden.nonlinear import ERROR_BOUNDS, SATURATION, lut_eval, measure_lut_error
 
+from .errors import CLIError
+from .output import check_out, write_files
+from .progress import summary_lines
+
 __all__ = ["run_error_budget", "write_error_budget", "VARIANTS"]
 
 #: Variants measured against float64. The first is the contract.
@@ -33,6 +37,10 @@ _VARIANT_TEXT = {
     "hw-fp16-state": "the contract with the state stored in binary16",
 }
 
+#: Fewest decode steps: the stress case (5x the steps) reports its first 2% as a window of
+#: at least one step.
+MIN_STEPS = 10
+
 #: A head counts as "bounded" when its state error averaged over the last 100
 #: steps is at most this factor times its average over steps 101-200.
 DRIFT_FACTOR = 1.5
@@ -43,7 +51,7 @@ def _inv_softplus(d):
 
 
 def run_error_budget(cfg=None, *, steps=1000, seed=0, variants=tuple(VARIANTS),
-                     scenario="mamba2-init"):
+                     scenario="mamba2-init", progress=None):
     """Run the decode-step error experiment.
 
     Parameters are drawn as Mamba2 initializes them (A from ``A_init_range``
@@ -88,7 +96,9 @@ def run_error_budget(cfg=None, *, steps=1000, seed=0, variants=tuple(VARIANTS),
     out = {v: {"rel_y": np.empty((steps, H)), "rel_h": np.empty((steps, H))} for v in variants}
     lo, hi = np.log(MAMBA2_DEFAULTS["dt_min"]), np.log(MAMBA2_DEFAULTS["dt_max"])
     bias = params.dt_bias.astype(np.float64)
-    for t in range(steps):
+    ticks = range(steps) if progress is None else progress.bar(
+        range(steps), desc=f"{scenario} steps", total=steps, unit="step")
+    for t in ticks:
         x = rng.standard_normal((H, P)).astype(np.float32)
         B = rng.standard_normal(N).astype(np.float32)
         C = rng.standard_normal(N).astype(np.float32)
@@ -363,7 +373,7 @@ def _reading(res):
     return "\n".join(text)
 
 
-def write_error_budget(*, out, steps=1000, seed=0, cfg=None):
+def write_error_budget(*, out, steps=1000, seed=0, cfg=None, progress=None):
     """Run the experiment and write ``<out>/ssm-numerics.md``.
 
     Parameters
@@ -375,20 +385,36 @@ def write_error_budget(*, out, steps=1000, seed=0, cfg=None):
     seed : int
     cfg : SSMConfig, optional
         Defaults to Mamba2-130M with 64 lanes.
+    progress : gen.progress.Progress, optional
+        A bar per experiment and the closing summary.
 
     Returns
     -------
     pathlib.Path
         The file written. Same arguments, same bytes.
+
+    Raises
+    ------
+    CLIError
+        ``steps`` below :data:`MIN_STEPS`, a negative ``seed``, or an ``out``
+        that is not a writable folder; checked before the experiment runs.
     """
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps < MIN_STEPS:
+        raise CLIError(f"--steps must be an integer >= {MIN_STEPS}, not {steps!r}")
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise CLIError(f"--seed must be an integer >= 0, not {seed!r}")
+    check_out(out, folder=False)
+    if Path(out).exists() and not Path(out).is_dir():
+        raise CLIError(f"--out {str(out)!r} exists and is not a folder")
     cfg = cfg if cfg is not None else SSMConfig.from_model("130M")
-    res = run_error_budget(cfg, steps=steps, seed=seed)
+    res = run_error_budget(cfg, steps=steps, seed=seed, progress=progress)
     summary, per_head, trajectory = _budget_section(res)
     # The stress case needs several time constants; two heads suffice, they are alike.
     stress_cfg = dataclasses.replace(cfg, nheads=min(2, cfg.nheads))
     stress_steps = 5 * steps
     stress_res = run_error_budget(stress_cfg, steps=stress_steps, seed=seed,
-                                  variants=("hw", "fp32-exact-nl"), scenario="slow-decay")
+                                  variants=("hw", "fp32-exact-nl"), scenario="slow-decay",
+                                  progress=progress)
     tau = 1.0 / MAMBA2_DEFAULTS["dt_min"]
     stress, stress_ratio = _stress_section(stress_res, tau)
     a = np.float32(np.float32(MAMBA2_DEFAULTS["dt_min"]) * np.float32(-1.0))
@@ -403,8 +429,8 @@ def write_error_budget(*, out, steps=1000, seed=0, cfg=None):
         stress_heads=stress_cfg.nheads, stress_steps=stress_steps,
         stress_width=max(1, stress_steps // 50), stress=stress, stress_ratio=stress_ratio,
         dA_err=dA_err)
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / "ssm-numerics.md"
-    path.write_text(text, encoding="utf-8")
+    (path,) = write_files(out, {"ssm-numerics.md": text.encode("utf-8")})
+    if progress is not None:
+        progress.summary(summary_lines("ssm-budget", [path], notes=[
+            f"{steps} steps (stress case {stress_steps}), seed {seed}"]))
     return path

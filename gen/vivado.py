@@ -1,4 +1,4 @@
-"""Vivado flow for a board preset: XDC, Tcl and IP packaging (SPEC §5).
+"""Vivado flow for a design with a Versal part: XDC, Tcl and IP packaging.
 
 Amaranth's ``XilinxPlatform`` cannot target Versal, so the flow is written
 here: an out-of-context synthesis and implementation in Vivado's non-project
@@ -36,6 +36,8 @@ from pathlib import Path
 
 from golden.config import PRESETS, Config
 
+from .output import specgen_version
+
 __all__ = ["write_vivado_flow", "verilog_ports", "bus_interfaces", "Port", "BusInterface",
            "FLOW_FILES", "IP_VENDOR", "IP_LIBRARY", "STAGES"]
 
@@ -55,6 +57,14 @@ IP_LIBRARY = "specgen"
 
 CLOCK_PORT = "clk"
 RESET_PORT = "rst"
+#: A one-bit output of this name is declared as a level-high interrupt.
+IRQ_PORT = "irq"
+
+def ip_version():
+    """``(major.minor, patch)`` of specgen's version: the IP's version and core revision."""
+    parts = re.findall(r"\d+", specgen_version())[:3] + ["0", "0", "0"]
+    return f"{int(parts[0])}.{int(parts[1])}", int(parts[2])
+
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_$]*\Z")
 # A module header: plain or escaped (``\\top.sub ``) identifier.
@@ -246,7 +256,7 @@ def _check_args(out_dir, config, top, sources):
     return out_dir, rel, ports
 
 
-def write_vivado_flow(out_dir, *, config, top, sources):
+def write_vivado_flow(out_dir, *, config, top, sources, extra_files=None, registers=None):
     """Write the Vivado flow for ``top`` into the existing folder ``out_dir``.
 
     Parameters
@@ -264,6 +274,14 @@ def write_vivado_flow(out_dir, *, config, top, sources):
         synchronous active-high reset).
     sources : list of path
         Verilog files, absolute or relative to ``out_dir``, read in this order.
+    extra_files : dict of str to str, optional
+        ``{file: what it is}`` for the other files the caller writes beside
+        the flow (the FuseSoC core, the register map), for the README.
+    registers : hw.regmap.RegisterMap, optional
+        The registers behind the AXI4-Lite slave: the IP's memory map lists
+        them (a table as one register per entry), so IP Integrator's address
+        editor and the exported hardware show them. With several AXI4-Lite
+        slaves, the first by name gets them.
 
     Returns
     -------
@@ -289,12 +307,14 @@ def write_vivado_flow(out_dir, *, config, top, sources):
     freq_hz = round(board.clock_mhz * 1e6)
     buses = bus_interfaces(ports)
     has_reset = any(p.name == RESET_PORT and p.direction == "input" for p in ports)
+    has_irq = any(p.name == IRQ_PORT and p.direction == "output" and p.width == 1 for p in ports)
     texts = {
         SETTINGS_TCL: _settings_tcl(config, top, rel, period, freq_hz),
         XDC: _xdc(config, period, ports),
         BUILD_TCL: _build_tcl(config),
-        PACKAGE_TCL: _package_tcl(top, buses, has_reset),
-        README: _readme(config, top, rel, period, buses, has_reset),
+        PACKAGE_TCL: _package_tcl(top, buses, has_reset, has_irq=has_irq, registers=registers),
+        README: _readme(config, top, rel, period, buses, has_reset, has_irq=has_irq,
+                        extra_files=extra_files or {}),
     }
     for name in FLOW_FILES:
         (out_dir / name).write_text(texts[name])
@@ -309,7 +329,8 @@ def _settings_tcl(config, top, rel, period, freq_hz):
         "set specgen_dir [file dirname [file normalize [info script]]]",
         f"set part {_tcl_word(board.part)}",
         f"set top {top}",
-        f"# {board.clock_mhz:g} MHz fabric clock (SPEC §5); constraints.xdc holds the same period.",
+        f"# {board.clock_mhz:g} MHz fabric clock (board.clock_mhz); constraints.xdc holds the same "
+        "period.",
         f"set clock_period_ns {period:.3f}",
         f"set clock_freq_hz {freq_hz}",
         "set sources [list \\",
@@ -322,7 +343,10 @@ def _settings_tcl(config, top, rel, period, freq_hz):
         "set ip_dir [file join $build_dir ip]",
         f"set ip_vendor {IP_VENDOR}",
         f"set ip_library {IP_LIBRARY}",
-        "set ip_version 1.0",
+        f"# The IP's version is specgen's ({specgen_version()}): major.minor, and the patch",
+        "# level as the core revision (IP-XACT VLNV versions are major.minor in Vivado).",
+        f"set ip_version {ip_version()[0]}",
+        f"set ip_revision {ip_version()[1]}",
         "",
     ]
     return "\n".join(lines)
@@ -386,6 +410,11 @@ if {{$stage ne "ip"}} {{
         # Logic levels per path: the post-route counterpart of `specgen estimate`.
         report_design_analysis -logic_level_distribution \\
             -file [file join $report_dir logic_levels.rpt]
+        # Sign-off checks (AMD UG906, Design Analysis and Closure Techniques): design rule
+        # and methodology violations, and the vectorless power estimate of the routed design.
+        report_drc -file [file join $report_dir drc.rpt]
+        report_methodology -file [file join $report_dir methodology.rpt]
+        report_power -file [file join $report_dir power.rpt]
     }}
     close_design
 }}
@@ -396,7 +425,23 @@ if {{$stage eq "ip" || $stage eq "all"}} {{
 """
 
 
-def _package_tcl(top, buses, has_reset):
+def _register_lines(registers):
+    """``ipx::add_register`` for every register (each table entry) of ``registers``."""
+    lines = ["# The register map (hw/regmap.py; regmap/ holds it as SystemRDL and IP-XACT)."]
+    for reg in registers.by_offset():
+        entries = [(reg.name, reg.offset)] if reg.count == 1 else [
+            (f"{reg.name}_{i}", reg.offset + 4 * i) for i in range(reg.count)]
+        text = " ".join(reg.description.split()) or reg.name
+        text = "".join(c for c in text if c not in "{}\\")
+        for name, offset in entries:
+            lines += [f"set reg [ipx::add_register {name} $block]",
+                      f"set_property address_offset 0x{offset:03x} $reg",
+                      f"set_property size {reg.width} $reg",
+                      f"set_property description {_tcl_word(text)} $reg"]
+    return lines
+
+
+def _package_tcl(top, buses, has_reset, *, has_irq=False, registers=None):
     lines = [
         f"# Package {top} as an IP-XACT core for IP Integrator.",
         "#   vivado -mode batch -source package_ip.tcl   (or build.tcl -tclargs ip)",
@@ -412,6 +457,7 @@ def _package_tcl(top, buses, has_reset):
         "set core [ipx::current_core]",
         "set_property name $top $core",
         "set_property version $ip_version $core",
+        "set_property core_revision $ip_revision $core",
         "set_property display_name $top $core",
         "set_property description {specgen SpecMamba/SPEQ block} $core",
         "",
@@ -445,6 +491,18 @@ def _package_tcl(top, buses, has_reset):
             f"set_property physical_name {RESET_PORT} [ipx::add_port_map RST $busif]",
             "set_property value ACTIVE_HIGH [ipx::add_bus_parameter POLARITY $busif]",
         ]
+    if has_irq:
+        lines += [
+            "",
+            f"# {IRQ_PORT}: held high while an enabled event is pending (level, not edge), so",
+            "# IP Integrator connects it to an interrupt controller as an interrupt.",
+            f"set busif [ipx::add_bus_interface {IRQ_PORT} $core]",
+            "set_property abstraction_type_vlnv xilinx.com:signal:interrupt_rtl:1.0 $busif",
+            "set_property bus_type_vlnv xilinx.com:signal:interrupt:1.0 $busif",
+            "set_property interface_mode master $busif",
+            f"set_property physical_name {IRQ_PORT} [ipx::add_port_map INTERRUPT $busif]",
+            "set_property value LEVEL_HIGH [ipx::add_bus_parameter SENSITIVITY $busif]",
+        ]
     if not buses:
         lines += ["", "# The top module has no AXI4-Lite or AXI4-Stream port groups."]
     for bus in buses:
@@ -476,6 +534,9 @@ def _package_tcl(top, buses, has_reset):
                     f"set_property range {span} $block",
                     "set_property width 32 $block",
                 ]
+                if registers is not None:
+                    lines += _register_lines(registers)
+                    registers = None    # the first slave only
     lines += [
         "",
         "ipx::create_xgui_files $core",
@@ -488,7 +549,7 @@ def _package_tcl(top, buses, has_reset):
     return "\n".join(lines)
 
 
-def _readme(config, top, rel, period, buses, has_reset):
+def _readme(config, top, rel, period, buses, has_reset, *, has_irq=False, extra_files=None):
     board = config.board
     src_rows = "\n".join(f"| `{n}` | Verilog (Amaranth output) |" for n in rel)
     if buses:
@@ -500,6 +561,9 @@ def _readme(config, top, rel, period, buses, has_reset):
         bus_text = "- none: the top module has no AXI4-Lite or AXI4-Stream port groups"
     reset_text = (f"`{RESET_PORT}` (synchronous, active high)" if has_reset
                   else "none (the top module has no reset input)")
+    core_row = "".join(f"| `{name}` | {what} |\n" for name, what in (extra_files or {}).items())
+    irq_text = (f"\n- interrupt `{IRQ_PORT}` (level high, `SENSITIVITY LEVEL_HIGH`)"
+                if has_irq else "")
     return f"""\
 # specgen output for board `{board.name}`
 
@@ -517,7 +581,7 @@ Generated by `specgen`; do not edit (regenerate instead). Part
 | `{XDC}` | clock constraint on `{CLOCK_PORT}` ({period:.3f} ns) and zero-delay I/O budget for out-of-context runs |
 | `{BUILD_TCL}` | the Vivado flow: synthesis, implementation, reports, IP packaging |
 | `{PACKAGE_TCL}` | IP packaging for IP Integrator (sourced by `{BUILD_TCL}`, or run alone) |
-| `README.md` | this file |
+{core_row}| `README.md` | this file |
 
 ## Running
 
@@ -533,7 +597,8 @@ vivado -mode batch -source {BUILD_TCL} -tclargs ip     # IP packaging only
 
 The scripts find their files relative to themselves, so the folder can be
 copied to a Vivado machine as it is. Everything Vivado writes goes to
-`vivado/`:
+`vivado/`, which `manifest.json` does not list: running `specgen verilog` into
+this folder again replaces specgen's files and keeps `vivado/`:
 
 | path | written by | content |
 |---|---|---|
@@ -544,6 +609,9 @@ copied to a Vivado machine as it is. Everything Vivado writes goes to
 | `vivado/reports/utilization.rpt`, `utilization_hier.rpt` | impl | utilization after routing, flat and hierarchical |
 | `vivado/reports/timing_summary.rpt` | impl | timing summary after routing (WNS/TNS, the 10 worst paths) |
 | `vivado/reports/logic_levels.rpt` | impl | logic-level distribution per clock (compare with `specgen estimate`) |
+| `vivado/reports/drc.rpt` | impl | design rule checks of the routed design |
+| `vivado/reports/methodology.rpt` | impl | methodology checks (constraints, clocking, timing practice) |
+| `vivado/reports/power.rpt` | impl | vectorless power estimate of the routed design |
 | `vivado/ip/` | ip | the packaged IP (`component.xml`); add it to IP Integrator's repository paths |
 | `vivado/ip_project/` | ip | the scratch project the packager used |
 
@@ -551,7 +619,7 @@ copied to a Vivado machine as it is. Everything Vivado writes goes to
 
 - clock `{CLOCK_PORT}` ({board.clock_mhz:g} MHz, `FREQ_HZ` set)
 - reset {reset_text}
-{bus_text}
+{bus_text}{irq_text}
 
 Out of context, inputs and outputs other than the clock carry zero external
 delay: a path from a port to the first register may use the whole period, as

@@ -12,7 +12,13 @@ builds it once per distinct design and runs a cocotb test module against it.
   serializes two workers that want the same build).
 * Waveforms are opt-in: ``SPECGEN_WAVES=1`` writes ``dump.fst`` (Verilator) or
   ``dump.fst``/``.vcd`` (Icarus) into the run folder, whose path is printed.
+  Verilator's FST writer needs the LZ4 and zlib headers (Debian ``liblz4-dev``,
+  ``zlib1g-dev``); without them the build falls back to VCD (``dump.vcd``) and
+  says so in one line (:func:`fst_available`).
 * Every run prints its seed; ``SPECGEN_SEED=N`` replays it.
+* A run's folder is named by its test and seed (``runs/ring_fifo-random_traffic-seed42``,
+  :func:`run_folder_name`), and ``runs/latest`` in the build folder and
+  ``sim_build/latest`` point at the newest run.
 """
 
 import contextlib
@@ -23,13 +29,14 @@ import os
 import random
 import re
 import shutil
-import tempfile
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
 __all__ = [
     "VERILATOR_WAIVERS", "SIMULATORS", "verilator_root", "simulator_env", "simulator_available",
-    "emit_verilog", "build", "run_bench", "bench_seed", "BenchFailure",
+    "emit_verilog", "build", "run_bench", "bench_seed", "BenchFailure", "fst_available",
+    "run_folder_name",
 ]
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -135,6 +142,46 @@ def _waves_requested(waves):
     return os.environ.get("SPECGEN_WAVES", "") not in ("", "0")
 
 
+#: Headers that Verilator's FST writer (``fstapi.c``) includes.
+FST_HEADERS = ("lz4.h", "zlib.h")
+#: The Debian packages that hold them.
+FST_PACKAGES = ("liblz4-dev", "zlib1g-dev")
+
+
+def fst_available():
+    """``(True, "")`` if the C++ compiler finds the FST writer's headers, else
+    ``(False, reason)`` naming the missing headers and the packages that hold them."""
+    cxx = os.environ.get("CXX", "c++")
+    missing = []
+    for header in FST_HEADERS:
+        try:
+            proc = subprocess.run([cxx, "-E", "-x", "c++", "-"], input=f"#include <{header}>\n",
+                                  capture_output=True, text=True, timeout=60)
+        except (OSError, subprocess.TimeoutExpired):
+            return False, f"the C++ compiler {cxx!r} did not run"
+        if proc.returncode != 0:
+            missing.append(header)
+    if missing:
+        packages = [pkg for h, pkg in zip(FST_HEADERS, FST_PACKAGES) if h in missing]
+        return False, (f"{', '.join(missing)} not found (Debian: apt-get install "
+                       f"{' '.join(packages)})")
+    return True, ""
+
+
+def _wave_format(simulator, waves):
+    """``None`` (no waves), ``"fst"`` or ``"vcd"`` for a Verilator build."""
+    if not waves:
+        return None
+    if simulator != "verilator":
+        return "fst"    # Icarus: cocotb's runner chooses; it needs no extra headers
+    ok, reason = fst_available()
+    if ok:
+        return "fst"
+    print(f"[specgen] FST waveforms cannot be built here: {reason}; "
+          "writing VCD (dump.vcd) instead")
+    return "vcd"
+
+
 @dataclass(frozen=True)
 class Build:
     simulator: str
@@ -142,6 +189,8 @@ class Build:
     build_dir: Path
     source: Path
     waves: bool
+    #: ``"fst"``, ``"vcd"`` or ``None``: the waveform file the runs write.
+    wave_format: str | None = None
 
 
 @contextlib.contextmanager
@@ -177,7 +226,10 @@ def build(component_or_verilog, *, name, simulator="verilator", waves=None, cxx_
     if cxx_opt is not None and not re.fullmatch(r"-O[0-3sg]", str(cxx_opt)):
         raise ValueError(f"build.cxx_opt must be one of -O0, -O1, -O2, -O3, -Os, -Og or None, "
                          f"not {cxx_opt!r}")
-    key_material = json.dumps([text, simulator, waiver_flags(), waves, cocotb.__version__,
+    fmt = _wave_format(simulator, waves)
+    # A build without waves keeps the key it always had; FST and VCD builds differ.
+    key_material = json.dumps([text, simulator, waiver_flags(),
+                               waves if fmt in (None, "fst") else fmt, cocotb.__version__,
                                _simulator_version(simulator)] + ([cxx_opt] if cxx_opt else []))
     key = hashlib.sha256(key_material.encode()).hexdigest()[:16]
     build_dir = SIM_BUILD / f"{name}-{simulator}-{key}"
@@ -194,14 +246,15 @@ def build(component_or_verilog, *, name, simulator="verilator", waves=None, cxx_
             kwargs = dict(sources=[source], hdl_toplevel=name, build_dir=build_dir, waves=waves,
                           log_file=build_dir / "build.log")
             if simulator == "verilator":
-                kwargs["build_args"] = waiver_flags() + (["--trace-fst"] if waves else [])
+                # cocotb's runner adds --trace (VCD) for waves; --trace-fst makes it FST.
+                kwargs["build_args"] = waiver_flags() + (["--trace-fst"] if fmt == "fst" else [])
             else:
                 # Amaranth writes no `timescale; Icarus needs one for cocotb's clock.
                 kwargs["timescale"] = ("1ns", "1ps")
             with simulator_env(simulator, make_vars={"OPT_FAST": cxx_opt} if cxx_opt else None):
                 runner.build(**kwargs)
             done.touch()
-    return Build(simulator, name, build_dir, source, waves)
+    return Build(simulator, name, build_dir, source, waves, fmt)
 
 
 def _simulator_version(simulator):
@@ -221,6 +274,50 @@ def bench_seed():
 
 class BenchFailure(AssertionError):
     pass
+
+
+def run_folder_name(*, module, testcase=None, seed, params=None):
+    """``"ring_fifo-random_traffic-seed42"``: the run folder of one bench run.
+
+    The bench module's last name, the test cases (``all`` when every test
+    runs; a list is joined with ``+``, shortened past three names), the seed,
+    and a short hash of ``params`` when given, so two parametrizations of one
+    design never share a folder.
+    """
+    tests = [testcase] if isinstance(testcase, str) else list(testcase or [])
+    if not tests:
+        what = "all"
+    elif len(tests) <= 3:
+        what = "+".join(tests)
+    else:
+        what = f"{tests[0]}+{len(tests) - 1}more"
+    name = f"{module.rsplit('.', 1)[-1]}-{what}-seed{seed}"
+    if params:
+        digest = hashlib.sha256(json.dumps(params, sort_keys=True).encode()).hexdigest()[:6]
+        name += f"-p{digest}"
+    return re.sub(r"[^A-Za-z0-9_.+-]", "_", name)
+
+
+def _new_run_folder(runs, name):
+    """A new folder ``runs/name`` (``name-2``, ... when a replay already has one)."""
+    runs.mkdir(parents=True, exist_ok=True)
+    for n in range(1, 10_000):
+        path = runs / (name if n == 1 else f"{name}-{n}")
+        try:
+            path.mkdir()
+            return path
+        except FileExistsError:
+            continue
+    raise RuntimeError(f"run_bench: too many runs named {name!r} in {runs}")
+
+
+def _point_latest(link, target):
+    """Make ``link`` a symbolic link to ``target`` (relative), replacing it atomically."""
+    tmp = link.with_name(f".{link.name}.{os.getpid()}")
+    with contextlib.suppress(FileNotFoundError):
+        tmp.unlink()
+    os.symlink(os.path.relpath(target, link.parent), tmp)
+    os.replace(tmp, link)
 
 
 def run_bench(component, *, name, module, testcase=None, params=None, simulator="verilator",
@@ -255,9 +352,14 @@ def run_bench(component, *, name, module, testcase=None, params=None, simulator=
 
     seed = bench_seed() if seed is None else seed
     b = build(component, name=name, simulator=simulator, waves=waves, cxx_opt=cxx_opt)
-    runs = b.build_dir / "runs"
-    runs.mkdir(exist_ok=True)
-    test_dir = Path(test_dir) if test_dir is not None else Path(tempfile.mkdtemp(dir=runs))
+    if test_dir is not None:
+        test_dir = Path(test_dir)
+    else:
+        runs = b.build_dir / "runs"
+        test_dir = _new_run_folder(runs, run_folder_name(module=module, testcase=testcase,
+                                                         seed=seed, params=params))
+        _point_latest(runs / "latest", test_dir)
+        _point_latest(SIM_BUILD / "latest", test_dir)
     print(f"[specgen] {name} on {simulator}: seed={seed} (replay: SPECGEN_SEED={seed}); "
           f"run folder {test_dir}")
     runner = get_runner(simulator)
@@ -283,5 +385,6 @@ def run_bench(component, *, name, module, testcase=None, params=None, simulator=
         raise BenchFailure(f"{name}: {n_failed} of {n_tests} cocotb tests failed; "
                            f"replay with SPECGEN_SEED={seed}\n{tail}")
     if b.waves:
-        print(f"[specgen] waveform in {test_dir}")
+        dumps = sorted(test_dir.glob("dump.*")) or [test_dir]
+        print(f"[specgen] waveform {dumps[0]} (newest run: {SIM_BUILD / 'latest'})")
     return results

@@ -26,7 +26,10 @@ def test_verilog_writes_manifest(tmp_path):
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["board"] == "sim"
     assert manifest["config"]["tree"]["fifo_depth"] == 16
-    assert set(manifest["files"]) == {f"{m}.v" for m in manifest["modules"]} | {"specgen_regs.h"}
+    top = next(m for m in manifest["modules"] if m.startswith("Accelerator"))
+    regmap = {f"regmap/specgen{s}" for s in (".rdl", "_regmap.h", "_regmap.md", "_regmap.xml")}
+    assert set(manifest["files"]) == ({f"{m}.v" for m in manifest["modules"]}
+                                      | {"specgen_regs.h", f"{top}.core"} | regmap)
     for name, digest in manifest["files"].items():
         assert sha256_file(out / name) == digest
     # Deterministic: a second run gives the same bytes.
@@ -41,9 +44,11 @@ def test_verilog_replaces_earlier_output(tmp_path, monkeypatch):
     monkeypatch.setattr(gen.emit, "blocks", lambda config: {"fifo": RingFIFO(width=4, depth=3)})
     out = tmp_path / "out"
     assert main(["verilog", "--board", "sim", "--out", str(out)]) == 0
-    (out / "stale.v").write_text("// from an earlier run")
+    (out / "fifo.v").unlink()
+    (out / "notes.v").write_text("// not specgen's: kept (tests/test_output.py)")
     assert main(["verilog", "--board", "sim", "--out", str(out)]) == 0
-    assert sorted(p.name for p in out.iterdir()) == ["fifo.v", "manifest.json", "specgen_regs.h"]
+    assert sorted(p.name for p in out.iterdir()) == ["fifo.core", "fifo.v", "manifest.json",
+                                                     "notes.v", "regmap", "specgen_regs.h"]
 
 
 def test_unknown_board_is_one_line_exit_2(tmp_path):

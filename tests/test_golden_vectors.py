@@ -67,9 +67,9 @@ def test_tampered_file_is_refused(vectors, tmp_path):
 
 def test_cli_unknown_config_exit_2(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "gen", "golden", "--out", str(tmp_path / "g"),
-                           "--config", "zcu"], capture_output=True, text=True)
+                           "--board", "zcu"], capture_output=True, text=True)
     assert proc.returncode == 2
-    assert proc.stderr.strip() == ("specgen golden: error: unknown config 'zcu'; "
+    assert proc.stderr.strip() == ("specgen golden: error: unknown board 'zcu'; "
                                    "allowed: sim, vck190, vhk158")
     assert not (tmp_path / "g").exists()
 
@@ -77,7 +77,7 @@ def test_cli_unknown_config_exit_2(tmp_path):
 def test_cli_negative_seed_exit_2(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "gen", "golden", "--out", str(tmp_path / "g"),
                            "--seed", "-1"], capture_output=True, text=True)
-    assert proc.returncode == 2 and "--seed must be a non-negative integer" in proc.stderr
+    assert proc.returncode == 2 and "argument --seed: must be an integer >= 0" in proc.stderr
     assert not (tmp_path / "g").exists()
 
 

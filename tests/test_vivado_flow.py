@@ -29,7 +29,7 @@ pytestmark = [
 #: Commands whose order is the flow; the rest (properties, port maps) are checked by argument.
 KEY = {"read_verilog", "read_xdc", "create_clock", "set_input_delay", "set_output_delay",
        "synth_design", "write_checkpoint", "report_utilization", "report_timing_summary",
-       "report_design_analysis", "opt_design", "place_design", "route_design", "close_design",
+       "report_design_analysis", "report_drc", "report_methodology", "report_power", "opt_design", "place_design", "route_design", "close_design",
        "create_project", "add_files", "update_compile_order", "ipx::package_project",
        "ipx::remove_bus_interface", "ipx::add_bus_interface", "ipx::create_xgui_files",
        "ipx::update_checksums", "ipx::check_integrity", "ipx::save_core", "close_project"}
@@ -38,7 +38,7 @@ SYNTH = ["read_xdc", "create_clock", "set_input_delay", "set_output_delay", "syn
          "write_checkpoint", "report_utilization", "report_timing_summary"]
 IMPL = ["opt_design", "place_design", "write_checkpoint", "route_design", "write_checkpoint",
         "report_utilization", "report_utilization", "report_timing_summary",
-        "report_design_analysis"]
+        "report_design_analysis", "report_drc", "report_methodology", "report_power"]
 IP_HEAD = ["create_project", "add_files", "update_compile_order", "ipx::package_project",
            "ipx::remove_bus_interface", "ipx::remove_bus_interface"]
 IP_TAIL = ["ipx::create_xgui_files", "ipx::update_checksums", "ipx::check_integrity",
@@ -168,6 +168,12 @@ def test_full_flow_sequence_and_arguments(tmp_path, emitted, board, part, period
                        ("utilization_synth_hier.rpt", "utilization.rpt", "utilization_hier.rpt")]
     assert [("-hierarchical" in a) for a in args_of(calls, "report_utilization")] == [
         True, False, True]
+    signoff = [(name, args_of(calls, name)) for name in
+               ("report_drc", "report_methodology", "report_power")]
+    assert [(name, a[0][a[0].index("-file") + 1]) for name, a in signoff] == [
+        ("report_drc", str(vivado / "reports" / "drc.rpt")),
+        ("report_methodology", str(vivado / "reports" / "methodology.rpt")),
+        ("report_power", str(vivado / "reports" / "power.rpt"))]
     package = args_of(calls, "ipx::package_project")[0]
     assert package[package.index("-root_dir") + 1] == str(vivado / "ip")
     props = {(a[0], a[1]) for a in args_of(calls, "set_property")}
@@ -209,6 +215,8 @@ def test_missing_source_fails(tmp_path, emitted):
      "    read_xdc", "synth_design before read_verilog"),
     ("-top $top", "-tpo $top", "synth_design: unknown option '-tpo'"),
     ("file mkdir $build_dir $report_dir\n", "", "folder of .* does not exist"),
+    ("        route_design\n", "        report_power -file x.rpt\n        route_design\n",
+     "report_power before route_design"),
 ])
 def test_broken_flow_fails(tmp_path, emitted, old, new, message):
     out, top, _, _ = make_flow(tmp_path, emitted, "vck190")
@@ -304,6 +312,55 @@ def test_axi_ports_become_bus_interfaces(tmp_path):
     assert ("interface_mode", "master", "m_axis") in props
     readme = (out / "README.md").read_text()
     assert "`s_axi`: axi4lite slave, 4096-byte address range" in readme
+
+
+def test_memory_map_holds_the_registers(tmp_path):
+    from hw.regmap import accelerator_regmap
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "axi_top.v").write_text(AXI_TOP)
+    regmap = accelerator_regmap(preset("vck190"))
+    write_vivado_flow(out, config=preset("vck190"), top="axi_top", sources=["axi_top.v"],
+                      registers=regmap)
+    calls = run_flow(out, top="axi_top", stage="ip")
+    added = [a[0] for a in args_of(calls, "ipx::add_register")]
+    # One register per word: a table of N entries is N registers.
+    assert len(added) == sum(r.count for r in regmap.registers)
+    assert "CTRL" in added and "TREE_PARENT_0" in added
+    assert f"TREE_PARENT_{regmap['TREE_PARENT'].count - 1}" in added
+    offsets = {a[2].split("ipx::add_register:")[1].split(":")[0]: int(a[1], 16)
+               for a in args_of(calls, "set_property")
+               if a[0] == "address_offset"}
+    assert offsets["CTRL"] == regmap["CTRL"].offset
+    assert offsets["TREE_PARENT_1"] == regmap["TREE_PARENT"].offset + 4
+
+
+IRQ_TOP = """\
+module irq_top(clk, rst, irq, wide_irq);
+  input clk;
+  input rst;
+  output irq;
+  output [1:0] wide_irq;
+endmodule
+"""
+
+
+def test_irq_is_an_interrupt_interface(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "irq_top.v").write_text(IRQ_TOP)
+    write_vivado_flow(out, config=preset("vck190"), top="irq_top", sources=["irq_top.v"])
+    calls = run_flow(out, top="irq_top", stage="ip")
+    assert [a[0] for a in args_of(calls, "ipx::add_bus_interface")] == ["clk", "rst", "irq"]
+    props = [tuple(a) for a in args_of(calls, "set_property")]
+    irq = props[props.index(("abstraction_type_vlnv", "xilinx.com:signal:interrupt_rtl:1.0",
+                             "irq")):]
+    assert ("bus_type_vlnv", "xilinx.com:signal:interrupt:1.0", "irq") in irq
+    assert ("interface_mode", "master", "irq") in irq
+    assert ("physical_name", "irq", "ipx::add_port_map:INTERRUPT:irq") in irq
+    assert ("value", "LEVEL_HIGH", "ipx::add_bus_parameter:SENSITIVITY:irq") in irq
+    # A wider port of another name stays a plain port.
+    assert not any(p[:2] == ("physical_name", "wide_irq") for p in props)
 
 
 def test_readme_describes_every_file(tmp_path, emitted):

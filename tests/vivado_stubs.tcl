@@ -35,6 +35,9 @@ array set ::stub::options {
     report_utilization {-hierarchical -file -hierarchical_depth}
     report_timing_summary {-max_paths -report_unconstrained -file -delay_type}
     report_design_analysis {-logic_level_distribution -file}
+    report_drc {-file -ruledecks -name}
+    report_methodology {-file -checks -name}
+    report_power {-file -name}
     opt_design {-directive}
     place_design {-directive}
     route_design {-directive}
@@ -53,6 +56,7 @@ array set ::stub::options {
     ipx::add_bus_parameter {}
     ipx::add_memory_map {}
     ipx::add_address_block {}
+    ipx::add_register {}
     ipx::create_xgui_files {}
     ipx::update_checksums {}
     ipx::check_integrity {}
@@ -154,9 +158,17 @@ proc ::stub::define {name body} {
     ::stub::need $name synth_design
     foreach f [::stub::positional $arglist {}] { ::stub::require_dir_of $name $f }
 }
-foreach cmd {report_utilization report_timing_summary report_design_analysis} {
+foreach cmd {report_utilization report_timing_summary report_design_analysis
+             report_methodology} {
     ::stub::define $cmd {
         ::stub::need $name synth_design
+        ::stub::require_dir_of $name [::stub::option $arglist -file]
+    }
+}
+# Design rules and power are checked on the routed design.
+foreach cmd {report_drc report_power} {
+    ::stub::define $cmd {
+        ::stub::need $name route_design
         ::stub::require_dir_of $name [::stub::option $arglist -file]
     }
 }
@@ -244,6 +256,10 @@ foreach cmd {ipx::add_port_map ipx::add_bus_parameter ipx::add_memory_map
         ::stub::need $name ipx::add_bus_interface
         set r "$name:[join $arglist :]"
     }
+}
+::stub::define ipx::add_register {
+    ::stub::need $name ipx::add_address_block
+    set r "$name:[join $arglist :]"
 }
 ::stub::define ipx::create_xgui_files { ::stub::need $name ipx::package_project }
 ::stub::define ipx::update_checksums { ::stub::need $name ipx::create_xgui_files }

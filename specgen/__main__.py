@@ -1,0 +1,7 @@
+"""``python -m specgen``: the ``specgen`` command (:func:`gen.cli.main`)."""
+
+import sys
+
+from gen.cli import main
+
+sys.exit(main())
