@@ -89,6 +89,9 @@ def build_parser():
 
     from .estimate import add_parser as add_estimate_parser
     add_estimate_parser(sub)    # specgen estimate: yosys proxy resources and depth (gen/estimate.py)
+
+    from .acceptance import add_parser as add_acceptance_parser
+    add_acceptance_parser(sub)    # specgen acceptance: measured acceptance (gen/acceptance.py)
     return parser
 
 

@@ -107,6 +107,7 @@ def write_card(*, out):
     row("training bytes", lambda n, r: f"{r['train_tokens']:,}")
     row("AdamW lr, warm-up, decay, clip", lambda n, r: f"{r['lr']}, {r['warmup']}, "
         f"{r['weight_decay']}, {r['clip']}")
+    row("machine", lambda n, r: r.get("machine", "not recorded"))
     row("wall time (1 thread)", lambda n, r: f"{r['wall_s'] / 60:.1f} min")
     row("held-out nats/byte (FP16)", lambda n, r: f"{r['heldout_nats_per_byte_fp16']:.4f}")
     row("held-out bits/byte (FP16)", lambda n, r: f"{r['heldout_nats_per_byte_fp16'] / math.log(2):.3f}")
@@ -117,12 +118,13 @@ def write_card(*, out):
         "initialization `MambaLM.from_seed(config, seed)`, random windows of the train split, "
         "linear warm-up then cosine decay to a tenth of the rate, weight decay on matrices only. "
         "Perplexity is per byte over every disjoint 256-byte window of the held-out split; the "
-        "FP16 row is the shipped weights.\n")
+        "FP16 row is the shipped weights. The curves' held-out points are the first "
+        f"{next(iter(records.values())).get('curve_heldout_windows', 64)} windows.\n")
     add(f"![loss curves]({LOSS_PLOT})\n")
     add("## Same formulation as golden\n")
     add("`gen.models.train.check_against_golden`: the torch model (`TorchMambaLM`, whole-sequence "
         "scan in the quadratic form of the state-space duality) against golden on held-out "
-        "sequences, largest |logit difference|:\n")
+        "sequences, largest absolute logit difference:\n")
     add("| | " + " | ".join(records) + " |")
     add("|---|" + "---|" * len(records))
     row("torch (FP16 weights) vs golden float64 `MambaLM.prefill`",
@@ -131,7 +133,7 @@ def write_card(*, out):
         lambda n, r: f"{r['check_against_golden']['max_abs_diff_fp32_weights']:.1e}")
     row("torch vs golden hardware numerics (`Mamba2Mixer` `\"hw\"`)",
         lambda n, r: f"{r['check_against_golden']['max_abs_diff_hw']:.1e}")
-    row("largest |logit|", lambda n, r: f"{r['check_against_golden']['max_abs_logit']:.1f}")
+    row("largest absolute logit", lambda n, r: f"{r['check_against_golden']['max_abs_logit']:.1f}")
     add("")
     ch = next(iter(records.values()))["check_against_golden"]
     add(f"({ch['sequences']} sequences of {ch['length']} bytes; the hardware row one of 64.) "
@@ -139,9 +141,9 @@ def write_card(*, out):
         "the FP16 rounding of the shipped file; the third the SSM unit's SiLU, softplus and exp "
         "tables. A formulation mismatch (a norm's place, the conv tap order, the scan) gives "
         "differences of the order of the logits. `tests/test_models.py` re-measures the held-out "
-        "loss of the shipped file with golden alone on bytes "
-        f"{next(iter(records.values()))['heldout_slice']['start']}–"
-        f"{next(iter(records.values()))['heldout_slice']['length']} of the held-out split.\n")
+        "loss of the shipped files with golden alone (no torch) on "
+        f"{next(iter(records.values()))['heldout_slice']['length']} bytes of the held-out split "
+        f"from offset {next(iter(records.values()))['heldout_slice']['start']}.\n")
     add("## What the weights look like to BSFP\n")
     add("Per-tensor BSFP v1 of the target's linear layers (`golden.lm.speq_pair`): biased FP16 "
         "exponents present (non-zero weights), weights the E3M0 draft misreads as a remapped "

@@ -199,7 +199,8 @@ def train_model(name, recipe, splits, *, log=print):
               "warmup": WARMUP, "weight_decay": WEIGHT_DECAY, "clip": CLIP,
               "train_tokens": steps * recipe["batch"] * recipe["seq"],
               "wall_s": round(wall, 1), "torch": torch.__version__,
-              "heldout_nats_per_byte_fp32": final, "curve": curve}
+              "heldout_nats_per_byte_fp32": final, "curve": curve,
+              "curve_heldout_windows": EVAL_BATCHES * 16}
     return model, record
 
 
@@ -278,6 +279,20 @@ def check_hw(model, lm, data, *, length=64, seed=1):
     return float(np.abs(golden_hw_logits(lm, toks) - ours).max())
 
 
+def machine():
+    """The CPU model name and core count (where the wall time was measured)."""
+    import os
+    name = "unknown CPU"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                name = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{name}, {os.cpu_count()} cores (training used 1 thread)"
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(prog="python -m gen.models.train", description=__doc__.split("\n")[0])
     ap.add_argument("--out", default=str(DATA_DIR), help="weights and manifest folder")
@@ -304,6 +319,7 @@ def main(argv=None):
         path = out / f"{name}.safetensors"
         if args.evaluate:
             record = manifest["models"][name]
+            record.setdefault("curve_heldout_windows", EVAL_BATCHES * 16)
             lm = MambaLM.load(path, config=LMConfig(**record["config"]))
             evaluate(lm, record, held)
         else:
@@ -312,6 +328,7 @@ def main(argv=None):
             save_tensors(path, model.tensors(), dtype="float16")
             lm = MambaLM.load(path, config=model.config)
             evaluate(lm, record, held, trained=model)
+        record.setdefault("machine", machine())
         record["file"] = path.name
         record["sha256"] = sha256(path.read_bytes())
         record["bytes"] = path.stat().st_size
