@@ -215,3 +215,18 @@ def test_hw_numerics_model_follows_the_float64_model(models):
         hw, _ = HwLM(lm, state_format=fmt).prefill(toks)
         assert not np.array_equal(hw, ref)          # binary32 and the SSM unit's tables
         assert np.abs(hw - ref).max() < 1e-2 * np.abs(ref).max()
+
+
+def test_model_card_is_up_to_date(tmp_path):
+    from gen.models.card import write_card
+    write_card(out=tmp_path)
+    assert (tmp_path / "models.md").read_text() == (DATA_DIR.parents[2] / "docs" / "models.md").read_text()
+
+
+def test_acceptance_page_is_up_to_date_and_describes_the_shipped_models(tmp_path):
+    from gen.models.study import write_page
+    docs = DATA_DIR.parents[2] / "docs"
+    res = json.loads((docs / "acceptance.json").read_text())
+    assert res["models"] == {n: RECORDS[n]["sha256"] for n in ("target", "draft")}
+    write_page(res, out=tmp_path)
+    assert (tmp_path / "acceptance.md").read_text() == (docs / "acceptance.md").read_text()

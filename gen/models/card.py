@@ -119,7 +119,7 @@ def write_card(*, out):
         "linear warm-up then cosine decay to a tenth of the rate, weight decay on matrices only. "
         "Perplexity is per byte over every disjoint 256-byte window of the held-out split; the "
         "FP16 row is the shipped weights. The curves' held-out points are the first "
-        f"{next(iter(records.values())).get('curve_heldout_windows', 64)} windows.\n")
+        f"{next(iter(records.values()))['curve_heldout_windows']} windows.\n")
     add(f"![loss curves]({LOSS_PLOT})\n")
     add("## Same formulation as golden\n")
     add("`gen.models.train.check_against_golden`: the torch model (`TorchMambaLM`, whole-sequence "

@@ -3,7 +3,7 @@
 The only module of the project that imports torch (the optional extra
 ``specgen[train]``); the runtime reads the weights it writes with
 :func:`golden.lm.load_tensors`. The model is :class:`golden.lm.MambaLM`'s
-formulation, written for whole sequences (SPEC §4; ``Mamba2`` in
+formulation, written for whole sequences (SpecMamba, arXiv 2509.19873; ``Mamba2`` in
 ``state-spaces/mamba``, ``ngroups = 1``, no biases in the projections, tied
 embeddings)::
 
