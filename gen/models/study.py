@@ -28,6 +28,8 @@ from pathlib import Path
 
 import numpy as np
 
+from golden.speculative import DEFAULT_GAMMA
+
 from ..acceptance import agreement, heldout_prompts, measure
 from ..output import write_files
 from . import load_model, manifest
@@ -35,9 +37,14 @@ from . import load_model, manifest
 __all__ = ["run_studies", "write_page", "HwLM", "dynamic_gamma", "SETTINGS"]
 
 #: Prompts and lengths of every acceptance run, and the perplexity text.
-SETTINGS = dict(prompts=16, prompt_len=64, tokens=64, ppl_windows=4, ppl_len=512, hw_prompts=4)
+SETTINGS = dict(prompts=16, prompt_len=64, tokens=64, ppl_windows=4, ppl_len=512, hw_prompts=4,
+                format_chain=8, hw_len=128, hw_chain=4)
+#: BSFP's group size in the study (SPEQ's 128).
+GROUP = 128
+#: SPEQ's default early-stopping threshold: the γ of every run that does not sweep it.
+GAMMA = DEFAULT_GAMMA
 SPEQ_VARIANTS = (("E3M0", None), ("E3M0-noremap", None), ("E3M0+W", None),
-                 ("E3M0", 128), ("E3M0-noremap", 128), ("E3M0+W", 128),
+                 ("E3M0", GROUP), ("E3M0-noremap", GROUP), ("E3M0+W", GROUP),
                  ("E2M1", None), ("E1M2", None))
 SPEQ_L = (1, 2, 4, 8, 16)
 GAMMAS = (0.0, 0.4, 0.6, 0.8, "dynamic")
@@ -142,7 +149,8 @@ def run_studies(*, log=print):
         pair = speq_pair(target, bsfp=BSFPConfig(draft=fmt, group_size=group))
         row = {"format": fmt, "group_size": group, "draft_nll": _nll(pair.draft, windows),
                "misread": int(sum(pair.misread.values())), "inexact": int(sum(pair.inexact.values())),
-               **_slim(measure(pair.target, pair.draft, prompts, tree=(1,) * 8, gamma=0.6, **run))}
+               **_slim(measure(pair.target, pair.draft, prompts, tree=(1,) * s["format_chain"], gamma=GAMMA,
+                                 **run))}
         speq.append(row)
         log(f"speq {fmt} g{group}: ppl {math.exp(row['draft_nll']):.2f} "
             f"tok/step {row['tokens_per_step']:.2f} ({time.perf_counter() - t0:.0f} s)")
@@ -161,7 +169,7 @@ def run_studies(*, log=print):
 
     # 3. Draft-model speculation: chains and trees.
     trees = []
-    for g in (0.0, 0.6):
+    for g in (0.0, GAMMA):
         for shape in TREES:
             rep = measure(target, small, prompts, tree=shape, gamma=g, **run)
             trees.append({"gamma": g, "tree": list(shape), **_slim(rep)})
@@ -172,17 +180,18 @@ def run_studies(*, log=print):
     # 4. SSM state format of the hardware numerics.
     hw_prompts = prompts[:s["hw_prompts"]]
     ref_greedy = [_greedy(target, p, s["tokens"]) for p in hw_prompts]
-    ref_logits = [target.prefill(w[:128])[0] for w in windows]
+    ref_logits = [target.prefill(w[:s["hw_len"]])[0] for w in windows]
     state = []
     for fmt in ("fp32", "fp16"):
         hw = HwLM(target, state_format=fmt)
-        logits = [hw.prefill(w[:128])[0] for w in windows]
+        logits = [hw.prefill(w[:s["hw_len"]])[0] for w in windows]
         gen = [_greedy(hw, p, s["tokens"]) for p in hw_prompts]
         first = [next((i for i, (a, b) in enumerate(zip(x, y)) if a != b), len(x))
                  for x, y in zip(gen, ref_greedy)]
-        spec = [speculative_generate(hw, small, p, s["tokens"], tree=(1,) * 4, gamma=0.6,
+        spec = [speculative_generate(hw, small, p, s["tokens"], tree=(1,) * s["hw_chain"], gamma=GAMMA,
                                      verify="paths") for p in hw_prompts]
-        ref_spec = [speculative_generate(target, small, p, s["tokens"], tree=(1,) * 4, gamma=0.6)
+        ref_spec = [speculative_generate(target, small, p, s["tokens"], tree=(1,) * s["hw_chain"],
+                                         gamma=GAMMA)
                     for p in hw_prompts]
         state.append({
             "state_format": fmt,
@@ -255,14 +264,15 @@ def _plots(res):
     files[PLOTS["depth"]] = _png(fig)
 
     fig, ax = plt.subplots(figsize=(8.0, 3.6))
-    for k, g in enumerate((0.0, 0.6)):
+    for k, g in enumerate((0.0, GAMMA)):
         rows = [r for r in res["draft_trees"] if r["gamma"] == g]
         x = np.arange(len(rows)) + (k - 0.5) * 0.38
         ax.bar(x, [r["tokens_per_step"] for r in rows], width=0.38,
                label="γ off" if g == 0.0 else f"γ {g}")
     ax.set_xticks(np.arange(len(TREES)), [_shape(t) for t in TREES], rotation=40, fontsize=8)
     ax.set_ylabel("tokens per step")
-    ax.set_title("draft-model speculation: target 4 layers, draft 2 layers")
+    ax.set_title(f"draft-model speculation: target {_layers('target')} layers, "
+                 f"draft {_layers('draft')} layers")
     ax.grid(alpha=0.3, axis="y")
     ax.legend()
     files[PLOTS["trees"]] = _png(fig)
@@ -275,7 +285,20 @@ def _max_scales():
     from golden.lm import speq_pair
     target = load_model("target")
     return {g: max(int(np.max(t.scales)) for t in speq_pair(target, bsfp=BSFPConfig(group_size=g))
-                   .encoded.values()) for g in (None, 128)}
+                   .encoded.values()) for g in (None, GROUP)}
+
+
+def _layers(name):
+    return manifest()["models"][name]["config"]["n_layer"]
+
+
+def _dmodel():
+    return manifest()["models"]["target"]["config"]["d_model"]
+
+
+def _dinner():
+    from golden.lm import LMConfig
+    return LMConfig(**manifest()["models"]["target"]["config"]).d_inner
 
 
 def _ppl(nll):
@@ -304,7 +327,8 @@ def write_page(res, *, out):
     add = L.append
     add("# Measured acceptance on trained models\n")
     add("Every figure here is measured on the shipped byte-level models (`docs/models.md`: a "
-        "4-layer target and a 2-layer draft trained on CPython's standard library), with the "
+        f"{_layers('target')}-layer target and a {_layers('draft')}-layer draft trained on CPython's "
+        "standard library), with the "
         "golden speculative decoder (`golden.speculative.speculative_generate`, greedy, so "
         "every run returns exactly the target's greedy tokens). Prompts are "
         f"{s['prompts']} held-out windows of {s['prompt_len']} bytes (from files the models "
@@ -313,7 +337,7 @@ def write_page(res, *, out):
     add(f"Regenerate: `{COMMAND}` (`python -m gen.models.study --out docs`; "
         f"{res['wall_s'] / 60:.0f} min on this machine, one core, while other jobs shared it). "
         "One configuration: `specgen acceptance --model target --draft speq --tree chain8 "
-        "--gamma 0.6 --json`.\n")
+        f"--gamma {GAMMA} --json`.\n")
     add("Definitions. *Tokens/step*: accepted draft tokens + 1 per target pass. *Per-depth "
         "acceptance* at depth d: of the steps whose accepted path reached an expanded node at "
         "depth d − 1, the fraction that accepted a child. *Draft length*: the deepest drafted "
@@ -321,11 +345,13 @@ def write_page(res, *, out):
         "the draft's argmax equals the target's (teacher-forced on the real text).\n")
 
     add("## 1. SPEQ self-speculation: BSFP draft formats\n")
-    add(f"Target: the trained 4-layer model in FP16 (reconstructed from BSFP, lossless here), "
+    add(f"Target: the trained {_layers('target')}-layer model in FP16 (reconstructed from BSFP, "
+        "lossless here), "
         f"held-out perplexity **{_ppl(res['fp16_nll']):.3f}**. Draft: the same model reading the "
         "4-bit nibble plane of `in_proj`, `out_proj` and the head (`golden.lm.speq_pair`). "
-        "Acceptance with a chain of L = 8, γ = 0.6. For comparison the separately trained "
-        f"2-layer draft has perplexity {_ppl(res['draft_model_nll']):.3f}.\n")
+        f"Acceptance with a chain of L = {s['format_chain']}, γ = {GAMMA}. For comparison the "
+        f"separately trained {_layers('draft')}-layer draft has perplexity "
+        f"{_ppl(res['draft_model_nll']):.3f}.\n")
     add("| draft | scale | draft perplexity | misread | agreement | tokens/step | per-depth "
         "acceptance (1…8) |")
     add("|---|---|---|---|---|---|---|")
@@ -336,10 +362,12 @@ def write_page(res, *, out):
     add("")
     kmax = _max_scales()
     add("*Misread*: weights whose exponent E3M0 decodes as a remapped exponent they do not have. "
-        "With d_model = 128 a 128-group is one row of `in_proj` and of the head and half a row "
-        "of `out_proj`. Per-tensor and 128-group rows are identical because Algorithm 1 only "
+        f"A {GROUP}-group spans {GROUP / _dmodel():g} row(s) of `in_proj` and of the head "
+        f"({_dmodel()} inputs) and {GROUP / _dinner():g} of a row of `out_proj` ({_dinner()} "
+        f"inputs). Per-tensor and "
+        f"{GROUP}-group rows are identical because Algorithm 1 only "
         "scales down weights of magnitude 2 or more: the largest scale exponent k of any "
-        f"encoded tensor is {kmax[None]} per tensor and {kmax[128]} per group (the trained "
+        f"encoded tensor is {kmax[None]} per tensor and {kmax[GROUP]} per group (the trained "
         "weights are all below 1 in magnitude, `docs/models.md`). SPEQ's scaling would matter for "
         "checkpoints with larger weights; ours do not exercise it.\n")
 
@@ -360,16 +388,17 @@ def write_page(res, *, out):
     add(f"![per-depth acceptance]({PLOTS['depth']})\n")
 
     add("## 3. Draft-model speculation: chains and trees\n")
-    add("Target: the 4-layer model; draft: the shipped 2-layer model "
+    add(f"Target: the {_layers('target')}-layer model; draft: the shipped "
+        f"{_layers('draft')}-layer model "
         f"(draft/target agreement {res['draft_trees'][0]['agreement']:.3f}). Top-k drafting, "
         "greedy tree verification in the FIFO schedule.\n")
     add(f"![tokens per step by tree shape]({PLOTS['trees']})\n")
-    add("| tree | γ off: tokens/step | nodes/step | γ 0.6: tokens/step | nodes/step | "
-        "draft length (γ 0.6) | per-depth acceptance (γ off) |")
+    add(f"| tree | γ off: tokens/step | nodes/step | γ {GAMMA}: tokens/step | nodes/step | "
+        f"draft length (γ {GAMMA}) | per-depth acceptance (γ off) |")
     add("|---|---|---|---|---|---|---|")
     for t in TREES:
         a = next(r for r in res["draft_trees"] if r["gamma"] == 0.0 and r["tree"] == list(t))
-        b = next(r for r in res["draft_trees"] if r["gamma"] == 0.6 and r["tree"] == list(t))
+        b = next(r for r in res["draft_trees"] if r["gamma"] == GAMMA and r["tree"] == list(t))
         add(f"| {_shape(t)} | {a['tokens_per_step']:.2f} | {a['nodes_per_step']:.1f} | "
             f"{b['tokens_per_step']:.2f} | {b['nodes_per_step']:.1f} | {b['draft_length']:.2f} | "
             f"{_rates(a)} |")
@@ -379,8 +408,9 @@ def write_page(res, *, out):
     add("The target with every layer in golden's hardware numerics (`Mamba2Mixer` "
         "`numerics=\"hw\"`: binary32 arithmetic, the SSM unit's SiLU/softplus/exp tables), "
         "with the SSM state in binary32 or binary16, against the float64 reference "
-        "(`MambaLM`). Logits on the first 128 bytes of each perplexity window; greedy decoding "
-        f"and speculation (draft model, chain 4, γ 0.6) from {s['hw_prompts']} prompts.\n")
+        f"(`MambaLM`). Logits on the first {s['hw_len']} bytes of each perplexity window; greedy "
+        f"decoding and speculation (draft model, chain {s['hw_chain']}, γ {GAMMA}) from "
+        f"{s['hw_prompts']} prompts.\n")
     add("| SSM state | max abs logit diff | argmax agreement with float64 | greedy tokens "
         "identical | first divergence | tokens/step (float64 target) | speculation lossless |")
     add("|---|---|---|---|---|---|---|")
@@ -417,11 +447,11 @@ def _claims(res):
     e3, nore, w = f[("E3M0", None)], f[("E3M0-noremap", None)], f[("E3M0+W", None)]
     grid = {(r["gamma"], r["L"]): r for r in res["speq_grid"]}
     Lmax = max(SPEQ_L)
-    off, dflt = grid[(0.0, Lmax)], grid[(0.6, Lmax)]
+    off, dflt = grid[(0.0, Lmax)], grid[(GAMMA, Lmax)]
     rates = [x for x in off["per_depth_acceptance"] if x is not None]
     deep = [r for r in res["draft_trees"] if len(r["tree"]) >= 4 and max(r["tree"]) >= 2]
     deep_off = [r for r in deep if r["gamma"] == 0.0]
-    deep_06 = [r for r in deep if r["gamma"] == 0.6]
+    deep_06 = [r for r in deep if r["gamma"] == GAMMA]
     fp, st16 = _ppl(res["fp16_nll"]), next(r for r in res["ssm_state"] if r["state_format"] == "fp16")
     all_tps = [r["tokens_per_step"] for r in res["speq_grid"] + res["draft_trees"]]
     return (
@@ -453,18 +483,19 @@ def _claims(res):
         "- **SpecMamba's 4.91 tokens/step (arXiv 2509.19873; 2.7B target, 370M draft).** "
         f"Reached only without early stopping: SPEQ at L = {Lmax}, γ off, "
         f"gives {off['tokens_per_step']:.2f} while drafting {off['draft_length']:.0f} tokens and "
-        f"verifying {off['nodes_per_step']:.0f} nodes per step; with SPEQ's default γ = 0.6 it "
+        f"verifying {off['nodes_per_step']:.0f} nodes per step; with SPEQ's default γ = {GAMMA} it "
         f"gives {dflt['tokens_per_step']:.2f} ({dflt['draft_length']:.1f} drafted). Draft-model "
         f"trees of branching 2–3 and depth 4–5 give {min(r['tokens_per_step'] for r in deep_off):.2f}"
         f"–{max(r['tokens_per_step'] for r in deep_off):.2f} with γ off (verifying "
         f"{min(r['nodes_per_step'] for r in deep_off):.0f}–{max(r['nodes_per_step'] for r in deep_off):.0f} "
         f"nodes) and {min(r['tokens_per_step'] for r in deep_06):.2f}–"
-        f"{max(r['tokens_per_step'] for r in deep_06):.2f} with γ = 0.6. Early stopping cuts the "
+        f"{max(r['tokens_per_step'] for r in deep_06):.2f} with γ = {GAMMA}. Early stopping cuts the "
         "drafted length far more than the tokens per step (section 2), so it is what makes deep "
         "drafts affordable; tokens/step alone does not say which configuration is fastest "
         "(`specgen perf` weighs the draft's and the verifier's work).\n"
         f"- **The binary16 SSM state (`docs/ssm-numerics.md`: errors of order 10⁻³).** Consistent: "
-        f"{st16['max_abs_logit_diff']:.1e} on the logits over 128 tokens, and no argmax, greedy "
+        f"{st16['max_abs_logit_diff']:.1e} on the logits over {res['settings']['hw_len']} tokens, "
+        "and no argmax, greedy "
         "token or accepted token changed in our runs.\n"
         f"- **Random weights' 1.4–2.9 tokens/step (`docs/speculative.md`).** Trained models give "
         f"{min(all_tps):.2f}–{max(all_tps):.2f} over the configurations above.\n")
