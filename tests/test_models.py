@@ -230,3 +230,29 @@ def test_acceptance_page_is_up_to_date_and_describes_the_shipped_models(tmp_path
     assert res["models"] == {n: RECORDS[n]["sha256"] for n in ("target", "draft")}
     write_page(res, out=tmp_path)
     assert (tmp_path / "acceptance.md").read_text() == (docs / "acceptance.md").read_text()
+
+
+def test_perf_takes_a_measured_acceptance_profile(tmp_path, capsys):
+    assert main(["acceptance", "--prompts", "2", "--prompt-len", "24", "--tokens", "10",
+                 "--tree", "chain4", "--json"]) == 0
+    path = tmp_path / "acceptance.json"
+    path.write_text(capsys.readouterr().out)
+    rep = json.loads(path.read_text())
+    assert main(["perf", "--board", "vhk158", "--target", "2.7B", "--draft", "speq",
+                 "--acceptance", str(path), "--json"]) == 0
+    perf = json.loads(capsys.readouterr().out)
+    assert perf["tree"] == rep["tree"] == [1] * 4
+    assert perf["tokens_per_step"] == rep["tokens_per_step"]
+    # The early-stopping probability read from the profile makes the performance model
+    # draft and verify, on a chain, what the golden decoder did.
+    assert perf["draft_passes"] == pytest.approx(rep["draft_length"], rel=1e-9)
+    assert perf["verify_nodes"] == pytest.approx(rep["nodes_per_step"], rel=1e-9)
+    for extra, message in ((["--accept", "3"], "give --acceptance FILE or --accept/--alpha/"
+                                               "--early-stop, not both"),
+                           (["--tree", "chain8"], "--tree chain8 is not the measured tree 1,1,1,1 "
+                                                  "of --acceptance")):
+        proc = subprocess.run([sys.executable, "-m", "gen", "perf", "--board", "vhk158", "--target",
+                               "2.7B", "--draft", "speq", "--acceptance", str(path), *extra],
+                              capture_output=True, text=True)
+        assert proc.returncode == 2
+        assert proc.stderr.strip() == f"specgen perf: error: {message}"
