@@ -18,7 +18,7 @@ from pathlib import Path
 
 from .errors import CLIError
 
-__all__ = ["add_parser", "run", "parse_tree", "read_acceptance"]
+__all__ = ["add_parser", "run", "parse_tree", "read_acceptance", "fit_continue_prob"]
 
 DEFAULT_ACCEPT = 4.91
 SPEQ_DEFAULT_ALPHA = 0.97
@@ -56,11 +56,16 @@ def read_acceptance(path):
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise CLIError(f"--acceptance {str(path)!r} must be the JSON of 'specgen acceptance --json' "
                        f"(tree, tokens_per_step, draft_length): {exc}") from None
+    return tree, tps, fit_continue_prob(len(tree), length)
+
+
+def fit_continue_prob(depth, draft_length):
+    """The ``c`` with ``Σ_{n<depth} c^n = draft_length`` (mean levels drafted; bisection)."""
     lo, hi = 0.0, 1.0
-    for _ in range(60):     # the mean length rises monotonically with c, from 1 to D
+    for _ in range(60):     # the mean length rises monotonically with c, from 1 to depth
         c = (lo + hi) / 2
-        lo, hi = (c, hi) if sum(c ** n for n in range(len(tree))) < length else (lo, c)
-    return tree, tps, (lo + hi) / 2
+        lo, hi = (c, hi) if sum(c ** n for n in range(depth)) < draft_length else (lo, c)
+    return (lo + hi) / 2
 
 
 def add_parser(sub):
