@@ -12,7 +12,7 @@ JOBS   ?= auto
 SEED   ?= 0
 CONFIG ?=
 
-.PHONY: env verilog test test-slow sim golden study bench clean distclean
+.PHONY: env verilog test test-slow sim golden study bench models acceptance clean distclean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -45,6 +45,17 @@ study: $(STAMP)
 
 bench: $(STAMP)
 	$(SPECGEN) bench --out docs/perf.md
+
+# Retrain the shipped models (torch, one thread, about 25 min) and rewrite their
+# weights and manifest in gen/models/data; not part of make test.
+models: $(STAMP)
+	$(PY) -m pip install --quiet torch==2.13.0    # the [train] extra
+	$(PY) -m gen.models.train
+	$(PY) -m gen.models.card --out docs
+
+# The acceptance studies on the shipped models (docs/acceptance.md).
+acceptance: $(STAMP)
+	$(PY) -m gen.models.study --out docs
 
 clean:
 	rm -rf build sim_build .pytest_cache .hypothesis

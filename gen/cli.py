@@ -166,6 +166,9 @@ def build_parser():
     from .estimate import add_parser as add_estimate_parser
     add_estimate_parser(sub)    # specgen estimate: yosys proxy resources and depth (gen/estimate.py)
 
+    from .acceptance import add_parser as add_acceptance_parser
+    add_acceptance_parser(sub)    # specgen acceptance: measured acceptance (gen/acceptance.py)
+
     add_config_parser(sub)    # specgen config show|schema: design files (gen/design.py)
 
     # Every command, whichever module added it: --quiet (gen/progress.py).

@@ -1,7 +1,11 @@
 """``specgen perf``: the performance model of one speculative decoding step.
 
-``specgen perf --board B [--config FILE] [--set KEY=VALUE] --target M --draft D [--tree 2,2,1,1] [--accept 4.91 | --alpha A]
-[--early-stop C] [--sizing preset|dsp] [--policy recompute|store] [--overlap X] [--json]``
+``specgen perf --board B [--config FILE] [--set KEY=VALUE] --target M --draft D [--tree 2,2,1,1]
+[--accept 4.91 | --alpha A | --acceptance FILE] [--early-stop C] [--sizing preset|dsp]
+[--policy recompute|store] [--overlap X] [--json]``
+
+``--acceptance FILE`` takes a measured profile, the JSON of ``specgen acceptance --json``
+(:func:`read_acceptance`): its tree, tokens per step and early stopping.
 
 A readable table by default (:func:`gen.perf_report.format_result`), the JSON
 of :meth:`gen.perf_model.StepResult.to_dict` with ``--json``. Unknown names exit
@@ -12,11 +16,13 @@ levels) is refused by :func:`check_step`, naming the flags.
 """
 
 import dataclasses
+import json
 import sys
+from pathlib import Path
 
 from .errors import CLIError
 
-__all__ = ["add_parser", "run", "parse_tree"]
+__all__ = ["add_parser", "run", "parse_tree", "read_acceptance", "fit_continue_prob"]
 
 DEFAULT_ACCEPT = 4.91
 SPEQ_DEFAULT_ALPHA = 0.97
@@ -38,6 +44,32 @@ def parse_tree(text):
     except ValueError:
         raise CLIError(f"--tree must be a comma-separated branching list of integers >= 1 "
                        f"(e.g. 2,2,1,1) or chainN (e.g. chain16), not {text!r}") from None
+
+
+def read_acceptance(path):
+    """``(tree, tokens_per_step, continue_prob)`` of a ``specgen acceptance --json`` report.
+
+    ``continue_prob`` is the ``c`` whose level distribution
+    (``P(levels = n) = c^(n−1)(1 − c)``, the last level taking the rest) has the
+    measured mean draft length: ``(1 − c^D)/(1 − c) = draft_length`` for depth ``D``.
+    """
+    try:
+        rep = json.loads(Path(path).read_text())
+        tree = tuple(int(b) for b in rep["tree"])
+        tps, length = float(rep["tokens_per_step"]), float(rep["draft_length"])
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise CLIError(f"--acceptance {str(path)!r} must be the JSON of 'specgen acceptance --json' "
+                       f"(tree, tokens_per_step, draft_length): {exc}") from None
+    return tree, tps, fit_continue_prob(len(tree), length)
+
+
+def fit_continue_prob(depth, draft_length):
+    """The ``c`` with ``Σ_{n<depth} c^n = draft_length`` (mean levels drafted; bisection)."""
+    lo, hi = 0.0, 1.0
+    for _ in range(60):     # the mean length rises monotonically with c, from 1 to depth
+        c = (lo + hi) / 2
+        lo, hi = (c, hi) if sum(c ** n for n in range(depth)) < draft_length else (lo, c)
+    return (lo + hi) / 2
 
 
 def add_parser(sub):
@@ -64,6 +96,9 @@ def add_parser(sub):
     p.add_argument("--alpha", type=float, metavar="A",
                    help=f"per-token acceptance rate instead of --accept (default for speq: "
                         f"{SPEQ_DEFAULT_ALPHA})")
+    p.add_argument("--acceptance", metavar="FILE",
+                   help="a measured profile (specgen acceptance --json): its tree, tokens/step and "
+                        "early stopping, instead of --accept/--alpha/--early-stop")
     p.add_argument("--early-stop", type=float, metavar="C", dest="early_stop",
                    help="probability that drafting continues to the next level (1 = no early "
                         "stopping; default 1, for speq the acceptance rate)")
@@ -196,6 +231,14 @@ def run(args, *, out=None):
     speq = args.draft == "speq"
     tree = parse_tree(args.tree) if args.tree else ((1,) * 16 if speq else (2, 2, 1, 1))
     accept, alpha, cont = args.accept, args.alpha, args.early_stop
+    if getattr(args, "acceptance", None) is not None:
+        if (accept, alpha, cont) != (None, None, None):
+            raise CLIError("give --acceptance FILE or --accept/--alpha/--early-stop, not both")
+        measured, accept, cont = read_acceptance(args.acceptance)
+        if args.tree and tree != measured:
+            raise CLIError(f"--tree {args.tree} is not the measured tree "
+                           f"{','.join(map(str, measured))} of --acceptance")
+        tree = measured
     if accept is None and alpha is None:
         if speq or len(tree) + 1 < DEFAULT_ACCEPT:
             alpha = SPEQ_DEFAULT_ALPHA if speq else None

@@ -754,6 +754,13 @@ class SpecResult:
         Ring peak per step (``verify="fifo"``; empty otherwise).
     max_onchip_bytes : int
         Largest :attr:`TreeEval.onchip_bytes` over the steps (0 for ``"paths"``).
+    draft_depth_per_step : tuple of int
+        Depth of the deepest drafted node per step: the draft length after
+        early stopping (SPEQ's L when nothing stops early).
+    path_at_leaf_per_step : tuple of bool
+        Per step, whether the accepted path ended at a node with no drafted
+        children (the draft offered nothing more), rather than at a rejection:
+        with ``accepted_per_step`` this gives per-depth acceptance rates.
     target_state, draft_state : object
         The models' committed states after the last step, as the backtracking
         policy restored them: after the prompt and every committed token but
@@ -768,6 +775,8 @@ class SpecResult:
     max_onchip_bytes: int
     target_state: object = None
     draft_state: object = None
+    draft_depth_per_step: tuple = ()
+    path_at_leaf_per_step: tuple = ()
 
     @property
     def steps(self):
@@ -908,7 +917,7 @@ def speculative_generate(target, draft, prompt, n_tokens, *, tree=(3, 2, 2, 1), 
         _, t_state = target.step(t_state, tok)
         _, d_state = draft.step(d_state, tok)
     out = list(prompt)
-    tokens_per, accepted_per, nodes_per, peaks = [], [], [], []
+    tokens_per, accepted_per, nodes_per, peaks, depth_per, leaf_per = [], [], [], [], [], []
     max_bytes = 0
     while len(out) - len(prompt) < n_tokens:
         d_cp = d_state if d_rec is None else d_rec.pack(d_state)
@@ -957,10 +966,13 @@ def speculative_generate(target, draft, prompt, n_tokens, *, tree=(3, 2, 2, 1), 
         tokens_per.append(len(nodes))
         accepted_per.append(len(nodes) - 1)
         nodes_per.append(tt.num_nodes)
+        depth_per.append(int(tt.depths.max()))
+        leaf_per.append(not bool(np.any(tt.parents == end)))
     return SpecResult(tokens=tuple(out[len(prompt):len(prompt) + n_tokens]),
                       tokens_per_step=tuple(tokens_per), accepted_per_step=tuple(accepted_per),
                       nodes_per_step=tuple(nodes_per), peak_live_per_step=tuple(peaks),
-                      max_onchip_bytes=max_bytes, target_state=t_state, draft_state=d_state)
+                      max_onchip_bytes=max_bytes, target_state=t_state, draft_state=d_state,
+                      draft_depth_per_step=tuple(depth_per), path_at_leaf_per_step=tuple(leaf_per))
 
 
 def expected_tokens_chain(alpha, length):
