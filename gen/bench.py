@@ -72,7 +72,7 @@ def bench_rtl(cycles=50_000):
     from hw.tree_verifier import TreeVerifier
     from sim.runner import emit_verilog, run_bench
 
-    from .emit import FP_FORMATS
+    from golden.fp import FORMATS as FP_FORMATS
 
     rows = []
     for width, depth in ((4, 16), (32, 1024)):

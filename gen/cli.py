@@ -166,6 +166,9 @@ def build_parser():
     from .estimate import add_parser as add_estimate_parser
     add_estimate_parser(sub)    # specgen estimate: yosys proxy resources and depth (gen/estimate.py)
 
+    from .dsp_numerics import add_parser as add_dsp_numerics_parser
+    add_dsp_numerics_parser(sub)    # specgen dsp-numerics: contract v2 on real weights
+
     from .acceptance import add_parser as add_acceptance_parser
     add_acceptance_parser(sub)    # specgen acceptance: measured acceptance (gen/acceptance.py)
 

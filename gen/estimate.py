@@ -487,7 +487,7 @@ def _plan(config, *, fit=False):
     ``(target_lanes, [(lanes, component, name), ...])``: two smaller
     configurations, and every resource extrapolated affinely in ``lanes``).
     """
-    from gen.emit import blocks
+    from gen.blocks import blocks
     from hw.ssm_unit import SSMUnit
     plan = []
     for name, comp in blocks(config).items():

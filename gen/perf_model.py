@@ -40,6 +40,7 @@ from golden.validate import check_choice, check_float, check_int
 
 __all__ = [
     "VOCAB", "PE_LATENCY", "SEED", "LinearJob", "LinearSchedule", "linear_schedule",
+    "dsp_linear_schedule", "dsp_matmul_jobs", "dsp_linear_latency",
     "matmul_jobs", "SSMTiming", "SSMStream", "ssm_stream", "tree_verifier_cycles",
     "ring_fifo_cycles", "MambaDims", "mamba_dims", "model_names", "perf_board_names",
     "Calibration", "PowerModel", "POWER_ASSUMPTIONS", "Accelerator", "accelerator", "SIZINGS",
@@ -249,6 +250,106 @@ def matmul_jobs(*, linear, out_features, in_features, tokens, mode):
             runs.append((full, LinearJob(mode=mode, steps=steps, n_rows=linear.rows, n_tokens=n_tok)))
         if rest:
             runs.append((1, LinearJob(mode=mode, steps=steps, n_rows=rest, n_tokens=n_tok)))
+    return runs
+
+
+def dsp_linear_latency():
+    """:attr:`hw.dsp_linear_unit.DSPLinearUnit.latency`: cycles from a job's last
+    operation to its first result beat."""
+    from hw.dsp_linear_unit import DSPLinearUnit
+    from hw.hierarchy import template
+    return template(DSPLinearUnit(rows=1, cols=1, max_tokens=1, max_k=1)).latency
+
+
+#: Cycles from a drain beat's request to its ``y.valid`` (``DSPLinearUnit``: the
+#: columns' read and mux, the result FIFO).
+DSP_DRAIN_TO_Y = 4
+
+
+def dsp_linear_schedule(jobs, *, linear, latency=None):
+    """Cycle model of ``DSPLinearUnit`` for back-to-back jobs: sources always valid,
+    ``y`` always ready.
+
+    A job issues ``steps · n_tokens`` operations, one per cycle, from the cycle
+    after its command is taken; the next command is taken in the cycle of the
+    last operation when one of the two partial-sum banks is free (the drain of
+    the job before the previous one has issued its last beat). A job's drain of
+    ``ceil(n_rows / cols) · n_tokens`` beats starts 6 cycles after its last
+    operation, once the previous drain is done.
+
+    Parameters
+    ----------
+    jobs : list
+        :class:`LinearJob` or ``(count, LinearJob)`` runs (:func:`dsp_matmul_jobs`).
+    linear : golden.config.LinearConfig
+        The array (``contract`` ``"dspfp32"``).
+    latency : int, optional
+        :func:`dsp_linear_latency` by default.
+
+    Returns
+    -------
+    LinearSchedule
+        ``end`` is the cycle of the last ``y`` transfer; cycle 0 takes the first
+        command. ``stall_cycles`` counts cycles a job waited for a bank.
+    """
+    if not isinstance(linear, LinearConfig) or linear.contract != "dspfp32":
+        raise TypeError(f"dsp_linear_schedule.linear must be a LinearConfig with contract "
+                        f"'dspfp32', not {linear!r}")
+    latency = dsp_linear_latency() if latency is None else latency
+    lead = latency - DSP_DRAIN_TO_Y - 1        # last operation -> drain start
+    runs = _runs(jobs)
+    if not runs:
+        raise ValueError("dsp_linear_schedule.jobs must hold at least one job, not an empty list")
+    taken, e_prev = 0, None
+    d_last = [-10**9, -10**9]                  # last drain beat of the two previous jobs
+    stall = beats = 0
+    for count, job in runs:
+        ops = job.steps * job.n_tokens
+        drain = -(-job.n_rows // linear.cols) * job.n_tokens
+        for i in range(count):
+            if e_prev is not None:
+                taken = max(e_prev, d_last[0] + 1)
+                stall += taken - e_prev
+            s = taken + 1
+            e = s + ops - 1
+            start = max(e + lead, d_last[1] + 1)
+            d_last = [d_last[1], start + drain]
+            e_prev = e
+            beats += job.steps
+            if i >= 2 and drain <= ops and count - i > 2:
+                # Steady state: every further job of the run adds `ops` cycles.
+                rest = count - i - 1
+                e_prev += rest * ops
+                d_last = [d_last[0] + rest * ops, d_last[1] + rest * ops]
+                beats += rest * job.steps
+                break
+    return LinearSchedule((), d_last[1] + DSP_DRAIN_TO_Y, stall, beats)
+
+
+def dsp_matmul_jobs(*, linear, out_features, in_features, tokens, mode):
+    """The ``DSPLinearUnit`` job runs of ``y = W·x`` for ``tokens`` tokens.
+
+    One job computes a tile of at most ``rows · cols`` output rows over all
+    ``in_features`` inputs for at most ``max_tokens`` tokens; both passes take one
+    input per operation (the draft weights enter as binary32 powers of two).
+    """
+    if not isinstance(linear, LinearConfig):
+        raise TypeError(f"dsp_matmul_jobs.linear must be a LinearConfig, not {linear!r}")
+    for name, v in (("out_features", out_features), ("in_features", in_features),
+                    ("tokens", tokens)):
+        check_int("dsp_matmul_jobs", name, v, min=1)
+    if in_features > linear.max_k:
+        raise ValueError(f"dsp_matmul_jobs.in_features {in_features} exceeds "
+                         f"LinearConfig.max_k = {linear.max_k}")
+    tile = linear.rows * linear.cols
+    full, rest = divmod(out_features, tile)
+    runs = []
+    for g in range(-(-tokens // linear.max_tokens)):
+        n_tok = min(linear.max_tokens, tokens - g * linear.max_tokens)
+        if full:
+            runs.append((full, LinearJob(mode=mode, steps=in_features, n_rows=tile, n_tokens=n_tok)))
+        if rest:
+            runs.append((1, LinearJob(mode=mode, steps=in_features, n_rows=rest, n_tokens=n_tok)))
     return runs
 
 
@@ -687,7 +788,10 @@ class Accelerator:
 
     def describe(self):
         lin = self.linear
-        return (f"{self.board.name}: LinearUnit {lin.rows}x{lin.cols} PEs (q{lin.quant_lanes}), "
+        array = (f"DSPLinearUnit {lin.rows}x{lin.cols} DSPFP32 slots (T <= {lin.max_tokens})"
+                 if lin.contract == "dspfp32" else
+                 f"LinearUnit {lin.rows}x{lin.cols} PEs (q{lin.quant_lanes})")
+        return (f"{self.board.name}: {array}, "
                 f"SSMUnit {self.ssm_lanes} lanes, {self.board.clock_mhz:g} MHz, "
                 f"{self.board.memory} {self.board.mem_bw_gbs:g} GB/s, sizing {self.sizing}")
 
@@ -1046,9 +1150,13 @@ class _Tally:
 
 def _linear_cycles(acc, dims, *, tokens, mode):
     runs = []
+    dsp = acc.linear.contract == "dspfp32"
+    jobs = dsp_matmul_jobs if dsp else matmul_jobs
     for _, o, i, count in dims.matrices():
-        runs += matmul_jobs(linear=acc.linear, out_features=o, in_features=i, tokens=tokens,
-                            mode=mode) * count
+        runs += jobs(linear=acc.linear, out_features=o, in_features=i, tokens=tokens,
+                     mode=mode) * count
+    if dsp:
+        return dsp_linear_schedule(runs, linear=acc.linear).cycles * acc.calibration.linear
     pe_latency = PE_LATENCY - 2 + acc.pe_round_stages
     return linear_schedule(runs, pe_latency=pe_latency).cycles * acc.calibration.linear
 

@@ -518,7 +518,7 @@ class DSPLinearUnit(wiring.Component):
         h_base = Signal(range(H * G + G + 1))     # first row of the beat: drain_h * G
         in_flight = Signal(range(self._DRAIN + 2))
         m.submodules.results = results = fifo.SyncFIFOBuffered(
-            width=self.y.payload.shape().size, depth=self._DRAIN + 2)
+            width=self.y.payload.shape().size, depth=self._DRAIN + 4)
         issue = Signal()
         d_last_h = Signal()
         d_last_t = Signal()

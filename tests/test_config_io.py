@@ -128,8 +128,9 @@ def test_schema_describes_every_field():
                 check(type(value), sub)
     check(Config, schema)
     lin = schema["properties"]["linear"]["properties"]
-    assert lin["rows"] == {"type": "integer", "description": "Output rows per weight tile "
-                                                          "(PE rows).", "default": 4}
+    assert lin["rows"] == {"type": "integer", "description": "``exact``: output rows per weight "
+                                                          "tile (PE rows). ``dspfp32``: MAC slots "
+                                                          "per column.", "default": 4}
     assert schema["properties"]["board"]["properties"]["part"]["anyOf"][1] == {"type": "null"}
     assert LinearConfig().rows == lin["rows"]["default"]
 

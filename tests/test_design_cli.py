@@ -155,8 +155,8 @@ def test_every_command_with_board_takes_config_and_set():
 
 
 def test_a_design_the_blocks_refuse_is_one_line(tmp_path, capsys):
-    # 128 x 16 PEs ask for a weight stream wider than AXI4-Stream's 4096 bits.
-    err = error(capsys, "verilog", "--board", "vck190", "--set", "linear.rows=128", "--out",
+    # A column of 200 MAC slots asks for a weight beat wider than AXI4-Stream's 4096 bits.
+    err = error(capsys, "verilog", "--board", "vck190", "--set", "linear.rows=200", "--out",
                 str(tmp_path / "big"))
     assert "the design 'vck190' cannot be built: " in err
     assert list(tmp_path.iterdir()) == []

@@ -53,14 +53,14 @@ def test_summary_counts_the_files(tmp_path):
 
 
 def test_fit_verdict_from_the_dsp_count():
-    # One DSP58 per PE (an 11x11 significand product) and two per FP32 multiply of the
-    # SSM unit, three per lane plus three per unit: vck190 has 64x16 PEs and 64 lanes.
+    # One DSP58 per MAC slot and two per FP32 multiply of the SSM unit, three per lane
+    # plus three per unit: vck190 has 64x8 DSPFP32 slots and 64 lanes.
     vck = preset("vck190")
     assert vck.board.dsp58 == 1968
     dsp, timing = fit_notes(vck)
-    assert dsp.startswith("DSP58: 1,414 of 1,968 (72%") and dsp.endswith(": fits vck190")
+    assert dsp.startswith("DSP58: 902 of 1,968 (46%") and dsp.endswith(": fits vck190")
     assert timing.startswith("timing: 400 MHz allows ")
-    big = apply_overrides(vck, [("linear.rows", "128")])    # 2,048 PEs alone exceed the part
+    big = apply_overrides(vck, [("linear.cols", "30")])    # 1,920 slots and the SSM unit
     assert "does NOT fit vck190" in fit_notes(big)[0]
 
 
