@@ -263,7 +263,7 @@ def dsp_linear_latency():
 
 #: Cycles from a drain beat's request to its ``y.valid`` (``DSPLinearUnit``: the
 #: columns' read and mux, the result FIFO).
-DSP_DRAIN_TO_Y = 4
+DSP_DRAIN_TO_Y = 5
 
 
 def dsp_linear_schedule(jobs, *, linear, latency=None):

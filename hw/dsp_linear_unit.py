@@ -176,7 +176,7 @@ class MACColumn(wiring.Component):
         Slot ``h``'s weight of the operation, registered with ``op``.
     drain_en, drain_h, drain_addr : In
         A drain read: slot ``drain_h``'s word ``drain_addr``, registered here;
-        ``value`` shows it two cycles after the request.
+        ``value`` shows it three cycles after the request.
     value : Out(32)
         The drained word.
     done : Out(1)
@@ -237,7 +237,22 @@ class MACColumn(wiring.Component):
                 slot.drain_addr.eq(drain_addr),
             ]
             data_out.append(slot.drain_data)
-        m.d.sync += self.value.eq(_select(data_out, drain_h) if self._height > 1 else data_out[0])
+        # The rows:1 drain mux in two registered stages of at most 8:1 (a 64:1 mux
+        # of 32-bit words is 5 LUT levels, over the 4 of a 400 MHz stage).
+        group = 8
+        n_low = min(len(drain_h), (group - 1).bit_length()) if self._height > 1 else 0
+        low, high = drain_h[:n_low], drain_h[n_low:]
+        high_d = Signal(max(len(high), 1))
+        m.d.sync += high_d.eq(high if len(high) else 0)
+        firsts = []
+        for i in range(0, self._height, group):
+            part = data_out[i:i + group]
+            reg = Signal(32, name=f"drain_grp{i // group}")
+            m.d.sync += reg.eq(_select(part, low[:max(1, (len(part) - 1).bit_length())])
+                               if len(part) > 1 else part[0])
+            firsts.append(reg)
+        m.d.sync += self.value.eq(_select(firsts, high_d[:max(1, (len(firsts) - 1).bit_length())])
+                                  if len(firsts) > 1 else firsts[0])
         m.d.comb += self.done.eq(at_write.valid & at_write.last)
         return m
 
@@ -400,27 +415,32 @@ class DSPLinearUnit(wiring.Component):
         return (f"DSPLinearUnit_r{self._rows}_c{self._cols}_t{self._max_tokens}_k{self._max_k}"
                 f"_w{self._ports}_{self._column.module_name.split('_', 2)[2]}")
 
-    #: Fill of the result path: drain request, column register, result FIFO.
-    _DRAIN = 2
+    #: Fill of the result path: drain request register, the two stages of the columns'
+    #: drain mux.
+    _DRAIN = 3
 
     @property
     def latency(self):
         """Cycles from a job's last operation (``x`` transfer) to its first ``y.valid``,
         with a free drain and ``y`` ready: the write of the last sum
         (:attr:`MACColumn.write_delay`), the count of finished jobs and the drain's
-        start (2), the column's read and mux (2), the result FIFO (2)."""
+        start (2), the column's read and mux (3), the result FIFO (2)."""
         return MACColumn.write_delay + 2 + self._DRAIN + 2
 
     def _weight_buffers(self, m, w_valid, use_w):
         """One-beat buffers of the columns, filled from the weight ports in turn.
 
         A buffer takes its next beat in the cycle its beat is used, so a full
-        stream keeps the array at one weight beat per cycle (T = 1).
+        stream keeps the array at one weight beat per cycle (T = 1). "Every
+        buffer is full" (``w_valid``) is a register, computed from the buffers'
+        next state: the AND over all columns is not on the path from the
+        operation to the buffers' enables.
         """
         G, P = self._cols, self._ports
         layout = weight_layout(self._rows)
         bufs = [Signal(layout, name=f"wbuf{g}") for g in range(G)]
         full = [Signal(name=f"wbuf{g}_full") for g in range(G)]
+        full_next = [Signal(name=f"wbuf{g}_full_next") for g in range(G)]
         for p, port in enumerate(self.w):
             cols = list(range(p, G, P))
             ptr = Signal(range(max(len(cols), 2)), name=f"wport{p}_col")
@@ -432,11 +452,12 @@ class DSPLinearUnit(wiring.Component):
                 here = take & ((~ptr.any() if i == 0 else ptr == i) if len(cols) > 1 else 1)
                 with m.If(here):
                     m.d.sync += bufs[g].eq(port.payload)
-                m.d.sync += full[g].eq((full[g] & ~use_w) | here)
+                m.d.comb += full_next[g].eq((full[g] & ~use_w) | here)
+                m.d.sync += full[g].eq(full_next[g])
             if len(cols) > 1:
                 with m.If(take):
                     m.d.sync += ptr.eq(Mux(ptr == len(cols) - 1, 0, ptr + 1))
-        m.d.comb += w_valid.eq(Cat(full).all())
+        m.d.sync += w_valid.eq(Cat(full_next).all())
         return [b.slot for b in bufs]
 
     def elaborate(self, platform):
@@ -546,7 +567,7 @@ class DSPLinearUnit(wiring.Component):
                 # this beat's read.
                 m.d.comb += clr_busy.eq(Mux(drain_bank, 0b10, 0b01))
 
-        # The beat's metadata waits beside the columns' read (two cycles).
+        # The beat's metadata waits beside the columns' read (three cycles).
         meta = Signal(data.StructLayout({"h": range(max(H, 2)), "t": range(max(T, 2)),
                                          "last": 1, "row_valid": G, "valid": 1}))
         row_valid = Cat((h_base + g) < d_rows for g in range(G))
