@@ -476,9 +476,15 @@ class DSPLinearUnit(wiring.Component):
         bank = Signal()            # bank of the running job
         next_bank = Signal()       # bank the next job takes
         busy = Signal(2)           # a bank holds sums not yet drained
+        # "t is the last token", "k is the last input", "k is the first input" and
+        # "T = 1" are registers kept with the counters, so no compare lies on the
+        # path from an operation to the next command.
         last_t = Signal()
+        last_k = Signal()
+        first_k = Signal()
+        single = Signal()
         last_op = Signal()
-        m.d.comb += [last_t.eq(t == n_tok - 1), last_op.eq(last_t & (k == steps - 1))]
+        m.d.comb += last_op.eq(last_t & last_k)
         need_w = Signal()
         m.d.comb += need_w.eq(~t.any())
         fire = Signal()
@@ -498,12 +504,17 @@ class DSPLinearUnit(wiring.Component):
         with m.If(take):
             m.d.sync += [running.eq(1), mode.eq(cmd.mode), steps.eq(cmd.steps),
                          n_rows.eq(cmd.n_rows), n_tok.eq(cmd.n_tokens), k.eq(0), t.eq(0),
-                         bank.eq(next_bank), next_bank.eq(~next_bank)]
+                         bank.eq(next_bank), next_bank.eq(~next_bank),
+                         last_t.eq(cmd.n_tokens == 1), last_k.eq(cmd.steps == 1),
+                         first_k.eq(1), single.eq(cmd.n_tokens == 1)]
             m.d.comb += set_busy.eq(Mux(next_bank, 0b10, 0b01))
         with m.Elif(fire):
             m.d.sync += t.eq(Mux(last_t, 0, t + 1))
             with m.If(last_t):
-                m.d.sync += k.eq(k + 1)
+                m.d.sync += [k.eq(k + 1), first_k.eq(0), last_t.eq(single),
+                             last_k.eq(k + 2 == steps)]
+            with m.Else():
+                m.d.sync += last_t.eq(t + 2 == n_tok)
             with m.If(last_op):
                 m.d.sync += running.eq(0)
         m.d.sync += busy.eq((busy | set_busy) & ~clr_busy)
@@ -515,8 +526,8 @@ class DSPLinearUnit(wiring.Component):
 
         # ---- the columns --------------------------------------------------------------
         op = Signal(op_layout(T))
-        m.d.comb += [op.valid.eq(fire), op.load.eq(need_w), op.first.eq(~k.any()),
-                     op.single.eq(n_tok == 1), op.last.eq(last_op), op.mode.eq(mode),
+        m.d.comb += [op.valid.eq(fire), op.load.eq(need_w), op.first.eq(first_k),
+                     op.single.eq(single), op.last.eq(last_op), op.mode.eq(mode),
                      op.bank.eq(bank), op.t.eq(t), op.act.eq(self.x.payload.act)]
         columns = []
         drain_h = Signal(range(max(H, 2)))
