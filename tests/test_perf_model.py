@@ -165,8 +165,9 @@ def test_ssm_period_is_the_stream_steady_state():
 
 
 def test_bigger_trees_pay_for_more_lanes():
-    """A tree with more nodes than token lanes needs a second weight pass in the linear unit."""
-    acc = accelerator("vhk158", sizing="dsp")           # 16 token lanes
+    """A tree with more nodes than token lanes needs a second weight pass in the exact array."""
+    from golden.config import LinearConfig
+    acc = accelerator("vhk158", linear=LinearConfig(rows=64, cols=16, max_k=8192))   # 16 lanes
     small = step_model(acc, StepConfig(target="2.7B", draft="370M", tree=(3, 1, 1, 1),
                                        tokens_per_step=4))                 # 13 nodes
     big = step_model(acc, StepConfig(target="2.7B", draft="370M", tree=(1, 1, 3, 3),
@@ -175,6 +176,22 @@ def test_bigger_trees_pay_for_more_lanes():
                                       tokens_per_step=4))                  # 34 nodes
     v = [r.phase("verify").linear_cycles for r in (small, big, huge)]
     assert math.isclose(v[0], v[1], rel_tol=1e-3) and v[2] > 2.9 * v[0]
+
+
+def test_dsp_array_cost_grows_with_the_nodes_not_the_lanes():
+    """The DSPFP32 array (board preset) spends one cycle per node and input: 13, 15 and 34
+    nodes cost in proportion, with no rounding to a lane count (34 = 16 + 16 + 2)."""
+    acc = accelerator("vhk158")
+    assert acc.linear.contract == "dspfp32"
+    trees = ((3, 1, 1, 1), (1, 1, 3, 3), (3, 2, 2, 1))
+    runs = [step_model(acc, StepConfig(target="2.7B", draft="370M", tree=tree, tokens_per_step=4))
+            for tree in trees]
+    # The root and every drafted node: 1 + the running products of the branching.
+    nodes = [1 + sum(math.prod(tree[:i + 1]) for i in range(len(tree))) for tree in trees]
+    assert nodes == [13, 15, 34]
+    v = [r.phase("verify").linear_cycles for r in runs]
+    for vi, ni in zip(v[1:], nodes[1:]):
+        assert math.isclose(vi / v[0], ni / nodes[0], rel_tol=0.01)
 
 
 def test_validation_messages():
