@@ -13,7 +13,7 @@ import cocotb
 from cocotb.clock import Clock
 from cocotb.triggers import ReadOnly, RisingEdge
 
-__all__ = ["params", "seed", "TB", "random_pattern"]
+__all__ = ["params", "seed", "TB", "random_pattern", "pack", "field", "drive_stream"]
 
 
 def params():
@@ -61,3 +61,34 @@ class TB:
     async def settle(self):
         """Wait until combinational outputs of this cycle are stable."""
         await ReadOnly()
+
+
+def pack(layout, value):
+    """The integer of a ``lib.data`` layout's constant ``value`` (a dict of fields)."""
+    return layout.const(value).as_value().value
+
+
+def field(word, layout, name):
+    """Field ``name`` of ``layout`` in the integer ``word``."""
+    f = layout[name]
+    return (word >> f.offset) & ((1 << f.width) - 1)
+
+
+async def drive_stream(tb, port, beats, idle, stop):
+    """Offer ``beats`` in order on the ``lib.stream`` port ``port`` (``<port>__valid``,
+    ``__payload``, ``__ready``), idle with probability ``idle`` per cycle; stop early
+    when ``stop["now"]``. A beat moves in a cycle with valid and ready."""
+    dut, rng = tb.dut, tb.rng
+    valid = getattr(dut, f"{port}__valid")
+    payload = getattr(dut, f"{port}__payload")
+    ready = getattr(dut, f"{port}__ready")
+    i = 0
+    while i < len(beats) and not stop["now"]:
+        go = rng.random() >= idle
+        valid.value = int(go)
+        payload.value = beats[i] if go else 0
+        await ReadOnly()
+        taken = go and int(ready.value)
+        await RisingEdge(dut.clk)
+        i += taken
+    valid.value = 0

@@ -17,7 +17,7 @@ from cocotb.triggers import ReadOnly, RisingEdge
 
 from golden import bsfp, dsp
 from hw.dsp_linear_unit import act_layout, cmd_layout, result_layout, weight_layout
-from sim.bench import TB, params
+from sim.bench import TB, drive_stream, field, pack, params
 
 #: FP16 activations that exercise the contract's edges: NaN, ±Inf, ±0, the
 #: subnormals the DSP flushes, the smallest normal, the largest finite.
@@ -25,13 +25,6 @@ SPECIALS = np.array([0x7E00, 0x7C00, 0xFC00, 0x0000, 0x8000, 0x0001, 0x83FF, 0x0
                      0xFBFF, 0x3C00, 0xBC00], dtype=np.uint16)
 
 
-def _pack(layout, value):
-    return layout.const(value).as_value().value
-
-
-def _field(word, layout, name):
-    f = layout[name]
-    return (word >> f.offset) & ((1 << f.width) - 1)
 
 
 class Job:
@@ -66,7 +59,7 @@ class Job:
         scaled = bsfp.restore_stored(t.stored, config=t.config)
         weight15 = ((scaled >> 15) << 14) | (scaled & 0x3FFF)
         kk = t.scale_per_weight()
-        self.cmd = _pack(cmd_layout(slots, max_tokens, max_k),
+        self.cmd = pack(cmd_layout(slots, max_tokens, max_k),
                          {"mode": self.mode, "steps": K, "n_rows": R, "n_tokens": T})
         wl, xl = weight_layout(rows), act_layout()
         # col_beats[k][g]: column g's beat of input k (rows h * cols + g).
@@ -80,9 +73,9 @@ class Job:
                     if r < R:
                         slot[h] = {"weight": int(weight15[r, j]), "nibble": int(t.nibbles[r, j]),
                                    "k": int(kk[r, j])}
-                beats.append(_pack(wl, {"slot": slot}))
+                beats.append(pack(wl, {"slot": slot}))
             self.col_beats.append(beats)
-        self.x_beats = [_pack(xl, {"act": int(x[tt, j])}) for j in range(K) for tt in range(T)]
+        self.x_beats = [pack(xl, {"act": int(x[tt, j])}) for j in range(K) for tt in range(T)]
 
     def w_beats(self, port, ports):
         """Beats of weight port ``port``: its columns ``g ≡ port (mod ports)``, per input."""
@@ -102,29 +95,12 @@ class Job:
 
 def _drivers(tb, jobs, idle, stop):
     ports = params()["weight_ports"]
-    ds = [cocotb.start_soon(_drive(tb, "cmd", [j.cmd for j in jobs], idle, stop)),
-          cocotb.start_soon(_drive(tb, "x", [b for j in jobs for b in j.x_beats], idle, stop))]
+    ds = [cocotb.start_soon(drive_stream(tb, "cmd", [j.cmd for j in jobs], idle, stop)),
+          cocotb.start_soon(drive_stream(tb, "x", [b for j in jobs for b in j.x_beats], idle, stop))]
     for p in range(ports):
-        ds.append(cocotb.start_soon(_drive(tb, f"w__{p}", [b for j in jobs for b in j.w_beats(p, ports)],
+        ds.append(cocotb.start_soon(drive_stream(tb, f"w__{p}", [b for j in jobs for b in j.w_beats(p, ports)],
                                            idle, stop)))
     return ds
-
-
-async def _drive(tb, port, beats, idle, stop):
-    dut, rng = tb.dut, tb.rng
-    valid = getattr(dut, f"{port}__valid")
-    payload = getattr(dut, f"{port}__payload")
-    ready = getattr(dut, f"{port}__ready")
-    i = 0
-    while i < len(beats) and not stop["now"]:
-        go = rng.random() >= idle
-        valid.value = int(go)
-        payload.value = beats[i] if go else 0
-        await ReadOnly()
-        taken = go and int(ready.value)
-        await RisingEdge(dut.clk)
-        i += taken
-    valid.value = 0
 
 
 async def _monitor(tb, jobs, stall, layout, cols, got, stop):
@@ -140,12 +116,12 @@ async def _monitor(tb, jobs, stall, layout, cols, got, stop):
             n, (h, tt, last, vals) = expected.popleft()
             job = jobs[n]
             ctx = f"job {n} (mode {job.mode}, K {job.steps}, T {job.n_tokens}, rows {job.n_rows})"
-            assert (_field(word, layout, "h"), _field(word, layout, "t")) == (h, tt), \
-                f"{ctx}: beat (h, t) = ({_field(word, layout, 'h')}, {_field(word, layout, 't')}), " \
+            assert (field(word, layout, "h"), field(word, layout, "t")) == (h, tt), \
+                f"{ctx}: beat (h, t) = ({field(word, layout, 'h')}, {field(word, layout, 't')}), " \
                 f"expected ({h}, {tt})"
-            assert _field(word, layout, "last") == last, f"{ctx} beat ({h}, {tt}): last"
+            assert field(word, layout, "last") == last, f"{ctx} beat ({h}, {tt}): last"
             want_valid = sum(1 << g for g in vals)
-            assert _field(word, layout, "row_valid") == want_valid, f"{ctx} beat ({h}, {tt}): row_valid"
+            assert field(word, layout, "row_valid") == want_valid, f"{ctx} beat ({h}, {tt}): row_valid"
             for g, want in vals.items():
                 bits = (word >> (off + 32 * g)) & 0xFFFF_FFFF
                 assert bits == want, (f"{ctx} row {h * cols + g} token {tt}: got {bits:#010x}, "
@@ -277,9 +253,9 @@ async def latency(dut):
     dut.y__ready.value = 1
     stop = {"now": False}
     ports = p["weight_ports"]
-    cocotb.start_soon(_drive(tb, "cmd", [job.cmd], 0.0, stop))
+    cocotb.start_soon(drive_stream(tb, "cmd", [job.cmd], 0.0, stop))
     for q in range(ports):
-        cocotb.start_soon(_drive(tb, f"w__{q}", job.w_beats(q, ports), 0.0, stop))
+        cocotb.start_soon(drive_stream(tb, f"w__{q}", job.w_beats(q, ports), 0.0, stop))
     last = None
     for i, beat in enumerate(job.x_beats):
         dut.x__valid.value, dut.x__payload.value = 1, beat

@@ -19,16 +19,9 @@ from golden import bsfp
 from golden.fp import FORMATS
 from hw.dual_mode_pe import SCALE_BITS
 from hw.linear_unit import act_layout, cmd_layout, result_layout, weight_layout
-from sim.bench import TB, params
+from sim.bench import TB, drive_stream, field, pack, params
 
 
-def _pack(layout, value):
-    return layout.const(value).as_value().value
-
-
-def _field(word, layout, name):
-    f = layout[name]
-    return (word >> f.offset) & ((1 << f.width) - 1)
 
 
 def _activations(rng, shape, specials):
@@ -75,7 +68,7 @@ class Job:
         kk = t.scale_per_weight()
         wl, xl, cl = (weight_layout(rows, lanes), act_layout(cols, lanes),
                       cmd_layout(rows, cols, max_k))
-        self.cmd = _pack(cl, {"mode": self.mode, "steps": self.steps, "n_rows": self.n_rows,
+        self.cmd = pack(cl, {"mode": self.mode, "steps": self.steps, "n_rows": self.n_rows,
                               "n_tokens": self.n_tokens})
         self.w_beats, self.x_beats = [], []
         assert int(kk.max(initial=0)) < (1 << SCALE_BITS)
@@ -99,25 +92,8 @@ class Job:
                 for lane, i in enumerate(idx):
                     if valid[lane]:
                         xb["act"][c][lane] = int(x[c, i])
-            self.w_beats.append(_pack(wl, wb))
-            self.x_beats.append(_pack(xl, xb))
-
-
-async def _drive(tb, port, beats, idle, stop):
-    dut, rng = tb.dut, tb.rng
-    valid = getattr(dut, f"{port}__valid")
-    payload = getattr(dut, f"{port}__payload")
-    ready = getattr(dut, f"{port}__ready")
-    i = 0
-    while i < len(beats) and not stop["now"]:
-        go = rng.random() >= idle
-        valid.value = int(go)
-        payload.value = beats[i] if go else 0
-        await ReadOnly()
-        taken = go and int(ready.value)
-        await RisingEdge(dut.clk)
-        i += taken
-    valid.value = 0
+            self.w_beats.append(pack(wl, wb))
+            self.x_beats.append(pack(xl, xb))
 
 
 async def _monitor(tb, jobs, stall, layout, fmt_width, cols, got_rows, stop):
@@ -133,10 +109,10 @@ async def _monitor(tb, jobs, stall, layout, fmt_width, cols, got_rows, stop):
         if ready and int(dut.y__valid.value):
             word = int(dut.y__payload.value)
             n, r, job = expected.popleft()
-            row = _field(word, layout, "row")
+            row = field(word, layout, "row")
             off_v = layout["value"].offset
-            mask_t = _field(word, layout, "token_valid")
-            last = _field(word, layout, "last")
+            mask_t = field(word, layout, "token_valid")
+            last = field(word, layout, "last")
             assert row == r, f"job {n}: got row {row}, expected row {r}"
             assert mask_t == (1 << job.n_tokens) - 1, f"job {n} row {r}: token_valid {mask_t:b}"
             assert last == (r == job.n_rows - 1), f"job {n} row {r}: last={last}"
@@ -157,9 +133,9 @@ async def run_jobs(tb, jobs, *, idle, stall, max_cycles):
     stop = {"now": False}
     got = []
     drivers = [
-        cocotb.start_soon(_drive(tb, "cmd", [j.cmd for j in jobs], idle, stop)),
-        cocotb.start_soon(_drive(tb, "w", [b for j in jobs for b in j.w_beats], idle, stop)),
-        cocotb.start_soon(_drive(tb, "x", [b for j in jobs for b in j.x_beats], idle, stop)),
+        cocotb.start_soon(drive_stream(tb, "cmd", [j.cmd for j in jobs], idle, stop)),
+        cocotb.start_soon(drive_stream(tb, "w", [b for j in jobs for b in j.w_beats], idle, stop)),
+        cocotb.start_soon(drive_stream(tb, "x", [b for j in jobs for b in j.x_beats], idle, stop)),
     ]
     mon = cocotb.start_soon(_monitor(tb, jobs, stall, result_layout(rows, cols, fmt), fmt.width,
                                      cols, got, stop))
@@ -237,9 +213,9 @@ async def reset_mid_job(dut):
     await _reset(tb)
     stop = {"now": False}
     old = [Job(rng, **c) for _ in range(4)]
-    tasks = [cocotb.start_soon(_drive(tb, "cmd", [j.cmd for j in old], 0.2, stop)),
-             cocotb.start_soon(_drive(tb, "w", [b for j in old for b in j.w_beats], 0.2, stop)),
-             cocotb.start_soon(_drive(tb, "x", [b for j in old for b in j.x_beats], 0.2, stop))]
+    tasks = [cocotb.start_soon(drive_stream(tb, "cmd", [j.cmd for j in old], 0.2, stop)),
+             cocotb.start_soon(drive_stream(tb, "w", [b for j in old for b in j.w_beats], 0.2, stop)),
+             cocotb.start_soon(drive_stream(tb, "x", [b for j in old for b in j.x_beats], 0.2, stop))]
     dut.y__ready.value = 0
     for _ in range(int(rng.integers(3, 3 * c["max_k"]))):
         await RisingEdge(dut.clk)
