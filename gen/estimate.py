@@ -775,12 +775,15 @@ def add_parser(sub):
     return p
 
 
-#: Device capacities for the utilization columns: VC1902 from AMD's Versal AI Core
-#: product table; VH1582 LUTs implied by the seed (975k LUT = 56.6%).
-DEVICE = {
-    "vck190": {"part": "xcvc1902", "LUT": 899_840, "FF": 1_799_680, "DSP58": 1968},
-    "vhk158": {"part": "xcvh1582", "LUT": round(975_000 / 0.566), "DSP58": 7392},
-}
+def _device(board):
+    """Capacities of a board preset's part, from ``BoardConfig`` (sources there)."""
+    b = preset(board).board
+    caps = {k: v for k, v in b.capacities.items() if v}
+    return dict(caps, part=b.part.split("-")[0]) if b.part else None
+
+
+#: Device capacities for the utilization columns, read from the board presets.
+DEVICE = {n: _device(n) for n in ("vck190", "vhk158")}
 
 #: Which blocks of ours stand for which line of the seed's table.
 SEED_ROWS = (("Linear unit", ("LinearUnit",)), ("SSM unit", ("SSMUnit",)),
