@@ -174,7 +174,7 @@ class MACColumn(wiring.Component):
         (one fan-out stage of ``height`` loads).
     weights : In(ArrayLayout(slot_weight_layout(), height))
         Slot ``h``'s weight of the operation, registered with ``op``.
-    drain_en, drain_h, drain_addr : In
+    drain_h, drain_addr : In
         A drain read: slot ``drain_h``'s word ``drain_addr``, registered here;
         ``value`` shows it three cycles after the request.
     value : Out(32)
