@@ -432,15 +432,19 @@ class DSPLinearUnit(wiring.Component):
 
         A buffer takes its next beat in the cycle its beat is used, so a full
         stream keeps the array at one weight beat per cycle (T = 1). "Every
-        buffer is full" (``w_valid``) is a register, computed from the buffers'
-        next state: the AND over all columns is not on the path from the
-        operation to the buffers' enables.
+        buffer is full" (``w_valid``) is a register: the AND of the buffers' next
+        state, formed for both values of ``use_w`` from registers and the ports'
+        ``valid``, so the operation only selects between the two.
         """
         G, P = self._cols, self._ports
         layout = weight_layout(self._rows)
         bufs = [Signal(layout, name=f"wbuf{g}") for g in range(G)]
         full = [Signal(name=f"wbuf{g}_full") for g in range(G)]
-        full_next = [Signal(name=f"wbuf{g}_full_next") for g in range(G)]
+        # Column g's next "full", for each value of use_w: without a use it fills if
+        # its port offers its beat (sel) or stays full; with a use it holds only a
+        # beat arriving in the same cycle.
+        next_kept = [Signal(name=f"wbuf{g}_next_kept") for g in range(G)]
+        next_used = [Signal(name=f"wbuf{g}_next_used") for g in range(G)]
         for p, port in enumerate(self.w):
             cols = list(range(p, G, P))
             ptr = Signal(range(max(len(cols), 2)), name=f"wport{p}_col")
@@ -448,16 +452,21 @@ class DSPLinearUnit(wiring.Component):
             m.d.comb += port.ready.eq(_select(free, ptr) if len(cols) > 1 else free[0])
             take = port.valid & port.ready
             for i, g in enumerate(cols):
-                # ("== 0" would be a reduce-not, which Verilator's -Wall rejects.)
-                here = take & ((~ptr.any() if i == 0 else ptr == i) if len(cols) > 1 else 1)
+                # The port's beat is column g's ("== 0" would be a reduce-not, which
+                # Verilator's -Wall rejects).
+                sel = (~ptr.any() if i == 0 else ptr == i) if len(cols) > 1 else 1
+                here = take & sel
                 with m.If(here):
                     m.d.sync += bufs[g].eq(port.payload)
-                m.d.comb += full_next[g].eq((full[g] & ~use_w) | here)
-                m.d.sync += full[g].eq(full_next[g])
+                m.d.sync += full[g].eq((full[g] & ~use_w) | here)
+                m.d.comb += [next_kept[g].eq(full[g] | (port.valid & sel)),
+                             next_used[g].eq(port.valid & sel)]
             if len(cols) > 1:
                 with m.If(take):
                     m.d.sync += ptr.eq(Mux(ptr == len(cols) - 1, 0, ptr + 1))
-        m.d.sync += w_valid.eq(Cat(full_next).all())
+        # = AND of every column's next "full", with use_w (late: it depends on the
+        # operation) only in the last multiplexer.
+        m.d.sync += w_valid.eq(Mux(use_w, Cat(next_used).all(), Cat(next_kept).all()))
         return [b.slot for b in bufs]
 
     def elaborate(self, platform):
