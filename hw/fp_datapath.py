@@ -79,7 +79,9 @@ class StagedFPUnit(Staged, wiring.Component):
         super().__init__(self.members(fmt))
 
     def members(self, fmt):
-        raise NotImplementedError
+        """The signature members of a unit of ``fmt``; every subclass defines its own."""
+        raise TypeError(f"{type(self).__name__} must define members(fmt): StagedFPUnit is a "
+                        f"base class, not a unit")
 
     @property
     def fmt(self):
