@@ -325,3 +325,24 @@ async def utilization(dut):
                 "utilization_end_to_end": macs / (slots * box["cycles"])}
     with open(p["report"], "w") as f:
         json.dump(report, f, indent=1)
+
+
+@cocotb.test()
+async def many_dot_products(dut):
+    """``params()["dot_products"]`` random dot products (short K, every T, both passes, a
+    fifth of the jobs with IEEE specials), under light idle and back-pressure."""
+    p = params()
+    if "dot_products" not in p:
+        return
+    tb = TB(dut)
+    rng = _rng(tb)
+    c = _config()
+    await _reset(tb)
+    slots, done = c["rows"] * c["cols"], 0
+    while done < p["dot_products"]:
+        jobs = [Job(rng, **c, steps=int(rng.integers(1, 4)), n_rows=slots,
+                    n_tokens=int(rng.integers(1, c["max_tokens"] + 1)), specials=i % 5 == 0)
+                for i in range(50)]
+        await run_jobs(tb, jobs, idle=0.05, stall=0.05, max_cycles=1_000_000)
+        done += sum(j.n_rows * j.n_tokens for j in jobs)
+    tb.dut._log.info(f"checked {done} dot products bit for bit")

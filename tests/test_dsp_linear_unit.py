@@ -64,3 +64,14 @@ def test_cycle_model_matches_rtl_and_slots_stay_busy():
         # Two short jobs (K = 64): the fill and the last drain (15 cycles at T = 1) are
         # the only idle slot-cycles; make bench measures K = 256 (docs/perf.md).
         assert r["utilization_end_to_end"] >= 0.85, (key, r)
+
+
+@pytest.mark.sim
+@pytest.mark.slow
+def test_a_million_dot_products():
+    """At least 10**6 dot products through 4 x 8 MAC slots, bit for bit golden.dsp."""
+    unit = _unit(4, 8, 16, 4, 8)
+    run_bench(unit, name=unit.module_name, module="sim.dsp_linear_unit",
+              testcase=["many_dot_products"],
+              params={"rows": 4, "cols": 8, "max_tokens": 16, "max_k": 4, "weight_ports": 8,
+                      "dot_products": 1_000_000}, cxx_opt="-O0")
