@@ -17,7 +17,8 @@ pass, ``T = 1``). This array broadcasts in *time* instead:
   ``max_tokens`` words, so a finished tile drains while the next one runs). For
   ``T = 1`` the DSP accumulates on its own P register (``P = M + P``); for
   ``T ≥ 2`` thread ``t``'s partial sum enters the C port from the LUT-RAM
-  (``P = M + C``), two cycles after it was written;
+  (``P = M + C``), ``T`` cycles after its previous read: the P register and the
+  write back take the two cycles that ``T ≥ 2`` leaves;
 * the draft pass is the same array at ``T = 1`` with the weight path fed from
   the BSFP nibble plane (SPEQ, arXiv 2510.18525): SPEQ's dual mode is a
   property of each slot's weight path, not of its multiplier.
