@@ -1,4 +1,4 @@
-"""Properties of the performance model (``gen/perf_model.py``) and ``specgen perf``."""
+"""Properties of the performance model (``gen/perf/system.py``) and ``specgen perf``."""
 
 import dataclasses
 import json
@@ -7,8 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from gen.cli import main
-from gen.perf_model import (JSON_KEYS, PE_LATENCY, SEED, Accelerator, LinearJob, SSMTiming, StepConfig,
+from gen.cli.commands import main
+from gen.perf.system import (JSON_KEYS, PE_LATENCY, SEED, Accelerator, LinearJob, SSMTiming, StepConfig,
                             accelerator, expected_tokens, linear_schedule, mamba_dims, matmul_jobs,
                             model_names, paper_rows, perf_board_names, seed_step, speq_step,
                             ssm_stream, step_model, weight_bytes)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..output import write_files
+from gen.cli.output import write_files
 from . import load_model, manifest, model_names
 
 __all__ = ["write_card", "bsfp_profile", "LOSS_PLOT"]

@@ -29,7 +29,7 @@ import time
 
 import numpy as np
 
-from .errors import CLIError
+from gen.cli.errors import CLIError
 
 __all__ = ["add_parser", "run", "heldout_prompts", "per_depth_acceptance", "agreement",
            "build_pair", "measure"]
@@ -41,8 +41,8 @@ DEFAULT_TREE = {SPEQ: (1,) * 8, "model": (2, 2, 1, 1)}
 def heldout_prompts(*, n, length, extra=0):
     """``n`` prompts of ``length`` bytes (plus ``extra`` following bytes) from the held-out
     split, evenly spaced, each starting at a line start."""
-    from .models import manifest
-    from .models.corpus import load_corpus
+    from gen.models import manifest
+    from gen.models.corpus import load_corpus
     data = load_corpus(expect={"heldout": manifest()["corpus"]["sha256"]["heldout"]})["heldout"]
     out = []
     for i in range(n):
@@ -85,7 +85,7 @@ def build_pair(*, model, draft, bsfp="E3M0", group_size=None):
     from golden.bsfp import BSFPConfig
     from golden.lm import speq_pair
 
-    from .models import load_model
+    from gen.models import load_model
     target = load_model(model)
     if draft == SPEQ:
         pair = speq_pair(target, bsfp=BSFPConfig(draft=bsfp, group_size=group_size))
@@ -156,8 +156,8 @@ def run(args, *, out=None):
     """Measure for parsed ``args`` and print the report."""
     from golden.bsfp import DRAFT_FORMATS
 
-    from .models import model_names
-    from .perf_cli import parse_tree
+    from gen.models import model_names
+    from gen.perf.cli import parse_tree
     out = sys.stdout if out is None else out
     names = model_names()
     if args.model not in names:

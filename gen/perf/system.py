@@ -2,7 +2,7 @@
 
 Two layers, both derived from the same config objects as the RTL:
 
-**Block cycle models** (calibrated against the RTL by ``gen/perf_calibrate.py``,
+**Block cycle models** (calibrated against the RTL by ``gen/perf/calibrate.py``,
 ``docs/perf-model.md``):
 
 * :func:`linear_schedule`: cycles of a stream of ``LinearUnit`` jobs, exact
@@ -453,7 +453,7 @@ class SSMStream:
         return self.last_y[-1]
 
     def steady_cycles_per_token(self):
-        """Mean gap between consecutive last ``y`` over the second half (as ``gen/bench_ssm.py``)."""
+        """Mean gap between consecutive last ``y`` over the second half (as ``gen/bench/ssm.py``)."""
         gaps = [b - a for a, b in zip(self.last_y, self.last_y[1:])]
         tail = gaps[(len(self.last_y) - 1) // 2:]
         return sum(tail) / len(tail) if tail else float("nan")
@@ -640,7 +640,7 @@ class Calibration:
     linear: float = 1.0
     ssm: float = 1.0
     tree: float = 1.0
-    source: str = "gen/perf_calibrate.py: block models match the RTL cycle for cycle"
+    source: str = "gen/perf/calibrate.py: block models match the RTL cycle for cycle"
 
     def __post_init__(self):
         for f in ("linear", "ssm", "tree"):

@@ -10,14 +10,14 @@ k = 1 and the subnormal path runs. Times are the best of 3 ``perf_counter`` runs
 
 import numpy as np
 
-from gen.timing import best_of
+from gen.bench.timing import best_of
 
 from golden.bsfp import BSFPConfig, encode
 
 __all__ = ["benchmarks", "SHAPE"]
 
 SHAPE = (2560, 10240)
-COMMAND = "python -c 'from gen.bench_bsfp import benchmarks; print(benchmarks())'"
+COMMAND = "python -c 'from gen.bench.bsfp import benchmarks; print(benchmarks())'"
 
 
 def _matrix(seed=0):

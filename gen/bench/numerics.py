@@ -11,14 +11,14 @@ import sys
 
 import numpy as np
 
-from gen.timing import best_of
+from gen.bench.timing import best_of
 
 from golden.dot import dot
 from golden.fp import FP16, FP32, add, mul
 
 __all__ = ["benchmarks"]
 
-_COMMAND = "python -m gen.bench_numerics"
+_COMMAND = "python -m gen.bench.numerics"
 
 
 def _finite_fp16(rng, shape):

@@ -3,7 +3,7 @@
 
 import re
 
-from .errors import CLIError
+from gen.cli.errors import CLIError
 
 __all__ = ["blocks", "block_kind", "select_blocks"]
 

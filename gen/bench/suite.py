@@ -6,9 +6,9 @@ report has three parts:
 
 1. measured benchmarks (:data:`BENCH_MODULES`, Verilog emission time against
    preset and array size, Verilator simulation throughput);
-2. the calibration table of the block cycle models (:mod:`gen.perf_calibrate`:
+2. the calibration table of the block cycle models (:mod:`gen.perf.calibrate`:
    model against RTL cycle counts, simulator named per row);
-3. the performance model's figures beside the papers' (:mod:`gen.perf_report`),
+3. the performance model's figures beside the papers' (:mod:`gen.perf.report`),
    with the plots written next to the report.
 """
 
@@ -22,14 +22,14 @@ import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from .errors import CLIError
+from gen.cli.errors import CLIError
 
 __all__ = ["write_bench", "collect", "bench_rtl", "bench_emission", "bench_emission_sizes",
            "calibration_section", "model_section", "EMISSION_SIZES", "emit_linear_unit"]
 
 #: Modules with a ``benchmarks()`` function returning records
 #: ``{"name", "value", "unit", "command", "note"}``.
-BENCH_MODULES = ["gen.bench_numerics", "gen.bench_bsfp", "gen.bench_linear", "gen.bench_ssm"]
+BENCH_MODULES = ["gen.bench.numerics", "gen.bench.bsfp", "gen.bench.linear", "gen.bench.ssm"]
 
 
 def _machine():
@@ -214,11 +214,11 @@ def bench_emission_sizes(*, budget_s=120.0):
     for r, c in EMISSION_SIZES:
         with tempfile.TemporaryDirectory() as tmp:
             out = Path(tmp) / "lu.v"
-            dt, peak = _child(["-c", f"from gen.bench import emit_linear_unit; "
+            dt, peak = _child(["-c", f"from gen.bench.suite import emit_linear_unit; "
                                      f"emit_linear_unit({r}, {c}, {str(out)!r})"])
             text = out.read_text()
         rows.append({"name": f"emit LinearUnit {r}x{c}", "value": round(dt, 2), "unit": "s",
-                     "command": "python -c 'from gen.bench import bench_emission_sizes; "
+                     "command": "python -c 'from gen.bench.suite import bench_emission_sizes; "
                                 "print(bench_emission_sizes())'",
                      "note": f"{r * c} PEs, q3, max_k 8192, hw.hierarchy.convert; "
                              f"{len(text):,} bytes, {_module_count(text):,} modules; "
@@ -248,15 +248,15 @@ def _git_rev():
 
 def calibration_section():
     """Markdown of the calibration table (every config; Verilator where builds are cheap)."""
-    from .perf_calibrate import TOLERANCE, calibration_rows
-    from .perf_report import calibration_markdown
+    from gen.perf.calibrate import TOLERANCE, calibration_rows
+    from gen.perf.report import calibration_markdown
 
     records = calibration_rows()
     worst = max(r["error"] for r in records)
     return "\n".join([
         "## Calibration of the block cycle models", "",
-        "`gen/perf_model.py` against cycle counts measured on the RTL by `gen/perf_calibrate.py` "
-        "(`python -c 'from gen.perf_calibrate import calibration_rows; calibration_rows()'`; "
+        "`gen/perf/system.py` against cycle counts measured on the RTL by `gen/perf/calibrate.py` "
+        "(`python -c 'from gen.perf.calibrate import calibration_rows; calibration_rows()'`; "
         "tests: `tests/test_perf_calibration.py`, which fails above "
         f"{100 * TOLERANCE:.0f} %). Simulator `amaranth`: Amaranth's Python simulator, cycle "
         "accurate on the elaborated RTL; `verilator`: cocotb 2.1 on Verilator "
@@ -269,8 +269,8 @@ def calibration_section():
 
 def model_section(plot_dir):
     """Markdown of the performance model beside the papers; writes the plots into ``plot_dir``."""
-    from .perf_model import paper_rows
-    from .perf_report import model_markdown, write_plots
+    from gen.perf.system import paper_rows
+    from gen.perf.report import model_markdown, write_plots
 
     plots = write_plots(plot_dir)
     return model_markdown(paper_rows(), plots=plots) + "\n"

@@ -12,7 +12,7 @@ is JSON-quoted, which YAML reads as it is.
 
 import json
 
-from .output import specgen_version
+from gen.cli.output import specgen_version
 
 __all__ = ["core_name", "core_text", "CORE_VENDOR", "CORE_LIBRARY"]
 

@@ -16,7 +16,7 @@ import argparse
 import os
 import sys
 
-from .errors import CLIError
+from gen.cli.errors import CLIError
 
 __all__ = ["main", "build_parser", "iter_commands", "CLIError", "EXIT_USAGE", "EXIT_INTERRUPTED", "EXIT_BROKEN_PIPE"]
 
@@ -47,50 +47,50 @@ def int_at_least(low):
 
 
 def _progress(args):
-    from .progress import Progress
+    from gen.cli.progress import Progress
     return Progress.from_args(args)
 
 
 def _summary(args, command, paths, **kwargs):
-    from .progress import summary_lines
+    from gen.cli.progress import summary_lines
     _progress(args).summary(summary_lines(command, paths, **kwargs))
 
 
 def _cmd_verilog(args):
-    from .design import resolve_config
-    from .emit import write_verilog
+    from gen.cli.design import resolve_config
+    from gen.emit.verilog import write_verilog
     write_verilog(config=resolve_config(args), out=args.out, progress=_progress(args),
                   only=args.only)
 
 
 def _cmd_golden(args):
-    from .design import resolve_config
-    from .golden_vectors import DEFAULT_CONFIG, write_golden
+    from gen.cli.design import resolve_config
+    from gen.emit.golden_vectors import DEFAULT_CONFIG, write_golden
     write_golden(out=args.out, seed=args.seed, config=resolve_config(args) or DEFAULT_CONFIG,
                  progress=_progress(args), only=args.block)
 
 
 def _cmd_bsfp_study(args):
-    from .bsfp_study import write_study
+    from gen.studies.bsfp import write_study
     _progress(args).status("reading the weights and running the study")
     paths = write_study(out=args.out)["files"]
     _summary(args, "bsfp-study", paths, root=args.out)
 
 
 def _cmd_ssm_budget(args):
-    from .ssm_error_budget import write_error_budget
+    from gen.studies.ssm_error_budget import write_error_budget
     write_error_budget(out=args.out, steps=args.steps, seed=args.seed, progress=_progress(args))
 
 
 def _cmd_bench(args):
-    from .bench import write_bench
+    from gen.bench.suite import write_bench
     _progress(args).status("running the benchmarks (minutes)")
     write_bench(out=args.out, echo=not args.quiet)
     _summary(args, "bench", [args.out])
 
 
 def _cmd_backtrack_cost(args):
-    from .backtrack_cost import write_backtrack_table
+    from gen.studies.backtrack_cost import write_backtrack_table
     _summary(args, "backtrack-cost", [write_backtrack_table(out=args.out)])
 
 
@@ -112,9 +112,9 @@ def add_quiet(parser):
 
 
 def build_parser():
-    from .design import add_config_parser, add_design_args
-    from .output import specgen_version
-    from .ssm_error_budget import MIN_STEPS
+    from gen.cli.design import add_config_parser, add_design_args
+    from gen.cli.output import specgen_version
+    from gen.studies.ssm_error_budget import MIN_STEPS
 
     parser = _Parser(
         prog="specgen",
@@ -160,21 +160,21 @@ def build_parser():
     p.add_argument("--out", default="docs", metavar="DIR", help="output folder (default docs)")
     p.set_defaults(func=_cmd_backtrack_cost)
 
-    from .perf_cli import add_parser as add_perf_parser
-    add_perf_parser(sub)    # specgen perf: the performance model (gen/perf_cli.py)
+    from gen.perf.cli import add_parser as add_perf_parser
+    add_perf_parser(sub)    # specgen perf: the performance model (gen/perf/cli.py)
 
-    from .estimate import add_parser as add_estimate_parser
-    add_estimate_parser(sub)    # specgen estimate: yosys proxy resources and depth (gen/estimate.py)
+    from gen.estimate.report import add_parser as add_estimate_parser
+    add_estimate_parser(sub)    # specgen estimate: yosys proxy resources and depth (gen/estimate/report.py)
 
-    from .dsp_numerics import add_parser as add_dsp_numerics_parser
+    from gen.studies.dsp_numerics import add_parser as add_dsp_numerics_parser
     add_dsp_numerics_parser(sub)    # specgen dsp-numerics: contract v2 on real weights
 
-    from .acceptance import add_parser as add_acceptance_parser
-    add_acceptance_parser(sub)    # specgen acceptance: measured acceptance (gen/acceptance.py)
+    from gen.studies.acceptance import add_parser as add_acceptance_parser
+    add_acceptance_parser(sub)    # specgen acceptance: measured acceptance (gen/studies/acceptance.py)
 
-    add_config_parser(sub)    # specgen config show|schema: design files (gen/design.py)
+    add_config_parser(sub)    # specgen config show|schema: design files (gen/cli/design.py)
 
-    # Every command, whichever module added it: --quiet (gen/progress.py).
+    # Every command, whichever module added it: --quiet (gen/cli/progress.py).
     add_quiet(parser)
     return parser
 

@@ -30,7 +30,7 @@ from golden.config import preset, preset_names
 from golden.config_io import ConfigError, apply_overrides, config_from_dict, config_schema, \
     parse_override
 
-from .errors import CLIError
+from gen.cli.errors import CLIError
 
 __all__ = ["add_design_args", "resolve_config", "load_design_file", "add_config_parser",
            "FORMATS"]

@@ -18,7 +18,7 @@ from golden.backtrack_cost import (SEED_CLAIMS, SEED_TOKENS_PER_STEP, SEED_VHK15
 from golden.mamba2 import MAMBA2_SIZES
 from golden.tree import TreeShape, seed_shapes
 
-from .output import write_files
+from gen.cli.output import write_files
 
 __all__ = ["COMMAND", "FILENAME", "SEED_PAIR", "backtrack_markdown", "write_backtrack_table"]
 

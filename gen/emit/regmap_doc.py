@@ -4,7 +4,7 @@ The register layout is the same for every preset; capability values, reset
 dimensions and the size of the tree table follow the preset's config. The
 document shows the ``vhk158`` map and a table of what differs per preset.
 
-Regenerate with ``python -m gen.regmap_doc`` (``tests/test_regmap.py`` fails
+Regenerate with ``python -m gen.emit.regmap_doc`` (``tests/test_regmap.py`` fails
 while ``docs/regmap.md`` is stale).
 """
 
@@ -61,9 +61,9 @@ def render_regmap_doc():
     return "\n".join([
         intro.rstrip(),
         "",
-        "Generated from `hw/regmap.py` (`accelerator_regmap`) by `python -m gen.regmap_doc`; do "
+        "Generated from `hw/regmap.py` (`accelerator_regmap`) by `python -m gen.emit.regmap_doc`; do "
         "not edit. The same description builds the RTL register file (`hw/axi_lite.py`, "
-        f"`AXI4LiteRegisterFile`) and the C header `{HEADER_NAME}` (`gen.regmap_doc.c_header`).",
+        f"`AXI4LiteRegisterFile`) and the C header `{HEADER_NAME}` (`gen.emit.regmap_doc.c_header`).",
         "",
         "Bus behaviour: 32-bit data, registers decoded from the word address; one outstanding "
         "write and one outstanding read; `wstrb` selects the bytes a write changes; an address "

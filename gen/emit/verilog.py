@@ -11,20 +11,20 @@ from golden.config import preset
 from hw.hierarchy import ModuleLibrary, convert
 from hw.regmap import accelerator_regmap
 
-from .blocks import block_kind, blocks, select_blocks  # noqa: F401 (re-exported)
-from .dsp_check import write_dsp_check
-from .errors import CLIError
-from .regmap_doc import c_header
-from .regmap_rdl import write_regmap_files
-from .fusesoc import core_text
-from .vivado import XDC, write_vivado_flow
-from .output import MANIFEST, atomic_dir, write_manifest
-from .progress import summary_lines
+from gen.emit.blocks import block_kind, blocks, select_blocks  # noqa: F401 (re-exported)
+from gen.emit.dsp_check import write_dsp_check
+from gen.cli.errors import CLIError
+from gen.emit.regmap_doc import c_header
+from gen.emit.regmap_rdl import write_regmap_files
+from gen.emit.fusesoc import core_text
+from gen.emit.vivado import XDC, write_vivado_flow
+from gen.cli.output import MANIFEST, atomic_dir, write_manifest
+from gen.cli.progress import summary_lines
 
 __all__ = ["blocks", "write_verilog"]
 
 
-#: The command kind recorded in the manifest (:func:`gen.output.atomic_dir`).
+#: The command kind recorded in the manifest (:func:`gen.cli.output.atomic_dir`).
 COMMAND = "verilog"
 
 #: Files beside the Verilog and the Vivado flow, for the folder's README.
@@ -41,11 +41,11 @@ EXTRA_FILES = {
 def fit_notes(config):
     """The summary's verdict for a design: DSP58 against the board, and the timing budget.
 
-    The DSP58 count is analytical (:func:`gen.estimate.analytical_dsp58`); logic
+    The DSP58 count is analytical (:func:`gen.estimate.report.analytical_dsp58`); logic
     depth needs a synthesis, so the timing line names the budget and the command
     that measures it.
     """
-    from .estimate import analytical_dsp58, level_budget
+    from gen.estimate.report import analytical_dsp58, level_budget
     d = analytical_dsp58(config)
     mhz = config.board.clock_mhz
     if d["budget"]:
@@ -68,12 +68,12 @@ def write_verilog(*, out, config=None, board=None, progress=None, only=None):
     Parameters
     ----------
     out : path
-        Output folder (:func:`gen.output.atomic_dir`).
+        Output folder (:func:`gen.cli.output.atomic_dir`).
     config : golden.config.Config, optional
-        The design (:func:`gen.design.resolve_config`).
+        The design (:func:`gen.cli.design.resolve_config`).
     board : str, optional
         A preset name instead of ``config``.
-    progress : gen.progress.Progress, optional
+    progress : gen.cli.progress.Progress, optional
         Progress while converting, and the closing summary.
     only : sequence of str, optional
         Emit only these blocks (:func:`block_kind` names: ``ring_fifo``,
@@ -107,7 +107,7 @@ def write_verilog(*, out, config=None, board=None, progress=None, only=None):
         # Host software's view of the control registers (docs/regmap.md as C).
         (tmp / "specgen_regs.h").write_text(c_header(config))
         # The same map as SystemRDL, checked against hw.regmap, and PeakRDL's C header,
-        # Markdown and IP-XACT made from it (gen/regmap_rdl.py).
+        # Markdown and IP-XACT made from it (gen/emit/regmap_rdl.py).
         regmap = accelerator_regmap(config)
         write_regmap_files(tmp, regmap)
         # The Vivado flow and the FuseSoC core build the top level from its own file,

@@ -1,4 +1,4 @@
-"""Calibration of the block cycle models of :mod:`gen.perf_model` against the RTL.
+"""Calibration of the block cycle models of :mod:`gen.perf.system` against the RTL.
 
 Each block is driven without idle cycles or back-pressure, the cycle of every
 observable event is recorded, and the same stimulus is fed to the model:
@@ -31,7 +31,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from .perf_model import (LinearJob, SSMTiming, linear_schedule, matmul_jobs, ring_fifo_cycles,
+from gen.perf.system import (LinearJob, SSMTiming, linear_schedule, matmul_jobs, ring_fifo_cycles,
                          ssm_stream, tree_verifier_cycles)
 
 __all__ = [

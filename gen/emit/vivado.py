@@ -36,7 +36,7 @@ from pathlib import Path
 
 from golden.config import PRESETS, Config
 
-from .output import specgen_version
+from gen.cli.output import specgen_version
 
 __all__ = ["write_vivado_flow", "verilog_ports", "bus_interfaces", "Port", "BusInterface",
            "FLOW_FILES", "IP_VENDOR", "IP_LIBRARY", "STAGES"]

@@ -7,8 +7,8 @@
 ``--acceptance FILE`` takes a measured profile, the JSON of ``specgen acceptance --json``
 (:func:`read_acceptance`): its tree, tokens per step and early stopping.
 
-A readable table by default (:func:`gen.perf_report.format_result`), the JSON
-of :meth:`gen.perf_model.StepResult.to_dict` with ``--json``. Unknown names exit
+A readable table by default (:func:`gen.perf.report.format_result`), the JSON
+of :meth:`gen.perf.system.StepResult.to_dict` with ``--json``. Unknown names exit
 with status 2 and a message listing the allowed values; a step the hardware or
 the statistics cannot produce (a tree larger than the board's tree verifier, a
 draft model not smaller than its target, more committed tokens than drafted
@@ -20,7 +20,7 @@ import json
 import sys
 from pathlib import Path
 
-from .errors import CLIError
+from gen.cli.errors import CLIError
 
 __all__ = ["add_parser", "run", "parse_tree", "read_acceptance", "fit_continue_prob"]
 
@@ -74,9 +74,9 @@ def fit_continue_prob(depth, draft_length):
 
 def add_parser(sub):
     """Add the ``perf`` subcommand to ``sub`` (an argparse subparsers object)."""
-    from .perf_model import DRAFT_CHOICES, RESTORE_POLICIES, SIZINGS, model_names, perf_board_names
+    from gen.perf.system import DRAFT_CHOICES, RESTORE_POLICIES, SIZINGS, model_names, perf_board_names
 
-    from .design import add_design_args
+    from gen.cli.design import add_design_args
 
     p = sub.add_parser("perf", help="model tokens/s, time split and tokens/J of one decoding step")
     # --config/--set change the board's clock, bandwidth, arrays and pipelines; the power
@@ -166,7 +166,7 @@ def check_step(args, *, tree, accept, cont, config):
     """
     from golden.tree import TreeShape, fifo_schedule
 
-    from .perf_model import DRAFT_CHOICES, model_names
+    from gen.perf.system import DRAFT_CHOICES, model_names
 
     names = model_names()
     _check_range("--overlap", args.overlap, 0.0, 1.0)
@@ -208,13 +208,13 @@ def check_step(args, *, tree, accept, cont, config):
 
 def run(args, *, out=None):
     """Evaluate the model for parsed ``args`` and print the result."""
-    from .perf_model import (DRAFT_CHOICES, RESTORE_POLICIES, SIZINGS, StepConfig, accelerator,
+    from gen.perf.system import (DRAFT_CHOICES, RESTORE_POLICIES, SIZINGS, StepConfig, accelerator,
                              model_names, perf_board_names, step_model)
-    from .perf_report import format_result
+    from gen.perf.report import format_result
 
     from golden.config import preset
 
-    from .design import resolve_config
+    from gen.cli.design import resolve_config
 
     out = sys.stdout if out is None else out
     if args.board is not None:
@@ -251,7 +251,7 @@ def run(args, *, out=None):
         cont = alpha if speq and alpha is not None else 1.0
     ring = preset(board).tree.fifo_depth
     if config.tree.fifo_depth != ring:
-        # gen.perf_model.step_model schedules the tree on the preset's ring.
+        # gen.perf.system.step_model schedules the tree on the preset's ring.
         raise CLIError(f"tree.fifo_depth {config.tree.fifo_depth} (--config/--set): the "
                        f"performance model uses the {board} preset's ring of {ring} slots; "
                        f"allowed: {ring}")

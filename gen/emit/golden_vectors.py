@@ -25,9 +25,9 @@ from golden import bsfp, dot, fp
 from golden.config import Config, preset
 from golden.ring_fifo import RingFIFOModel
 
-from .errors import CLIError
-from .output import MANIFEST, atomic_dir, write_manifest
-from .progress import Progress, summary_lines
+from gen.cli.errors import CLIError
+from gen.cli.output import MANIFEST, atomic_dir, write_manifest
+from gen.cli.progress import Progress, summary_lines
 
 __all__ = ["SETS", "BLOCK_SETS", "generate", "write_golden", "save_npz"]
 
@@ -274,7 +274,7 @@ def write_golden(*, out, seed=0, config=DEFAULT_CONFIG, progress=None, only=None
     manifest.
 
     ``config`` is a :class:`golden.config.Config` or a preset name;
-    ``progress`` a :class:`gen.progress.Progress` (a bar and the summary). A set
+    ``progress`` a :class:`gen.cli.progress.Progress` (a bar and the summary). A set
     does not depend on which others are written (its generator is seeded by
     ``(seed, set name)``).
     """
