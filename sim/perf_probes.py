@@ -33,7 +33,7 @@ def _field(word, layout, name):
 class LinearProbe:
     """Jobs back to back on :class:`hw.linear_unit.LinearUnit`, ``y`` always ready.
 
-    ``jobs`` are :class:`gen.perf.system.LinearJob`-like tuples ``(mode, steps,
+    ``jobs`` are :class:`gen.perf.blocks.LinearJob`-like tuples ``(mode, steps,
     n_rows, n_tokens)``. ``result``: ``first_y`` (per job, the cycle of its
     first ``y`` transfer), ``end`` (the last ``y``), cycle 0 being the cycle in
     which the first command is taken; ``busy``, ``stall`` (the unit's counters

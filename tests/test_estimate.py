@@ -7,14 +7,9 @@ import sys
 
 import pytest
 
-from gen.estimate.report import (
-    analytical_dsp58,
-    dsp58_per_multiply,
-    estimate_block,
-    level_budget,
-    logic_depth,
-    render_markdown,
-)
+from gen.estimate.depth import level_budget, logic_depth
+from gen.estimate.dsp_model import analytical_dsp58, dsp58_per_multiply
+from gen.estimate.report import estimate_block, render_markdown
 from golden.config import preset, preset_names
 
 

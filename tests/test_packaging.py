@@ -54,6 +54,16 @@ def test_entry_point_package_is_installed():
     assert PYPROJECT["project"]["scripts"]["specgen"] == "gen.cli:main"
 
 
+def test_every_package_is_in_the_wheel():
+    """Each folder with an ``__init__.py`` is in setuptools' list: one missing (a new room of
+    gen/) would be absent from an installed specgen."""
+    listed = set(PYPROJECT["tool"]["setuptools"]["packages"])
+    found = {".".join(p.parent.relative_to(ROOT).parts)
+             for folder in ("hw", "gen", "sim", "golden", "specgen")
+             for p in (ROOT / folder).rglob("__init__.py")}
+    assert found - listed == set()
+
+
 def test_no_unused_board_package():
     # amaranth-boards has no Versal board: the Vivado flow is gen/emit/vivado.py's own.
     deps = " ".join(PYPROJECT["project"]["dependencies"])

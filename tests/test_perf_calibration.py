@@ -1,4 +1,4 @@
-"""Block cycle models (``gen/perf/system.py``) against cycle counts measured on the RTL.
+"""Block cycle models (``gen/perf/blocks.py``) against cycle counts measured on the RTL.
 
 Every case drives the RTL with ``gen/perf/calibrate.py`` (Amaranth's Python
 simulator, or cocotb on Verilator) and fails if the model's total differs from

@@ -103,7 +103,7 @@ def test_accelerator_map_rejects_non_config():
 
 def test_docs_regmap_is_current():
     text = (ROOT / "docs" / "regmap.md").read_text()
-    assert text == render_regmap_doc(), "docs/regmap.md is stale: run python -m gen.emit.regmap_doc"
+    assert text == render_regmap_doc(), "docs/regmap.md is stale: run specgen docs regmap"
 
 
 def test_markdown_lists_every_register_and_field():

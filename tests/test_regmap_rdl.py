@@ -11,7 +11,7 @@ from hw.regmap import ACCESS, accelerator_regmap
 
 pytest.importorskip("systemrdl", reason="systemrdl-compiler not installed")
 from gen.emit.regmap_rdl import (RDL_ACCESS, check_against, compile_rdl, rdl_text,  # noqa: E402
-                            write_regmap_files)
+                                 write_regmap_files)
 
 
 def test_every_access_kind_has_rdl_properties():

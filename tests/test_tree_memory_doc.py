@@ -12,4 +12,4 @@ def test_tree_memory_table_is_current(tmp_path):
     shutil.copy(DOC, tmp_path / "tree.md")
     write_tree_memory(out=tmp_path)
     assert (tmp_path / "tree.md").read_text() == DOC.read_text(), (
-        "docs/tree.md is stale: regenerate its table with gen.studies.tree_memory.write_tree_memory")
+        "docs/tree.md is stale: run specgen docs tree-memory")

@@ -17,7 +17,7 @@ from golden.bsfp import BSFPConfig, encode
 __all__ = ["benchmarks", "SHAPE"]
 
 SHAPE = (2560, 10240)
-COMMAND = "python -c 'from gen.bench.bsfp import benchmarks; print(benchmarks())'"
+COMMAND = "specgen bench"
 
 
 def _matrix(seed=0):

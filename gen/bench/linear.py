@@ -67,7 +67,7 @@ def measure_dsp(*, steps=256, jobs=3, tokens=DSP_TOKENS):
     from hw.dsp_linear_unit import DSPLinearUnit
     from sim.runner import run_bench
 
-    from gen.perf.system import LinearJob, dsp_linear_schedule
+    from gen.perf.blocks import LinearJob, dsp_linear_schedule
 
     a = DSP_ARRAY
     unit = DSPLinearUnit(**a)

@@ -18,7 +18,7 @@ from golden.fp import FP16, FP32, add, mul
 
 __all__ = ["benchmarks"]
 
-_COMMAND = "python -m gen.bench.numerics"
+_COMMAND = "specgen bench"
 
 
 def _finite_fp16(rng, shape):

@@ -17,7 +17,7 @@ Each config takes about a minute of Python simulation.
 
 __all__ = ["CONFIGS", "benchmarks"]
 
-COMMAND = "python -c 'from gen.bench.ssm import benchmarks; print(benchmarks())'"
+COMMAND = "specgen bench"
 
 #: (geometry, mul_stages, add_stages)
 CONFIGS = [

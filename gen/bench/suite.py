@@ -218,8 +218,7 @@ def bench_emission_sizes(*, budget_s=120.0):
                                      f"emit_linear_unit({r}, {c}, {str(out)!r})"])
             text = out.read_text()
         rows.append({"name": f"emit LinearUnit {r}x{c}", "value": round(dt, 2), "unit": "s",
-                     "command": "python -c 'from gen.bench.suite import bench_emission_sizes; "
-                                "print(bench_emission_sizes())'",
+                     "command": "specgen bench",
                      "note": f"{r * c} PEs, q3, max_k 8192, hw.hierarchy.convert; "
                              f"{len(text):,} bytes, {_module_count(text):,} modules; "
                              f"peak {peak / 2**20:,.0f} MiB; fresh process, one run"})
@@ -255,8 +254,8 @@ def calibration_section():
     worst = max(r["error"] for r in records)
     return "\n".join([
         "## Calibration of the block cycle models", "",
-        "`gen/perf/system.py` against cycle counts measured on the RTL by `gen/perf/calibrate.py` "
-        "(`python -c 'from gen.perf.calibrate import calibration_rows; calibration_rows()'`; "
+        "`gen/perf/blocks.py` against cycle counts measured on the RTL by `gen/perf/calibrate.py` "
+        "(`specgen bench`; "
         "tests: `tests/test_perf_calibration.py`, which fails above "
         f"{100 * TOLERANCE:.0f} %). Simulator `amaranth`: Amaranth's Python simulator, cycle "
         "accurate on the elaborated RTL; `verilator`: cocotb 2.1 on Verilator "

@@ -18,7 +18,8 @@ import sys
 
 from gen.cli.errors import CLIError
 
-__all__ = ["main", "build_parser", "iter_commands", "CLIError", "EXIT_USAGE", "EXIT_INTERRUPTED", "EXIT_BROKEN_PIPE"]
+__all__ = ["main", "build_parser", "iter_commands", "EXIT_USAGE", "EXIT_INTERRUPTED",
+           "EXIT_BROKEN_PIPE"]
 
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
@@ -30,68 +31,6 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message):
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
-
-
-def int_at_least(low):
-    """An argparse ``type``: an integer ``>= low``; the error names the flag (argparse adds it)."""
-    def parse(text):
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"must be an integer >= {low}, not {text!r}") from None
-        if value < low:
-            raise argparse.ArgumentTypeError(f"must be an integer >= {low}, not {value}")
-        return value
-    parse.__name__ = f"integer >= {low}"
-    return parse
-
-
-def _progress(args):
-    from gen.cli.progress import Progress
-    return Progress.from_args(args)
-
-
-def _summary(args, command, paths, **kwargs):
-    from gen.cli.progress import summary_lines
-    _progress(args).summary(summary_lines(command, paths, **kwargs))
-
-
-def _cmd_verilog(args):
-    from gen.cli.design import resolve_config
-    from gen.emit.verilog import write_verilog
-    write_verilog(config=resolve_config(args), out=args.out, progress=_progress(args),
-                  only=args.only)
-
-
-def _cmd_golden(args):
-    from gen.cli.design import resolve_config
-    from gen.emit.golden_vectors import DEFAULT_CONFIG, write_golden
-    write_golden(out=args.out, seed=args.seed, config=resolve_config(args) or DEFAULT_CONFIG,
-                 progress=_progress(args), only=args.block)
-
-
-def _cmd_bsfp_study(args):
-    from gen.studies.bsfp import write_study
-    _progress(args).status("reading the weights and running the study")
-    paths = write_study(out=args.out)["files"]
-    _summary(args, "bsfp-study", paths, root=args.out)
-
-
-def _cmd_ssm_budget(args):
-    from gen.studies.ssm_error_budget import write_error_budget
-    write_error_budget(out=args.out, steps=args.steps, seed=args.seed, progress=_progress(args))
-
-
-def _cmd_bench(args):
-    from gen.bench.suite import write_bench
-    _progress(args).status("running the benchmarks (minutes)")
-    write_bench(out=args.out, echo=not args.quiet)
-    _summary(args, "bench", [args.out])
-
-
-def _cmd_backtrack_cost(args):
-    from gen.studies.backtrack_cost import write_backtrack_table
-    _summary(args, "backtrack-cost", [write_backtrack_table(out=args.out)])
 
 
 def iter_commands(parser, prefix=()):
@@ -112,9 +51,19 @@ def add_quiet(parser):
 
 
 def build_parser():
-    from gen.cli.design import add_config_parser, add_design_args
+    """The ``specgen`` parser: every command, added by the ``cli`` module of its room.
+
+    Each room's ``add_parser(sub)`` adds its commands to ``sub``; their handlers import the
+    room's heavy modules only when they run, so ``specgen --help`` stays fast.
+    """
+    from gen.bench.cli import add_parser as add_bench
+    from gen.cli.design import add_parser as add_config
+    from gen.cli.docs import add_parser as add_docs
     from gen.cli.output import specgen_version
-    from gen.studies.ssm_error_budget import MIN_STEPS
+    from gen.emit.cli import add_parser as add_emit
+    from gen.estimate.cli import add_parser as add_estimate
+    from gen.perf.cli import add_parser as add_perf
+    from gen.studies.cli import add_parser as add_studies
 
     parser = _Parser(
         prog="specgen",
@@ -122,59 +71,16 @@ def build_parser():
                     "(SpecMamba + SPEQ).")
     parser.add_argument("--version", action="version", version=f"specgen {specgen_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-
-    p = sub.add_parser("verilog", help="emit Verilog and a manifest for a design "
-                                       "(a board preset, a design file, overrides)")
-    add_design_args(p)
-    p.add_argument("--out", required=True, metavar="DIR", help="output folder")
-    p.add_argument("--only", metavar="BLOCK", action="append",
-                   help="emit only this block, by its class in snake case (ring_fifo, "
-                        "linear_unit, ...; repeatable; a wrong name lists the design's blocks)")
-    p.set_defaults(func=_cmd_verilog)
-
-    p = sub.add_parser("golden", help="write deterministic golden vector sets")
-    p.add_argument("--out", required=True, metavar="DIR", help="output folder")
-    p.add_argument("--seed", type=int_at_least(0), default=0, help="random seed (default 0)")
-    add_design_args(p, required=False)    # default: the sim preset (golden_vectors.DEFAULT_CONFIG)
-    p.add_argument("--block", metavar="SET", action="append",
-                   help="write only this golden set (repeatable; a wrong name lists them)")
-    p.set_defaults(func=_cmd_golden)
-
-    p = sub.add_parser("bsfp-study", help="regenerate the BSFP study on real weights")
-    p.add_argument("--out", default="docs", metavar="DIR", help="output folder (default docs)")
-    p.set_defaults(func=_cmd_bsfp_study)
-
-    p = sub.add_parser("ssm-budget", help="regenerate the SSM numerics contract and error budget")
-    p.add_argument("--out", default="docs", metavar="DIR", help="output folder (default docs)")
-    p.add_argument("--steps", type=int_at_least(MIN_STEPS), default=1000,
-                   help="decode steps (default 1000)")
-    p.add_argument("--seed", type=int_at_least(0), default=0, help="random seed (default 0)")
-    p.set_defaults(func=_cmd_ssm_budget)
-
-    p = sub.add_parser("bench", help="run the benchmarks and rewrite docs/perf.md")
-    p.add_argument("--out", default="docs/perf.md", metavar="FILE", help="report path")
-    p.set_defaults(func=_cmd_bench)
-
-    p = sub.add_parser("backtrack-cost",
-                       help="regenerate the state-backtracking cost table (backtracking.md)")
-    p.add_argument("--out", default="docs", metavar="DIR", help="output folder (default docs)")
-    p.set_defaults(func=_cmd_backtrack_cost)
-
-    from gen.perf.cli import add_parser as add_perf_parser
-    add_perf_parser(sub)    # specgen perf: the performance model (gen/perf/cli.py)
-
-    from gen.estimate.report import add_parser as add_estimate_parser
-    add_estimate_parser(sub)    # specgen estimate: yosys proxy resources and depth (gen/estimate/report.py)
-
-    from gen.studies.dsp_numerics import add_parser as add_dsp_numerics_parser
-    add_dsp_numerics_parser(sub)    # specgen dsp-numerics: contract v2 on real weights
-
-    from gen.studies.acceptance import add_parser as add_acceptance_parser
-    add_acceptance_parser(sub)    # specgen acceptance: measured acceptance (gen/studies/acceptance.py)
-
-    add_config_parser(sub)    # specgen config show|schema: design files (gen/cli/design.py)
-
-    # Every command, whichever module added it: --quiet (gen/cli/progress.py).
+    # The one list of rooms with commands, in the order of `specgen --help`.
+    for add in (add_emit,        # verilog, golden (gen/emit/cli.py)
+                add_studies,     # bsfp-study, ssm-budget, backtrack-cost, dsp-numerics, acceptance
+                add_bench,       # bench (gen/bench/cli.py)
+                add_perf,        # perf (gen/perf/cli.py)
+                add_estimate,    # estimate (gen/estimate/cli.py)
+                add_docs,        # docs (gen/cli/docs.py)
+                add_config):     # config show|schema (gen/cli/design.py)
+        add(sub)
+    # Every command, whichever room added it: --quiet (gen/cli/progress.py).
     add_quiet(parser)
     return parser
 

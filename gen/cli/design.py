@@ -20,6 +20,7 @@ flag, the key path and the allowed values (exit status 2).
 reads back) and ``specgen config schema`` its JSON Schema.
 """
 
+import argparse
 import json
 import re
 import sys
@@ -32,7 +33,7 @@ from golden.config_io import ConfigError, apply_overrides, config_from_dict, con
 
 from gen.cli.errors import CLIError
 
-__all__ = ["add_design_args", "resolve_config", "load_design_file", "add_config_parser",
+__all__ = ["add_design_args", "resolve_config", "load_design_file", "add_parser", "int_at_least",
            "FORMATS"]
 
 #: A design's name is part of its Verilog module names (hw.accelerator).
@@ -191,7 +192,7 @@ def _cmd_schema(args, *, out=None):
     print(json.dumps(config_schema(), indent=2), file=out)
 
 
-def add_config_parser(sub):
+def add_parser(sub):
     """Add ``specgen config show`` and ``specgen config schema`` to the CLI's subparsers."""
     p = sub.add_parser("config", help="print a resolved design config, or the config's JSON "
                                       "Schema")
@@ -203,3 +204,16 @@ def add_config_parser(sub):
     schema = actions.add_parser("schema", help="print the JSON Schema of design files")
     schema.set_defaults(func=_cmd_schema)
     return p
+
+def int_at_least(low):
+    """An argparse ``type``: an integer ``>= low``; the error names the flag (argparse adds it)."""
+    def parse(text):
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be an integer >= {low}, not {text!r}") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"must be an integer >= {low}, not {value}")
+        return value
+    parse.__name__ = f"integer >= {low}"
+    return parse

@@ -10,7 +10,7 @@ stdout unless ``--quiet``.
 import sys
 from pathlib import Path
 
-__all__ = ["Progress", "summary_lines", "BAR_DELAY_S"]
+__all__ = ["Progress", "summary_lines", "summarize", "BAR_DELAY_S"]
 
 #: Seconds before a progress bar is drawn.
 BAR_DELAY_S = 2.0
@@ -92,3 +92,9 @@ def summary_lines(command, paths, *, root=None, notes=()):
                                                     if n <= 3 else "")
     head = f"specgen {command}: wrote {n} file{'s' if n != 1 else ''} ({_size(size)}){where}"
     return [head, *(f"  {note}" for note in notes)]
+
+
+def summarize(args, command, paths, **kwargs):
+    """Print the summary of a command run with parsed ``args`` (nothing with ``--quiet``):
+    :func:`summary_lines` of ``command`` and ``paths``."""
+    Progress.from_args(args).summary(summary_lines(command, paths, **kwargs))

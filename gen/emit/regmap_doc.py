@@ -4,12 +4,10 @@ The register layout is the same for every preset; capability values, reset
 dimensions and the size of the tree table follow the preset's config. The
 document shows the ``vhk158`` map and a table of what differs per preset.
 
-Regenerate with ``python -m gen.emit.regmap_doc`` (``tests/test_regmap.py`` fails
-while ``docs/regmap.md`` is stale).
+Regenerate with ``specgen docs regmap`` (``tests/test_regmap.py`` fails while
+``docs/regmap.md`` is stale).
 """
 
-import sys
-from pathlib import Path
 
 from golden.config import PRESETS, Config, preset
 
@@ -61,7 +59,7 @@ def render_regmap_doc():
     return "\n".join([
         intro.rstrip(),
         "",
-        "Generated from `hw/regmap.py` (`accelerator_regmap`) by `python -m gen.emit.regmap_doc`; do "
+        "Generated from `hw/regmap.py` (`accelerator_regmap`) by `specgen docs regmap`; do "
         "not edit. The same description builds the RTL register file (`hw/axi_lite.py`, "
         f"`AXI4LiteRegisterFile`) and the C header `{HEADER_NAME}` (`gen.emit.regmap_doc.c_header`).",
         "",
@@ -80,14 +78,3 @@ def render_regmap_doc():
         "| offset |" + rest,
     ]).rstrip() + "\n"
 
-
-def main(argv=None):
-    argv = sys.argv[1:] if argv is None else argv
-    out = Path(argv[0]) if argv else Path(__file__).resolve().parent.parent / "docs" / "regmap.md"
-    out.write_text(render_regmap_doc())
-    print(f"wrote {out}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

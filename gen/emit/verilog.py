@@ -41,11 +41,12 @@ EXTRA_FILES = {
 def fit_notes(config):
     """The summary's verdict for a design: DSP58 against the board, and the timing budget.
 
-    The DSP58 count is analytical (:func:`gen.estimate.report.analytical_dsp58`); logic
+    The DSP58 count is analytical (:func:`gen.estimate.dsp_model.analytical_dsp58`); logic
     depth needs a synthesis, so the timing line names the budget and the command
     that measures it.
     """
-    from gen.estimate.report import analytical_dsp58, level_budget
+    from gen.estimate.depth import level_budget
+    from gen.estimate.dsp_model import analytical_dsp58
     d = analytical_dsp58(config)
     mhz = config.board.clock_mhz
     if d["budget"]:

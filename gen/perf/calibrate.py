@@ -1,4 +1,4 @@
-"""Calibration of the block cycle models of :mod:`gen.perf.system` against the RTL.
+"""Calibration of the block cycle models of :mod:`gen.perf.blocks` against the RTL.
 
 Each block is driven without idle cycles or back-pressure, the cycle of every
 observable event is recorded, and the same stimulus is fed to the model:
@@ -31,8 +31,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from gen.perf.system import (LinearJob, SSMTiming, linear_schedule, matmul_jobs, ring_fifo_cycles,
-                         ssm_stream, tree_verifier_cycles)
+from gen.perf.blocks import (LinearJob, SSMTiming, linear_schedule, matmul_jobs, ring_fifo_cycles,
+                             ssm_stream, tree_verifier_cycles)
 
 __all__ = [
     "TOLERANCE", "LINEAR_CONFIGS", "SSM_CONFIGS", "TREE_CONFIGS", "RING_CONFIGS",

@@ -74,7 +74,8 @@ def fit_continue_prob(depth, draft_length):
 
 def add_parser(sub):
     """Add the ``perf`` subcommand to ``sub`` (an argparse subparsers object)."""
-    from gen.perf.system import DRAFT_CHOICES, RESTORE_POLICIES, SIZINGS, model_names, perf_board_names
+    from gen.perf.system import (DRAFT_CHOICES, RESTORE_POLICIES, SIZINGS, model_names,
+                                 perf_board_names)
 
     from gen.cli.design import add_design_args
 
@@ -209,7 +210,7 @@ def check_step(args, *, tree, accept, cont, config):
 def run(args, *, out=None):
     """Evaluate the model for parsed ``args`` and print the result."""
     from gen.perf.system import (DRAFT_CHOICES, RESTORE_POLICIES, SIZINGS, StepConfig, accelerator,
-                             model_names, perf_board_names, step_model)
+                                 model_names, perf_board_names, step_model)
     from gen.perf.report import format_result
 
     from golden.config import preset

@@ -10,9 +10,9 @@ from pathlib import Path
 
 from golden.tree import TreeShape
 
-from gen.perf.system import (SEED, SIZINGS, StepConfig, accelerator, expected_tokens, mamba_dims,
-                         paper_rows, seed_step, speq_step, ssm_timing, step_model,
-                         weight_bytes)
+from gen.perf.claims import SEED
+from gen.perf.system import (SIZINGS, StepConfig, accelerator, expected_tokens, mamba_dims,
+                             paper_rows, seed_step, speq_step, ssm_timing, step_model, weight_bytes)
 
 __all__ = ["format_result", "side_by_side_markdown", "gap_sentences", "calibration_markdown",
            "model_markdown", "write_plots", "PLOTS", "TREE_SHAPES"]

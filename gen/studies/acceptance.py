@@ -31,7 +31,7 @@ import numpy as np
 
 from gen.cli.errors import CLIError
 
-__all__ = ["add_parser", "run", "heldout_prompts", "per_depth_acceptance", "agreement",
+__all__ = ["run", "heldout_prompts", "per_depth_acceptance", "agreement",
            "build_pair", "measure"]
 
 SPEQ = "speq"
@@ -117,34 +117,6 @@ def measure(target, draft, prompts, *, tokens, tree, gamma, agree_len=None):
         "generated": [list(r.tokens) for r in runs],
         "wall_s": round(time.perf_counter() - t0, 2),
     }
-
-
-def add_parser(sub):
-    """Add the ``acceptance`` subcommand to ``sub`` (an argparse subparsers object)."""
-    from golden.bsfp import DRAFT_FORMATS
-    from golden.speculative import DEFAULT_GAMMA
-
-    p = sub.add_parser("acceptance", help="measure speculative acceptance on the shipped models")
-    p.add_argument("--model", default="target", metavar="M", help="shipped target (default target)")
-    p.add_argument("--draft", default=SPEQ, metavar="D",
-                   help="'speq' (BSFP self-speculation, default) or a shipped model")
-    p.add_argument("--tree", metavar="SHAPE",
-                   help="per-depth branching, e.g. 2,2,1,1 (default for a draft model) or chainN "
-                        "(default for speq: chain8)")
-    p.add_argument("--gamma", type=float, default=DEFAULT_GAMMA, metavar="G",
-                   help=f"early-stopping threshold in [0, 1], 0 = off (default {DEFAULT_GAMMA})")
-    p.add_argument("--bsfp", default="E3M0", metavar="FORMAT",
-                   help=f"speq draft format: {', '.join(DRAFT_FORMATS)} (default E3M0)")
-    p.add_argument("--group-size", type=int, metavar="N", dest="group_size",
-                   help="speq: one BSFP scale per N weights (default: per tensor)")
-    p.add_argument("--prompts", type=int, default=8, metavar="N", help="held-out prompts (default 8)")
-    p.add_argument("--prompt-len", type=int, default=64, metavar="N", dest="prompt_len",
-                   help="bytes per prompt (default 64)")
-    p.add_argument("--tokens", type=int, default=48, metavar="N",
-                   help="tokens generated per prompt (default 48)")
-    p.add_argument("--json", action="store_true", help="print JSON instead of the table")
-    p.set_defaults(func=run)
-    return p
 
 
 def _positive(name, value):

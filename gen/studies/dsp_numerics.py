@@ -134,12 +134,3 @@ def write_study(*, out, seed=0, tokens=16):
     (out / "numerics-dsp.md").write_text(render(result))
     (out / "numerics-dsp.json").write_text(json.dumps(result, indent=1) + "\n")
     return result
-
-
-def add_parser(sub):
-    p = sub.add_parser("dsp-numerics", help="the DSPFP32 contract against the exact one on "
-                                            "real weights (docs/numerics-dsp.md)")
-    p.add_argument("--out", default="docs", metavar="DIR", help="output folder (default docs)")
-    p.add_argument("--seed", type=int, default=0, metavar="N", help="random seed (default 0)")
-    p.set_defaults(func=lambda args: write_study(out=args.out, seed=args.seed))
-    return p
