@@ -19,7 +19,6 @@ from amaranth.lib.wiring import In, Out
 
 from golden.fp import FP32
 from golden.nonlinear import CANONICAL_NAN32, SATURATION, LUTSpec, lut_tables
-from golden.validate import check_int
 from hw.bits import shift_left, wire, zero_extend
 from hw.fp_arith import (
     add_const,

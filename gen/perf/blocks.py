@@ -331,38 +331,40 @@ class SSMTiming:
             check_int("SSMTiming", name, getattr(self, name), min=lo, max=hi)
 
     @property
+    def _unit(self):
+        # The RTL's own latency properties (no elaboration): the model never copies them.
+        from hw.hierarchy import template
+        from hw.ssm_unit import SSMUnit
+        return template(SSMUnit(cfg=self.cfg, mul_stages=self.mul_stages,
+                                add_stages=self.add_stages))
+
+    @property
     def tiles(self):
         """Issue cycles per token, ``H·P·N / lanes`` (``SSMUnit.sweep_cycles``)."""
-        c = self.cfg
-        return c.nheads * c.headdim * -(-c.d_state // c.lanes)
+        return self._unit.sweep_cycles
 
     @property
     def groups(self):
         """Tiles per row, ``N / lanes``."""
-        return -(-self.cfg.d_state // self.cfg.lanes)
+        return self.cfg.groups_per_row
 
     @property
     def emu_latency(self):
-        return 1 + 2 * self.mul_stages + self.add_stages
+        return self._unit.emu_latency
 
     @property
     def gap(self):
         """Least distance between two sweep starts (read after write-back)."""
         return self.emu_latency + 1
 
-    def _lut(self, spec):
-        return 3 + spec.degree * (self.mul_stages + self.add_stages)
-
     @property
     def prologue_latency(self):
-        c, lm, la = self.cfg, self.mul_stages, self.add_stages
-        return 1 + la + self._lut(c.softplus_lut) + lm + self._lut(c.exp_lut)
+        return self._unit.prologue_latency
 
     @property
     def row_latency(self):
-        """A row's first tile issue to its ``y.valid`` (``SSMUnit.latency``)."""
-        lm, la = self.mul_stages, self.add_stages
-        return 1 + 3 * lm + la * (1 + self.cfg.tree_depth) + (self.groups - 1) + 1 + la
+        """A row's first tile issue to its ``y`` (``SSMUnit.latency``)."""
+        return self._unit.latency
 
     @property
     def input_words(self):
