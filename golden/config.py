@@ -300,16 +300,20 @@ PRESETS = {
     # of 64, 84 columns (5,376 DSP58, 73 % of the part) on VHK158 and 8 (512 DSP58;
     # DDR feeds 15 FP16 weights per cycle) on VCK190; the SSM unit is one
     # Mamba2-2.7B layer (80 heads x 64 x 128) with one EMU lane per state column
-    # on VHK158 and half of that on the smaller VCK190.
+    # on VHK158 and half of that on the smaller VCK190, on DSPFP32 slices, fed 8
+    # binary32 words (256 bits) a cycle so that a token's 5,456 input words
+    # (682 beats) arrive well within its 5,120-cycle sweep.
     "vck190": Config(name="vck190", board=_VCK190, tree=TreeConfig(fifo_depth=16, tile_size=64),
                      linear=LinearConfig(rows=64, cols=8, quant_lanes=3, max_k=8192,
                                          contract="dspfp32", max_tokens=16),
-                     ssm=SSMConfig(nheads=80, headdim=64, d_state=128, lanes=64),
+                     ssm=SSMConfig(nheads=80, headdim=64, d_state=128, lanes=64,
+                                   contract="dspfp32", input_words=8),
                      pipeline=_BOARD_PIPELINE),
     "vhk158": Config(name="vhk158", board=_VHK158, tree=TreeConfig(fifo_depth=16, tile_size=64),
                      linear=LinearConfig(rows=64, cols=84, quant_lanes=3, max_k=8192,
                                          contract="dspfp32", max_tokens=16),
-                     ssm=SSMConfig(nheads=80, headdim=64, d_state=128, lanes=128),
+                     ssm=SSMConfig(nheads=80, headdim=64, d_state=128, lanes=128,
+                                   contract="dspfp32", input_words=8),
                      pipeline=_BOARD_PIPELINE),
 }
 

@@ -150,6 +150,12 @@ class SSMConfig:
         (the Versal DSPFP32 multiplier and adder: subnormal operands and results
         read and become signed zeros, :mod:`golden.dsp`). The order of operations
         is the same for both.
+    input_words : int
+        binary32 words per beat of the unit's input port (x, B, C, dt and the
+        layer parameters): a power of two that divides ``lanes``, ``d_state``,
+        ``nheads`` and ``nheads·headdim``. A token's ``2·d_state + nheads·headdim
+        + nheads`` input words must arrive faster than its sweep of
+        :attr:`cycles_per_token` cycles (8 words, 256 bits, on the board presets).
     """
 
     nheads: int
@@ -161,6 +167,7 @@ class SSMConfig:
     softplus_lut: LUTSpec = field(default_factory=lambda: DEFAULT_LUTS["softplus"])
     silu_lut: LUTSpec = field(default_factory=lambda: DEFAULT_LUTS["silu"])
     contract: str = "ieee"
+    input_words: int = 1
 
     def __post_init__(self):
         check_int("SSMConfig", "nheads", self.nheads, min=1)
@@ -175,6 +182,15 @@ class SSMConfig:
                              f"not {self.lanes!r}")
         check_choice("SSMConfig", "state_format", self.state_format, STATE_FORMATS)
         check_choice("SSMConfig", "contract", self.contract, SSM_CONTRACTS)
+        check_int("SSMConfig", "input_words", self.input_words, min=1, max=64)
+        counts = {"lanes": self.lanes, "d_state": self.d_state, "nheads": self.nheads,
+                  "nheads*headdim": self.nheads * self.headdim}
+        bad = [k for k, v in counts.items() if v % self.input_words]
+        if not _is_pow2(self.input_words) or bad:
+            raise ValueError(f"SSMConfig.input_words must be a power of two that divides "
+                             f"lanes, d_state, nheads and nheads*headdim "
+                             f"({', '.join(f'{k} = {v}' for k, v in counts.items())}), "
+                             f"not {self.input_words!r}")
         for name, function in (("exp_lut", "exp"), ("softplus_lut", "softplus"),
                                ("silu_lut", "silu")):
             spec = getattr(self, name)
@@ -246,6 +262,11 @@ class SSMConfig:
         if self.lanes <= self.d_state:
             return self.nheads * self.headdim * self.groups_per_row
         return -(-self.nheads * self.headdim // (self.lanes // self.d_state))
+
+    @property
+    def input_beats(self):
+        """Input-port beats per token: ``(2·d_state + nheads·headdim + nheads) / input_words``."""
+        return (2 * self.d_state + self.d_inner + self.nheads) // self.input_words
 
     @property
     def state_dtype(self):

@@ -78,9 +78,10 @@ class Accelerator(wiring.Component):
         Activation beats (:func:`hw.linear_unit.act_layout`), in step with the weights.
     m_axis_lin_y : Out(AXI4StreamSignature(data_width=tdata_width(result_layout)))
         Result rows (:func:`hw.linear_unit.result_layout`); ``tlast`` on a job's last row.
-    s_axis_ssm : In(AXI4StreamSignature(data_width=32, user_width=3 + addr_bits))
-        The SSM unit's input words: ``tdata`` the binary32 value, ``tuser[2:0]``
-        ``wr_sel`` and ``tuser[3:]`` ``wr_addr`` (:class:`hw.ssm_unit.SSMUnit`).
+    s_axis_ssm : In(AXI4StreamSignature(data_width=32·input_words, user_width=3 + addr_bits))
+        The SSM unit's input beats: ``tdata`` ``ssm.input_words`` binary32 values
+        (word ``i`` in bits ``32i …``), ``tuser[2:0]`` ``wr_sel`` and ``tuser[3:]``
+        ``wr_addr``, the beat index (:class:`hw.ssm_unit.SSMUnit`).
         A beat with ``tlast`` writes its word and commits the token, unless its
         ``wr_sel`` is a layer parameter (``≥ SEL_A``): a frame of parameters
         commits nothing. ``tready`` is low while the unit's fill bank is busy,
@@ -148,7 +149,7 @@ class Accelerator(wiring.Component):
             "s_axis_lin_x": In(AXI4StreamSignature(data_width=tdata_width(self._x_layout))),
             "m_axis_lin_y": Out(AXI4StreamSignature(data_width=tdata_width(self._y_layout))),
             "s_axis_ssm": In(AXI4StreamSignature(
-                data_width=32, user_width=SSM_TUSER_SEL_BITS + self._addr_bits)),
+                data_width=32 * self._config.ssm.input_words, user_width=SSM_TUSER_SEL_BITS + self._addr_bits)),
             "m_axis_ssm_y": Out(AXI4StreamSignature(data_width=32)),
             "irq": Out(1),
         })

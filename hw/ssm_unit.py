@@ -83,11 +83,12 @@ def host_members(cfg):
     """Signature members of the unit's input write port and ``y`` (see :class:`SSMUnit`),
     shared with :class:`hw.state_controller.StateController`, which forwards them."""
     H, P, N = cfg.state_shape
+    W = cfg.input_words
     return {
         "wr_en": In(1),
         "wr_sel": In(3),
-        "wr_addr": In(index_width(max(H * P, N, H))),
-        "wr_data": In(32),
+        "wr_addr": In(index_width(max(H * P, N, H) // W)),
+        "wr_data": In(32 * W),
         "fill_free": Out(1),
         "token_valid": In(1),
         "token_ready": Out(1),
@@ -292,7 +293,8 @@ class SSMUnit(wiring.Component):
     @property
     def module_name(self):
         c = self._cfg
-        return f"SSMUnit_h{c.nheads}_p{c.headdim}_n{c.d_state}_l{c.lanes}_{self._ops.tag}"
+        return (f"SSMUnit_h{c.nheads}_p{c.headdim}_n{c.d_state}_l{c.lanes}_{self._ops.tag}"
+                + (f"_w{c.input_words}" if c.input_words > 1 else ""))
 
     def elaborate(self, platform):
         m = Module()
@@ -317,11 +319,14 @@ class SSMUnit(wiring.Component):
 
         # Token inputs, two banks each: bank b at addresses b·depth + i.
         bc = {sel: mem(f"mem_{'b' if sel == SEL_B else 'c'}", 32 * L, 2 * K) for sel in (SEL_B, SEL_C)}
-        xmem = mem("mem_x", 32, 2 * H * P)
-        dtmem = mem("mem_dt", 32, 2 * H)
+        # x, dt and the parameters arrive W words a beat (wr_addr counts beats) and
+        # are stored a beat a word: W·32 bits wide, read one beat and selected.
+        W, wb = cfg.input_words, index_width(cfg.input_words) if cfg.input_words > 1 else 0
+        xmem = mem("mem_x", 32 * W, 2 * H * P // W)
+        dtmem = mem("mem_dt", 32 * W, 2 * H // W)
         # Depths of at least 2: a one-entry memory would have a zero-width address.
-        par = {sel: mem(f"mem_{n}", 32, max(H, 2)) for sel, n in ((SEL_A, "a"), (SEL_DT_BIAS, "dt_bias"),
-                                                            (SEL_D, "d"))}
+        par = {sel: mem(f"mem_{n}", 32 * W, max(H // W, 2))
+               for sel, n in ((SEL_A, "a"), (SEL_DT_BIAS, "dt_bias"), (SEL_D, "d"))}
         dmem = mem("mem_delta", 32, 2 * H)
         damem = mem("mem_da", 32, 2 * H)
         # The state: one bank per EMU lane (lane i holds columns k·lanes + i), so
@@ -353,34 +358,51 @@ class SSMUnit(wiring.Component):
                      self.token_ready.eq(self.fill_free)]
         commit = self.token_valid & self.token_ready
 
-        # host write port
-        kw, xw, hw_ = index_width(2 * K), index_width(2 * H * P), index_width(2 * H)
+        # host write port: beat a holds words a·W … a·W + W − 1 of the selected array.
+        kw, xw, hw_ = index_width(2 * K), index_width(2 * H * P // W), index_width(2 * H)
+        dw = index_width(2 * H // W)
+        blocks = L // W                  # beats per tile of B or C (W divides lanes)
         for sel, mm in bc.items():
             wp = mm.write_port(granularity=32)
-            if L & (L - 1) == 0:
-                lane = self.wr_addr[:index_width(L)] if L > 1 else C(0, 1)
-                kidx = self.wr_addr[index_width(L):] if L > 1 else self.wr_addr
+            if blocks & (blocks - 1) == 0:
+                bw = index_width(blocks) if blocks > 1 else 0
+                blk = self.wr_addr[:bw] if bw else C(0, 1)
+                kidx = self.wr_addr[bw:]
             else:
-                # Column n is lane n mod L of tile n div L (constant divisor).
-                lane = Signal(index_width(L), name=f"wr_lane_{sel}")
+                # Column n = a·W + i is lane n mod L of tile n div L (constant divisor).
+                blk = Signal(index_width(blocks), name=f"wr_block_{sel}")
                 kidx = Signal(index_width(K), name=f"wr_tile_{sel}")
-                m.d.comb += [lane.eq(self.wr_addr % L), kidx.eq(self.wr_addr // L)]
+                m.d.comb += [blk.eq(self.wr_addr % blocks), kidx.eq(self.wr_addr // blocks)]
             kk = Cat(kidx[:index_width(K)], C(0, 8))[:kw]
             m.d.comb += [wp.addr.eq(Mux(fill_bank, add_const(kk, K, kw), kk)),
-                         wp.data.eq(self.wr_data.replicate(L))]
+                         wp.data.eq(self.wr_data.replicate(blocks))]
             for i in range(L):
                 m.d.comb += wp.en[i].eq(self.wr_en & eq_const(self.wr_sel, sel) &
-                                        (eq_const(lane, i) if L > 1 else C(1, 1)))
-        for sel, mm, depth, aw in ((SEL_X, xmem, H * P, xw), (SEL_DT, dtmem, H, hw_)):
+                                        (eq_const(blk, i // W) if blocks > 1 else C(1, 1)))
+        for sel, mm, depth, aw in ((SEL_X, xmem, H * P // W, xw), (SEL_DT, dtmem, H // W, dw)):
             wp = mm.write_port()
             a = Cat(self.wr_addr, C(0, 8))[:aw]
             m.d.comb += [wp.addr.eq(Mux(fill_bank, add_const(a, depth, aw), a)),
                          wp.data.eq(self.wr_data),
                          wp.en.eq(self.wr_en & eq_const(self.wr_sel, sel))]
+        pw = index_width(max(H // W, 2))
         for sel, mm in par.items():
             wp = mm.write_port()
-            m.d.comb += [wp.addr.eq(self.wr_addr[:index_width(H)]), wp.data.eq(self.wr_data),
+            m.d.comb += [wp.addr.eq(Cat(self.wr_addr, C(0, 8))[:pw]), wp.data.eq(self.wr_data),
                          wp.en.eq(self.wr_en & eq_const(self.wr_sel, sel))]
+
+        def word(data, index, name):
+            """Word ``index mod W`` of a beat read one cycle after ``index`` was its
+            address: the select is the index's low bits, registered with the read."""
+            if W == 1:
+                return data
+            sel_d = delay_line(m, en, index[:wb], 1, f"{name}_sel")
+            out = Signal(32, name=name)
+            with m.Switch(sel_d):
+                for i in range(W):
+                    with m.Case(i):
+                        m.d.comb += out.eq(data[32 * i:32 * (i + 1)])
+            return out
 
         # Token queue: at most two committed tokens (one per bank), in bank order.
         pro_pending = Signal(2, name="pro_pending")     # committed, prologue not started
@@ -396,10 +418,14 @@ class SSMUnit(wiring.Component):
         rd_dt = dtmem.read_port(domain="sync")
         rd_bias = par[SEL_DT_BIAS].read_port(domain="sync")
         rd_a = par[SEL_A].read_port(domain="sync")
-        ha = Cat(pro_h.value, C(0, 8))[:hw_]
-        m.d.comb += [rd_dt.addr.eq(Mux(pro_bank, add_const(ha, H, hw_), ha)),
-                     rd_bias.addr.eq(pro_h.value[:index_width(H)]), rd_a.addr.eq(pro_h.value[:index_width(H)]),
+        hbeat = pro_h.value[wb:]
+        ha = Cat(hbeat, C(0, 8))[:dw]
+        m.d.comb += [rd_dt.addr.eq(Mux(pro_bank, add_const(ha, H // W, dw), ha)),
+                     rd_bias.addr.eq(Cat(hbeat, C(0, 8))[:pw]), rd_a.addr.eq(Cat(hbeat, C(0, 8))[:pw]),
                      rd_dt.en.eq(en), rd_bias.en.eq(en), rd_a.en.eq(en)]
+        dt_word = word(rd_dt.data, pro_h.value, "dt_word")
+        bias_word = word(rd_bias.data, pro_h.value, "bias_word")
+        a_word = word(rd_a.data, pro_h.value, "a_word")
         pro_step = Signal(name="pro_start")
         m.d.comb += pro_step.eq(~pro_run & Mux(pro_bank, pro_pending[1], pro_pending[0]))
         with m.If(pro_step):
@@ -412,9 +438,9 @@ class SSMUnit(wiring.Component):
         tag1 = delay_line(m, en, tag0, 1, "ptag1")
         sp = submodule(m, "pro_softplus", self._lut(cfg.softplus_lut))
         ex = submodule(m, "pro_exp", self._lut(cfg.exp_lut))
-        s_sum = ops.add(m, "pro_add_bias", rd_dt.data, rd_bias.data, en)
+        s_sum = ops.add(m, "pro_add_bias", dt_word, bias_word, en)
         m.d.comb += [sp.en.eq(en), sp.valid.eq(0), sp.x.eq(s_sum)]
-        a_d = delay_line(m, en, rd_a.data, ladd + sp.latency, "a_d")
+        a_d = delay_line(m, en, a_word, ladd + sp.latency, "a_d")
         a_prod = ops.mul(m, "pro_mul_a", sp.y, a_d, en)
         m.d.comb += [ex.en.eq(en), ex.valid.eq(0), ex.x.eq(a_prod)]
         delta_d = delay_line(m, en, sp.y, lmul + ex.latency, "delta_d")
@@ -477,20 +503,22 @@ class SSMUnit(wiring.Component):
         rd_da = damem.read_port(domain="sync")
         rd_d = par[SEL_D].read_port(domain="sync")
         ka = Cat(k_c.value, C(0, 8))[:kw]
-        xa = Cat(row.value, C(0, 8))[:xw]
+        xa = Cat(row.value[wb:], C(0, 8))[:xw]
         hh = Cat(h_c.value, C(0, 8))[:hw_]
         st_en = Signal(name="st_read_en")
         m.d.comb += [
             rd_state.addr.eq(Mux(sw_run | sw_start, tile.value, self.st_addr)),
             rd_state.en.eq(st_en),
             self.st_rdata.eq(rd_state.data),
-            rd_x.addr.eq(Mux(sw_bank, add_const(xa, H * P, xw), xa)),
+            rd_x.addr.eq(Mux(sw_bank, add_const(xa, H * P // W, xw), xa)),
             rd_b.addr.eq(Mux(sw_bank, add_const(ka, K, kw), ka)),
             rd_c.addr.eq(Mux(sw_bank, add_const(ka, K, kw), ka)),
             rd_delta.addr.eq(Mux(sw_bank, add_const(hh, H, hw_), hh)),
             rd_da.addr.eq(Mux(sw_bank, add_const(hh, H, hw_), hh)),
-            rd_d.addr.eq(h_c.value[:index_width(H)]),
+            rd_d.addr.eq(Cat(h_c.value[wb:], C(0, 8))[:pw]),
         ]
+        x_word = word(rd_x.data, row.value, "x_word")
+        d_word = word(rd_d.data, h_c.value, "d_word")
         for rp in (rd_x, rd_b, rd_c, rd_delta, rd_da, rd_d):
             m.d.comb += rp.en.eq(en)
         # per-tile tags: valid, first group, last group, tile address
@@ -504,8 +532,8 @@ class SSMUnit(wiring.Component):
 
         # u = delta·x and D·x (same value for every tile of a row), ready at t_u.
         t_u = self._t_u
-        u = ops.mul(m, "row_mul_u", rd_delta.data, rd_x.data, en)
-        dx = ops.mul(m, "row_mul_dx", rd_d.data, rd_x.data, en)
+        u = ops.mul(m, "row_mul_u", rd_delta.data, x_word, en)
+        dx = ops.mul(m, "row_mul_dx", d_word, x_word, en)
         # EMU lane i: h' = fl(fl(dA·h) + fl(u·B)). u·B starts at t_u and is the
         # multiply-add's addend, sampled Lmul cycles after dA·h starts (also at t_u).
         da_l = delay_line(m, en, rd_da.data, t_u - 1, "da_l")

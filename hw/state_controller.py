@@ -202,7 +202,9 @@ class StateController(wiring.Component):
         self._cd = check_int("StateController", "conv_depth", cd, min=0, max=1 << 20)
         H, P, N = ssm_cfg.state_shape
         self._tiles = H * P * ssm_cfg.groups_per_row     # SSMUnit.state_tiles
-        self._words = N + H * P + H
+        # Replay records hold the unit's input beats (input_words binary32 words each).
+        self._beat = ssm_cfg.input_words
+        self._words = (N + H * P + H) // self._beat
         self._ib = index_width(max(self._slots, self._records, 2))
         super().__init__({
             "cmd": In(stream.Signature(cmd_layout(self._ib))),
@@ -270,7 +272,8 @@ class StateController(wiring.Component):
 
     @property
     def record_words(self):
-        """binary32 words per replay record: ``d_state + nheads·headdim + nheads`` (B, x, dt)."""
+        """Input beats per replay record: ``(d_state + nheads·headdim + nheads) / input_words``
+        (B, x, dt; one binary32 word a beat when ``input_words = 1``)."""
         return self._words
 
     @property
@@ -299,15 +302,16 @@ class StateController(wiring.Component):
     @property
     def replay_cycles(self):
         """Cycles from a ``REPLAY`` being taken to its response (the commit),
-        fill bank free: ``record_words + 2`` (one word per cycle on the
-        unit's 32-bit write port; the commit goes with the last word)."""
+        fill bank free: ``record_words + 2`` (one beat per cycle on the
+        unit's input port; the commit goes with the last beat)."""
         return self._words + 2
 
     @property
     def module_name(self):
         c = self._cfg
         return (f"StateController_h{c.nheads}_p{c.headdim}_n{c.d_state}_l{c.lanes}"
-                f"_s{self._slots}_r{self._records}_c{self._cw}x{self._cd}")
+                f"_s{self._slots}_r{self._records}_c{self._cw}x{self._cd}"
+                + (f"_w{self._beat}" if self._beat > 1 else ""))
 
     # -- logic ------------------------------------------------------------------------
 
@@ -469,11 +473,11 @@ class StateController(wiring.Component):
         rp_en = Signal(name="replay_wr_en")
         rp_sel = Signal(3, name="replay_wr_sel")
         rp_addr = Signal(len(self.wr_addr), name="replay_wr_addr")
-        rp_data = Signal(32, name="replay_wr_data")
+        rp_data = Signal(len(self.wr_data), name="replay_wr_data")
         rp_commit = Signal(name="replay_commit")
         if R:
             rw = index_width(max(R * W, 2))
-            rmem = Memory(shape=32, depth=max(R * W, 2), init=[])
+            rmem = Memory(shape=len(self.wr_data), depth=max(R * W, 2), init=[])
             m.submodules.record_buffer = rmem
             rrp = rmem.read_port(domain="sync")
             rwp = rmem.write_port()
@@ -501,12 +505,14 @@ class StateController(wiring.Component):
             a_ext = zero_extend(a, rw)
             off = Signal(rw, name="capture_offset")
             ok = Signal(name="capture_in_range")
+            # Beats of each section (wr_addr counts beats of input_words words).
+            nb, xb, hb = N // self._beat, H * P // self._beat, H // self._beat
             m.d.comb += [
                 off.eq(Mux(eq_const(sel, SEL_B), a_ext,
-                       Mux(eq_const(sel, SEL_X), add_const(a_ext, N, rw), add_const(a_ext, N + H * P, rw)))),
-                ok.eq(Mux(eq_const(sel, SEL_B), ~ge_const(a, N),
-                      Mux(eq_const(sel, SEL_X), ~ge_const(a, H * P),
-                          eq_const(sel, SEL_DT) & ~ge_const(a, H)))),
+                       Mux(eq_const(sel, SEL_X), add_const(a_ext, nb, rw), add_const(a_ext, nb + xb, rw)))),
+                ok.eq(Mux(eq_const(sel, SEL_B), ~ge_const(a, nb),
+                      Mux(eq_const(sel, SEL_X), ~ge_const(a, xb),
+                          eq_const(sel, SEL_DT) & ~ge_const(a, hb)))),
             ]
             cap_addr = Signal(rw, name="capture_addr")
             m.d.comb += [cap_addr.eq((cap_base + off)[:rw]),
@@ -517,9 +523,9 @@ class StateController(wiring.Component):
             r_addr = Signal(rw, name="replay_addr")
             sec = Signal(2, name="replay_section")       # 0 B, 1 x, 2 dt
             idx = Signal(len(self.wr_addr), name="replay_index")
-            sec_last = Mux(eq_const(sec, 0), eq_const(idx, N - 1),
-                           Mux(eq_const(sec, 1), eq_const(idx, H * P - 1), eq_const(idx, H - 1)))
-            word_last = eq_const(sec, 2) & eq_const(idx, H - 1)
+            sec_last = Mux(eq_const(sec, 0), eq_const(idx, nb - 1),
+                           Mux(eq_const(sec, 1), eq_const(idx, xb - 1), eq_const(idx, hb - 1)))
+            word_last = eq_const(sec, 2) & eq_const(idx, hb - 1)
             f_run = Signal(name="feed_run")
             f_issue = Signal(name="feed_issue")
             m.d.comb += f_issue.eq((go & is_replay | feeding) & f_run)

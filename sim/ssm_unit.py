@@ -49,6 +49,26 @@ def _f32(a):
     return np.asarray(a, dtype=np.float32).view(np.uint32)
 
 
+def _beats(sel, words, W):
+    words = [int(w) for w in np.asarray(words, dtype=np.uint32).ravel()]
+    return [(sel, a, sum(w << (32 * i) for i, w in enumerate(words[a * W:(a + 1) * W])))
+            for a in range(len(words) // W)]
+
+
+def token_beats(cfg, x, B, C, dt):
+    """``(wr_sel, wr_addr, wr_data)`` of one token: B, C, x, dt, ``input_words`` a beat."""
+    W = cfg.input_words
+    return (_beats(SEL_B, B, W) + _beats(SEL_C, C, W) + _beats(SEL_X, x, W)
+            + _beats(SEL_DT, dt, W))
+
+
+def param_beats(cfg, prm):
+    """``(wr_sel, wr_addr, wr_data)`` of the layer parameters A, dt_bias and D."""
+    W = cfg.input_words
+    return [b for sel, arr in ((SEL_A, prm.A), (SEL_DT_BIAS, prm.dt_bias), (SEL_D, prm.D))
+            for b in _beats(sel, _f32(arr), W)]
+
+
 def initial_state(rng, cfg):
     """A random initial state (uint32) with a −0, subnormals, and one row of smallest
     normals: with the first token's ``x`` of that row (:func:`make_tokens`) also the
@@ -135,10 +155,7 @@ class SSMBench:
                 await RisingEdge(d.clk)
                 await ReadOnly()
             await RisingEdge(d.clk)
-            items = ([(SEL_B, n, B[n]) for n in range(N)] + [(SEL_C, n, C[n]) for n in range(N)]
-                     + [(SEL_X, h * P + p, x[h, p]) for h in range(H) for p in range(P)]
-                     + [(SEL_DT, h, dt[h]) for h in range(H)])
-            for sel, addr, val in items:
+            for sel, addr, val in token_beats(self.cfg, x, B, C, dt):
                 while self.tb.rng.random() < idle:
                     await RisingEdge(d.clk)
                 await self.write(sel, addr, val)
@@ -160,9 +177,8 @@ class SSMBench:
                 self.y_log.append((self.cycle, int(d.y__payload.value)))
 
     async def load_params(self, prm):
-        for sel, arr in ((SEL_A, prm.A), (SEL_DT_BIAS, prm.dt_bias), (SEL_D, prm.D)):
-            for h, v in enumerate(_f32(arr)):
-                await self.write(sel, h, v)
+        for sel, addr, v in param_beats(self.cfg, prm):
+            await self.write(sel, addr, v)
 
     async def wiggle_st_addr(self):
         """Move the tile port's address every cycle while tokens run (a don't-care
@@ -320,11 +336,10 @@ def run_pysim(dut, cfg, *, tokens, seed, stall=0.0, idle=0.0, specials=True, ini
             await ctx.tick()
             cycle += 1
 
-        for sel, arr in ((SEL_A, prm.A), (SEL_DT_BIAS, prm.dt_bias), (SEL_D, prm.D)):
-            for h, v in enumerate(_f32(arr)):
-                ctx.set(d.wr_en, 1), ctx.set(d.wr_sel, sel), ctx.set(d.wr_addr, h)
-                ctx.set(d.wr_data, int(v))
-                await tick()
+        for sel, a, v in param_beats(cfg, prm):
+            ctx.set(d.wr_en, 1), ctx.set(d.wr_sel, sel), ctx.set(d.wr_addr, a)
+            ctx.set(d.wr_data, v)
+            await tick()
         ctx.set(d.wr_en, 0)
         ctx.set(d.hold, 1)
         for a, w in enumerate(pack_tiles(cfg, state0)):
@@ -337,10 +352,7 @@ def run_pysim(dut, cfg, *, tokens, seed, stall=0.0, idle=0.0, specials=True, ini
         ops = []
         for x, B, C, dt in toks:
             ops.append(("wait",))
-            ops += [("w", SEL_B, n, B[n]) for n in range(N)]
-            ops += [("w", SEL_C, n, C[n]) for n in range(N)]
-            ops += [("w", SEL_X, h * P + p, x[h, p]) for h in range(H) for p in range(P)]
-            ops += [("w", SEL_DT, h, dt[h]) for h in range(H)]
+            ops += [("w", *b) for b in token_beats(cfg, x, B, C, dt)]
             ops.append(("commit",))
         pc = 0
         ys = []

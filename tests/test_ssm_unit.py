@@ -54,6 +54,11 @@ def test_ssm_unit_tokens(geom, seed):
     pytest.param({"nheads": 2, "headdim": 3, "d_state": 4, "lanes": 4}, id="h2p3n4l4"),
     # Two tiles per row (vck190's shape): the DSP accumulator, P = T + P.
     pytest.param({"nheads": 2, "headdim": 2, "d_state": 8, "lanes": 4}, id="h2p2n8l4"),
+    # The board presets' wide input port: 2 and 4 words a beat.
+    pytest.param({"nheads": 2, "headdim": 2, "d_state": 8, "lanes": 4, "input_words": 2},
+                 id="h2p2n8l4w2"),
+    pytest.param({"nheads": 4, "headdim": 1, "d_state": 8, "lanes": 4, "input_words": 4},
+                 id="h4p1n8l4w4", marks=pytest.mark.slow),
     # 3 lanes: a partial last tile, an odd lane out of the fused first tree level.
     pytest.param({"nheads": 2, "headdim": 3, "d_state": 8, "lanes": 3}, id="h2p3n8l3",
                  marks=pytest.mark.slow),
