@@ -4,7 +4,7 @@
 """``DualModePE``: SPEQ's dual-mode processing element on the exact dot-product datapath.
 
 SPEQ (arXiv 2510.18525) computes the FP16 target model and its 4-bit BSFP draft on one
-PE (SPEC §3 "Dual-mode PE"):
+PE (its reconfigurable PE array; ``docs/bsfp.md``):
 
 * **Full mode**: one FP16 activation x scaled FP16 weight product per cycle. The weight
   path is 15 bits: after Algorithm 1's scaling the stored exponent is <= 15, so ``e4`` is
