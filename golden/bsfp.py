@@ -1,6 +1,6 @@
 """BSFP v1: SPEQ's bit-sharing floating point, the golden model the RTL matches bit for bit.
 
-SPEQ ("From Quarter to All", arXiv 2510.18525; seed ``002``) lets a 4-bit draft model
+SPEQ ("From Quarter to All", arXiv 2510.18525) lets a 4-bit draft model
 and the FP16 target model share one copy of the weights. The paper does not publish
 its exact bit map; this module is the project's own self-consistent reading of the
 paper and the SPEQ notes (``docs/sources.md``), called **BSFP v1**. ``docs/bsfp.md`` is the contract in prose.
@@ -88,7 +88,7 @@ class BSFPConfig:
     group_size : int or None
         ``None``: one power-of-two scale per tensor. An int: one scale per group of
         ``group_size`` consecutive weights along the last (input) axis; a ragged last
-        group is allowed. The seed uses 128.
+        group is allowed. The SPEQ notes use 128.
     draft : str
         The draft reading, one of :data:`DRAFT_FORMATS`. ``"E3M0"`` is BSFP v1.
         ``"E3M0-noremap"`` stores the plain scaled word (no remapping) and reads the

@@ -86,7 +86,7 @@ class DualModePE(wiring.Component):
         Longest dot product in products (>= 1); sizes the accumulator
         (``accumulator_spec(FP16, n)``). Longer dot products may wrap.
     quant_lanes : int
-        Draft products per cycle in quantized mode, 1..8 (seed: 3).
+        Draft products per cycle in quantized mode, 1..8 (SPEQ notes: 3).
     config : golden.bsfp.BSFPConfig
         BSFP v1 config; ``config.draft`` must be one of :data:`PE_DRAFTS`. The draft
         exponent table comes from :func:`golden.bsfp.draft_table`.
