@@ -1,5 +1,5 @@
 import sys
 
-from .cli import main
+from gen.cli.commands import main
 
 sys.exit(main())

@@ -52,11 +52,12 @@ import numpy as np
 
 from . import fp as _fp
 from .fp import FP16, FP32
+from .validate import check_choice
 
 __all__ = [
     "CONTRACTS", "NEG_ZERO", "FlushCounts", "flush", "mul", "add", "dot",
     "activation_operand", "full_weight_operand", "draft_weight_operand",
-    "full_dot", "draft_dot",
+    "full_dot", "draft_dot", "SSM_CONTRACTS", "Binary32Ops",
 ]
 
 #: The linear unit's accumulation contracts (``LinearConfig.contract``).
@@ -275,3 +276,64 @@ def _dot_vector(w, x, counts, n_weights):
         c = c._replace(weights=n_weights * (1 if vector else x.shape[0]))
     y = y[..., 0] if vector else y
     return (y, c) if counts else y
+
+
+# -- binary32 operations of the SSM unit ------------------------------------------------
+
+#: The SSM unit's arithmetic contracts (``SSMConfig.contract``): ``"ieee"`` is IEEE 754
+#: binary32 with gradual underflow (fabric FP units), ``"dspfp32"`` is the DSPFP32
+#: multiplier and adder above (flush to zero of operands and results).
+SSM_CONTRACTS = ("ieee", "dspfp32")
+
+
+class Binary32Ops:
+    """Binary32 multiply and add of one contract, on float32 arrays, counting flushes.
+
+    The SSM unit's golden model (:func:`golden.mamba2.ssm_step_hw`) and the
+    tables' Horner evaluation (:func:`golden.nonlinear.lut_eval`) run every
+    operation through one of these, so the two contracts differ in exactly the
+    operations, never in their order.
+
+    Parameters
+    ----------
+    contract : str
+        One of :data:`SSM_CONTRACTS`.
+
+    Attributes
+    ----------
+    flushed_in : int
+        Operand elements flushed to zero (``"dspfp32"`` only).
+    flushed_out : int
+        Result elements flushed to zero (``"dspfp32"`` only).
+    """
+
+    def __init__(self, contract):
+        self.contract = check_choice("Binary32Ops", "contract", contract, SSM_CONTRACTS)
+        self.flushed_in = 0
+        self.flushed_out = 0
+
+    def _bits(self, *arrays):
+        return [a.view(np.uint32) for a in np.broadcast_arrays(
+            *(np.asarray(a, dtype=np.float32) for a in arrays))]
+
+    def _count(self, fi, fo):
+        self.flushed_in += int(np.count_nonzero(fi))
+        self.flushed_out += int(np.count_nonzero(fo))
+
+    def mul(self, a, b):
+        """``fl(a·b)``: a DSPFP32 multiply (binary32 operands) or an IEEE one."""
+        if self.contract == "ieee":
+            with np.errstate(all="ignore"):
+                return np.asarray(a, np.float32) * np.asarray(b, np.float32)
+        m, fi, fo = mul(*self._bits(a, b))
+        self._count(fi, fo)
+        return m.view(np.float32)
+
+    def add(self, a, b):
+        """``fl(a + b)``: a DSPFP32 add or an IEEE one."""
+        if self.contract == "ieee":
+            with np.errstate(all="ignore"):
+                return np.asarray(a, np.float32) + np.asarray(b, np.float32)
+        p, fi, fo = add(*self._bits(a, b))
+        self._count(fi, fo)
+        return p.view(np.float32)

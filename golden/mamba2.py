@@ -64,6 +64,17 @@ poisons head ``h``; ``dt = +Inf`` gives ``delta = +Inf``, ``dA = 0`` and
 ``dA = 1``, ``h' = h + (±0)`` (the head is frozen, bit for bit except that a
 −0 element may become +0); ``x = ±Inf`` with ``B[n] = 0``
 gives NaN at ``(h,p,n)``.
+
+Contract ``"dspfp32"`` (``SSMConfig.contract``; the board presets). The same
+operations in the same order, each one a DSPFP32 multiply or add of the Versal
+DSP58 (AMD AM004, sections "DSPFP32 Unisim Primitive" and "Subnormals";
+:mod:`golden.dsp`): a subnormal operand reads as the zero of its sign and a
+subnormal result is flushed to the zero of its sign, after rounding. The
+tables' Horner steps flush the same way (:func:`golden.nonlinear.lut_eval`).
+Nothing else changes: a result that is zero or normal under ``"ieee"`` and
+whose operands were not subnormal is bit-identical. :class:`SSMStep` counts
+the flushes, so a study can say how often they happen
+(``docs/ssm-numerics.md``).
 """
 
 from dataclasses import dataclass, field
@@ -71,6 +82,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from .dsp import SSM_CONTRACTS, Binary32Ops
 from .nonlinear import CANONICAL_NAN32, DEFAULT_LUTS, LUTSpec, exact_fp32, lut_eval
 from .validate import check_choice, check_int
 
@@ -132,6 +144,12 @@ class SSMConfig:
         ``"fp32"`` (the contract, as Mamba) or ``"fp16"`` (a measured alternative).
     exp_lut, softplus_lut, silu_lut : LUTSpec
         Tables of the nonlinear functions (:data:`golden.nonlinear.DEFAULT_LUTS`).
+    contract : str
+        Arithmetic of every binary32 multiply and add (:data:`golden.dsp.SSM_CONTRACTS`):
+        ``"ieee"`` (IEEE 754, gradual underflow; fabric FP units) or ``"dspfp32"``
+        (the Versal DSPFP32 multiplier and adder: subnormal operands and results
+        read and become signed zeros, :mod:`golden.dsp`). The order of operations
+        is the same for both.
     """
 
     nheads: int
@@ -142,6 +160,7 @@ class SSMConfig:
     exp_lut: LUTSpec = field(default_factory=lambda: DEFAULT_LUTS["exp"])
     softplus_lut: LUTSpec = field(default_factory=lambda: DEFAULT_LUTS["softplus"])
     silu_lut: LUTSpec = field(default_factory=lambda: DEFAULT_LUTS["silu"])
+    contract: str = "ieee"
 
     def __post_init__(self):
         check_int("SSMConfig", "nheads", self.nheads, min=1)
@@ -155,6 +174,7 @@ class SSMConfig:
                              f"power-of-two multiple of a power-of-two d_state, "
                              f"not {self.lanes!r}")
         check_choice("SSMConfig", "state_format", self.state_format, STATE_FORMATS)
+        check_choice("SSMConfig", "contract", self.contract, SSM_CONTRACTS)
         for name, function in (("exp_lut", "exp"), ("softplus_lut", "softplus"),
                                ("silu_lut", "silu")):
             spec = getattr(self, name)
@@ -325,12 +345,16 @@ class SSMStep(NamedTuple):
         ``softplus(dt + dt_bias)``.
     dA : ndarray, shape (nheads,)
         ``exp(delta·A)``.
+    flushes : tuple of int
+        ``(operands, results)`` flushed to zero by the ``"dspfp32"`` contract
+        (``(0, 0)`` under ``"ieee"``), counted per element and operation.
     """
 
     y: np.ndarray
     state: np.ndarray
     delta: np.ndarray
     dA: np.ndarray
+    flushes: tuple = (0, 0)
 
 
 def _check_shapes(cfg, state, x, B, C, dt, z):
@@ -392,11 +416,13 @@ def ssm_step_ref(cfg, params, state, x, B, C, dt, z=None):
 
 # -- hardware-numerics model ----------------------------------------------------
 
-def _tree_reduce(q, width):
+def _tree_reduce(q, width, ops):
     """Σ over the last axis: balanced pairwise trees of ``width``, then ascending accumulation.
 
     ``q`` has shape (..., N); see the module docstring. The groups are padded
-    with −0 to ``⌈N/width⌉`` groups of ``2**⌈log2 width⌉``: an exact identity.
+    with −0 to ``⌈N/width⌉`` groups of ``2**⌈log2 width⌉``: an exact identity
+    (under ``"dspfp32"`` too: ``−0`` is not subnormal, and ``v + (−0) = v`` for
+    every value the flushing adder can be given).
     """
     groups = -(-q.shape[-1] // width)
     span = 1 << (width - 1).bit_length()
@@ -405,11 +431,11 @@ def _tree_reduce(q, width):
         part = q[..., k * width:(k + 1) * width]
         t[..., k, :part.shape[-1]] = part
     while t.shape[-1] > 1:
-        t = t[..., 0::2] + t[..., 1::2]
+        t = ops.add(t[..., 0::2], t[..., 1::2])
     t = t[..., 0]
     acc = t[..., 0]
     for k in range(1, t.shape[-1]):
-        acc = acc + t[..., k]
+        acc = ops.add(acc, t[..., k])
     return acc
 
 
@@ -467,10 +493,11 @@ def ssm_step_hw(cfg, params, state, x, B, C, dt, z=None, *, nonlinear="lut"):
     params.check(cfg)
     _check_shapes(cfg, state, x, B, C, dt, z)
     check_choice("ssm_step_hw", "nonlinear", nonlinear, ("lut", "exact"))
+    ops = Binary32Ops(cfg.contract)
     if nonlinear == "lut":
-        softplus = lambda v: lut_eval(cfg.softplus_lut, v)  # noqa: E731
-        exp = lambda v: lut_eval(cfg.exp_lut, v)  # noqa: E731
-        silu = lambda v: lut_eval(cfg.silu_lut, v)  # noqa: E731
+        softplus = lambda v: lut_eval(cfg.softplus_lut, v, ops=ops)  # noqa: E731
+        exp = lambda v: lut_eval(cfg.exp_lut, v, ops=ops)  # noqa: E731
+        silu = lambda v: lut_eval(cfg.silu_lut, v, ops=ops)  # noqa: E731
     else:
         softplus = lambda v: exact_fp32("softplus", v)  # noqa: E731
         exp = lambda v: exact_fp32("exp", v)  # noqa: E731
@@ -478,21 +505,23 @@ def ssm_step_hw(cfg, params, state, x, B, C, dt, z=None, *, nonlinear="lut"):
     A, dt_bias, D = (np.asarray(p, dtype=np.float32) for p in (params.A, params.dt_bias, params.D))
     h = _as_state(cfg, state)
     x, B, C, dt = _as_f32(x), _as_f32(B), _as_f32(C), _as_f32(dt)
+    mul, add = ops.mul, ops.add
     with np.errstate(all="ignore"):
         # Per head: the dt path. One softplus and one exp per head per token.
-        delta = softplus(dt + dt_bias)
-        dA = exp(delta * A)
+        delta = softplus(add(dt, dt_bias))
+        dA = exp(mul(delta, A))
         # Per row: the input scaling shared by the row's d_state EMUs.
-        u = delta[:, None] * x
+        u = mul(delta[:, None], x)
         # Per state element (EMU): two products, one sum, one rounding each.
-        new = dA[:, None, None] * h.astype(np.float32) + u[:, :, None] * B[None, None, :]
+        new = add(mul(dA[:, None, None], h.astype(np.float32)), mul(u[:, :, None], B[None, None, :]))
         new = new.astype(cfg.state_dtype)          # fp16 state: RNE to binary16
-        q = new.astype(np.float32) * C[None, None, :]
-        y = _tree_reduce(q, cfg.tree_width)
-        y = y + D[:, None] * x
+        q = mul(new.astype(np.float32), C[None, None, :])
+        y = _tree_reduce(q, cfg.tree_width, ops)
+        y = add(y, mul(D[:, None], x))
         if z is not None:
-            y = y * silu(_as_f32(z))
-    return SSMStep(y=_canon(y), state=_canon(new), delta=_canon(delta), dA=_canon(dA))
+            y = mul(y, silu(_as_f32(z)))
+    return SSMStep(y=_canon(y), state=_canon(new), delta=_canon(delta), dA=_canon(dA),
+                   flushes=(ops.flushed_in, ops.flushed_out))
 
 
 def ssm_step_hw_bits(cfg, params, state, x, B, C, dt, z=None):

@@ -29,6 +29,12 @@ Evaluation contract (:func:`lut_eval`), for a :class:`LUTSpec` with range
 A node input (``r = 0``) returns ``c_0`` exactly. ``±0`` both give ``c_0`` of
 node 0 (so ``silu(−0) = +0``). Subnormal inputs are honoured (no flush to zero).
 
+With the ``"dspfp32"`` contract (``SSMConfig.contract``, :mod:`golden.dsp`) the
+Horner steps are DSPFP32 multiplies and adds: an operand or result that is
+subnormal reads or becomes the zero of its sign. Steps 1–3 are unchanged (the
+fabric computes them exactly), so a subnormal residual ``r`` reaches the
+multiplier and is flushed there.
+
 Why Taylor rows instead of LightMamba's chord interpolation: the SSM state
 forgets at rate ``1 − dA``, as small as ``1e−3`` (dt = 0.001, A = −1), and a
 relative error ε in ``dA`` biases the steady state by about ``ε/(1 − dA)``.
@@ -242,7 +248,7 @@ def _canonicalize_nan(y):
     return np.where(np.isnan(y), CANONICAL_NAN32, bits).view(np.float32)
 
 
-def lut_eval(spec, x):
+def lut_eval(spec, x, *, ops=None):
     """Evaluate the table approximation of ``spec.function`` (the hardware result).
 
     Parameters
@@ -250,6 +256,9 @@ def lut_eval(spec, x):
     spec : LUTSpec
     x : array_like of float32, any shape
         Inputs; other float dtypes are first rounded to binary32.
+    ops : golden.dsp.Binary32Ops, optional
+        The arithmetic of the Horner steps (and where their flushes are
+        counted); IEEE binary32 when omitted.
 
     Returns
     -------
@@ -267,7 +276,10 @@ def lut_eval(spec, x):
         idx = i.astype(np.int64) - spec.first_index
         y = table[spec.degree][idx]
         for k in range(spec.degree - 1, -1, -1):
-            y = y * r + table[k][idx]               # two roundings: no FMA
+            if ops is None:
+                y = y * r + table[k][idx]           # two roundings: no FMA
+            else:
+                y = ops.add(ops.mul(y, r), table[k][idx])
         below, above = SATURATION[spec.function]
         y = np.where(x < lo, _SAT_BELOW[below](x), y)
         y = np.where(x > hi, _SAT_ABOVE[above](x), y)

@@ -25,7 +25,7 @@ class AXI4LiteSignature(wiring.Signature):
 
     Members are the AMBA signal names in lower case (``awaddr``, ``wstrb``,
     ``bresp``, ...), so a port ``s_axi`` appears in Verilog as
-    ``s_axi__awaddr`` and so on; :func:`gen.vivado.bus_interfaces` maps those
+    ``s_axi__awaddr`` and so on; :func:`gen.emit.vivado.bus_interfaces` maps those
     to an IP Integrator ``aximm`` interface.
 
     Parameters

@@ -23,6 +23,7 @@ from types import SimpleNamespace
 
 from amaranth import C, Cat, Module, Mux, Signal
 from amaranth.lib import stream, wiring
+from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
@@ -30,8 +31,10 @@ from golden.fp import FP32
 from golden.mamba2 import SSMConfig
 from golden.validate import check_int
 from hw.bits import index_width
-from hw.fp_arith import FPAdd, FPMul, add_const, delay_line
+from hw.dsp58 import DSPFP32, OP_ACC_P, OP_START
+from hw.fp_arith import FPAdd, add_const, delay_line
 from hw.fp_datapath import ge_const
+from hw.fp_ops import FPOps
 from hw.hierarchy import submodule
 from hw.ssm_nonlinear import LUTFunction
 
@@ -196,6 +199,10 @@ class SSMUnit(wiring.Component):
     per row (``lanes == d_state``, the ``vhk158`` preset) there is no adder.
     """
 
+    #: Depth of the output FIFO behind ``y``: the pipeline's clock enable is a
+    #: register that drops when the FIFO could not take one more row.
+    Y_FIFO_DEPTH = 8
+
     def __init__(self, *, cfg, mul_stages=2, add_stages=2):
         if not isinstance(cfg, SSMConfig):
             raise TypeError(f"SSMUnit.cfg must be an SSMConfig, not {cfg!r}")
@@ -205,34 +212,70 @@ class SSMUnit(wiring.Component):
             raise ValueError(f"SSMUnit.cfg.lanes must be <= d_state ({cfg.d_state}) in this "
                              f"revision, not {cfg.lanes!r}")
         self._cfg = cfg
-        self._lm = check_int("SSMUnit", "mul_stages", mul_stages, min=0,
-                             max=len(FPMul.BOUNDARIES))
-        self._la = check_int("SSMUnit", "add_stages", add_stages, min=0,
-                             max=len(FPAdd.BOUNDARIES))
+        self._ops = FPOps(contract=cfg.contract, mul_stages=mul_stages, add_stages=add_stages,
+                          owner="SSMUnit")
+        self._lm, self._la = mul_stages, add_stages
         self._tiles = cfg.nheads * cfg.headdim * cfg.groups_per_row
         super().__init__({**host_members(cfg), **state_members(cfg)})
+
+    @classmethod
+    def from_config(cls, config):
+        """The SSM unit of a :class:`golden.config.Config` (its ``ssm`` and ``pipeline``)."""
+        return cls(cfg=config.ssm, mul_stages=config.pipeline.fp_mul_stages,
+                   add_stages=config.pipeline.fp_add_stages)
 
     @property
     def cfg(self):
         return self._cfg
 
+    def _lut(self, spec):
+        return LUTFunction(spec=spec, mul_stages=self._lm, add_stages=self._la,
+                           contract=self._cfg.contract)
+
+    # -- the pipeline's schedule, in enabled cycles after a tile's issue ----------------
+
+    @property
+    def _t_u(self):
+        """``u = delta·x`` and ``D·x`` ready (the operands are read one cycle after issue)."""
+        return 1 + self._ops.mul_latency
+
     @property
     def emu_latency(self):
-        """Enabled cycles from a tile's read address to its write-back (``1 + 2·Lm + La``)."""
-        return 1 + 2 * self._lm + self._la
+        """Enabled cycles from a tile's read address to its write-back of ``h'``:
+        ``1 + Lmul`` (``u``) ``+ Lmuladd`` (``h' = fl(dA·h) + fl(u·B)``, with ``u·B``
+        started ``Lmul`` cycles earlier than ``dA·h``, as the multiply-add's addend)."""
+        return self._t_u + self._ops.muladd_latency
+
+    @property
+    def _t_tree(self):
+        """The tile's tree sum ready: ``q = h'·C`` with the first tree level fused in
+        (odd lane ``fl(q_odd + q_even)`` is one multiply-add), then ``depth − 1`` adds."""
+        ops, depth = self._ops, self._cfg.tree_depth
+        if depth == 0:
+            return self.emu_latency + ops.mul_latency
+        return self.emu_latency + ops.muladd_latency + (depth - 1) * ops.add_latency
+
+    @property
+    def _acc_delay(self):
+        """From a row's last tree sum to its accumulated value: a fabric register
+        (``"ieee"``), nothing (``"dspfp32"``, one tile per row) or the DSP accumulator."""
+        if not self._ops.dsp:
+            return 1
+        return 0 if self._cfg.groups_per_row == 1 else DSPFP32.latency
 
     @property
     def prologue_latency(self):
         """Enabled cycles from a head's issue to its ``delta``/``dA`` write."""
-        lut = lambda spec: 3 + spec.degree * (self._lm + self._la)
-        return 1 + self._la + lut(self._cfg.softplus_lut) + self._lm + lut(self._cfg.exp_lut)
+        c, ops = self._cfg, self._ops
+        return (1 + ops.add_latency + self._lut(c.softplus_lut).latency + ops.mul_latency
+                + self._lut(c.exp_lut).latency)
 
     @property
     def latency(self):
-        """Enabled cycles from a row's first tile issue to its ``y`` (``y.valid``)."""
-        depth = self._cfg.tree_depth
+        """Enabled cycles from a row's first tile issue to its ``y`` leaving the pipeline
+        (entering the output FIFO; ``y.valid`` follows one or two cycles later)."""
         k = self._cfg.groups_per_row
-        return 1 + 3 * self._lm + self._la * (1 + depth) + (k - 1) + 1 + self._la
+        return self._t_tree + (k - 1) + self._acc_delay + self._ops.add_latency
 
     @property
     def state_tiles(self):
@@ -249,19 +292,22 @@ class SSMUnit(wiring.Component):
     @property
     def module_name(self):
         c = self._cfg
-        return (f"SSMUnit_h{c.nheads}_p{c.headdim}_n{c.d_state}_l{c.lanes}"
-                f"_m{self._lm}a{self._la}")
+        return f"SSMUnit_h{c.nheads}_p{c.headdim}_n{c.d_state}_l{c.lanes}_{self._ops.tag}"
 
     def elaborate(self, platform):
         m = Module()
-        cfg, lm, la = self._cfg, self._lm, self._la
+        cfg, ops = self._cfg, self._ops
+        lmul, ladd, lma = ops.mul_latency, ops.add_latency, ops.muladd_latency
         H, P, N, L = cfg.nheads, cfg.headdim, cfg.d_state, cfg.lanes
         K = cfg.groups_per_row
         # Lanes of a row's last tile that hold columns (all of them when lanes divides N).
         last_lanes = N - (K - 1) * L
-        fmt = FP32
-        en = Signal(name="en")
-        m.d.comb += en.eq(~self.y.valid | self.y.ready)
+        # The pipeline's clock enable is a register: y's ready never reaches the
+        # thousands of registers and DSP CE pins it drives. It drops when the
+        # output FIFO could not take a row in the next cycle, whatever y.ready does.
+        m.submodules.y_fifo = y_fifo = SyncFIFOBuffered(width=32, depth=self.Y_FIFO_DEPTH)
+        en = Signal(init=1, name="en", attrs={"max_fanout": 64})
+        m.d.sync += en.eq(y_fifo.level <= self.Y_FIFO_DEPTH - 2)
 
         # -- memories ------------------------------------------------------------
         def mem(name, shape, depth):
@@ -364,23 +410,15 @@ class SSMUnit(wiring.Component):
         # issue tags: valid, bank, head
         tag0 = Cat(pro_issue, pro_bank, pro_h.value)
         tag1 = delay_line(m, en, tag0, 1, "ptag1")
-        add_s = FPAdd(fmt=fmt, stages=la)
-        sp = LUTFunction(spec=cfg.softplus_lut, mul_stages=lm, add_stages=la)
-        mul_a = FPMul(fmt=fmt, stages=lm)
-        ex = LUTFunction(spec=cfg.exp_lut, mul_stages=lm, add_stages=la)
-        submodule(m, "pro_add_bias", add_s)
-        submodule(m, "pro_softplus", sp)
-        submodule(m, "pro_mul_a", mul_a)
-        submodule(m, "pro_exp", ex)
-        a1 = rd_a.data
-        m.d.comb += [add_s.en.eq(en), add_s.valid.eq(0), add_s.a.eq(rd_dt.data),
-                     add_s.b.eq(rd_bias.data),
-                     sp.en.eq(en), sp.valid.eq(0), sp.x.eq(add_s.result)]
-        a_d = delay_line(m, en, a1, la + sp.latency, "a_d")
-        m.d.comb += [mul_a.en.eq(en), mul_a.valid.eq(0), mul_a.a.eq(sp.y), mul_a.b.eq(a_d),
-                     ex.en.eq(en), ex.valid.eq(0), ex.x.eq(mul_a.result)]
-        delta_d = delay_line(m, en, sp.y, lm + ex.latency, "delta_d")
-        tag_end = delay_line(m, en, tag1, la + sp.latency + lm + ex.latency, "ptag")
+        sp = submodule(m, "pro_softplus", self._lut(cfg.softplus_lut))
+        ex = submodule(m, "pro_exp", self._lut(cfg.exp_lut))
+        s_sum = ops.add(m, "pro_add_bias", rd_dt.data, rd_bias.data, en)
+        m.d.comb += [sp.en.eq(en), sp.valid.eq(0), sp.x.eq(s_sum)]
+        a_d = delay_line(m, en, rd_a.data, ladd + sp.latency, "a_d")
+        a_prod = ops.mul(m, "pro_mul_a", sp.y, a_d, en)
+        m.d.comb += [ex.en.eq(en), ex.valid.eq(0), ex.x.eq(a_prod)]
+        delta_d = delay_line(m, en, sp.y, lmul + ex.latency, "delta_d")
+        tag_end = delay_line(m, en, tag1, ladd + sp.latency + lmul + ex.latency, "ptag")
         wd, wda = dmem.write_port(), damem.write_port()
         tv, tb_, th = tag_end[0], tag_end[1], tag_end[2:]
         hwa = Cat(th, C(0, 8))[:hw_]
@@ -464,37 +502,34 @@ class SSMUnit(wiring.Component):
         # over a tile that is still waiting to enter the EMUs.
         m.d.comb += st_en.eq(Mux(sw_run | sw_start | t1[0], en, 1))
 
-        # u = delta·x and D·x (same value for every tile of a row)
-        mul_u, mul_dx = FPMul(fmt=fmt, stages=lm), FPMul(fmt=fmt, stages=lm)
-        submodule(m, "row_mul_u", mul_u)
-        submodule(m, "row_mul_dx", mul_dx)
-        m.d.comb += [mul_u.en.eq(en), mul_u.valid.eq(0), mul_u.a.eq(rd_delta.data),
-                     mul_u.b.eq(rd_x.data),
-                     mul_dx.en.eq(en), mul_dx.valid.eq(0), mul_dx.a.eq(rd_d.data),
-                     mul_dx.b.eq(rd_x.data)]
-        da_l = delay_line(m, en, rd_da.data, lm, "da_l")
-        h_l = delay_line(m, en, rd_state.data, lm, "h_l")
-        b_l = delay_line(m, en, rd_b.data, lm, "b_l")
-        c_l = delay_line(m, en, rd_c.data, 2 * lm + la, "c_l")
-        hnew, q = [], []
+        # u = delta·x and D·x (same value for every tile of a row), ready at t_u.
+        t_u = self._t_u
+        u = ops.mul(m, "row_mul_u", rd_delta.data, rd_x.data, en)
+        dx = ops.mul(m, "row_mul_dx", rd_d.data, rd_x.data, en)
+        # EMU lane i: h' = fl(fl(dA·h) + fl(u·B)). u·B starts at t_u and is the
+        # multiply-add's addend, sampled Lmul cycles after dA·h starts (also at t_u).
+        da_l = delay_line(m, en, rd_da.data, t_u - 1, "da_l")
+        h_l = delay_line(m, en, rd_state.data, t_u - 1, "h_l")
+        b_l = delay_line(m, en, rd_b.data, t_u - 1, "b_l")
+        t_h = self.emu_latency
+        c_l = delay_line(m, en, rd_c.data, t_h - 1, "c_l")
+        # Lanes past column N−1 in a row's last tile multiply (−0)·(+0) = −0 into the
+        # tree: v + (−0) = v exactly, so they leave the sum as the contract's.
+        t_q = delay_line(m, en, t1, t_h - 1, "stag_q")
+        hnew, qa, qb = [], [], []
         for i in range(L):
-            m1, m2, a1_, m3 = (FPMul(fmt=fmt, stages=lm), FPMul(fmt=fmt, stages=lm),
-                               FPAdd(fmt=fmt, stages=la), FPMul(fmt=fmt, stages=lm))
-            submodule(m, f"emu{i}_dah", m1)
-            submodule(m, f"emu{i}_ub", m2)
-            submodule(m, f"emu{i}_add", a1_)
-            submodule(m, f"emu{i}_hc", m3)
             sl = slice(32 * i, 32 * (i + 1))
-            m.d.comb += [
-                m1.en.eq(en), m1.valid.eq(0), m1.a.eq(da_l), m1.b.eq(h_l[sl]),
-                m2.en.eq(en), m2.valid.eq(0), m2.a.eq(mul_u.result), m2.b.eq(b_l[sl]),
-                a1_.en.eq(en), a1_.valid.eq(0), a1_.a.eq(m1.result), a1_.b.eq(m2.result),
-                m3.en.eq(en), m3.valid.eq(0), m3.a.eq(a1_.result), m3.b.eq(c_l[sl]),
-            ]
-            hnew.append(a1_.result)
-            q.append(m3.result)
+            ub = ops.mul(m, f"emu{i}_ub", u, b_l[sl], en)
+            hn = ops.muladd(m, f"emu{i}_h", da_l, h_l[sl], ub, en, c_lag=lmul)
+            hnew.append(hn)
+            a_op, b_op = hn, c_l[sl]
+            if i >= last_lanes:
+                a_op = Mux(t_q[2], C(0x80000000, 32), hn)
+                b_op = Mux(t_q[2], C(0, 32), c_l[sl])
+            qa.append(a_op)
+            qb.append(b_op)
         # write-back of h' (or the state port while idle)
-        t_wb = delay_line(m, en, t1, 2 * lm + la, "stag_wb")
+        t_wb = delay_line(m, en, t1, t_h - 1, "stag_wb")
         wb = en & t_wb[0]
         m.d.comb += [
             wr_state.addr.eq(Mux(wb, t_wb[3:], self.st_addr)),
@@ -502,58 +537,75 @@ class SSMUnit(wiring.Component):
             wr_state.en.eq(wb | (self.st_we & self.idle & self.hold)),
             pad_wb.eq(wb & t_wb[2]),
         ]
-        # Products of the lanes past column N−1 in a row's last tile are −0:
-        # v + (−0) = v exactly, so they leave the tree sum as the contract's.
-        if last_lanes < L:
-            t_q = delay_line(m, en, t1, 3 * lm + la, "stag_q")
-            for i in range(last_lanes, L):
-                masked = Signal(32, name=f"q{i}_masked")
-                m.d.comb += masked.eq(Mux(t_q[2], C(0x80000000, 32), q[i]))
-                q[i] = masked
-        # reduction tree: pairwise, (q0+q1), (q2+q3), ... then up.
-        level = q
-        depth = 0
+        # q = h'·C and the reduction tree: pairwise (q0+q1), (q2+q3), ... then up.
+        # The first level is fused into the odd lanes: fl(fl(h'·C) + q_even), with
+        # q_even (a multiply, Lmul) as the addend; IEEE addition commutes, so this is
+        # the contract's q0 + q1.
+        if L == 1:
+            level = [ops.mul(m, "emu0_hc", qa[0], qb[0], en)]
+        else:
+            level = []
+            for j in range(0, L - 1, 2):
+                q_even = ops.mul(m, f"emu{j}_hc", qa[j], qb[j], en)
+                level.append(ops.muladd(m, f"emu{j + 1}_hc", qa[j + 1], qb[j + 1], q_even, en,
+                                        c_lag=lmul))
+            if L % 2:
+                q_last = ops.mul(m, f"emu{L - 1}_hc", qa[L - 1], qb[L - 1], en)
+                level.append(delay_line(m, en, q_last, lma - lmul, "tree0_pass"))
+        depth = 1
         while len(level) > 1:
             nxt = []
             if len(level) % 2:
                 # The odd value out moves up unchanged, delayed like an adder.
-                level, odd = level[:-1], delay_line(m, en, level[-1], la, f"tree{depth}_pass")
+                level, odd = level[:-1], delay_line(m, en, level[-1], ladd, f"tree{depth}_pass")
             else:
                 odd = None
             for j in range(0, len(level), 2):
-                ad = FPAdd(fmt=fmt, stages=la)
-                submodule(m, f"tree{depth}_{j // 2}", ad)
-                m.d.comb += [ad.en.eq(en), ad.valid.eq(0), ad.a.eq(level[j]), ad.b.eq(level[j + 1])]
-                nxt.append(ad.result)
+                nxt.append(ops.add(m, f"tree{depth}_{j // 2}", level[j], level[j + 1], en))
             if odd is not None:
                 nxt.append(odd)
             level, depth = nxt, depth + 1
         tsum = level[0]
-        t_acc = delay_line(m, en, t1, 3 * lm + la + la * depth, "stag_acc")
-        dx_acc = delay_line(m, en, mul_dx.result, 2 * lm + la + la * depth, "dx_acc")
-        # accumulator: acc = T_0, then acc + T_k (combinational adder, one-cycle loop).
-        # With one tile per row (lanes == d_state) acc is always T_0: no adder, so
-        # the paper-scale unit has no unpipelined FP path.
-        acc = Signal(32, name="acc")
-        if K > 1:
-            acc_add = FPAdd(fmt=fmt, stages=0)
-            submodule(m, "acc_add", acc_add)
-            m.d.comb += [acc_add.en.eq(en), acc_add.valid.eq(0), acc_add.a.eq(acc),
-                         acc_add.b.eq(tsum)]
-            acc_next = Mux(t_acc[1], tsum, acc_add.result)
+        t_tree = self._t_tree
+        t_acc = delay_line(m, en, t1, t_tree - 1, "stag_acc")
+        # Accumulator: acc = T_0, then acc + T_k, in ascending n.
+        acc_delay = self._acc_delay
+        if ops.dsp:
+            if K > 1:
+                # On one DSPFP32: P = T_0 + (−0), then P = T_k + P on its own register
+                # (AM004: the adder accumulates one value per cycle). A row's sum is on P
+                # for one enabled cycle before the next row's T_0 replaces it.
+                acc_dsp = submodule(m, "acc", DSPFP32(a_fmt=FP32, b_fmt=FP32, stall=True))
+                m.d.comb += [acc_dsp.ce.eq(en), acc_dsp.cea.eq(1), acc_dsp.ceb.eq(1),
+                             acc_dsp.a.eq(tsum), acc_dsp.b.eq(C(0x3F800000, 32)), acc_dsp.c.eq(0),
+                             acc_dsp.fpopmode.eq(Mux(t_acc[1], OP_START, OP_ACC_P)),
+                             acc_dsp.cefpa.eq(delay_line(m, en, t_acc[0], DSPFP32.adder_stage,
+                                                         "acc_valid"))]
+                acc = acc_dsp.p
+            else:
+                acc = tsum
         else:
-            acc_next = tsum
-        with m.If(en & t_acc[0]):
-            m.d.sync += acc.eq(acc_next)
-        # row end: register (acc, D·x), then y = acc + D·x
-        row_end = Cat(t_acc[0] & t_acc[2])
-        r_end = delay_line(m, en, row_end, 1, "row_end")
-        dx_end = delay_line(m, en, dx_acc, 1, "dx_end")
-        y_add = FPAdd(fmt=fmt, stages=la)
-        submodule(m, "y_add", y_add)
-        m.d.comb += [y_add.en.eq(en), y_add.valid.eq(r_end), y_add.a.eq(acc), y_add.b.eq(dx_end)]
-        # NaNs from the FP units are already canonical (0x7FC00000).
-        m.d.comb += [self.y.payload.eq(y_add.result), self.y.valid.eq(y_add.result_valid)]
+            # A fabric adder in a one-cycle loop (the "ieee" contract, sim preset only).
+            acc = Signal(32, name="acc")
+            if K > 1:
+                acc_add = submodule(m, "acc_add", FPAdd(fmt=FP32, stages=0))
+                m.d.comb += [acc_add.en.eq(en), acc_add.valid.eq(0), acc_add.a.eq(acc),
+                             acc_add.b.eq(tsum)]
+                acc_next = Mux(t_acc[1], tsum, acc_add.result)
+            else:
+                acc_next = tsum
+            with m.If(en & t_acc[0]):
+                m.d.sync += acc.eq(acc_next)
+        # row end: y = acc + D·x
+        t_row = t_tree + acc_delay
+        r_end = delay_line(m, en, Cat(t_acc[0] & t_acc[2]), acc_delay, "row_end")
+        dx_end = delay_line(m, en, dx, t_row - t_u, "dx_end")
+        y_val = ops.add(m, "y_add", acc, dx_end, en)
+        y_valid = delay_line(m, en, r_end, ladd, "y_valid")
+        # NaNs from the FP units and the DSP adders are canonical (0x7FC00000).
+        m.d.comb += [y_fifo.w_data.eq(y_val), y_fifo.w_en.eq(en & y_valid),
+                     self.y.payload.eq(y_fifo.r_data), self.y.valid.eq(y_fifo.r_rdy),
+                     y_fifo.r_en.eq(self.y.ready)]
 
         # idle: nothing committed, nothing in flight in the sweep pipeline
         inflight = Signal(range(self.latency + 4), name="inflight")

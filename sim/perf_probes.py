@@ -1,4 +1,4 @@
-"""Timing probes for :mod:`gen.perf_calibrate`: one driver per block, for both simulators.
+"""Timing probes for :mod:`gen.perf.calibrate`: one driver per block, for both simulators.
 
 Each probe is a participant of :mod:`sim.loop`: it drives its block without
 idle cycles or back-pressure, records the cycle of every event the cycle
@@ -33,7 +33,7 @@ def _field(word, layout, name):
 class LinearProbe:
     """Jobs back to back on :class:`hw.linear_unit.LinearUnit`, ``y`` always ready.
 
-    ``jobs`` are :class:`gen.perf_model.LinearJob`-like tuples ``(mode, steps,
+    ``jobs`` are :class:`gen.perf.blocks.LinearJob`-like tuples ``(mode, steps,
     n_rows, n_tokens)``. ``result``: ``first_y`` (per job, the cycle of its
     first ``y`` transfer), ``end`` (the last ``y``), cycle 0 being the cycle in
     which the first command is taken; ``busy``, ``stall`` (the unit's counters

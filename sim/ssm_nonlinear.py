@@ -12,6 +12,7 @@ from collections import deque
 import cocotb
 import numpy as np
 
+from golden.dsp import Binary32Ops
 from golden.nonlinear import LUTSpec, lut_eval
 from sim.bench import TB, params
 
@@ -52,7 +53,8 @@ async def lut(dut):
     tb = TB(dut)
     rng = np.random.default_rng(tb.rng.getrandbits(64))
     x = lut_inputs(rng, spec, p.get("count", 2000))
-    want = lut_eval(spec, x.view(np.float32)).view(np.uint32)
+    ops = Binary32Ops(p.get("contract", "ieee"))
+    want = lut_eval(spec, x.view(np.float32), ops=ops).view(np.uint32)
     dut.en.value = 0
     dut.valid.value = 0
     await tb.reset()

@@ -49,6 +49,17 @@ def _f32(a):
     return np.asarray(a, dtype=np.float32).view(np.uint32)
 
 
+def initial_state(rng, cfg):
+    """A random initial state (uint32) with a −0, subnormals, and one row of smallest
+    normals: with the first token's ``x`` of that row (:func:`make_tokens`) also the
+    smallest normal, every product of the row underflows, so the row's ``h'`` and ``y``
+    are nonzero under the ``"ieee"`` contract and zero under ``"dspfp32"``."""
+    state = _f32(rng.standard_normal(cfg.state_shape) * 0.5)
+    state.ravel()[rng.integers(0, state.size, 3)] = [0x80000000, 0x00000001, 0x80400000]
+    state[-1, -1, :] = 0x0080_0000 | rng.integers(0, 1 << 20, cfg.d_state, dtype=np.uint32)
+    return state
+
+
 def make_tokens(rng, cfg, prm, count, *, specials=True):
     """``count`` tokens of uint32 arrays ``(x, B, C, dt)``, specials in the last ones."""
     H, P, N = cfg.state_shape
@@ -62,10 +73,16 @@ def make_tokens(rng, cfg, prm, count, *, specials=True):
         if t % 5 == 4:       # out of the usual range: strong decay, or nearly frozen
             dt[rng.integers(0, H)] = np.float32(rng.choice([8.0, -30.0, 25.0]))
         x, B, C, dt = _f32(x), _f32(B), _f32(C), _f32(dt)
+        if t == 0:
+            x[-1, -1] = 0x0080_0000      # see initial_state
         if t % 7 == 3:       # subnormal operands
             x[rng.integers(0, H), rng.integers(0, P)] = rng.integers(1, 1 << 23)
             B[rng.integers(0, N)] = rng.integers(1, 1 << 23) | (1 << 31)
             C[rng.integers(0, N)] = rng.integers(1, 1 << 23)
+            # The smallest normal: u = delta·x and h'·C round to subnormals, which
+            # the "dspfp32" contract flushes (the FTZ boundary from both sides).
+            x[rng.integers(0, H), rng.integers(0, P)] = 0x0080_0000
+            C[rng.integers(0, N)] = 0x8080_0000
         tail = count - t
         if specials and tail <= 4:
             h, p = H - 1, rng.integers(0, P)
@@ -286,10 +303,7 @@ def run_pysim(dut, cfg, *, tokens, seed, stall=0.0, idle=0.0, specials=True, ini
     prm = mamba2_init_params(cfg, rng)
     prm = SSMParams(A=prm.A, dt_bias=prm.dt_bias,
                     D=(1 + 0.25 * rng.standard_normal(H)).astype(np.float32))
-    state0 = (_f32(rng.standard_normal(cfg.state_shape) * 0.5) if init_state
-              else np.zeros(cfg.state_shape, dtype=np.uint32))
-    if init_state:
-        state0.ravel()[rng.integers(0, state0.size, 3)] = [0x80000000, 0x00000001, 0x80400000]
+    state0 = initial_state(rng, cfg) if init_state else np.zeros(cfg.state_shape, np.uint32)
     toks = make_tokens(rng, cfg, prm, tokens, specials=specials)
     want_y, st = [], state0
     for x, B, C, dt in toks:

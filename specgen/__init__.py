@@ -6,7 +6,7 @@ specification), ``hw`` (Amaranth RTL), ``sim`` (cocotb benches) and ``gen``
 ``python -m specgen`` is the ``specgen`` command.
 """
 
-from gen.output import specgen_version
+from gen.cli.output import specgen_version
 
 __all__ = ["__version__"]
 

@@ -1,7 +1,7 @@
-"""``python -m specgen``: the ``specgen`` command (:func:`gen.cli.main`)."""
+"""``python -m specgen``: the ``specgen`` command (:func:`gen.cli.commands.main`)."""
 
 import sys
 
-from gen.cli import main
+from gen.cli.commands import main
 
 sys.exit(main())

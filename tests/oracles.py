@@ -12,7 +12,7 @@ from fractions import Fraction
 
 import numpy as np
 
-__all__ = ["seeded_rng", "pow2", "ref_round"]
+__all__ = ["seeded_rng", "pow2", "ref_round", "ftz32", "is_nan32", "ftz_add32", "ftz_mul32"]
 
 
 def seeded_rng(tag):
@@ -55,3 +55,37 @@ def ref_round(q, fmt, zero_sign=0):
     if k < 1 << m:                             # only possible at e == emin: subnormal
         return (s << (fmt.width - 1)) | k
     return (s << (fmt.width - 1)) | ((e + fmt.bias) << m) | (k - (1 << m))
+
+
+# -- SoftFloat with a flush written from the encoding (the DSPFP32 reading of AM004) ----
+
+def ftz32(u):
+    """binary32 bits with a subnormal replaced by the zero of its sign (from the encoding)."""
+    return u & 0x8000_0000 if (u >> 23) & 0xFF == 0 else u
+
+
+def is_nan32(u):
+    return (u >> 23) & 0xFF == 0xFF and u & 0x7F_FFFF != 0
+
+
+def _sf32(u):
+    import softfloatpy as sf
+    return sf.Float32.from_bytes(int(u).to_bytes(4, "big"))
+
+
+def _bits32(v):
+    return int.from_bytes(v.to_bytes(), "big")
+
+
+def ftz_add32(a, b):
+    """Flush the operands, SoftFloat ``f32_add`` (round to nearest even), flush the sum."""
+    import softfloatpy as sf
+    sf.set_rounding_mode(sf.RoundingMode.NEAR_EVEN)
+    return ftz32(_bits32(sf.f32_add(_sf32(ftz32(a)), _sf32(ftz32(b)))))
+
+
+def ftz_mul32(a, b):
+    """Flush the operands, SoftFloat ``f32_mul`` (round to nearest even), flush the product."""
+    import softfloatpy as sf
+    sf.set_rounding_mode(sf.RoundingMode.NEAR_EVEN)
+    return ftz32(_bits32(sf.f32_mul(_sf32(ftz32(a)), _sf32(ftz32(b)))))

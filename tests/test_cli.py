@@ -4,8 +4,8 @@ import sys
 
 import pytest
 
-from gen.cli import main
-from gen.output import sha256_file
+from gen.cli.commands import main
+from gen.cli.output import sha256_file
 from golden.config import preset_names
 
 
@@ -39,9 +39,9 @@ def test_verilog_writes_manifest(tmp_path):
 
 
 def test_verilog_replaces_earlier_output(tmp_path, monkeypatch):
-    import gen.emit
+    import gen.emit.verilog
     from hw.ring_fifo import RingFIFO
-    monkeypatch.setattr(gen.emit, "blocks", lambda config: {"fifo": RingFIFO(width=4, depth=3)})
+    monkeypatch.setattr(gen.emit.verilog, "blocks", lambda config: {"fifo": RingFIFO(width=4, depth=3)})
     out = tmp_path / "out"
     assert main(["verilog", "--board", "sim", "--out", str(out)]) == 0
     (out / "fifo.v").unlink()
@@ -81,9 +81,9 @@ def test_refuses_foreign_non_empty_folder(tmp_path):
 
 @pytest.mark.filterwarnings("ignore:.*created but never used")
 def test_failure_midway_leaves_no_output(tmp_path, monkeypatch):
-    import gen.emit
+    import gen.emit.verilog
 
-    real, calls = gen.emit.convert, []
+    real, calls = gen.emit.verilog.convert, []
 
     def boom(*args, **kwargs):
         # The first module is written, the second fails: nothing may remain.
@@ -92,8 +92,27 @@ def test_failure_midway_leaves_no_output(tmp_path, monkeypatch):
             raise RuntimeError("simulated failure while emitting")
         return real(*args, **kwargs)
     out = tmp_path / "out"
-    monkeypatch.setattr(gen.emit, "convert", boom)
+    monkeypatch.setattr(gen.emit.verilog, "convert", boom)
     with pytest.raises(RuntimeError, match="simulated failure"):
         main(["verilog", "--board", "sim", "--out", str(out)])
     assert len(calls) == 2
     assert list(tmp_path.iterdir()) == []
+
+
+def test_docs_rewrites_the_committed_pages_byte_for_byte(tmp_path):
+    """``specgen docs regmap tree-memory`` is the one path to those pages: run on a copy of
+    ``docs/``, it gives the committed bytes (a stale page, or a second writer, fails here)."""
+    import shutil
+    from pathlib import Path
+    docs = Path(__file__).resolve().parent.parent / "docs"
+    shutil.copy(docs / "tree.md", tmp_path / "tree.md")
+    (tmp_path / "regmap.md").write_text("stale\n")
+    assert main(["docs", "regmap", "tree-memory", "--out", str(tmp_path), "--quiet"]) == 0
+    for name in ("regmap.md", "tree.md"):
+        assert (tmp_path / name).read_bytes() == (docs / name).read_bytes(), name
+
+
+def test_docs_refuses_a_missing_folder(tmp_path, capsys):
+    assert main(["docs", "regmap", "--out", str(tmp_path / "none")]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"specgen docs: error: --out {str(tmp_path / 'none')!r} is not an existing folder")

@@ -131,7 +131,7 @@ def test_pipeline_config_reaches_the_rtl():
     from hw.accelerator import Accelerator
     from hw.fp_arith import FPAdd, FPMul
     from hw.dual_mode_pe import DualModePE
-    from gen.emit import blocks
+    from gen.emit.verilog import blocks
 
     from hw.fp_datapath import NormalizeRound
 

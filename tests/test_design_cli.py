@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from gen.cli import build_parser, iter_commands, main
+from gen.cli.commands import build_parser, iter_commands, main
 from golden.config import preset
 from golden.config_io import config_from_dict
 
@@ -64,9 +64,9 @@ def test_set_overrides_after_the_file(tmp_path, capsys):
 
 @pytest.mark.filterwarnings("ignore:.*created but never used")
 def test_manifest_config_reads_back(tmp_path, capsys, monkeypatch):
-    import gen.emit
+    import gen.emit.verilog
     from hw.ring_fifo import RingFIFO
-    monkeypatch.setattr(gen.emit, "blocks", lambda config: {"fifo": RingFIFO(width=4, depth=3)})
+    monkeypatch.setattr(gen.emit.verilog, "blocks", lambda config: {"fifo": RingFIFO(width=4, depth=3)})
     out = tmp_path / "out"
     assert main(["verilog", "--board", "sim", "--set", "linear.rows=3", "--set",
                  "bsfp.remap=[[9, 0]]", "--out", str(out)]) == 0

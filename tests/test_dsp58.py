@@ -1,6 +1,6 @@
 """hw.dsp58.DSPFP32: the behavioural model against golden.dsp, through the Vivado-side bench.
 
-The bench and vectors that `specgen verilog` ships for xsim (gen.dsp_check) run here on
+The bench and vectors that `specgen verilog` ships for xsim (gen.emit.dsp_check) run here on
 Icarus against the behavioural model of the same module: the model must pass them, and
 the bench must catch a model that differs (a corrupted vector).
 """
@@ -12,7 +12,7 @@ import subprocess
 import pytest
 
 from golden.fp import FP16, FP32
-from gen.dsp_check import write_dsp_check
+from gen.emit.dsp_check import write_dsp_check
 from hw.dsp58 import DSPFP32
 from hw.hierarchy import convert
 

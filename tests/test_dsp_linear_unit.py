@@ -53,9 +53,9 @@ def test_dsp_linear_unit_rejects_bad_parameters(kwargs, exc, message):
 @pytest.mark.sim
 def test_cycle_model_matches_rtl_and_slots_stay_busy():
     """The perf model's DSPLinearUnit schedule equals the RTL's cycle count (the calibration
-    of gen.perf_model.dsp_linear_schedule), and every MAC slot is busy while a job issues, for
+    of gen.perf.blocks.dsp_linear_schedule), and every MAC slot is busy while a job issues, for
     T = 1, 3 and 16 in both passes."""
-    from gen.bench_linear import measure_dsp
+    from gen.bench.linear import measure_dsp
     report = measure_dsp(steps=64, jobs=2, tokens=(1, 3, 16))
     assert len(report) == 6
     for key, r in report.items():

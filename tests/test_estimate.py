@@ -7,14 +7,9 @@ import sys
 
 import pytest
 
-from gen.estimate import (
-    analytical_dsp58,
-    dsp58_per_multiply,
-    estimate_block,
-    level_budget,
-    logic_depth,
-    render_markdown,
-)
+from gen.estimate.depth import level_budget, logic_depth
+from gen.estimate.dsp_model import analytical_dsp58, dsp58_per_multiply
+from gen.estimate.report import estimate_block, render_markdown
 from golden.config import preset, preset_names
 
 
@@ -156,7 +151,7 @@ def test_small_block_synthesizes(tmp_path):
     worst = est.worst
     assert worst.module == "ring_fifo_w4_d16" and 1 <= worst.levels <= 6
     assert worst.stages[worst.endpoint.split("[")[0]] == worst.levels
-    from gen.estimate import fit_summary
+    from gen.estimate.report import fit_summary
     fit = fit_summary([est], preset("vck190"))
     assert fit["LUT"]["used"] == r["LUT"] + r["LUTRAM_SITES"] and fit["LUT"]["device"] == 899_840
     assert fit["DSP58"]["used"] == 0 and fit["verdict"].startswith("fits vck190; within the limits")
@@ -168,7 +163,7 @@ def test_small_block_synthesizes(tmp_path):
 
 
 def test_fit_summary_flags_a_design_over_the_part():
-    from gen.estimate import BlockEstimate, fit_summary
+    from gen.estimate.report import BlockEstimate, fit_summary
     cfg = preset("vhk158")
     huge = BlockEstimate(block="DSPLinearUnit_x", synthesized="x", scale=1.0, note="",
                          resources={"LUT": 2_000_000, "LUTRAM_SITES": 0, "FF": 1, "DSPFP32": 7000,
@@ -182,7 +177,7 @@ def test_fit_summary_flags_a_design_over_the_part():
 def test_cli_estimate_one_block_json(capsys):
     """`specgen estimate --block ring_fifo --json` synthesizes that block alone."""
     import json
-    from gen.cli import main
+    from gen.cli.commands import main
     assert main(["estimate", "--board", "vck190", "--block", "ring_fifo", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert [b["block"] for b in data["blocks"]] == ["ring_fifo_w4_d16"]
@@ -207,7 +202,7 @@ def test_cli_estimate_sim(tmp_path):
 
 
 def test_ssm_fit_points_keep_the_bank_depth():
-    from gen.estimate import _ssm_fit_points
+    from gen.estimate.report import _ssm_fit_points
     for board in ("vck190", "vhk158"):
         cfg = preset(board).ssm
         points = _ssm_fit_points(cfg)
@@ -219,7 +214,7 @@ def test_ssm_fit_points_keep_the_bank_depth():
 
 
 def test_fit_extrapolates_affinely(monkeypatch):
-    import gen.estimate as est
+    import gen.estimate.report as est
 
     def fake(component, *, name, workdir=None, **kw):
         lanes = component
@@ -238,7 +233,7 @@ def test_fit_extrapolates_affinely(monkeypatch):
 
 def test_pipeline_section_renders_rows():
     """The doc's pipeline section lists every synthesized module with its worst stage."""
-    from gen.estimate import render_doc
+    from gen.estimate.report import render_doc
 
     rows = [{"module": "FPAdd_e8_m23_s6", "pipeline": "board", "levels": 11.1,
              "stage": "add_total[17] → lzc_shl[0]", "LUT": 804.0, "FF": 368.0},

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from gen.cli import main
+from gen.cli.commands import main
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "own_cocotb_test"
 

@@ -5,8 +5,8 @@ import sys
 
 import pytest
 
-from gen.cli import main
-from gen.output import specgen_version
+from gen.cli.commands import main
+from gen.cli.output import specgen_version
 from golden.config import preset
 from sim.runner import VERILATOR_WAIVERS
 
@@ -17,9 +17,9 @@ pytestmark = pytest.mark.filterwarnings("ignore:.*created but never used")
 
 @pytest.fixture
 def small_design(monkeypatch):
-    import gen.emit
+    import gen.emit.verilog
     from hw.ring_fifo import RingFIFO
-    monkeypatch.setattr(gen.emit, "blocks", lambda config: {"fifo": RingFIFO(width=4, depth=3)})
+    monkeypatch.setattr(gen.emit.verilog, "blocks", lambda config: {"fifo": RingFIFO(width=4, depth=3)})
 
 
 def parse(path):

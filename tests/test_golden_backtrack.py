@@ -14,8 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gen.backtrack_cost import FILENAME, backtrack_markdown, write_backtrack_table
-from gen.cli import main
+from gen.studies.backtrack_cost import FILENAME, backtrack_markdown, write_backtrack_table
+from gen.cli.commands import main
 from golden.backtrack import (POLICIES, SYSTEM_POLICIES, WHERE, BacktrackMemory, CostMeter, LMRecurrence,
                               Mamba2Mixer, MixerConfig, Recompute, SpeculativeBacktracking,
                               StoreIntermediates, StoreStates, Stepped, backtrack, check_path,

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import softfloatpy as sf
 
-from oracles import pow2, ref_round, seeded_rng
+from oracles import ftz32, ftz_add32, ftz_mul32, is_nan32, pow2, ref_round, seeded_rng
 
 from golden import bsfp, dsp
 from golden.fp import FP16, FP32
@@ -26,31 +26,9 @@ def _rne():
     sf.set_rounding_mode(sf.RoundingMode.NEAR_EVEN)
 
 
-# --- the oracle's own flush and bridge ----------------------------------------------------
+# --- the oracle: SoftFloat with its own flush (tests/oracles.py) --------------------------
 
-def _ftz32(u):
-    """binary32 bits with a subnormal replaced by the zero of its sign (from the encoding)."""
-    return u & 0x8000_0000 if (u >> 23) & 0xFF == 0 else u
-
-
-def _is_nan32(u):
-    return (u >> 23) & 0xFF == 0xFF and u & 0x7F_FFFF != 0
-
-
-def _sf32(u):
-    return sf.Float32.from_bytes(int(u).to_bytes(4, "big"))
-
-
-def _bits32(v):
-    return int.from_bytes(v.to_bytes(), "big")
-
-
-def oracle_add(a, b):
-    return _ftz32(_bits32(sf.f32_add(_sf32(_ftz32(a)), _sf32(_ftz32(b)))))
-
-
-def oracle_mul(a, b):
-    return _ftz32(_bits32(sf.f32_mul(_sf32(_ftz32(a)), _sf32(_ftz32(b)))))
+_ftz32, _is_nan32, oracle_add, oracle_mul = ftz32, is_nan32, ftz_add32, ftz_mul32
 
 
 def _assert_same(got, want, a, b, what):

@@ -182,7 +182,7 @@ def test_hw_close_to_reference(state_format, tol_y, tol_h, seed):
 
 def test_error_budget_stays_bounded(seed):
     # The reduced version of docs/ssm-numerics.md: 100 steps on small dims.
-    from gen.ssm_error_budget import run_error_budget
+    from gen.studies.ssm_error_budget import run_error_budget
     cfg = SSMConfig(nheads=4, headdim=8, d_state=32, lanes=8)
     res = run_error_budget(cfg, steps=100, seed=seed, variants=("hw",))
     rel_y, rel_h = res["hw"]["rel_y"], res["hw"]["rel_h"]
@@ -193,7 +193,7 @@ def test_error_budget_stays_bounded(seed):
 
 
 def test_write_error_budget_is_deterministic(tmp_path):
-    from gen.ssm_error_budget import write_error_budget
+    from gen.studies.ssm_error_budget import write_error_budget
     cfg = SSMConfig(nheads=2, headdim=8, d_state=16, lanes=4)
     a = write_error_budget(out=tmp_path / "a", steps=12, seed=3, cfg=cfg).read_bytes()
     b = write_error_budget(out=tmp_path / "b", steps=12, seed=3, cfg=cfg).read_bytes()
@@ -442,6 +442,6 @@ def test_docs_ssm_numerics_is_current(tmp_path):
     # The full 1,000-step budget (about 30 s): docs/ssm-numerics.md must be what
     # the generator writes today.
     from pathlib import Path
-    from gen.ssm_error_budget import write_error_budget
+    from gen.studies.ssm_error_budget import write_error_budget
     docs = Path(__file__).resolve().parent.parent / "docs" / "ssm-numerics.md"
     assert write_error_budget(out=tmp_path).read_bytes() == docs.read_bytes()

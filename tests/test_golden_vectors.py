@@ -5,7 +5,7 @@ import sys
 import numpy as np
 import pytest
 
-from gen.golden_vectors import SETS, write_golden
+from gen.emit.golden_vectors import SETS, write_golden
 from golden.config import preset
 from hw.ring_fifo import RingFIFO
 from sim.runner import run_bench

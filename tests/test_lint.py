@@ -1,6 +1,6 @@
 import pytest
 
-from gen.cli import main
+from gen.cli.commands import main
 from golden.config import preset_names
 from sim.lint import lint, lint_modules, split_modules
 from sim.runner import VERILATOR_WAIVERS
@@ -91,7 +91,7 @@ def test_zero_memories_get_a_loop_not_a_word_list(tmp_path):
     assert "zeros[" in text and "<= 999;" in text and "zeros[_zero_init_0] = 8'd0" in text
     assert "zeros[999] =" not in text and "zeros[0] =" not in text
     assert "lut[2] = 8'h04" in text or "lut[2] = 8'd4" in text
-    # Synthesis input (gen.estimate) drops the loop, which Yosys would unroll, and
+    # Synthesis input (gen.estimate.report) drops the loop, which Yosys would unroll, and
     # keeps real contents.
     stripped = strip_zero_init_loops(text)
     assert "_zero_init_" not in stripped and "reg [7:0] zeros [999:0];" in stripped

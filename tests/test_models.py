@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 import gen.models
-from gen.acceptance import heldout_prompts, per_depth_acceptance
-from gen.cli import main
+from gen.studies.acceptance import heldout_prompts, per_depth_acceptance
+from gen.cli.commands import main
 from gen.models import DATA_DIR, MANIFEST_NAME, load_model
 from golden.lm import LMConfig, MambaLM, speq_pair
 from golden.speculative import SpecResult, speculative_generate
@@ -201,8 +201,8 @@ def test_acceptance_cli_text_and_errors(capsys):
 
 
 def test_runtime_does_not_import_torch():
-    code = ("import sys, gen.cli, gen.acceptance, gen.models, gen.models.card, gen.models.corpus; "
-            "gen.cli.build_parser(); sys.exit('torch' in sys.modules)")
+    code = ("import sys, gen.cli.commands, gen.studies.acceptance, gen.models, gen.models.card, gen.models.corpus; "
+            "gen.cli.commands.build_parser(); sys.exit('torch' in sys.modules)")
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0
 
 

@@ -5,9 +5,9 @@ import json
 import numpy as np
 import pytest
 
-from gen.cli import main
-from gen.emit import block_kind, blocks
-from gen.golden_vectors import BLOCK_SETS, SETS
+from gen.cli.commands import main
+from gen.emit.verilog import block_kind, blocks
+from gen.emit.golden_vectors import BLOCK_SETS, SETS
 from golden.config import preset
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*created but never used")

@@ -1,4 +1,4 @@
-"""Output folders never lose data (``gen.output``), through the CLI as a user runs it."""
+"""Output folders never lose data (``gen.cli.output``), through the CLI as a user runs it."""
 
 import json
 import os
@@ -7,17 +7,17 @@ import sys
 
 import pytest
 
-from gen.cli import main
-from gen.output import MANIFEST
+from gen.cli.commands import main
+from gen.cli.output import MANIFEST
 
 
 @pytest.fixture
 def small_design(monkeypatch):
     """Emit one small block instead of the whole sim design: the folder logic is under test."""
-    import gen.emit
+    import gen.emit.verilog
     from hw.ring_fifo import RingFIFO
     modules = {"fifo": RingFIFO(width=4, depth=3)}
-    monkeypatch.setattr(gen.emit, "blocks", lambda config: dict(modules))
+    monkeypatch.setattr(gen.emit.verilog, "blocks", lambda config: dict(modules))
     return modules
 
 
@@ -137,7 +137,7 @@ def test_legacy_manifest_without_command_is_replaced(tmp_path, small_design):
         "old.v": "8b1a9953c4611296a827abf8c47804d7e6c49c6b2b3fb1bd3e0c3f6d8b0a5a9c"}}))
     # The digest above is not old.v's: an edited output is refused, the legacy kind is not.
     assert verilog(out) == 2
-    from gen.output import sha256_file
+    from gen.cli.output import sha256_file
     (out / MANIFEST).write_text(json.dumps({"generator": "specgen",
                                             "files": {"old.v": sha256_file(out / "old.v")}}))
     assert verilog(out) == 0
@@ -176,8 +176,8 @@ def test_output_folder_has_a_new_folders_permissions(tmp_path, small_design):
 
 def test_estimate_report_is_written_whole(tmp_path, monkeypatch):
     # The synthesis is stubbed: only how the report reaches the disk is under test.
-    import gen.estimate as est
-    from gen.errors import CLIError
+    import gen.estimate.report as est
+    from gen.cli.errors import CLIError
     from golden.config import preset
     report = {"board": "sim", "clock_mhz": 100.0, "budget_levels": 19, "blocks": [],
               "dsp58": est.analytical_dsp58(preset("sim"))}

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from gen.cli import main
+from gen.cli.commands import main
 
 ROOT = Path(__file__).resolve().parents[1]
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
@@ -54,8 +54,18 @@ def test_entry_point_package_is_installed():
     assert PYPROJECT["project"]["scripts"]["specgen"] == "gen.cli:main"
 
 
+def test_every_package_is_in_the_wheel():
+    """Each folder with an ``__init__.py`` is in setuptools' list: one missing (a new room of
+    gen/) would be absent from an installed specgen."""
+    listed = set(PYPROJECT["tool"]["setuptools"]["packages"])
+    found = {".".join(p.parent.relative_to(ROOT).parts)
+             for folder in ("hw", "gen", "sim", "golden", "specgen")
+             for p in (ROOT / folder).rglob("__init__.py")}
+    assert found - listed == set()
+
+
 def test_no_unused_board_package():
-    # amaranth-boards has no Versal board: the Vivado flow is gen/vivado.py's own.
+    # amaranth-boards has no Versal board: the Vivado flow is gen/emit/vivado.py's own.
     deps = " ".join(PYPROJECT["project"]["dependencies"])
     assert "amaranth-boards" not in deps
     for folder in ("hw", "gen", "sim", "golden", "specgen"):
@@ -65,9 +75,9 @@ def test_no_unused_board_package():
 
 @pytest.mark.filterwarnings("ignore:.*created but never used")
 def test_manifests_record_the_version(tmp_path, monkeypatch):
-    import gen.emit
+    import gen.emit.verilog
     from hw.ring_fifo import RingFIFO
-    monkeypatch.setattr(gen.emit, "blocks", lambda config: {"fifo": RingFIFO(width=4, depth=3)})
+    monkeypatch.setattr(gen.emit.verilog, "blocks", lambda config: {"fifo": RingFIFO(width=4, depth=3)})
     assert main(["verilog", "--board", "sim", "--out", str(tmp_path / "v")]) == 0
     manifest = json.loads((tmp_path / "v" / "manifest.json").read_text())
     assert manifest["version"] == installed_version() and manifest["generator"] == "specgen"
@@ -75,6 +85,6 @@ def test_manifests_record_the_version(tmp_path, monkeypatch):
 
 
 def test_ip_version_is_the_package_version():
-    from gen.vivado import ip_version
+    from gen.emit.vivado import ip_version
     major, minor, patch = (int(x) for x in PYPROJECT["project"]["version"].split(".")[:3])
     assert ip_version() == (f"{major}.{minor}", patch)

@@ -1,15 +1,15 @@
-"""Block cycle models (``gen/perf_model.py``) against cycle counts measured on the RTL.
+"""Block cycle models (``gen/perf/blocks.py``) against cycle counts measured on the RTL.
 
-Every case drives the RTL with ``gen/perf_calibrate.py`` (Amaranth's Python
+Every case drives the RTL with ``gen/perf/calibrate.py`` (Amaranth's Python
 simulator, or cocotb on Verilator) and fails if the model's total differs from
-the measurement by more than :data:`gen.perf_calibrate.TOLERANCE` (5 %), or any
+the measurement by more than :data:`gen.perf.calibrate.TOLERANCE` (5 %), or any
 single predicted event (a job's first result, a token's last ``y``, a tree's
 path) by more than that. Small configs run by default, the rest in ``slow``.
 """
 
 import pytest
 
-from gen.perf_calibrate import FAST, SLOW, TOLERANCE, VERILATOR, calibrate
+from gen.perf.calibrate import FAST, SLOW, TOLERANCE, VERILATOR, calibrate
 
 # Verilator cases of the default suite: builds shared with tests/test_ring_fifo.py and
 # tests/test_tree_verifier.py, so they cost a cocotb start-up each.

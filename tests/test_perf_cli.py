@@ -2,7 +2,7 @@
 
 import pytest
 
-from gen.cli import main
+from gen.cli.commands import main
 from golden.config import preset
 
 BASE = ["perf", "--board", "vhk158", "--target", "2.7B", "--draft", "370M"]

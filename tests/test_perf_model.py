@@ -1,4 +1,4 @@
-"""Properties of the performance model (``gen/perf_model.py``) and ``specgen perf``."""
+"""Properties of the performance model (``gen/perf/system.py``) and ``specgen perf``."""
 
 import dataclasses
 import json
@@ -7,11 +7,13 @@ import math
 import numpy as np
 import pytest
 
-from gen.cli import main
-from gen.perf_model import (JSON_KEYS, PE_LATENCY, SEED, Accelerator, LinearJob, SSMTiming, StepConfig,
-                            accelerator, expected_tokens, linear_schedule, mamba_dims, matmul_jobs,
-                            model_names, paper_rows, perf_board_names, seed_step, speq_step,
-                            ssm_stream, step_model, weight_bytes)
+from gen.cli.commands import main
+from gen.perf.blocks import (PE_LATENCY, LinearJob, SSMTiming, linear_schedule, matmul_jobs,
+                             ssm_stream)
+from gen.perf.claims import SEED
+from gen.perf.system import (JSON_KEYS, Accelerator, StepConfig, accelerator, expected_tokens,
+                             mamba_dims, model_names, paper_rows, perf_board_names, seed_step,
+                             speq_step, step_model, weight_bytes)
 from golden.config import LinearConfig, preset
 from golden.mamba2 import SSMConfig
 from golden.tree import TreeShape

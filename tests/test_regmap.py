@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from gen.regmap_doc import c_header, render_regmap_doc
+from gen.emit.regmap_doc import c_header, render_regmap_doc
 from golden.config import PRESETS, preset
 from hw.axi_lite import AXI4LiteRegisterFile, AXI4LiteSignature, field_port_name
 from hw.regmap import ERROR_CODES, Enum, Field, Register, RegisterMap, accelerator_regmap
@@ -103,7 +103,7 @@ def test_accelerator_map_rejects_non_config():
 
 def test_docs_regmap_is_current():
     text = (ROOT / "docs" / "regmap.md").read_text()
-    assert text == render_regmap_doc(), "docs/regmap.md is stale: run python -m gen.regmap_doc"
+    assert text == render_regmap_doc(), "docs/regmap.md is stale: run specgen docs regmap"
 
 
 def test_markdown_lists_every_register_and_field():
@@ -200,7 +200,7 @@ def test_register_file_verilog_lints_and_packages(tmp_path):
     """The emitted register file passes Verilator's lint, and the Vivado flow sees its AXI port."""
     from amaranth.back import verilog
 
-    from gen.vivado import bus_interfaces, verilog_ports
+    from gen.emit.vivado import bus_interfaces, verilog_ports
     from sim.lint import lint
     text = verilog.convert(AXI4LiteRegisterFile(regmap=accelerator_regmap(preset("sim"))),
                            name="regfile", emit_src=False)

@@ -10,8 +10,8 @@ from golden.config import PRESETS, preset
 from hw.regmap import ACCESS, accelerator_regmap
 
 pytest.importorskip("systemrdl", reason="systemrdl-compiler not installed")
-from gen.regmap_rdl import (RDL_ACCESS, check_against, compile_rdl, rdl_text,  # noqa: E402
-                            write_regmap_files)
+from gen.emit.regmap_rdl import (RDL_ACCESS, check_against, compile_rdl, rdl_text,  # noqa: E402
+                                 write_regmap_files)
 
 
 def test_every_access_kind_has_rdl_properties():
@@ -102,10 +102,10 @@ def test_ipxact_holds_every_register(written):
 
 @pytest.mark.filterwarnings("ignore:.*created but never used")
 def test_emitted_readme_describes_the_register_files(tmp_path, monkeypatch):
-    import gen.emit
-    from gen.cli import main
+    import gen.emit.verilog
+    from gen.cli.commands import main
     from hw.ring_fifo import RingFIFO
-    monkeypatch.setattr(gen.emit, "blocks", lambda config: {"fifo": RingFIFO(width=4, depth=3)})
+    monkeypatch.setattr(gen.emit.verilog, "blocks", lambda config: {"fifo": RingFIFO(width=4, depth=3)})
     assert main(["verilog", "--board", "vck190", "--out", str(tmp_path / "v"), "-q"]) == 0
     readme = (tmp_path / "v" / "README.md").read_text()
     files = [p.relative_to(tmp_path / "v").as_posix() for p in (tmp_path / "v").rglob("*")

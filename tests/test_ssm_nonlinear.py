@@ -35,6 +35,17 @@ def test_lut_function_small_table():
 
 
 @pytest.mark.sim
+def test_lut_function_dspfp32_small_table():
+    """The Horner steps on DSPFP32 slices (flush to zero), against lut_eval with the
+    same contract; the inputs include subnormals and the smallest normals."""
+    spec = LUTSpec(function="softplus", lo=-4.0, hi=3.0, step_log2=3, degree=3)
+    dut = LUTFunction(spec=spec, contract="dspfp32")
+    run_bench(dut, name=dut.module_name + "_lo_m4", module="sim.ssm_nonlinear", testcase="lut",
+              params={"spec": _spec_params(spec), "latency": dut.latency, "count": 1500,
+                      "contract": "dspfp32"})
+
+
+@pytest.mark.sim
 @pytest.mark.slow
 @pytest.mark.parametrize("function", ["exp", "softplus", "silu"])
 def test_lut_function_long(function):
@@ -56,8 +67,14 @@ def test_lut_function_lint(tmp_path):
 @pytest.mark.filterwarnings("ignore::amaranth.hdl.UnusedElaboratable")
 def test_lut_function_properties_and_errors():
     dut = LUTFunction(spec=DEFAULT_LUTS["exp"], mul_stages=2, add_stages=3)
-    assert dut.latency == 3 + 3 * 5
+    assert dut.latency == 4 + 2 + 3 * 5
     assert dut.module_name == "LUTFunction_exp_s7_d3_m2a3"
+    dsp = LUTFunction(spec=DEFAULT_LUTS["exp"], contract="dspfp32")
+    assert dsp.latency == 4 + 2 + 3 * 4                 # one DSPFP32 multiply-add a step
+    assert dsp.module_name == "LUTFunction_exp_s7_d3_dsp"
+    with pytest.raises(ValueError, match=r"^LUTFunction.contract must be one of 'ieee', "
+                                         r"'dspfp32', not 'fast'$"):
+        LUTFunction(spec=DEFAULT_LUTS["exp"], contract="fast")
     with pytest.raises(TypeError, match=r"^LUTFunction.spec must be a LUTSpec, not 'exp'$"):
         LUTFunction(spec="exp")
     with pytest.raises(ValueError, match=r"^LUTFunction.add_stages must be an integer in \[0, 6\], not 7$"):

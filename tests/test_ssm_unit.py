@@ -1,4 +1,6 @@
 
+import dataclasses
+
 import pytest
 
 from golden.mamba2 import SSMConfig
@@ -14,8 +16,8 @@ from sim.ssm_unit import check_pysim, lut_params, run_pysim
 COARSE = COARSE_LUTS
 
 
-def _pysim(geom, *, lm, la, tokens, seed, luts=COARSE, **kw):
-    cfg = SSMConfig(**geom, **luts)
+def _pysim(geom, *, lm, la, tokens, seed, luts=COARSE, contract="ieee", **kw):
+    cfg = SSMConfig(**geom, **luts, contract=contract)
     out = run_pysim(SSMUnit(cfg=cfg, mul_stages=lm, add_stages=la), cfg, tokens=tokens,
                     seed=seed, **kw)
     check_pysim(out)
@@ -45,6 +47,45 @@ def test_ssm_unit_tokens(geom, seed):
     geom = dict(geom)
     la, lm = geom.pop("la", 1), geom.pop("lm", 1)
     _pysim(geom, lm=lm, la=la, tokens=10, seed=seed, stall=0.3, idle=0.1)
+
+
+@pytest.mark.parametrize("geom", [
+    # One tile per row (vhk158's shape): no accumulator.
+    pytest.param({"nheads": 2, "headdim": 3, "d_state": 4, "lanes": 4}, id="h2p3n4l4"),
+    # Two tiles per row (vck190's shape): the DSP accumulator, P = T + P.
+    pytest.param({"nheads": 2, "headdim": 2, "d_state": 8, "lanes": 4}, id="h2p2n8l4"),
+    # 3 lanes: a partial last tile, an odd lane out of the fused first tree level.
+    pytest.param({"nheads": 2, "headdim": 3, "d_state": 8, "lanes": 3}, id="h2p3n8l3",
+                 marks=pytest.mark.slow),
+    pytest.param({"nheads": 1, "headdim": 2, "d_state": 4, "lanes": 1}, id="h1p2n4l1",
+                 marks=pytest.mark.slow),
+    pytest.param({"nheads": 1, "headdim": 3, "d_state": 6, "lanes": 4}, id="h1p3n6l4",
+                 marks=pytest.mark.slow),
+])
+def test_ssm_unit_dspfp32_tokens(geom, seed):
+    """The board presets' arithmetic: every multiply and add a DSPFP32 slice (behavioural
+    model), bit for bit ssm_step_hw with contract "dspfp32", under y back-pressure and
+    input idles, with subnormal operands and results that underflow."""
+    _pysim(geom, lm=1, la=1, tokens=10, seed=seed, stall=0.3, idle=0.1, contract="dspfp32")
+
+
+def test_bench_tokens_reach_the_flush_boundary(seed):
+    """The bench's tokens make the two contracts differ (so the DSP bench can fail on a
+    missing flush): the dspfp32 golden model flushes and its state differs from IEEE's."""
+    import numpy as np
+
+    from golden.mamba2 import mamba2_init_params, ssm_step_hw
+    from sim.ssm_unit import initial_state, make_tokens
+    geom = {"nheads": 2, "headdim": 2, "d_state": 8, "lanes": 4}
+    rng = np.random.default_rng(seed)
+    cfgs = [SSMConfig(**geom, **COARSE, contract=c) for c in ("ieee", "dspfp32")]
+    prm = mamba2_init_params(cfgs[0], rng)
+    state = initial_state(rng, cfgs[0])
+    x, B, C, dt = make_tokens(rng, cfgs[0], prm, 10)[0]
+    ieee, dsp = (ssm_step_hw(c, prm, state, x, B, C, dt) for c in cfgs)
+    assert sum(dsp.flushes) > 0 and ieee.flushes == (0, 0)
+    assert not np.array_equal(ieee.state.view(np.uint32), dsp.state.view(np.uint32))
+    assert not np.array_equal(ieee.y.view(np.uint32), dsp.y.view(np.uint32))
 
 
 @pytest.mark.slow
@@ -90,6 +131,12 @@ def test_ssm_unit_properties_and_errors():
     assert dut.emu_latency == 1 + 2 * 2 + 3
     # issue → y: read 1, u 2, products 2, h' 3, q 2, tree 2·3, 3 more groups, acc 1, y 3
     assert dut.latency == 1 + 3 * 2 + 3 * (1 + 2) + 3 + 1 + 3
+    # On DSPFP32 slices: read 1, u 3, h' 4 (u·B the addend), q + first level 4, one more
+    # level 4, 3 more groups, the DSP accumulator 4, y 4.
+    dsp = SSMUnit(cfg=dataclasses.replace(cfg, contract="dspfp32"))
+    assert dsp.emu_latency == 1 + 3 + 4
+    assert dsp.latency == 1 + 3 + 4 + 4 + 4 + 3 + 4 + 4
+    assert dsp.module_name == "SSMUnit_h2_p4_n16_l4_dsp"
     assert dut.module_name == "SSMUnit_h2_p4_n16_l4_m2a3"
     with pytest.raises(TypeError, match=r"^SSMUnit.cfg must be an SSMConfig, not 3$"):
         SSMUnit(cfg=3)
@@ -111,6 +158,9 @@ def test_ssm_unit_properties_and_errors():
                  marks=pytest.mark.slow),
     pytest.param({"nheads": 3, "headdim": 1, "d_state": 10, "lanes": 6}, id="h3p1n10l6",
                  marks=pytest.mark.slow),
+    # The board arithmetic: DSPFP32 behavioural models, the DSP accumulator (2 tiles a row).
+    pytest.param({"nheads": 2, "headdim": 2, "d_state": 8, "lanes": 4, "contract": "dspfp32"},
+                 id="h2p2n8l4-dsp"),
 ])
 def test_ssm_unit_verilator(geom, seed):
     """cocotb on Verilator, the shipped (hierarchical) Verilog: 12 tokens under y

@@ -1,9 +1,9 @@
-"""``docs/tree.md``'s memory table is what ``gen/tree_memory.py`` writes today."""
+"""``docs/tree.md``'s memory table is what ``gen/studies/tree_memory.py`` writes today."""
 
 import shutil
 from pathlib import Path
 
-from gen.tree_memory import write_tree_memory
+from gen.studies.tree_memory import write_tree_memory
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "tree.md"
 
@@ -12,4 +12,4 @@ def test_tree_memory_table_is_current(tmp_path):
     shutil.copy(DOC, tmp_path / "tree.md")
     write_tree_memory(out=tmp_path)
     assert (tmp_path / "tree.md").read_text() == DOC.read_text(), (
-        "docs/tree.md is stale: regenerate its table with gen.tree_memory.write_tree_memory")
+        "docs/tree.md is stale: run specgen docs tree-memory")

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from gen.vivado import FLOW_FILES, bus_interfaces, verilog_ports, write_vivado_flow
+from gen.emit.vivado import FLOW_FILES, bus_interfaces, verilog_ports, write_vivado_flow
 from golden.config import preset
 
 TCLSH = shutil.which("tclsh")
@@ -22,7 +22,7 @@ STUBS = Path(__file__).with_name("vivado_stubs.tcl")
 
 pytestmark = [
     pytest.mark.skipif(TCLSH is None, reason="tclsh not installed (apt-get install tcl)"),
-    # The board-scale arrays are built by gen.emit.blocks and dropped unelaborated.
+    # The board-scale arrays are built by gen.emit.verilog.blocks and dropped unelaborated.
     pytest.mark.filterwarnings("ignore:.*created but never used"),
 ]
 
@@ -50,7 +50,7 @@ class FlowError(AssertionError):
 
 
 def _small_blocks(blocks):
-    """``gen.emit.blocks`` with the small blocks only: the board-scale arrays and the
+    """``gen.emit.verilog.blocks`` with the small blocks only: the board-scale arrays and the
     top level that holds them take minutes to emit."""
     def small(config):
         from hw.exponent_decoder import ExponentDecoder
@@ -69,11 +69,11 @@ def _small_blocks(blocks):
 
 
 def emit(board, out):
-    """``gen.emit.write_verilog`` for ``board`` with the small blocks only."""
-    import gen.emit
+    """``gen.emit.verilog.write_verilog`` for ``board`` with the small blocks only."""
+    import gen.emit.verilog
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(gen.emit, "blocks", _small_blocks(gen.emit.blocks))
-        modules = gen.emit.write_verilog(board=board, out=out)
+        mp.setattr(gen.emit.verilog, "blocks", _small_blocks(gen.emit.verilog.blocks))
+        modules = gen.emit.verilog.write_verilog(board=board, out=out)
     return sorted(modules)
 
 
@@ -432,7 +432,7 @@ def test_parameters_are_keyword_only(tmp_path):
 @pytest.mark.slow
 def test_full_vck190_emission_flow(tmp_path):
     """The real ``write_verilog`` output, board-scale arrays included (minutes)."""
-    from gen.emit import write_verilog
+    from gen.emit.verilog import write_verilog
     out = tmp_path / "vck190"
     modules = sorted(write_verilog(board="vck190", out=out))
     sources = [f"{m}.v" for m in modules]

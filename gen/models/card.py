@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..output import write_files
+from gen.cli.output import write_files
 from . import load_model, manifest, model_names
 
 __all__ = ["write_card", "bsfp_profile", "LOSS_PLOT"]
@@ -71,8 +71,8 @@ def write_card(*, out):
     add("Two small Mamba2 language models trained offline on this machine, in exactly the "
         "formulation of `golden/lm.py` (`MambaLM`), so golden loads their weights unchanged "
         "(`gen.models.load_model`). They replace random weights in the acceptance studies "
-        "(`docs/acceptance.md`). Rebuild with `make models`; this page is written by "
-        "`python -m gen.models.card --out docs` from `gen/models/data/manifest.json`.\n")
+        "(`docs/acceptance.md`). Rebuild with `make models`, which writes this page last, "
+        "from `gen/models/data/manifest.json`.\n")
     add("## Corpus\n")
     add(f"- Source: {corpus['source']}. Licence: {corpus['licence']}; the sources ship with the "
         f"interpreter (`LICENSE.txt` beside them), nothing was downloaded.")

@@ -30,8 +30,8 @@ import numpy as np
 
 from golden.speculative import DEFAULT_GAMMA
 
-from ..acceptance import agreement, heldout_prompts, measure
-from ..output import write_files
+from gen.studies.acceptance import agreement, heldout_prompts, measure
+from gen.cli.output import write_files
 from . import load_model, manifest
 
 __all__ = ["run_studies", "write_page", "HwLM", "dynamic_gamma", "SETTINGS"]
@@ -311,8 +311,8 @@ PERF = dict(board="vhk158", target="2.7B", draft="370M", sizings=("preset", "dsp
 
 def _perf_rows(res):
     """``(draft, tree, γ, tokens/step, source, [tokens/s per sizing])`` rows."""
-    from ..perf_cli import DEFAULT_ACCEPT, SPEQ_DEFAULT_ALPHA, fit_continue_prob
-    from ..perf_model import StepConfig, accelerator, step_model
+    from gen.perf.cli import DEFAULT_ACCEPT, SPEQ_DEFAULT_ALPHA, fit_continue_prob
+    from gen.perf.system import StepConfig, accelerator, step_model
     accs = [accelerator(PERF["board"], sizing=z) for z in PERF["sizings"]]
 
     def run(draft, tree, **kw):
@@ -385,7 +385,7 @@ def write_page(res, *, out):
         f"{s['prompts']} held-out windows of {s['prompt_len']} bytes (from files the models "
         f"never saw), {s['tokens']} tokens generated after each. Perplexities are per byte on "
         f"{s['ppl_windows']} held-out windows of {s['ppl_len']} bytes.\n")
-    add(f"Regenerate: `{COMMAND}` (`python -m gen.models.study --out docs`; "
+    add(f"Regenerate: `{COMMAND}` ("
         f"{res['wall_s'] / 60:.0f} min on this machine, one core, while other jobs shared it). "
         "One configuration: `specgen acceptance --model target --draft speq --tree chain8 "
         f"--gamma {GAMMA} --json`.\n")
@@ -476,7 +476,7 @@ def write_page(res, *, out):
         "everywhere, `golden/nonlinear.py`), so there is no FTZ row to measure.\n")
 
     add("## 5. Modelled tokens/s at the measured profiles\n")
-    add(f"`gen.perf_model` (assumptions in `docs/perf-model.md`) for {PERF['board'].upper()} and a "
+    add(f"`gen.perf.system` (assumptions in `docs/perf-model.md`) for {PERF['board'].upper()} and a "
         f"Mamba2-{PERF['target']} target, with the tokens/step and early stopping measured above "
         f"(`specgen perf --acceptance FILE`: the continuation probability is fitted to the "
         f"measured draft length) beside the papers' figures. Our profiles come from 4- and "

@@ -1,0 +1,2 @@
+"""``specgen bench``: timed runs of the golden models, the RTL simulation and emission
+(docs/perf.md)."""

@@ -1,0 +1,313 @@
+"""``specgen bench`` (``make bench``): run every benchmark, rewrite ``docs/perf.md``.
+
+Performance is measured here, never in timed tests. Each record names the
+command that produced it; the report starts with the machine it ran on. The
+report has three parts:
+
+1. measured benchmarks (:data:`BENCH_MODULES`, Verilog emission time against
+   preset and array size, Verilator simulation throughput);
+2. the calibration table of the block cycle models (:mod:`gen.perf.calibrate`:
+   model against RTL cycle counts, simulator named per row);
+3. the performance model's figures beside the papers' (:mod:`gen.perf.report`),
+   with the plots written next to the report.
+"""
+
+import importlib
+import os
+import platform
+import re
+import subprocess
+import tempfile
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+from gen.cli.errors import CLIError
+
+__all__ = ["write_bench", "collect", "bench_rtl", "bench_emission", "bench_emission_sizes",
+           "calibration_section", "model_section", "EMISSION_SIZES", "emit_linear_unit"]
+
+#: Modules with a ``benchmarks()`` function returning records
+#: ``{"name", "value", "unit", "command", "note"}``.
+BENCH_MODULES = ["gen.bench.numerics", "gen.bench.bsfp", "gen.bench.linear", "gen.bench.ssm"]
+
+
+def _machine():
+    cpu = "unknown"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    mem = ""
+    try:
+        kb = int(Path("/proc/meminfo").read_text().split()[1])
+        mem = f", {kb / 2**20:.0f} GiB RAM"
+    except (OSError, ValueError, IndexError):
+        pass
+    import numpy
+    return (f"{cpu}, {os.cpu_count()} cores{mem}; Python {platform.python_version()}, "
+            f"numpy {numpy.__version__}, {platform.system()} {platform.release()}")
+
+
+def _throughput(results, *, period_ns=10):
+    """``(cycles, wall seconds)`` of the one test case in a cocotb results file."""
+    case = ET.parse(results).getroot().find(".//testcase")
+    props = {p.get("name"): p.get("value") for p in case.iter("property")}
+    return float(props["sim_time_duration"]) / period_ns, float(case.get("time"))
+
+
+def bench_rtl(cycles=50_000):
+    """Verilator simulation throughput of the cocotb benches, in cycles/s.
+
+    The figure includes cocotb's Python per-cycle work (driving, checking
+    against the golden model), which dominates for small blocks. Blocks whose
+    Verilator build is affordable on this machine: ``RingFIFO``,
+    ``TreeVerifier``, the smallest ``LinearUnit``. There is no top level yet.
+    """
+    from hw.linear_unit import LinearUnit
+    from hw.ring_fifo import RingFIFO
+    from hw.tree_verifier import TreeVerifier
+    from sim.runner import emit_verilog, run_bench
+
+    from golden.fp import FORMATS as FP_FORMATS
+
+    rows = []
+    for width, depth in ((4, 16), (32, 1024)):
+        name = f"ring_fifo_w{width}_d{depth}"
+        with tempfile.TemporaryDirectory() as tmp:
+            results = run_bench(RingFIFO(width=width, depth=depth), name=name,
+                                module="sim.ring_fifo", testcase="random_traffic",
+                                params={"width": width, "depth": depth, "cycles": cycles},
+                                seed=1, test_dir=tmp)
+            n, wall = _throughput(results)
+        rows.append({"name": f"Verilator+cocotb {name}", "value": round(n / wall),
+                     "unit": "cycles/s",
+                     "command": "specgen bench (sim.ring_fifo random_traffic, 50,000 cycles, seed 1)",
+                     "note": "every cycle driven and checked against the golden model in Python"})
+    name = "tree_verifier_n64_d16"
+    with tempfile.TemporaryDirectory() as tmp:
+        results = run_bench(emit_verilog(TreeVerifier(max_nodes=64, fifo_depth=16, max_passes=4),
+                                         name=name), name=name, module="sim.tree_verifier",
+                            testcase="random_trees", seed=1, test_dir=tmp,
+                            params={"max_nodes": 64, "fifo_depth": 16, "max_passes": 4,
+                                    "trees": 200})
+        n, wall = _throughput(results)
+    rows.append({"name": f"Verilator+cocotb {name}", "value": round(n / wall), "unit": "cycles/s",
+                 "command": "specgen bench (sim.tree_verifier random_trees, 200 trees, seed 1)",
+                 "note": f"{n:,.0f} cycles; every schedule beat and path checked against golden"})
+    rows_, cols, lanes, max_k, fmt = 1, 2, 1, 5, "fp32"
+    name = f"linear_unit_r{rows_}_c{cols}_q{lanes}_k{max_k}_{fmt}"
+    with tempfile.TemporaryDirectory() as tmp:
+        results = run_bench(LinearUnit(rows=rows_, cols=cols, quant_lanes=lanes, max_k=max_k,
+                                       fmt_out=FP_FORMATS[fmt]), name=name,
+                            module="sim.linear_unit", testcase="random_jobs", seed=1, test_dir=tmp,
+                            params={"rows": rows_, "cols": cols, "lanes": lanes, "max_k": max_k,
+                                    "fmt_out": fmt, "jobs": 100})
+        n, wall = _throughput(results)
+    rows.append({"name": f"Verilator+cocotb {name}", "value": round(n / wall), "unit": "cycles/s",
+                 "command": "specgen bench (sim.linear_unit random_jobs, 100 jobs, seed 1)",
+                 "note": f"{n:,.0f} cycles under 30 % idle and back-pressure; the wall time "
+                         f"includes computing every job's golden BSFP dot products in Python, "
+                         f"which dominates; 2 PEs (larger arrays take minutes to build)"})
+    return rows
+
+
+# Runs in the child: its own peak resident set (VmHWM of /proc/self/status, which
+# starts afresh at exec; ru_maxrss does not, it keeps the forking parent's size).
+_CHILD = """
+import os, runpy, sys
+try:
+    args = sys.argv[1:]
+    if args[0] == "-m":
+        sys.argv = [args[1], *args[2:]]
+        try:
+            runpy.run_module(args[1], run_name="__main__")
+        except SystemExit as exc:
+            if exc.code:
+                raise
+    else:
+        exec(args[1], {"__name__": "__main__"})
+finally:
+    with open("/proc/self/status") as f:
+        hwm = [line.split()[1] for line in f if line.startswith("VmHWM:")][0]
+    with open(os.environ["SPECGEN_PEAK_FILE"], "w") as f:
+        f.write(hwm)
+"""
+
+
+def _child(args):
+    """Run ``python args...`` in a fresh interpreter: ``(wall seconds, peak RSS in bytes)``.
+
+    A fresh process per measurement, so imports, Amaranth's caches and one
+    run's garbage do not flatter or burden the next; the peak resident set is
+    the child's own ``VmHWM`` (Linux, kibibytes).
+    """
+    import sys
+
+    with tempfile.TemporaryDirectory() as tmp:
+        peak_file = Path(tmp) / "peak"
+        env = dict(os.environ, SPECGEN_PEAK_FILE=str(peak_file))
+        t0 = time.perf_counter()
+        proc = subprocess.run([sys.executable, "-c", _CHILD, *args], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE, env=env)
+        dt = time.perf_counter() - t0
+        if proc.returncode:
+            raise CLIError(f"benchmark child {' '.join(args)!r} failed: "
+                           f"{proc.stderr.decode(errors='replace')[-2000:]}")
+        peak = int(peak_file.read_text()) * 1024
+    return dt, peak
+
+
+def _module_count(verilog_text):
+    return len(re.findall(r"^module ", verilog_text, re.M))
+
+
+def bench_emission():
+    """Verilog emission time and peak memory of each preset (``specgen verilog``)."""
+    from golden.config import preset_names
+
+    rows = []
+    for board in preset_names():
+        with tempfile.TemporaryDirectory() as tmp:
+            out = Path(tmp) / board
+            dt, peak = _child(["-m", "gen", "verilog", "--board", board, "--out", str(out)])
+            texts = [p.read_text() for p in sorted(out.glob("*.v"))]
+            size = sum(len(t.encode()) for t in texts)
+            modules = sum(_module_count(t) for t in texts)
+        command = f"specgen verilog --board {board} --out DIR"
+        rows.append({"name": f"emit {board}", "value": round(dt, 1), "unit": "s",
+                     "command": command,
+                     "note": f"{len(texts)} files, {modules} module definitions, {size:,} bytes "
+                             f"of Verilog; fresh process, one run"})
+        rows.append({"name": f"emit {board} peak memory", "value": round(peak / 2**20),
+                     "unit": "MiB", "command": command,
+                     "note": "peak resident set of the emitting process (its VmHWM); "
+                             "Python process only (Yosys runs as a child)"})
+    return rows
+
+
+#: LinearUnit arrays timed by :func:`bench_emission_sizes` (rows, cols).
+EMISSION_SIZES = ((1, 1), (2, 2), (4, 4), (8, 8), (16, 16), (64, 16), (64, 64))
+
+
+def emit_linear_unit(rows, cols, out):
+    """Write the Verilog of a ``rows × cols`` ``LinearUnit`` (q3, max_k 8192) to ``out``."""
+    from hw.hierarchy import convert
+    from hw.linear_unit import LinearUnit
+
+    text, _ = convert(LinearUnit(rows=rows, cols=cols, quant_lanes=3, max_k=8192),
+                      name=f"linear_unit_r{rows}_c{cols}")
+    Path(out).write_text(text)
+
+
+def bench_emission_sizes(*, budget_s=120.0):
+    """Verilog emission time, size and peak memory of ``LinearUnit`` against the array size.
+
+    Each size is emitted by :func:`emit_linear_unit` in a fresh process
+    (:func:`hw.hierarchy.convert`: each distinct block once); stops growing the
+    array once one emission takes longer than ``budget_s``.
+    """
+    rows = []
+    for r, c in EMISSION_SIZES:
+        with tempfile.TemporaryDirectory() as tmp:
+            out = Path(tmp) / "lu.v"
+            dt, peak = _child(["-c", f"from gen.bench.suite import emit_linear_unit; "
+                                     f"emit_linear_unit({r}, {c}, {str(out)!r})"])
+            text = out.read_text()
+        rows.append({"name": f"emit LinearUnit {r}x{c}", "value": round(dt, 2), "unit": "s",
+                     "command": "specgen bench",
+                     "note": f"{r * c} PEs, q3, max_k 8192, hw.hierarchy.convert; "
+                             f"{len(text):,} bytes, {_module_count(text):,} modules; "
+                             f"peak {peak / 2**20:,.0f} MiB; fresh process, one run"})
+        if dt > budget_s:
+            break
+    return rows
+
+
+def collect():
+    rows = []
+    for name in BENCH_MODULES:
+        rows += importlib.import_module(name).benchmarks()
+    rows += bench_emission()
+    rows += bench_emission_sizes()
+    rows += bench_rtl()
+    return rows
+
+
+def _git_rev():
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                              text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def calibration_section():
+    """Markdown of the calibration table (every config; Verilator where builds are cheap)."""
+    from gen.perf.calibrate import TOLERANCE, calibration_rows
+    from gen.perf.report import calibration_markdown
+
+    records = calibration_rows()
+    worst = max(r["error"] for r in records)
+    return "\n".join([
+        "## Calibration of the block cycle models", "",
+        "`gen/perf/blocks.py` against cycle counts measured on the RTL by `gen/perf/calibrate.py` "
+        "(`specgen bench`; "
+        "tests: `tests/test_perf_calibration.py`, which fails above "
+        f"{100 * TOLERANCE:.0f} %). Simulator `amaranth`: Amaranth's Python simulator, cycle "
+        "accurate on the elaborated RTL; `verilator`: cocotb 2.1 on Verilator "
+        "(`sim/perf_probes.py`). Each stimulus runs without idle cycles or back-pressure; "
+        "\"worst single event\" is the largest relative deviation of any one predicted event "
+        "(a job's first result, a token's last `y`, a tree's last match and path beats, a "
+        f"FIFO's last read). Largest total error: {100 * worst:.2f} %.", "",
+        calibration_markdown(records), ""])
+
+
+def model_section(plot_dir):
+    """Markdown of the performance model beside the papers; writes the plots into ``plot_dir``."""
+    from gen.perf.system import paper_rows
+    from gen.perf.report import model_markdown, write_plots
+
+    plots = write_plots(plot_dir)
+    return model_markdown(paper_rows(), plots=plots) + "\n"
+
+
+def write_bench(*, out="docs/perf.md", echo=True):
+    """Run every benchmark and write the report ``out`` atomically; print it if ``echo``."""
+    out = Path(out)
+    if out.exists() and out.is_dir():
+        raise CLIError(f"--out {str(out)!r} is a folder; give a file path")
+    rows = collect()
+    lines = [
+        "# Measured performance",
+        "",
+        "Regenerated by `make bench` (`specgen bench --out docs/perf.md`); do not edit by hand.",
+        "",
+        f"- Machine: {_machine()}",
+        f"- Commit: `{_git_rev()}`",
+        "- Timings are the best of three `time.perf_counter` runs unless the note says otherwise.",
+        "- The performance model's assumptions and every gap: `docs/perf-model.md`.",
+        "",
+        "## Benchmarks",
+        "",
+        "| benchmark | figure | unit | command | note |",
+        "|---|---:|---|---|---|",
+    ]
+    for r in rows:
+        value = f"{r['value']:,}" if isinstance(r["value"], int) else f"{r['value']:g}"
+        lines.append(f"| {r['name']} | {value} | {r['unit']} | `{r['command']}` | {r['note']} |")
+    lines += ["", calibration_section(), model_section(out.parent)]
+    text = "\n".join(lines) + "\n"
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = out.with_name(f".{out.name}.tmp")
+        tmp.write_text(text)
+        os.replace(tmp, out)
+    except OSError as exc:
+        raise CLIError(f"cannot write --out {str(out)!r}: {exc.strerror or exc}") from None
+    if echo:
+        print(text)
+    return rows

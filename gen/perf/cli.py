@@ -1,0 +1,277 @@
+"""``specgen perf``: the performance model of one speculative decoding step.
+
+``specgen perf --board B [--config FILE] [--set KEY=VALUE] --target M --draft D [--tree 2,2,1,1]
+[--accept 4.91 | --alpha A | --acceptance FILE] [--early-stop C] [--sizing preset|dsp]
+[--policy recompute|store] [--overlap X] [--json]``
+
+``--acceptance FILE`` takes a measured profile, the JSON of ``specgen acceptance --json``
+(:func:`read_acceptance`): its tree, tokens per step and early stopping.
+
+A readable table by default (:func:`gen.perf.report.format_result`), the JSON
+of :meth:`gen.perf.system.StepResult.to_dict` with ``--json``. Unknown names exit
+with status 2 and a message listing the allowed values; a step the hardware or
+the statistics cannot produce (a tree larger than the board's tree verifier, a
+draft model not smaller than its target, more committed tokens than drafted
+levels) is refused by :func:`check_step`, naming the flags.
+"""
+
+import dataclasses
+import json
+import sys
+from pathlib import Path
+
+from gen.cli.errors import CLIError
+
+__all__ = ["add_parser", "run", "parse_tree", "read_acceptance", "fit_continue_prob"]
+
+DEFAULT_ACCEPT = 4.91
+SPEQ_DEFAULT_ALPHA = 0.97
+
+
+def parse_tree(text):
+    """``"2,2,1,1"`` → ``(2, 2, 1, 1)``; ``"chain16"`` → sixteen ones."""
+    t = text.strip().lower()
+    try:
+        if t.startswith("chain"):
+            n = int(t[5:])
+            if n < 1:
+                raise ValueError
+            return (1,) * n
+        shape = tuple(int(x) for x in t.split(","))
+        if not shape or min(shape) < 1:
+            raise ValueError
+        return shape
+    except ValueError:
+        raise CLIError(f"--tree must be a comma-separated branching list of integers >= 1 "
+                       f"(e.g. 2,2,1,1) or chainN (e.g. chain16), not {text!r}") from None
+
+
+def read_acceptance(path):
+    """``(tree, tokens_per_step, continue_prob)`` of a ``specgen acceptance --json`` report.
+
+    ``continue_prob`` is the ``c`` whose level distribution
+    (``P(levels = n) = c^(n−1)(1 − c)``, the last level taking the rest) has the
+    measured mean draft length: ``(1 − c^D)/(1 − c) = draft_length`` for depth ``D``.
+    """
+    try:
+        rep = json.loads(Path(path).read_text())
+        tree = tuple(int(b) for b in rep["tree"])
+        tps, length = float(rep["tokens_per_step"]), float(rep["draft_length"])
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise CLIError(f"--acceptance {str(path)!r} must be the JSON of 'specgen acceptance --json' "
+                       f"(tree, tokens_per_step, draft_length): {exc}") from None
+    return tree, tps, fit_continue_prob(len(tree), length)
+
+
+def fit_continue_prob(depth, draft_length):
+    """The ``c`` with ``Σ_{n<depth} c^n = draft_length`` (mean levels drafted; bisection)."""
+    lo, hi = 0.0, 1.0
+    for _ in range(60):     # the mean length rises monotonically with c, from 1 to depth
+        c = (lo + hi) / 2
+        lo, hi = (c, hi) if sum(c ** n for n in range(depth)) < draft_length else (lo, c)
+    return (lo + hi) / 2
+
+
+def add_parser(sub):
+    """Add the ``perf`` subcommand to ``sub`` (an argparse subparsers object)."""
+    from gen.perf.system import (DRAFT_CHOICES, RESTORE_POLICIES, SIZINGS, model_names,
+                                 perf_board_names)
+
+    from gen.cli.design import add_design_args
+
+    p = sub.add_parser("perf", help="model tokens/s, time split and tokens/J of one decoding step")
+    # --config/--set change the board's clock, bandwidth, arrays and pipelines; the power
+    # model and --sizing dsp stay those of the board preset named by board.name.
+    add_design_args(p, boards=perf_board_names())
+    p.add_argument("--target", required=True, metavar="MODEL",
+                   help=f"Mamba2 target: {', '.join(model_names())}")
+    p.add_argument("--draft", required=True, metavar="DRAFT",
+                   help=f"draft: a Mamba2 size, 'speq' (self-speculation, BSFP nibble plane) or "
+                        f"'none'; one of {', '.join(model_names() + DRAFT_CHOICES)}")
+    p.add_argument("--tree", metavar="SHAPE",
+                   help="per-depth branching, e.g. 2,2,1,1 (default), or chainN (default for "
+                        "speq: chain16)")
+    p.add_argument("--accept", type=float, metavar="TOKENS",
+                   help=f"committed tokens per step (default {DEFAULT_ACCEPT} when the tree is deep "
+                        f"enough and no --alpha is given)")
+    p.add_argument("--alpha", type=float, metavar="A",
+                   help=f"per-token acceptance rate instead of --accept (default for speq: "
+                        f"{SPEQ_DEFAULT_ALPHA})")
+    p.add_argument("--acceptance", metavar="FILE",
+                   help="a measured profile (specgen acceptance --json): its tree, tokens/step and "
+                        "early stopping, instead of --accept/--alpha/--early-stop")
+    p.add_argument("--early-stop", type=float, metavar="C", dest="early_stop",
+                   help="probability that drafting continues to the next level (1 = no early "
+                        "stopping; default 1, for speq the acceptance rate)")
+    p.add_argument("--sizing", default="preset", metavar="S",
+                   help=f"array sizing: {', '.join(SIZINGS)} (default preset)")
+    p.add_argument("--policy", default="recompute", metavar="P",
+                   help=f"target state restore: {', '.join(RESTORE_POLICIES)} (default recompute)")
+    p.add_argument("--overlap", type=float, default=0.0, metavar="X",
+                   help="linear/SSM scheduler overlap in [0, 1] (default 0: no scheduler yet)")
+    p.add_argument("--json", action="store_true", help="print JSON instead of the table")
+    p.set_defaults(func=run)
+    return p
+
+
+def _check(name, value, allowed):
+    if value not in allowed:
+        raise CLIError(f"unknown {name} {value!r}; allowed: {', '.join(allowed)}")
+
+
+def _check_range(flag, value, lo, hi, *, lo_open=False, why=""):
+    """``--flag`` must lie in ``[lo, hi]`` (``(lo, hi]`` with ``lo_open``)."""
+    if value is None:
+        return
+    ok = (lo < value if lo_open else lo <= value) and value <= hi
+    if not ok:
+        bounds = f"{'(' if lo_open else '['}{lo:g}, {hi:g}]"
+        raise CLIError(f"{flag} must be in {bounds}{why}, not {value:g}")
+
+
+#: Fields of the model's objects -> the flags that set them, for the messages that
+#: come from the model's own validation.
+FLAG_OF_FIELD = {
+    "StepConfig.continue_prob": "--early-stop", "StepConfig.tokens_per_step": "--accept",
+    "StepConfig.alpha": "--alpha", "StepConfig.tree": "--tree", "StepConfig.target": "--target",
+    "StepConfig.draft": "--draft", "StepConfig.restore_policy": "--policy",
+    "Accelerator.overlap": "--overlap", "Accelerator.sizing": "--sizing",
+    "accelerator.sizing": "--sizing",
+}
+
+
+def _flag_message(text):
+    for name, flag in FLAG_OF_FIELD.items():
+        text = text.replace(name, flag)
+    return text
+
+
+def check_step(args, *, tree, accept, cont, config):
+    """Reject a step the hardware or the statistics cannot produce, naming the flags.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+    tree : tuple of int
+        The per-depth branching in use.
+    accept : float or None
+        Committed tokens per step (``--accept`` or its default).
+    cont : float
+        The early-stop continue probability in use.
+    config : golden.config.Config
+        The board's config: the tree verifier's capacity.
+
+    Raises
+    ------
+    CLIError
+    """
+    from golden.tree import TreeShape, fifo_schedule
+
+    from gen.perf.system import DRAFT_CHOICES, model_names
+
+    names = model_names()
+    _check_range("--overlap", args.overlap, 0.0, 1.0)
+    _check_range("--alpha", args.alpha, 0.0, 1.0)
+    if args.draft in names and names.index(args.draft) >= names.index(args.target):
+        smaller = names[:names.index(args.target)]
+        allowed = ", ".join(smaller + DRAFT_CHOICES)
+        raise CLIError(f"--draft {args.draft} is not smaller than --target {args.target}; "
+                       f"allowed: {allowed}")
+    if args.draft == "none":
+        return
+    shape = TreeShape(tree)
+    tree_text = args.tree or ",".join(map(str, tree))
+    # The root and every draft node take one verifier slot (golden.tree.flatten).
+    capacity = config.tree.max_nodes
+    if shape.num_nodes > capacity:
+        raise CLIError(f"--tree {tree_text} has {shape.num_nodes} nodes with the root; the "
+                       f"{config.board.name} tree verifier holds at most {capacity} "
+                       f"(--set tree.max_nodes)")
+    try:
+        fifo_schedule(shape.parents, fifo_depth=config.tree.fifo_depth)
+    except ValueError as exc:
+        raise CLIError(f"--tree {tree_text} does not fit the {config.board.name} tree verifier's "
+                       f"ring of {config.tree.fifo_depth} state slots (--set tree.fifo_depth): "
+                       f"{str(exc).split(';')[0]}") from None
+    # Early stopping at 0 would never draft past the first level, so no tree is built.
+    _check_range("--early-stop", cont, 0.0, 1.0, lo_open=True)
+    if accept is not None:
+        # A step commits at most one token per drafted level plus the bonus token; with
+        # early stopping the expected number of levels is below the tree's depth.
+        levels = sum(n * cont ** (n - 1) * ((1 - cont) if n < shape.depth else 1.0)
+                     for n in range(1, shape.depth + 1))
+        hi = 1.0 + levels
+        why = (f" for --tree {tree_text}" if cont == 1.0 else
+               f" for --tree {tree_text} with --early-stop {cont:g} "
+               f"({levels:.3g} levels drafted on average)")
+        _check_range("--accept", accept, 1.0, round(hi, 6), why=why)
+
+
+def run(args, *, out=None):
+    """Evaluate the model for parsed ``args`` and print the result."""
+    from gen.perf.system import (DRAFT_CHOICES, RESTORE_POLICIES, SIZINGS, StepConfig, accelerator,
+                                 model_names, perf_board_names, step_model)
+    from gen.perf.report import format_result
+
+    from golden.config import preset
+
+    from gen.cli.design import resolve_config
+
+    out = sys.stdout if out is None else out
+    if args.board is not None:
+        _check("board", args.board, perf_board_names())
+    config = resolve_config(args)
+    board = config.board.name
+    _check("board", board, perf_board_names())
+    _check("target", args.target, model_names())
+    _check("draft", args.draft, model_names() + DRAFT_CHOICES)
+    _check("sizing", args.sizing, SIZINGS)
+    _check("policy", args.policy, RESTORE_POLICIES)
+    if args.accept is not None and args.alpha is not None:
+        raise CLIError("give --accept (tokens/step) or --alpha (acceptance rate), not both")
+    speq = args.draft == "speq"
+    tree = parse_tree(args.tree) if args.tree else ((1,) * 16 if speq else (2, 2, 1, 1))
+    accept, alpha, cont = args.accept, args.alpha, args.early_stop
+    if getattr(args, "acceptance", None) is not None:
+        if (accept, alpha, cont) != (None, None, None):
+            raise CLIError("give --acceptance FILE or --accept/--alpha/--early-stop, not both")
+        measured, accept, cont = read_acceptance(args.acceptance)
+        if args.tree and tree != measured:
+            raise CLIError(f"--tree {args.tree} is not the measured tree "
+                           f"{','.join(map(str, measured))} of --acceptance")
+        tree = measured
+    if accept is None and alpha is None:
+        if speq or len(tree) + 1 < DEFAULT_ACCEPT:
+            alpha = SPEQ_DEFAULT_ALPHA if speq else None
+            if alpha is None:
+                raise CLIError(f"--tree {args.tree} commits at most {len(tree) + 1} tokens per "
+                               f"step; give --accept (1 to {len(tree) + 1}) or --alpha")
+        else:
+            accept = DEFAULT_ACCEPT
+    if cont is None:
+        cont = alpha if speq and alpha is not None else 1.0
+    ring = preset(board).tree.fifo_depth
+    if config.tree.fifo_depth != ring:
+        # gen.perf.system.step_model schedules the tree on the preset's ring.
+        raise CLIError(f"tree.fifo_depth {config.tree.fifo_depth} (--config/--set): the "
+                       f"performance model uses the {board} preset's ring of {ring} slots; "
+                       f"allowed: {ring}")
+    check_step(args, tree=tree, accept=accept, cont=cont, config=config)
+    # The design's own board and blocks; --sizing dsp resizes the arrays from the preset's.
+    design = dict(board=config.board) if args.sizing != "preset" else dict(
+        board=config.board, linear=config.linear, ssm_lanes=config.ssm.lanes,
+        ssm_mul_stages=config.pipeline.fp_mul_stages,
+        ssm_add_stages=config.pipeline.fp_add_stages,
+        pe_round_stages=config.pipeline.pe_round_stages)
+    try:
+        acc = dataclasses.replace(accelerator(board, sizing=args.sizing, overlap=args.overlap),
+                                  **design)
+        step = StepConfig(target=args.target, draft=args.draft, tree=tree if args.draft != "none" else (),
+                          tokens_per_step=accept if args.draft != "none" else None,
+                          alpha=alpha if args.draft != "none" else None, continue_prob=cont,
+                          restore_policy=args.policy)
+        res = step_model(acc, step)
+    except (TypeError, ValueError) as exc:
+        raise CLIError(_flag_message(str(exc))) from None
+    print(res.to_json() if args.json else format_result(res), file=out)
+    return res

@@ -1,0 +1,850 @@
+"""System model of the generated accelerator: one speculative decoding step on a roofline.
+
+The blocks' cycles come from :mod:`gen.perf.blocks`, the papers' figures it is compared with
+from :mod:`gen.perf.claims`.
+
+:func:`step_model`: one speculative decoding step of a
+Mamba2 target with a separate Mamba2 draft or with SPEQ self-speculation (the
+draft reads only the BSFP v1 nibble plane). Every phase is placed on a
+roofline: its time is the larger of its memory time (bytes / bandwidth) and
+its compute time (block cycles / clock). Blocks that have no RTL yet (the
+``StateController`` and the linear/SSM scheduler) are modeled by explicit
+parameters (:class:`Accelerator` ``overlap``, ``restore_overlap``,
+``controller_cycles``) with a calibration hook (:class:`Calibration`).
+
+Nothing here simulates; the figures are model outputs, labelled as such in
+every report.
+"""
+
+import json
+import math
+from dataclasses import asdict, dataclass, field, replace
+
+from golden.config import BoardConfig, LinearConfig, PipelineConfig, preset, preset_names
+from golden.lm import LMConfig
+from golden.mamba2 import MAMBA2_DEFAULTS, MAMBA2_SIZES, MAMBA2_VOCAB, SSMConfig
+from golden.tree import TreeShape, fifo_schedule
+from golden.validate import check_choice, check_float, check_int
+
+from gen.perf.blocks import (PE_LATENCY, SSMTiming, dsp_linear_schedule, dsp_matmul_jobs,
+                             linear_schedule, matmul_jobs, ssm_stream, tree_verifier_cycles)
+from gen.perf.claims import SEED, SEED_TREE, SPEQ_ALPHA, SPEQ_CHAIN
+
+__all__ = ["VOCAB", "MambaDims", "model_names", "mamba_dims", "Calibration", "PowerModel",
+           "POWER_ASSUMPTIONS", "SIZINGS", "RESTORE_POLICIES", "Accelerator", "perf_board_names",
+           "accelerator", "DRAFT_CHOICES", "StepConfig", "Phase", "StepResult", "JSON_KEYS",
+           "expected_tokens", "SSM_OPS_PER_ELEM", "ssm_timing", "weight_bytes", "state_bytes",
+           "step_model", "seed_step", "speq_step", "paper_rows"]
+
+#: Mamba2 vocabulary (:data:`golden.mamba2.MAMBA2_VOCAB`).
+VOCAB = MAMBA2_VOCAB
+
+
+# =====================================================================================
+# Model dimensions
+# =====================================================================================
+
+@dataclass(frozen=True, kw_only=True)
+class MambaDims(LMConfig):
+    """A Mamba2 checkpoint's :class:`golden.lm.LMConfig`, named, with the bytes of one pass.
+
+    The dimensions and the widths derived from them (``d_inner``, ``nheads``,
+    ``conv_dim``, ``d_in_proj``, ``state_elems``, ``conv_elems``) are the
+    golden model's; :func:`mamba_dims` reads them from
+    :meth:`golden.lm.LMConfig.from_model`.
+
+    Parameters
+    ----------
+    name : str
+    d_model, n_layer : int
+    vocab : int
+        Tied embedding / LM head rows (:data:`VOCAB`).
+    expand, headdim, d_state, d_conv : int
+        Mamba2 defaults (:data:`golden.mamba2.MAMBA2_DEFAULTS`); ``ngroups = 1``.
+    """
+
+    name: str
+    d_model: int
+    n_layer: int
+    vocab: int = VOCAB
+    headdim: int = MAMBA2_DEFAULTS["headdim"]
+    d_state: int = MAMBA2_DEFAULTS["d_state"]
+
+    def matrices(self):
+        """``(name, out_features, in_features, count)`` of every linear layer of a pass."""
+        return [("in_proj", self.d_in_proj, self.d_model, self.n_layer),
+                ("out_proj", self.d_model, self.d_inner, self.n_layer),
+                ("lm_head", self.vocab, self.d_model, 1)]
+
+    @property
+    def linear_params(self):
+        """Weights of the linear layers (the tied LM head once)."""
+        return sum(o * i * n for _, o, i, n in self.matrices())
+
+    @property
+    def small_params(self):
+        """Other weights read per pass: conv1d weight and bias, the two norms, A, D, dt_bias."""
+        per_layer = (self.conv_dim * self.d_conv + self.conv_dim + self.d_inner + self.d_model
+                     + 3 * self.nheads)
+        return per_layer * self.n_layer + self.d_model
+
+    @property
+    def params(self):
+        return self.linear_params + self.small_params
+
+
+def model_names():
+    """Mamba2 sizes accepted by :func:`mamba_dims` (SPEC §4)."""
+    return tuple(MAMBA2_SIZES)
+
+
+def mamba_dims(name):
+    """:class:`MambaDims` of a Mamba2 checkpoint, ``"130M"`` … ``"2.7B"``.
+
+    Raises
+    ------
+    ValueError
+        If ``name`` is unknown; the message lists the allowed names.
+    """
+    if name not in MAMBA2_SIZES:
+        raise ValueError(f"unknown model {name!r}; allowed: {', '.join(model_names())}")
+    return MambaDims.from_model(name, name=name)
+
+
+# =====================================================================================
+# Accelerator, power, calibration
+# =====================================================================================
+
+@dataclass(frozen=True, kw_only=True)
+class Calibration:
+    """Hook for measured corrections: multipliers on each block's modeled cycles.
+
+    The block models agree with the RTL to within the calibration table
+    (``docs/perf.md``), so every factor is 1.0 today. When the StateController
+    and the scheduler exist, their measured figures replace the analytic
+    parameters of :class:`Accelerator` (``controller_cycles``,
+    ``restore_overlap``, ``overlap``) and :attr:`source` names the measurement.
+    """
+
+    linear: float = 1.0
+    ssm: float = 1.0
+    tree: float = 1.0
+    source: str = "gen/perf/calibrate.py: block models match the RTL cycle for cycle"
+
+    def __post_init__(self):
+        for f in ("linear", "ssm", "tree"):
+            check_float("Calibration", f, getattr(self, f), min=0.1, max=10.0)
+
+
+@dataclass(frozen=True, kw_only=True)
+class PowerModel:
+    """Power assumptions (not measured: no board and no Vivado power report here).
+
+    Parameters
+    ----------
+    static_w : float
+        Device static plus board power at idle, W.
+    pj_per_mac_full, pj_per_mac_quant : float
+        Energy of one FP16 MAC (DSP58 multiply + exact fabric accumulate) and of
+        one draft product (an exponent add), pJ.
+    pj_per_state_elem : float
+        One EMU state update (3 binary32 multiplies + 1 add), pJ.
+    pj_per_byte : float
+        Off-chip memory energy per byte moved, pJ (DDR4 ≈ 20 pJ/bit, HBM2e ≈ 4 pJ/bit).
+    """
+
+    static_w: float
+    pj_per_mac_full: float = 3.0
+    pj_per_mac_quant: float = 0.6
+    pj_per_state_elem: float = 12.0
+    pj_per_byte: float
+
+    def __post_init__(self):
+        check_float("PowerModel", "static_w", self.static_w, min=0.0)
+        for f in ("pj_per_mac_full", "pj_per_mac_quant", "pj_per_state_elem", "pj_per_byte"):
+            check_float("PowerModel", f, getattr(self, f), min=0.0)
+
+
+#: Per-board power assumptions; see :class:`PowerModel`.
+POWER_ASSUMPTIONS = {
+    "vck190": PowerModel(static_w=20.0, pj_per_byte=160.0),
+    "vhk158": PowerModel(static_w=30.0, pj_per_byte=32.0),
+}
+
+SIZINGS = ("preset", "dsp")
+RESTORE_POLICIES = ("recompute", "store")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Accelerator:
+    """The generated accelerator as the model sees it.
+
+    Parameters
+    ----------
+    board : golden.config.BoardConfig
+        Clock, memory bandwidth, DSP58 budget.
+    linear : golden.config.LinearConfig
+        The ``LinearUnit`` array.
+    ssm_lanes : int
+        EMU lanes of the ``SSMUnit`` (a power of two).
+    ssm_mul_stages, ssm_add_stages : int
+        FP pipeline registers of the SSM unit (``golden.config.PipelineConfig``).
+    pe_round_stages : int
+        Registers of each PE's final rounding (``PipelineConfig.pe_round_stages``).
+    ssm_words_per_cycle : int
+        32-bit words per cycle into the SSM unit's input banks (the RTL: 1).
+    sizing : str
+        ``"preset"`` (the board preset's arrays) or ``"dsp"`` (sized to the DSP budget).
+    overlap : float
+        Scheduler overlap of the linear unit and the SSM unit inside a pass,
+        0 (serial: no scheduler RTL yet) … 1 (the longer hides the shorter).
+    restore_overlap : float
+        Share of the state-restore phase hidden behind the next step's weight
+        streaming (StateController, no RTL yet; 0 = none hidden).
+    controller_cycles : int
+        StateController cycles to switch the committed state to an accepted
+        node's stored state (seed: < 100 ns; analytic, no RTL yet).
+    state_bytes : int
+        Bytes per SSM state element (4: binary32, as the RTL).
+    mem_efficiency : float
+        Sustained share of the peak memory bandwidth (1.0: peak).
+    power : PowerModel
+    calibration : Calibration
+    """
+
+    board: BoardConfig
+    linear: LinearConfig
+    ssm_lanes: int
+    ssm_mul_stages: int = 2
+    ssm_add_stages: int = 2
+    pe_round_stages: int = 2
+    ssm_words_per_cycle: int = 1
+    sizing: str = "preset"
+    overlap: float = 0.0
+    restore_overlap: float = 0.0
+    controller_cycles: int = 25
+    state_bytes: int = 4
+    mem_efficiency: float = 1.0
+    power: PowerModel
+    calibration: Calibration = field(default_factory=Calibration)
+
+    def __post_init__(self):
+        if not isinstance(self.board, BoardConfig):
+            raise TypeError(f"Accelerator.board must be a BoardConfig, not {self.board!r}")
+        if self.board.mem_bw_gbs <= 0:
+            raise ValueError(f"Accelerator.board {self.board.name!r} has no memory model "
+                             f"(mem_bw_gbs {self.board.mem_bw_gbs}); allowed boards: "
+                             f"{', '.join(perf_board_names())}")
+        if not isinstance(self.linear, LinearConfig):
+            raise TypeError(f"Accelerator.linear must be a LinearConfig, not {self.linear!r}")
+        check_int("Accelerator", "ssm_lanes", self.ssm_lanes, min=1)
+        if self.ssm_lanes & (self.ssm_lanes - 1):
+            raise ValueError(f"Accelerator.ssm_lanes must be a power of two, not {self.ssm_lanes}")
+        for name, limit in (("ssm_mul_stages", "fp_mul_stages"),
+                            ("ssm_add_stages", "fp_add_stages"), ("pe_round_stages", "pe_round_stages")):
+            lo, hi = PipelineConfig.LIMITS[limit]
+            check_int("Accelerator", name, getattr(self, name), min=lo, max=hi)
+        check_int("Accelerator", "ssm_words_per_cycle", self.ssm_words_per_cycle, min=1)
+        check_choice("Accelerator", "sizing", self.sizing, SIZINGS)
+        check_float("Accelerator", "overlap", self.overlap, min=0.0, max=1.0)
+        check_float("Accelerator", "restore_overlap", self.restore_overlap, min=0.0, max=1.0)
+        check_int("Accelerator", "controller_cycles", self.controller_cycles, min=0)
+        check_choice("Accelerator", "state_bytes", self.state_bytes, (2, 4))
+        check_float("Accelerator", "mem_efficiency", self.mem_efficiency, min=0.01, max=1.0)
+        if not isinstance(self.power, PowerModel):
+            raise TypeError(f"Accelerator.power must be a PowerModel, not {self.power!r}")
+        if not isinstance(self.calibration, Calibration):
+            raise TypeError(f"Accelerator.calibration must be a Calibration, not {self.calibration!r}")
+
+    @property
+    def clock_hz(self):
+        return self.board.clock_mhz * 1e6
+
+    @property
+    def bandwidth(self):
+        """Sustained bytes/s."""
+        return self.board.mem_bw_gbs * 1e9 * self.mem_efficiency
+
+    @property
+    def dsp_linear(self):
+        """DSP58 of the linear unit: one per PE (an 11 × 11 significand product)."""
+        return self.linear.rows * self.linear.cols
+
+    @property
+    def dsp_ssm(self):
+        """DSP58 of the SSM unit: four per EMU lane (three binary32 multiplies and an add)."""
+        return 4 * self.ssm_lanes
+
+    def describe(self):
+        lin = self.linear
+        array = (f"DSPLinearUnit {lin.rows}x{lin.cols} DSPFP32 slots (T <= {lin.max_tokens})"
+                 if lin.contract == "dspfp32" else
+                 f"LinearUnit {lin.rows}x{lin.cols} PEs (q{lin.quant_lanes})")
+        return (f"{self.board.name}: {array}, "
+                f"SSMUnit {self.ssm_lanes} lanes, {self.board.clock_mhz:g} MHz, "
+                f"{self.board.memory} {self.board.mem_bw_gbs:g} GB/s, sizing {self.sizing}")
+
+    def to_dict(self):
+        d = asdict(self)
+        d["dsp_linear"], d["dsp_ssm"], d["dsp_budget"] = (self.dsp_linear, self.dsp_ssm,
+                                                          self.board.dsp58)
+        return d
+
+
+def perf_board_names():
+    """Board presets with a memory model (the performance model needs a bandwidth)."""
+    return tuple(n for n in preset_names() if preset(n).board.mem_bw_gbs > 0)
+
+
+def _pow2_floor(x):
+    return 1 << (max(1, int(x)).bit_length() - 1)
+
+
+def accelerator(board, *, sizing="preset", **overrides):
+    """The accelerator of a board preset.
+
+    Parameters
+    ----------
+    board : str
+        One of :func:`perf_board_names`.
+    sizing : str
+        ``"preset"``: the preset's ``LinearConfig`` and SSM lanes (its ``ssm``
+        config if the preset has one, else 64 lanes). ``"dsp"``: 16 token lanes
+        (the seed's prediction length) and as many PE rows as the seed's linear
+        unit's share of the DSP58 (3537 of 7392 on VHK158), and the SSM lanes of
+        its SSM unit's share (1068 of 7392, four DSP58 per lane), at most
+        ``d_state`` = 128 (the RTL's limit).
+    **overrides
+        Any other :class:`Accelerator` field.
+
+    Raises
+    ------
+    ValueError
+        Unknown board or sizing; the message lists the allowed values.
+    """
+    if board not in perf_board_names():
+        raise ValueError(f"unknown board {board!r}; allowed: {', '.join(perf_board_names())}")
+    check_choice("accelerator", "sizing", sizing, SIZINGS)
+    cfg = preset(board)
+    # Presets with an SSM unit config carry its lanes; older presets: 64.
+    ssm = getattr(cfg, "ssm", None)
+    lanes = ssm.lanes if isinstance(ssm, SSMConfig) else 64
+    linear = cfg.linear
+    if sizing == "dsp":
+        budget = cfg.board.dsp58 / 7392
+        cols = 16
+        rows = int(SEED["linear_dsp_vhk158"] * budget) // cols
+        linear = replace(linear, rows=rows, cols=cols)
+        lanes = min(MAMBA2_DEFAULTS["d_state"], _pow2_floor(SEED["ssm_dsp_vhk158"] * budget / 4))
+    pipe = cfg.pipeline
+    kw = dict(board=cfg.board, linear=linear, ssm_lanes=lanes, sizing=sizing,
+              ssm_mul_stages=pipe.fp_mul_stages, ssm_add_stages=pipe.fp_add_stages,
+              pe_round_stages=pipe.pe_round_stages, power=POWER_ASSUMPTIONS[board])
+    kw.update(overrides)
+    return Accelerator(**kw)
+
+
+# =====================================================================================
+# One speculative decoding step
+# =====================================================================================
+
+DRAFT_CHOICES = ("speq", "none")
+
+
+@dataclass(frozen=True, kw_only=True)
+class StepConfig:
+    """One speculative decoding step.
+
+    Parameters
+    ----------
+    target : str
+        Mamba2 size of the target (:func:`model_names`).
+    draft : str
+        A Mamba2 size (a separate draft model, FP16 on the array's full mode),
+        ``"speq"`` (SPEQ self-speculation: the target's weights read through the
+        BSFP v1 nibble plane, 4 bits per weight, on the array's quantized mode),
+        or ``"none"`` (plain autoregressive decoding: one token per step).
+    tree : golden.tree.TreeShape or sequence of int
+        Per-depth branching of the draft tree; ``(1,) * L`` is a chain of ``L``.
+    tokens_per_step : float or None
+        Committed tokens per step (accepted + bonus), e.g. the seed's 4.91.
+    alpha : float or None
+        Per-token acceptance rate; used (:func:`expected_tokens`) when
+        ``tokens_per_step`` is None.
+    continue_prob : float
+        Early stopping: probability that the draft extends the tree by another
+        level (its confidence stays above γ); 1.0 = no early stopping.
+    restore_policy : str
+        Target state after verification: ``"recompute"`` (keep the light
+        per-node inputs, re-run the SSM along the accepted path) or ``"store"``
+        (write every node's state during verification).
+    draft_bits : int
+        Bits per weight the SPEQ draft reads (4: the nibble plane; 5 with W).
+    scale_group : int or None
+        BSFP scale granularity along the input axis (None: per tensor); the
+        SPEQ draft also reads one 4-bit scale per group.
+    """
+
+    target: str
+    draft: str
+    tree: TreeShape
+    tokens_per_step: float | None = None
+    alpha: float | None = None
+    continue_prob: float = 1.0
+    restore_policy: str = "recompute"
+    draft_bits: int = 4
+    scale_group: int | None = None
+
+    def __post_init__(self):
+        check_choice("StepConfig", "target", self.target, model_names())
+        check_choice("StepConfig", "draft", self.draft, model_names() + DRAFT_CHOICES)
+        tree = self.tree if isinstance(self.tree, TreeShape) else TreeShape(tuple(self.tree))
+        if self.draft != "none" and tree.depth == 0:
+            raise ValueError("StepConfig.tree must have depth >= 1 when drafting, not a root alone")
+        object.__setattr__(self, "tree", tree if self.draft != "none" else TreeShape(()))
+        check_float("StepConfig", "continue_prob", self.continue_prob, min=0.0, max=1.0)
+        check_choice("StepConfig", "restore_policy", self.restore_policy, RESTORE_POLICIES)
+        check_int("StepConfig", "draft_bits", self.draft_bits, min=1, max=16)
+        if self.scale_group is not None:
+            check_int("StepConfig", "scale_group", self.scale_group, min=1)
+        if self.alpha is not None:
+            check_float("StepConfig", "alpha", self.alpha, min=0.0, max=1.0)
+        if self.tokens_per_step is not None:
+            hi = self.tree.depth + 1
+            check_float("StepConfig", "tokens_per_step", self.tokens_per_step, min=1.0, max=hi)
+        elif self.alpha is None and self.draft != "none":
+            raise ValueError("StepConfig needs tokens_per_step or alpha (acceptance), not neither")
+
+
+@dataclass(frozen=True)
+class Phase:
+    """One phase of a step on the roofline.
+
+    Attributes
+    ----------
+    name : str
+        ``draft``, ``verify`` or ``restore``.
+    t_mem, t_compute : float
+        Seconds to move its bytes at the sustained bandwidth; seconds of block cycles.
+    bytes : float
+        Off-chip bytes (weights and state).
+    weight_bytes : float
+    macs : float
+        Useful work in multiply-accumulate equivalents (operations / 2): the
+        linear layers' MACs plus :data:`SSM_OPS_PER_ELEM` / 2 per EMU state update.
+    linear_cycles, ssm_cycles, other_cycles : float
+        Block cycles (expected values over early stopping).
+    hidden : float
+        Share of the phase hidden behind other phases (restore only).
+    """
+
+    name: str
+    t_mem: float
+    t_compute: float
+    bytes: float
+    weight_bytes: float
+    macs: float
+    linear_cycles: float
+    ssm_cycles: float
+    other_cycles: float
+    hidden: float = 0.0
+
+    @property
+    def time(self):
+        return max(self.t_mem, self.t_compute) * (1.0 - self.hidden)
+
+    @property
+    def bound(self):
+        return "memory" if self.t_mem >= self.t_compute else "compute"
+
+    @property
+    def intensity(self):
+        """Operations (2 per MAC) per off-chip byte."""
+        return 2 * self.macs / self.bytes if self.bytes else float("inf")
+
+    def to_dict(self):
+        d = asdict(self)
+        d.update(time_s=self.time, bound=self.bound, intensity_ops_per_byte=self.intensity)
+        return d
+
+
+@dataclass(frozen=True)
+class StepResult:
+    """Outputs of :func:`step_model`."""
+
+    accel: Accelerator
+    step: StepConfig
+    phases: tuple
+    tokens_per_step: float
+    draft_passes: float
+    verify_nodes: float
+    roofline_bytes: float
+    power_w: float
+    ops: float
+
+    @property
+    def step_time(self):
+        return sum(p.time for p in self.phases)
+
+    @property
+    def tokens_per_s(self):
+        return self.tokens_per_step / self.step_time
+
+    @property
+    def roofline_tokens_per_s(self):
+        """Tokens/s if every pass only streamed its weights once at the sustained bandwidth."""
+        return self.tokens_per_step * self.accel.bandwidth / self.roofline_bytes
+
+    @property
+    def roofline_ratio(self):
+        return self.tokens_per_s / self.roofline_tokens_per_s
+
+    @property
+    def tokens_per_j(self):
+        return self.tokens_per_s / self.power_w
+
+    @property
+    def tokens_per_j_seed_efficiency(self):
+        """Tokens/J if the design ran at the seed's TOPS/W (SPEC §5) on our operation count."""
+        eff = SEED["tops_per_w"].get(self.accel.board.name)
+        return None if eff is None else self.tokens_per_step * eff * 1e12 / self.ops
+
+    def phase(self, name):
+        for p in self.phases:
+            if p.name == name:
+                return p
+        raise KeyError(name)
+
+    def to_dict(self):
+        return {
+            "board": self.accel.board.name,
+            "accelerator": self.accel.to_dict(),
+            "target": self.step.target,
+            "draft": self.step.draft,
+            "tree": list(self.step.tree.branching),
+            "tokens_per_step": self.tokens_per_step,
+            "draft_passes": self.draft_passes,
+            "verify_nodes": self.verify_nodes,
+            "phases": [p.to_dict() for p in self.phases],
+            "step_time_s": self.step_time,
+            "tokens_per_s": self.tokens_per_s,
+            "roofline_tokens_per_s": self.roofline_tokens_per_s,
+            "roofline_ratio": self.roofline_ratio,
+            "power_w": self.power_w,
+            "tokens_per_j": self.tokens_per_j,
+            "tokens_per_j_at_seed_efficiency": self.tokens_per_j_seed_efficiency,
+            "assumptions": _assumptions(self.accel, self.step),
+        }
+
+    def to_json(self):
+        return json.dumps(self.to_dict(), indent=2, sort_keys=True, default=_json_default)
+
+
+#: Top-level keys of :meth:`StepResult.to_dict` (the JSON schema of ``specgen perf --json``).
+JSON_KEYS = ("accelerator", "assumptions", "board", "draft", "draft_passes", "phases", "power_w",
+             "roofline_ratio", "roofline_tokens_per_s", "step_time_s", "target", "tokens_per_j",
+             "tokens_per_j_at_seed_efficiency", "tokens_per_s", "tokens_per_step", "tree",
+             "verify_nodes")
+
+
+def _json_default(o):
+    if isinstance(o, TreeShape):
+        return list(o.branching)
+    if isinstance(o, tuple):
+        return list(o)
+    raise TypeError(f"not JSON serializable: {o!r}")
+
+
+def _assumptions(acc, step):
+    return {
+        "memory": "every pass streams its weights once from off-chip memory; "
+                  "SSM states are read/written off-chip in binary32",
+        "overlap": acc.overlap,
+        "restore_overlap": acc.restore_overlap,
+        "controller_cycles": acc.controller_cycles,
+        "restore_policy": step.restore_policy,
+        "mem_efficiency": acc.mem_efficiency,
+        "power": asdict(acc.power),
+        "calibration": asdict(acc.calibration),
+        "not_modeled": "conv1d, norms, SiLU gate, embedding lookup, sampling (O(d_inner) per token)",
+    }
+
+
+def expected_tokens(tree, *, alpha, levels=None):
+    """Expected committed tokens per step for per-token acceptance ``alpha``.
+
+    Model assumption: at depth ``k`` an accepted node's ``b_k`` children hold
+    distinct candidate tokens and one of them is the target's choice with
+    probability ``1 − (1 − alpha)^b_k``; the bonus token always counts. For a
+    chain this is ``(1 − alpha^(L+1)) / (1 − alpha)`` (SPEC §4).
+
+    Parameters
+    ----------
+    tree : TreeShape or sequence of int
+    alpha : float
+    levels : int, optional
+        Only the first ``levels`` depths exist (early stopping).
+    """
+    tree = tree if isinstance(tree, TreeShape) else TreeShape(tuple(tree))
+    check_float("expected_tokens", "alpha", alpha, min=0.0, max=1.0)
+    branching = tree.branching[:levels] if levels is not None else tree.branching
+    total, reach = 1.0, 1.0
+    for b in branching:
+        reach *= 1.0 - (1.0 - alpha) ** b
+        total += reach
+    return total
+
+
+def _levels_distribution(depth, continue_prob):
+    """``[(levels, probability)]``: the draft builds ``levels`` depths (1 … depth)."""
+    out = []
+    for n in range(1, depth + 1):
+        p = continue_prob ** (n - 1) * ((1 - continue_prob) if n < depth else 1.0)
+        if p > 0:
+            out.append((n, p))
+    return out
+
+
+#: Floating-point operations per EMU state update: dA·h, u·B, their sum, h'·C, the reduction add.
+SSM_OPS_PER_ELEM = 5
+
+
+class _Tally:
+    """Sums of one phase (cycles, bytes, work), weighted by probability."""
+
+    KEYS = ("lin", "ssm", "other", "wbytes", "sbytes", "full", "quant", "elems", "t_comp", "t_mem",
+            "time")
+
+    def __init__(self):
+        for k in self.KEYS:
+            setattr(self, k, 0.0)
+
+    def add(self, other, weight):
+        for k in self.KEYS:
+            setattr(self, k, getattr(self, k) + weight * getattr(other, k))
+
+    @property
+    def ops(self):
+        return 2 * (self.full + self.quant) + SSM_OPS_PER_ELEM * self.elems
+
+    def energy(self, pw):
+        return 1e-12 * (pw.pj_per_mac_full * self.full + pw.pj_per_mac_quant * self.quant
+                        + pw.pj_per_state_elem * self.elems
+                        + pw.pj_per_byte * (self.wbytes + self.sbytes))
+
+    def phase(self, name, hidden=0.0):
+        return Phase(name, self.t_mem, self.t_comp, self.wbytes + self.sbytes, self.wbytes,
+                     self.ops / 2, self.lin, self.ssm, self.other, hidden)
+
+
+def _linear_cycles(acc, dims, *, tokens, mode):
+    runs = []
+    dsp = acc.linear.contract == "dspfp32"
+    jobs = dsp_matmul_jobs if dsp else matmul_jobs
+    for _, o, i, count in dims.matrices():
+        runs += jobs(linear=acc.linear, out_features=o, in_features=i, tokens=tokens,
+                     mode=mode) * count
+    if dsp:
+        return dsp_linear_schedule(runs, linear=acc.linear).cycles * acc.calibration.linear
+    pe_latency = PE_LATENCY - 2 + acc.pe_round_stages
+    return linear_schedule(runs, pe_latency=pe_latency).cycles * acc.calibration.linear
+
+
+def ssm_timing(acc, dims):
+    """The :class:`SSMTiming` of ``acc``'s SSM unit running a layer of ``dims``."""
+    lanes = min(acc.ssm_lanes, dims.d_state)
+    return SSMTiming(cfg=replace(dims.ssm_config, lanes=lanes), mul_stages=acc.ssm_mul_stages,
+                     add_stages=acc.ssm_add_stages)
+
+
+def _ssm_cycles(acc, dims, *, tokens):
+    """SSM unit cycles of ``tokens`` nodes in every layer (one stream per layer, layers serial)."""
+    t = ssm_timing(acc, dims)
+    per_layer = ssm_stream(t, tokens=tokens, words_per_cycle=acc.ssm_words_per_cycle).end + 1
+    return dims.n_layer * per_layer * acc.calibration.ssm
+
+
+def _combine(a, b, overlap):
+    return max(a, b) + (1.0 - overlap) * min(a, b)
+
+
+def weight_bytes(dims, *, bits=16, scale_group=None):
+    """Bytes of one pass's weights: the linear weights at ``bits`` per weight, the rest FP16.
+
+    With ``scale_group``, one 4-bit power-of-two scale per group of ``scale_group``
+    weights along the input axis is read too (BSFP group scaling).
+    """
+    b = dims.linear_params * bits / 8 + dims.small_params * 2
+    if scale_group is not None:
+        b += sum(o * -(-i // scale_group) * n for _, o, i, n in dims.matrices()) * 0.5
+    return b
+
+
+def state_bytes(acc, dims):
+    """Bytes of one node's recurrent state over all layers: SSM state and conv window."""
+    return dims.n_layer * (dims.state_elems + dims.conv_elems) * acc.state_bytes
+
+
+def _pass(acc, dims, *, tokens, mode, bits, scale_group, state_moves):
+    """One forward pass over ``tokens`` nodes that share one weight read."""
+    t = _Tally()
+    t.lin = _linear_cycles(acc, dims, tokens=tokens, mode=mode)
+    t.ssm = _ssm_cycles(acc, dims, tokens=tokens)
+    t.wbytes = weight_bytes(dims, bits=bits, scale_group=scale_group)
+    t.sbytes = state_moves * state_bytes(acc, dims)
+    if mode:
+        t.quant = dims.linear_params * tokens
+    else:
+        t.full = dims.linear_params * tokens
+    t.elems = dims.state_elems * dims.n_layer * tokens
+    t.t_comp = _combine(t.lin, t.ssm, acc.overlap) / acc.clock_hz
+    t.t_mem = (t.wbytes + t.sbytes) / acc.bandwidth
+    t.time = max(t.t_comp, t.t_mem)
+    return t
+
+
+def step_model(accel, step):
+    """Model one speculative decoding step.
+
+    Phases
+    ------
+    draft
+        ``levels`` sequential draft passes (early stopping: a distribution over
+        ``levels``); pass ``k`` runs the nodes of depth ``k − 1`` together (one
+        weight read for all of them), reads their parents' states and writes
+        their own (off-chip).
+    verify
+        One target pass over every drafted node (one weight read; the FIFO tree
+        schedule keeps node states on chip tile by tile and reads the committed
+        state once), plus the ``TreeVerifier``'s load, match and path cycles.
+        Without a draft: one plain decode pass (state read and written).
+    restore
+        ``recompute``: the per-node SSM inputs (x, B, C, dt) are written during
+        verification; the target SSM is re-run along the accepted path (those
+        inputs and the committed state read, the new state written). ``store``:
+        every node's state was written during verification. A separate draft's
+        accepted state is selected by the StateController (``controller_cycles``);
+        the SPEQ draft restarts from the target's state. ``restore_overlap`` of
+        the phase is hidden.
+
+    Each phase takes ``max(t_mem, t_compute)``; inside a pass the linear and SSM
+    cycles combine with the scheduler ``overlap``.
+
+    Returns
+    -------
+    StepResult
+    """
+    if not isinstance(accel, Accelerator):
+        raise TypeError(f"step_model.accel must be an Accelerator, not {accel!r}")
+    if not isinstance(step, StepConfig):
+        raise TypeError(f"step_model.step must be a StepConfig, not {step!r}")
+    tgt = mamba_dims(step.target)
+    clk, bw = accel.clock_hz, accel.bandwidth
+    tree = step.tree
+    sizes = tree.level_sizes
+    fifo_depth = preset(accel.board.name).tree.fifo_depth
+    drafting = step.draft != "none"
+    if drafting:
+        dist = _levels_distribution(tree.depth, step.continue_prob)
+        fifo_schedule(tree.parents, fifo_depth=fifo_depth)   # raises if the ring is too small
+    else:
+        dist = [(0, 1.0)]
+
+    draft, verify, restore = _Tally(), _Tally(), _Tally()
+    passes_e = nodes_e = tokens_e = roof_e = 0.0
+    for levels, prob in dist:
+        # ---- draft: one pass per level ----
+        d = _Tally()
+        for k in range(levels):
+            if step.draft == "speq":
+                dims, mode, bits, group = tgt, 1, step.draft_bits, step.scale_group
+            else:
+                dims, mode, bits, group = mamba_dims(step.draft), 0, 16, None
+            parents = 1 if k == 0 else sizes[k - 1]
+            d.add(_pass(accel, dims, tokens=sizes[k], mode=mode, bits=bits, scale_group=group,
+                        state_moves=parents + sizes[k]), 1.0)
+        # ---- verify ----
+        nodes = sum(sizes[:levels + 1]) if drafting else 1
+        v = _pass(accel, tgt, tokens=nodes, mode=0, bits=16, scale_group=None,
+                  state_moves=1 if drafting else 2)
+        if drafting:
+            par = TreeShape(tree.branching[:levels]).parents
+            v.other = tree_verifier_cycles(par, [1] * len(par), fifo_depth=fifo_depth)["cycles"]
+            v.other *= accel.calibration.tree
+            v.t_comp += v.other / clk
+            v.time = max(v.t_comp, v.t_mem)
+        # ---- tokens ----
+        if not drafting:
+            tokens = 1.0
+        elif step.tokens_per_step is not None:
+            tokens = step.tokens_per_step
+        else:
+            tokens = expected_tokens(tree, alpha=step.alpha, levels=levels)
+        # ---- restore ----
+        r = _Tally()
+        if drafting:
+            if step.restore_policy == "recompute":
+                path = math.ceil(tokens)
+                inputs = tgt.n_layer * (tgt.d_inner + 2 * tgt.d_state + tgt.nheads) * 4
+                r.ssm = _ssm_cycles(accel, tgt, tokens=path)
+                r.elems = tgt.state_elems * tgt.n_layer * path
+                r.sbytes = 2 * state_bytes(accel, tgt) + (nodes + path) * inputs
+            else:
+                r.sbytes = nodes * state_bytes(accel, tgt)
+            if step.draft != "speq":
+                r.other = accel.controller_cycles
+            r.t_comp = (r.ssm + r.other) / clk
+            r.t_mem = r.sbytes / bw
+            r.time = max(r.t_comp, r.t_mem) * (1 - accel.restore_overlap)
+        draft.add(d, prob)
+        verify.add(v, prob)
+        restore.add(r, prob)
+        passes_e += prob * levels
+        nodes_e += prob * nodes
+        tokens_e += prob * tokens
+        roof_e += prob * (d.wbytes + v.wbytes)
+
+    phases = [verify.phase("verify")]
+    if drafting:
+        phases = [draft.phase("draft"), phases[0], restore.phase("restore", accel.restore_overlap)]
+    t_step = sum(p.time for p in phases)
+    energy = sum(t.energy(accel.power) for t in (draft, verify, restore))
+    power = accel.power.static_w + energy / t_step
+    ops = draft.ops + verify.ops + restore.ops
+    return StepResult(accel, step, tuple(phases), tokens_e, passes_e, nodes_e, roof_e, power, ops)
+
+
+def seed_step(**kw):
+    """SpecMamba's headline configuration: 2.7B target, 370M draft, 4.91 tokens/step."""
+    args = dict(target="2.7B", draft="370M", tree=SEED_TREE, tokens_per_step=SEED["tokens_per_step"])
+    args.update(kw)
+    return StepConfig(**args)
+
+
+def speq_step(**kw):
+    """SPEQ self-speculation on the same target: nibble-plane draft chain with early stopping."""
+    args = dict(target="2.7B", draft="speq", tree=(1,) * SPEQ_CHAIN, alpha=SPEQ_ALPHA,
+                continue_prob=SPEQ_ALPHA)
+    args.update(kw)
+    return StepConfig(**args)
+
+
+def paper_rows():
+    """Our modeled figures for the papers' configurations on both boards.
+
+    Returns
+    -------
+    list of dict
+        ``config``, ``board``, ``sizing``, ``result`` (:class:`StepResult`).
+    """
+    rows = []
+    for board in ("vhk158", "vck190"):
+        for sizing in SIZINGS:
+            acc = accelerator(board, sizing=sizing)
+            for name, step in (("SpecMamba: 2.7B + 370M draft, 4.91 tok/step", seed_step()),
+                               ("SPEQ self-speculation: 2.7B, nibble-plane draft", speq_step()),
+                               ("autoregressive 2.7B (no draft)",
+                                StepConfig(target="2.7B", draft="none", tree=()))):
+                rows.append({"config": name, "board": board, "sizing": sizing,
+                             "result": step_model(acc, step)})
+    return rows
