@@ -12,7 +12,7 @@ JOBS   ?= auto
 SEED   ?= 0
 CONFIG ?=
 
-.PHONY: env verilog test test-slow sim golden study bench models acceptance clean distclean
+.PHONY: env verilog test test-slow sim golden study bench figures models acceptance clean distclean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -45,6 +45,11 @@ study: $(STAMP)
 
 bench: $(STAMP)
 	$(SPECGEN) bench --out docs/perf.md
+
+# The docs' pictures: the performance plots, the block diagram, the utilization
+# charts and the WaveDrom timing diagrams (seconds; no benchmarks run).
+figures: $(STAMP)
+	$(SPECGEN) docs figures
 
 # Retrain the shipped models (torch, one thread, about 25 min) and rewrite their
 # weights and manifest in gen/models/data; not part of make test.

@@ -1,6 +1,6 @@
 """State backtracking for speculative decoding of Mamba2: four policies, run and counted.
 
-A speculative step runs a draft tree through a model (SPEC §4): the draft
+A speculative step runs a draft tree through a model (SpecMamba, arXiv 2509.19873): the draft
 proposes it node by node, the target verifies all of it in one pass. Each node
 advances the decode state of every layer by one token, from its parent's state.
 Greedy acceptance (:func:`golden.tree.accepted_path`) then picks a root-to-node
@@ -442,7 +442,7 @@ def check_policy(owner, field, policy):
 class SpeculativeBacktracking:
     """Backtracking of a speculative step: one policy for the draft, one for the target.
 
-    The seed's hybrid (d) is ``draft=StoreIntermediates(where="on_chip"),
+    The SpecMamba notes' hybrid (d) is ``draft=StoreIntermediates(where="on_chip"),
     target=Recompute()``: the draft keeps Δ, A, B, x on chip, the target
     recomputes along the accepted path only (:data:`SYSTEM_POLICIES`).
 
@@ -459,9 +459,9 @@ class SpeculativeBacktracking:
         check_policy("SpeculativeBacktracking", "target", self.target)
 
 
-#: The combinations the cost model compares. ``hybrid`` is the seed's (d);
+#: The combinations the cost model compares. ``hybrid`` is the SpecMamba notes' (d);
 #: ``hybrid-draft-stores`` the third-party reading in which the draft stores
-#: full states (SPEC §4); ``hybrid-selective`` restricts the target's re-run to
+#: full states; ``hybrid-selective`` restricts the target's re-run to
 #: the state's dependencies.
 SYSTEM_POLICIES = {
     "pure-store": SpeculativeBacktracking(draft=StoreStates(), target=StoreStates()),

@@ -30,7 +30,7 @@ recompute-state   n·I (where) + S off     L·I (where) + S off     L·U        
 written where the next pass reads the committed state.) The tree pass itself
 costs ``n·F`` MACs for every policy (reported as ``pass_macs``, for scale).
 Costs are linear in ``L``, so the cost at the mean accepted length is the
-mean cost: ``tokens`` may be fractional (the seed's 4.91).
+mean cost: ``tokens`` may be fractional (the SpecMamba notes' 4.91).
 
 :mod:`golden.backtrack` runs the same policies with every byte and multiply
 counted; ``tests/test_golden_backtrack.py`` checks the two agree exactly.
@@ -52,10 +52,11 @@ __all__ = [
     "system_cost", "tree_size",
 ]
 
-#: Seed: a 370M draft for a 2.7B target commits 4.91 tokens per step (SPEC §4).
+#: SpecMamba notes (``docs/sources.md``): a 370M draft for a 2.7B target commits
+#: 4.91 tokens per step.
 SEED_TOKENS_PER_STEP = 4.91
 
-#: The seed's hybrid-backtracking claims, as fractions saved.
+#: The SpecMamba notes' hybrid-backtracking claims, as fractions saved.
 SEED_CLAIMS = {
     "traffic_vs_store": 0.63,       # hybrid vs storing every state
     "compute_vs_recompute": 0.41,   # hybrid vs recomputing everything
@@ -66,8 +67,8 @@ SEED_CLAIMS = {
 BRAM_BYTES = 36 * 1024 // 8
 URAM_BYTES = 288 * 1024 // 8
 
-#: On-chip RAM of the seed's whole VHK158 design (1,534 BRAM + 428 URAM, SPEC §4
-#: resource table): an upper bound for anything the seed keeps on chip.
+#: On-chip RAM of SpecMamba's whole VHK158 design (1,534 BRAM + 428 URAM, the
+#: SpecMamba notes' resource table): an upper bound for anything it keeps on chip.
 SEED_VHK158_ONCHIP_BYTES = 1534 * BRAM_BYTES + 428 * URAM_BYTES
 
 

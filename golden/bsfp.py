@@ -1,9 +1,9 @@
 """BSFP v1: SPEQ's bit-sharing floating point, the golden model the RTL matches bit for bit.
 
-SPEQ ("From Quarter to All", arXiv 2510.18525; seed ``002``) lets a 4-bit draft model
+SPEQ ("From Quarter to All", arXiv 2510.18525) lets a 4-bit draft model
 and the FP16 target model share one copy of the weights. The paper does not publish
 its exact bit map; this module is the project's own self-consistent reading of the
-seed, called **BSFP v1** (SPEC §3). ``docs/bsfp.md`` is the contract in prose.
+paper and the SPEQ notes (``docs/sources.md``), called **BSFP v1**. ``docs/bsfp.md`` is the contract in prose.
 
 FP16 word (bias 15)::
 
@@ -21,7 +21,7 @@ FP16 word (bias 15)::
    becomes ``W``.
 3. **Draft code (E3M0).** ``c = e[3:1]`` (bits 13..11) read in place, zero-copy.
 4. **Remapping.** A stored exponent listed in :attr:`BSFPConfig.remap` (default 9 and
-   11, the seed's "important exponents 8-11") gets its code rewritten to the target
+   11, the SPEQ notes' "important exponents 8-11") gets its code rewritten to the target
    code (9 -> 0b000, 11 -> 0b010) and ``W = 1``. ``e0`` and the mantissa are untouched,
    so the FP16 reconstructor restores the original ``e[3:1]`` from the code when
    ``W = 1``: lossless.
@@ -57,7 +57,7 @@ DRAFT_FORMATS = ("E3M0", "E3M0-noremap", "E3M0+W", "E2M1", "E1M2")
 #: Which exponent of a natural pair ``{2c, 2c+1}`` an E3M0 code stands for.
 PAIR_REPRESENTATIVES = ("upper", "lower")
 
-#: The seed's remap table: (source biased exponent, target 3-bit code).
+#: The SPEQ notes' remap table: (source biased exponent, target 3-bit code).
 DEFAULT_REMAP = ((9, 0b000), (11, 0b010))
 
 _SIGN = np.uint16(0x8000)
@@ -83,12 +83,12 @@ class BSFPConfig:
         (the reconstructor inverts target -> source), and a target differs from the
         source's natural code ``source >> 1`` (remapping to itself resolves no
         collision). Every exponent 0..15 shares its natural code with its pair partner,
-        so any other source resolves a collision. Default: the seed's 9 -> 0b000,
+        so any other source resolves a collision. Default: the SPEQ notes' 9 -> 0b000,
         11 -> 0b010.
     group_size : int or None
         ``None``: one power-of-two scale per tensor. An int: one scale per group of
         ``group_size`` consecutive weights along the last (input) axis; a ragged last
-        group is allowed. The seed uses 128.
+        group is allowed. The SPEQ notes use 128.
     draft : str
         The draft reading, one of :data:`DRAFT_FORMATS`. ``"E3M0"`` is BSFP v1.
         ``"E3M0-noremap"`` stores the plain scaled word (no remapping) and reads the
@@ -98,14 +98,13 @@ class BSFPConfig:
     pair_representative : str
         For an E3M0 code that still holds both exponents ``{2c, 2c+1}``: ``"lower"``
         decodes it as ``2c`` (default) or ``"upper"`` as ``2c+1`` (the geometric
-        midpoint of the code's value range ``[2**(2c-15), 2**(2c+2-15))``; SPEC §3's
-        suggestion). ``docs/bsfp-study.md`` measured both on all-MiniLM-L6-v2: ``2c``
+        midpoint of the code's value range ``[2**(2c-15), 2**(2c+2-15))``). ``docs/bsfp-study.md`` measured both on all-MiniLM-L6-v2: ``2c``
         gives the lower weight and ``W @ x`` error with either scaling, because the
         squared error is dominated by the large-magnitude codes, where weights thin
         out towards the top of the pair.
     e2m1_window : int
         E2M1 only: the implied exponent bits ``e[3:2]`` (0..3). Default ``0b10``: the
-        window of exponents 8..11 the seed calls important.
+        window of exponents 8..11 the SPEQ notes call important.
     e1m2_window : int
         E1M2 only: the implied exponent bits ``e[3:1]`` (0..7). Default ``0b101``:
         exponents 10..11.

@@ -10,7 +10,7 @@ Presets
 ``sim``
     Small dimensions that simulate in seconds on Verilator.
 ``vck190``, ``vhk158``
-    The two Versal boards of the SpecMamba paper (SPEC §5).
+    The two Versal boards of the SpecMamba paper (arXiv 2509.19873; ``docs/boards.md``).
 """
 
 from dataclasses import dataclass, field, replace
@@ -180,7 +180,8 @@ class BoardConfig:
     memory : str
         ``"DDR"`` or ``"HBM"`` (or ``"none"`` for simulation).
     mem_bw_gbs : float
-        Off-chip memory bandwidth in GB/s (SPEC §5, seed figures).
+        Off-chip memory bandwidth in GB/s (the presets use the SpecMamba notes'
+        figures, ``docs/sources.md``).
     dsp58 : int
         DSP58 slices on the part.
     lut, ff, bram36, uram288 : int

@@ -1,4 +1,4 @@
-"""Exact dot products: the accumulation contract of every PE array (SPEC §2.2).
+"""Exact dot products: the accumulation contract of every PE array (``docs/numerics.md``).
 
 A dot product is computed the way the hardware computes it, in two stages:
 

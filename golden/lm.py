@@ -1,6 +1,6 @@
 """A small Mamba2 language model in float64: the target and draft of the speculative-decoding models.
 
-One decode step of a Mamba2 LM (SPEC §4; ``MambaLMHeadModel`` with ``Mamba2``
+One decode step of a Mamba2 LM (``MambaLMHeadModel`` with ``Mamba2``
 mixers in ``state-spaces/mamba``), token in, logits out::
 
     h = E[token]                                              embedding
@@ -139,7 +139,7 @@ class LMConfig(_LayerWidths):
 
     @classmethod
     def from_model(cls, size, **overrides):
-        """The dimensions of a Mamba2 checkpoint (``"130M"`` … ``"2.7B"``, SPEC §4)."""
+        """The dimensions of a Mamba2 checkpoint (``"130M"`` … ``"2.7B"``, the ``state-spaces/mamba`` checkpoints)."""
         check_choice("LMConfig.from_model", "size", size, tuple(MAMBA2_SIZES))
         d_model, n_layer = MAMBA2_SIZES[size]
         base = dict(vocab=MAMBA2_VOCAB, d_model=d_model, n_layer=n_layer,
@@ -672,7 +672,7 @@ def speq_pair(lm, *, bsfp=None, kinds=("in_proj", "out_proj", "lm_head")):
     ----------
     lm : MambaLM
     bsfp : golden.bsfp.BSFPConfig, optional
-        Default ``BSFPConfig()``: per-tensor scaling, the seed's remap table.
+        Default ``BSFPConfig()``: per-tensor scaling, the SPEQ notes' remap table.
     kinds : sequence of str
         A subset of :data:`SPEQ_KINDS`.
 

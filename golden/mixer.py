@@ -2,7 +2,7 @@
 
 The layer that both the language model (:mod:`golden.lm`, one
 :class:`Mamba2Mixer` per layer) and the backtracking policies
-(:mod:`golden.backtrack`) run, written once (SPEC §4; ``Mamba2.step`` in
+(:mod:`golden.backtrack`) run, written once (``Mamba2.step`` in
 ``state-spaces/mamba``), with ``ngroups = 1``. Per token ``u`` (shape
 ``(d_model,)``)::
 

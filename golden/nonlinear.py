@@ -1,9 +1,9 @@
 """Table-driven exp, softplus and SiLU for the SSM unit, bit for bit.
 
-The Mamba2 decode step needs three nonlinear functions (SPEC §4):
+The Mamba2 decode step needs three nonlinear functions (``Mamba2.step``):
 ``softplus`` on ``dt + dt_bias``, ``exp`` on ``dt·A`` (the decay ``dA``) and
 ``SiLU`` on the gate ``z``. LightMamba evaluates them with two-table LUTs in
-fixed point (SPEC §7: exp over [−20, 12) in steps of 1/128). specgen keeps the
+fixed point (LightMamba, arXiv 2502.15260: exp over [−20, 12) in steps of 1/128). specgen keeps the
 SSM datapath in IEEE binary32, so its tables hold binary32 Taylor coefficients
 and the interpolation is a short Horner polynomial of binary32 operations.
 
@@ -155,7 +155,7 @@ class LUTSpec:
         return self.nodes * (self.degree + 1) * 32
 
 
-#: The SSM unit's tables. exp keeps LightMamba's range and step (SPEC §7).
+#: The SSM unit's tables. exp keeps LightMamba's range and step (arXiv 2502.15260).
 #: softplus and SiLU keep LightMamba's lower bound; their upper bound is 20
 #: instead of 39/103, since above 20 the identity is already the correctly
 #: rounded binary32 result (see :data:`SATURATION`), and the shorter table saves

@@ -1,6 +1,6 @@
 """Speculative decoding with token trees: drafting, FIFO tree verification, lossless acceptance.
 
-The behavioural specification of a SpecMamba/SPEQ decoding step (SPEC §3, §4),
+The behavioural specification of a SpecMamba/SPEQ decoding step (arXiv 2510.18525, 2509.19873),
 for any pair of models that share a vocabulary:
 
 1. **Draft a token tree** (:func:`draft_tree`). The root is the last committed
@@ -18,7 +18,7 @@ for any pair of models that share a vocabulary:
    ``tile_size``, and a parent's slot released after its last child
    (:func:`golden.tree.fifo_schedule`). Every node's logits equal a plain
    sequential run along its root-to-node path, bit for bit.
-3. **Accept** (SPEC §4). Greedy (:func:`greedy_accept`): the longest path whose
+3. **Accept**. Greedy (:func:`greedy_accept`): the longest path whose
    tokens equal the target's argmax, plus the target's argmax after it (bonus).
    Sampling (:func:`sample_accept`): from the root, try the node's children in
    order with recursive rejection sampling (:func:`candidate_acceptance`); the
@@ -29,7 +29,7 @@ for any pair of models that share a vocabulary:
 
 :func:`speculative_generate` runs the loop and reports tokens committed per step.
 After each step both models' committed states move to the end of the accepted
-path by a backtracking policy of :mod:`golden.backtrack` (SPEC §4: store every
+path by a backtracking policy of :mod:`golden.backtrack` (store every
 node's state, replay light intermediates, recompute, or a hybrid), a parameter;
 every policy gives the same state bits.
 
@@ -64,7 +64,7 @@ MODES = ("greedy", "sample")
 CANDIDATES = ("topk", "sample")
 #: How the target computes the tree's logits.
 VERIFY = ("fifo", "paths")
-#: SPEQ's default early-stopping threshold (SPEC §3).
+#: SPEQ's default early-stopping threshold (the SPEQ notes, ``docs/sources.md``).
 DEFAULT_GAMMA = 0.6
 
 
@@ -611,7 +611,7 @@ def _check_dist(a, owner, field, vocab=None):
 
 
 def candidate_acceptance(p, candidates, *, q=None):
-    """Recursive rejection sampling (SpecInfer / SPEC §4) at one node.
+    """Recursive rejection sampling (SpecInfer) at one node.
 
     Candidate ``x_i`` is accepted with probability ``min(1, p_i(x_i)/q_i(x_i))``;
     on rejection ``p_{i+1} = norm(max(0, p_i − q_i))`` and ``q_{i+1}`` is
@@ -977,7 +977,7 @@ def speculative_generate(target, draft, prompt, n_tokens, *, tree=(3, 2, 2, 1), 
 
 def expected_tokens_chain(alpha, length):
     """Expected tokens per step of a chain of ``length`` drafts with per-token
-    acceptance ``alpha`` (SPEC §4): ``(1 − α^(L+1)) / (1 − α)``, ``L + 1`` at α = 1."""
+    acceptance ``alpha``: ``(1 − α^(L+1)) / (1 − α)``, ``L + 1`` at α = 1."""
     alpha = check_float("expected_tokens_chain", "alpha", alpha, min=0.0, max=1.0)
     length = check_int("expected_tokens_chain", "length", length, min=0)
     if alpha == 1.0:

@@ -1,4 +1,5 @@
-"""Draft token trees and SpecMamba's FIFO tree-verification schedule (SPEC §4).
+"""Draft token trees and SpecMamba's FIFO tree-verification schedule
+(arXiv 2509.19873).
 
 A draft tree is flattened breadth-first (BFS): node 0 is the root, the last
 accepted token, processed from the committed state that lives outside the
@@ -39,7 +40,7 @@ __all__ = [
 #: ``parent_slot`` of node 0: it reads the committed state, not a ring slot.
 ROOT = -1
 
-#: SSM state per layer of Mamba2-2.7B: 80 heads × headdim 64 × d_state 128 (SPEC §4).
+#: SSM state per layer of Mamba2-2.7B: 80 heads × headdim 64 × d_state 128 (``state-spaces/mamba`` defaults).
 MAMBA2_2P7B_STATE_ELEMS = 80 * 64 * 128
 
 
@@ -525,7 +526,7 @@ def tree_memory(shape, *, fifo_depth=16, tile_size=64, state_elems=MAMBA2_2P7B_S
 
 
 def seed_shapes(*, branching=(2, 3), depths=(4, 5), prediction=(12, 16), monotone=False):
-    """The seed's tree shapes (SPEC §4: branching 2–3, depth 4–5, prediction length 12–16).
+    """The SpecMamba notes' tree shapes (branching 2–3, depth 4–5, prediction length 12–16).
 
     Our reading: per-depth branching lists of length in ``depths``, entries in
     1 … max(``branching``), whose widest entry is in ``branching``, and whose

@@ -16,7 +16,8 @@ Block diagram (``docs/accelerator.md`` has the full description)::
 
 The linear unit and the SSM path share nothing but the register file, so a
 linear job (started from registers) runs while the SSM unit sweeps: that is
-SpecMamba's linear/SSM overlap (SPEC §4, "Dataflow"), measured by the
+SpecMamba's linear/SSM overlap (arXiv 2509.19873: linear layers in parallel, SSM
+layers in series), measured by the
 ``PERF_OVERLAP`` counter.
 """
 

@@ -4,7 +4,7 @@
 """``DualModePE``: SPEQ's dual-mode processing element on the exact dot-product datapath.
 
 SPEQ (arXiv 2510.18525) computes the FP16 target model and its 4-bit BSFP draft on one
-PE (SPEC §3 "Dual-mode PE"):
+PE (its reconfigurable PE array; ``docs/bsfp.md``):
 
 * **Full mode**: one FP16 activation x scaled FP16 weight product per cycle. The weight
   path is 15 bits: after Algorithm 1's scaling the stored exponent is <= 15, so ``e4`` is
@@ -86,7 +86,7 @@ class DualModePE(wiring.Component):
         Longest dot product in products (>= 1); sizes the accumulator
         (``accumulator_spec(FP16, n)``). Longer dot products may wrap.
     quant_lanes : int
-        Draft products per cycle in quantized mode, 1..8 (seed: 3).
+        Draft products per cycle in quantized mode, 1..8 (SPEQ notes: 3).
     config : golden.bsfp.BSFPConfig
         BSFP v1 config; ``config.draft`` must be one of :data:`PE_DRAFTS`. The draft
         exponent table comes from :func:`golden.bsfp.draft_table`.

@@ -4,7 +4,7 @@ SPEQ (arXiv 2510.18525) runs its 4-bit draft model on the nibble plane ``{s, c}`
 shared FP16 weights. A draft weight is ``(-1)**s * 2**(D[c] - 15) * 2**k``, so the
 decoder only has to turn the 3-bit code ``c`` into the biased exponent ``D[c]``; the
 product in the PE is then an exponent add. The paper's decoder detects the remapped
-codes with NOR gates (its Fig. 5a; for the seed's table ``hit = NOR(c2, c0)``).
+codes with NOR gates (for the default remap table ``hit = NOR(c2, c0)``).
 
 Here the whole table comes from :func:`golden.bsfp.draft_exponent_table`, and the NOR
 detection is generated from the config's remap table (``docs/bsfp.md`` §5,
@@ -67,7 +67,7 @@ class ExponentDecoder(BSFPStream):
     **Logic.** ``remapped`` is high for a remap target code (for ``"E3M0+W"``: ``W = 1``
     and a target code). It is a sum of NOR terms, one per cube of a prime-implicant
     cover of the target codes; each NOR takes the code bits XORed with the cube's
-    bits. For the seed's table (targets ``000``, ``010``) the cover is one cube and
+    bits. For the default table (targets ``000``, ``010``) the cover is one cube and
     ``remapped = NOR(c2, c0)``, the paper's detector. A remapped code selects its
     source exponent; any other code keeps its pair ``D[3:1] = c`` and takes ``D[0]``
     from a per-code constant (``2c`` or ``2c+1``, or the exponent its pair kept).

@@ -57,7 +57,7 @@ class FP16Reconstructor(BSFPStream):
 
     **Logic.** ``remapped`` is high when ``W = 1`` and ``c`` is a remap target: a sum of
     NOR terms over ``{W, c}``, one per cube of a prime-implicant cover of the targets
-    (seed table: ``remapped = NOR(~W, c2, c0)``). Then ``e[3:1]`` is the source's
+    (default table: ``remapped = NOR(~W, c2, c0)``). Then ``e[3:1]`` is the source's
     ``e[3:1]``, else ``c``; ``e0``, the sign and the mantissa pass through and
     ``e4 = 0``, which also drops a ``W = 1`` the encoder never writes on a non-target
     code (the golden's definition).

@@ -248,7 +248,7 @@ def negate_if(value, neg):
 
 
 def _tree_sum(values, width):
-    """Balanced adder tree modulo ``2**width`` (the seed's Wallace/adder tree)."""
+    """Balanced adder tree modulo ``2**width`` (SPEQ's Wallace/adder tree)."""
     values = list(values)
     while len(values) > 1:
         nxt = [(values[i] + values[i + 1])[:width] for i in range(0, len(values) - 1, 2)]

@@ -2,7 +2,7 @@
 
 SpecMamba verifies a whole draft tree in one pass: the T tree nodes share every
 weight, so the linear unit reads each weight once and broadcasts it to all T
-tokens (SPEC §4, "Dataflow"). Here the array is output-stationary:
+tokens (SpecMamba's linear-parallel dataflow, arXiv 2509.19873). Here the array is output-stationary:
 
 * PE ``(r, c)`` computes the dot product of weight row ``r`` of the current
   output tile with token ``c``'s activations;

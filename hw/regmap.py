@@ -546,7 +546,7 @@ def accelerator_regmap(config):
                  fields=(Field(name="NODE_COUNT", lsb=0, width=16, access="RW", reset=1,
                                description="nodes, root included (at most CAPS_TREE.MAX_NODES)"),
                          Field(name="DEPTH", lsb=16, width=8, access="RW",
-                               description="levels below the root (seed: 4-5)"))),
+                               description="levels below the root (SpecMamba notes: 4-5)"))),
         Register(name="TREE_RESULT", offset=0x064, description="Outcome of the last verify step.",
                  fields=(Field(name="TOKENS", lsb=0, width=16, access="RO",
                                description="nodes on the accepted path: accepted draft tokens "

@@ -3,7 +3,8 @@
 SpecMamba verifies a draft tree breadth-first; a node's state is its parent's
 state advanced by one token, so a parent slot is released once its last child
 is computed. The live slots form a FIFO, kept here as a ring buffer of
-``depth`` entries. The seed sizes it at ``fifo_depth 16``.
+``depth`` entries. The SpecMamba notes (``docs/sources.md``) size it at
+``fifo_depth 16``.
 """
 
 from amaranth import Module, Mux, Signal

@@ -1,7 +1,7 @@
 """``StateController``: SpecMamba's state backtracking next to one :class:`hw.ssm_unit.SSMUnit`.
 
 A Mamba2 state overwrites its past, so a rejected draft must be backtracked
-(SPEC §4, ``docs/backtracking.md``). This block realizes the on-chip policies
+(SpecMamba's hybrid backtracking, arXiv 2509.19873; ``docs/backtracking.md``). This block realizes the on-chip policies
 of :mod:`golden.backtrack` for the state held by one SSM unit:
 
 * **store** (:class:`golden.backtrack.StoreStates`): ``CHECKPOINT s`` copies

@@ -1,4 +1,5 @@
-"""``TreeVerifier``: SpecMamba's FIFO tree-verification scheduler (SPEC §4).
+"""``TreeVerifier``: SpecMamba's FIFO tree-verification scheduler
+(arXiv 2509.19873; ``docs/tree.md``).
 
 It loads a breadth-first flattened draft tree (one parent index per node),
 drives the FIFO schedule of :func:`golden.tree.fifo_schedule` for every layer

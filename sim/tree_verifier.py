@@ -219,7 +219,7 @@ def _jobs(rng, *, count, shapes=True, bad_every=None):
 
 @cocotb.test()
 async def random_trees(dut):
-    """Random trees and the seed's shapes, random idle and back-pressure on every stream."""
+    """Random trees and the SpecMamba notes' tree shapes, random idle and back-pressure on every stream."""
     jobs = _jobs(random.Random(seed() + 1), count=params().get("trees", 60))
     stats = await _run(dut, jobs, idle=0.3, stall=0.3)
     assert stats["trees"] == len(jobs)

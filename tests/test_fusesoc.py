@@ -72,3 +72,32 @@ def test_fusesoc_command_lists_the_core(tmp_path, small_design, monkeypatch, cap
     assert f"specgen:specgen:fifo:{specgen_version()}" in info
     for target in ("default", "lint", "synth"):
         assert f"{target} " in info
+
+
+@pytest.fixture
+def primitive_design(monkeypatch):
+    import gen.emit.verilog
+    from hw.dsp_linear_unit import DSPLinearUnit
+    # The smallest block that instantiates DSPFP32 (tests/test_dsp58.py builds the same).
+    monkeypatch.setattr(gen.emit.verilog, "blocks", lambda config: {
+        "dsp": DSPLinearUnit(rows=1, cols=1, max_tokens=1, max_k=2)})
+
+
+def test_synth_reads_the_primitive_variant_and_simulation_the_behavioural_one(
+        tmp_path, primitive_design):
+    out = tmp_path / "v"
+    assert main(["verilog", "--board", "vck190", "--out", str(out), "-q"]) == 0
+    core = parse(out / "dsp.core")
+    synth = core.get_files(flags("synth", "vivado"))
+    assert synth == [{"name": "primitives/dsp.v", "file_type": "verilogSource"},
+                     {"name": "constraints.xdc", "file_type": "xdc"}]
+    for target, tool in (("default", "verilator"), ("lint", "verilator")):
+        assert core.get_files(flags(target, tool)) == [
+            {"name": "dsp.v", "file_type": "verilogSource"}], target
+    # The two files are what their names say: AMD's primitive, and its behavioural model.
+    primitive = (out / "primitives" / "dsp.v").read_text()
+    behavioural = (out / "dsp.v").read_text()
+    assert "DSPFP32 #(" in primitive and "DSPFP32 #(" not in behavioural
+    # The Vivado flow reads the same file as FuseSoC's synth target.
+    from gen.emit.vivado import SETTINGS_TCL
+    assert "primitives/dsp.v" in (out / SETTINGS_TCL).read_text()

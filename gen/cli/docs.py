@@ -31,12 +31,19 @@ def _estimate(out, progress):
     return [path, path.with_suffix(".json")]
 
 
+def _figures(out, progress):
+    from gen.studies.figures import write_figures
+    return write_figures(out=out)
+
+
 #: ``page: (what it writes, writer(out_dir, progress) -> paths)``: the one list of pages.
 PAGES = {
     "regmap": ("regmap.md: the register map of hw/regmap.py", _regmap),
     "tree-memory": ("the generated table of tree.md (state memory per tree shape)", _tree_memory),
     "estimate": ("estimate.md and estimate.json: Yosys estimates of both boards (about an hour)",
                  _estimate),
+    "figures": ("the pictures: block diagram, utilization charts, timing diagrams, performance "
+                "plots (gen/studies/figures.py)", _figures),
 }
 
 

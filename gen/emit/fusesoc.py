@@ -4,7 +4,11 @@
 ``specgen:specgen:<top>:<version>`` and build it with the tools FuseSoC drives
 (Edalize): the ``lint`` target runs Verilator's lint with the same waivers as
 the project's own lint (:data:`sim.runner.VERILATOR_WAIVERS`), and a design
-with a Vivado part gets a ``synth`` target with its part and constraints.
+with a Vivado part gets a ``synth`` target with its part and constraints. A
+design with device primitives (``DSPFP32``) has two texts of its top level:
+``default`` and ``lint`` read the behavioural one (``<top>.v``, fileset
+``rtl``), ``synth`` the one that instantiates the primitives
+(``primitives/<top>.v``, fileset ``rtl_synth``), as the Vivado flow does.
 
 The file is plain YAML written here, byte for byte deterministic; every string
 is JSON-quoted, which YAML reads as it is.
@@ -29,7 +33,7 @@ def _q(text):
     return json.dumps(str(text))
 
 
-def core_text(config, *, top, sources, xdc=None):
+def core_text(config, *, top, sources, synth_sources=None, xdc=None):
     """The ``.core`` file of a design.
 
     Parameters
@@ -39,13 +43,17 @@ def core_text(config, *, top, sources, xdc=None):
     top : str
         Top module.
     sources : sequence of str
-        Verilog files, relative to the core file, in read order.
+        Verilog files for simulation and lint, relative to the core file, in read order.
+    synth_sources : sequence of str, optional
+        Verilog files for synthesis (the device-primitive variant); default ``sources``.
     xdc : str, optional
         Constraints file, relative to the core file (designs with a part).
     """
     from sim.runner import VERILATOR_WAIVERS
 
     board = config.board
+    synth_sources = list(sources if synth_sources is None else synth_sources)
+    separate = synth_sources != list(sources)
     lines = [
         "CAPI=2:",
         f"# Written by specgen {specgen_version()} for the design {config.name!s} "
@@ -59,6 +67,9 @@ def core_text(config, *, top, sources, xdc=None):
         "    files:",
         *[f"      - {_q(s)}" for s in sources],
     ]
+    if separate:
+        lines += ["  rtl_synth:", "    file_type: verilogSource", "    files:",
+                  *[f"      - {_q(s)}" for s in synth_sources]]
     if xdc is not None:
         lines += ["  constraints:", "    file_type: xdc", "    files:", f"      - {_q(xdc)}"]
     lines += [
@@ -82,7 +93,8 @@ def core_text(config, *, top, sources, xdc=None):
         lines += [
             "  synth:",
             "    default_tool: vivado",
-            "    filesets: [rtl" + (", constraints]" if xdc is not None else "]"),
+            f"    filesets: [{'rtl_synth' if separate else 'rtl'}"
+            + (", constraints]" if xdc is not None else "]"),
             f"    toplevel: {_q(top)}",
             "    tools:",
             "      vivado:",

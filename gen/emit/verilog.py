@@ -115,6 +115,7 @@ def write_verilog(*, out, config=None, board=None, progress=None, only=None):
         # which holds every module it instantiates (the other files are blocks on their own).
         top = list(modules)[-1]    # blocks() lists the design's top level last
         xdc = None
+        synth_sources = None
         if config.board.part is not None:
             sources = [f"{top}.v"]
             if library.primitives(top=top):
@@ -126,14 +127,16 @@ def write_verilog(*, out, config=None, board=None, progress=None, only=None):
                 sources = [f"primitives/{top}.v"]
                 # xsim of the primitive against golden vectors, for a user with Vivado.
                 write_dsp_check(tmp / "primitives" / "dsp_check", source=f"{top}.v")
+            synth_sources = sources
             write_vivado_flow(tmp, config=config, top=top, sources=sources,
                               extra_files=dict(EXTRA_FILES, **{
                                   f"{top}.core": "FuseSoC core (CAPI2): targets `default`, "
                                                  "`lint` (Verilator) and `synth` (Vivado)"}),
                               registers=regmap)
             xdc = XDC
+        # FuseSoC: simulation and lint read the behavioural file, synthesis what Vivado reads.
         (tmp / f"{top}.core").write_text(core_text(config, top=top, sources=[f"{top}.v"],
-                                                   xdc=xdc))
+                                                   synth_sources=synth_sources, xdc=xdc))
         manifest = write_manifest(
             tmp,
             command=COMMAND,

@@ -30,7 +30,7 @@ __all__ = ["PROXY_LABEL", "SEED_VHK158", "BlockEstimate", "estimate_block", "pip
            "render_doc", "write_estimate_doc"]
 PROXY_LABEL = "UltraScale+ proxy"
 
-#: The seed's VHK158 resource table (SPEC §4).
+#: SpecMamba's VHK158 resource table, as its design notes give it (``docs/sources.md``).
 SEED_VHK158 = {
     "Linear unit": {"LUT": 254_000, "FF": 403_400, "DSP": 3537, "BRAM": 142, "URAM": 30},
     "SSM unit": {"LUT": 253_500, "FF": 382_100, "DSP": 1068},
@@ -418,7 +418,7 @@ def _device(board):
 #: Device capacities for the utilization columns, read from the board presets.
 DEVICE = {n: _device(n) for n in ("vck190", "vhk158")}
 
-#: Which blocks of ours stand for which line of the seed's table.
+#: Which blocks of ours stand for which line of that table.
 SEED_ROWS = (("Linear unit", ("LinearUnit",)), ("SSM unit", ("SSMUnit",)),
              ("State controller", ("tree_verifier", "ring_fifo")))
 
@@ -489,7 +489,7 @@ def render_doc(reports, *, fit_check=None, pipeline=None):
     if "vhk158" in reports:
         rep = reports["vhk158"]
         dsp = rep["dsp58"]
-        lines += ["## Against the seed's VHK158 table (SPEC §4)", "",
+        lines += ["## Against SpecMamba's VHK158 table (design notes, [sources](sources.md#notes))", "",
                   "| unit | seed LUT | ours LUT | seed FF | ours FF | seed DSP | ours DSP48E2 "
                   "(proxy) | ours DSP58 (analytical) | seed BRAM | ours BRAM36 | our blocks |",
                   "|---|---|---|---|---|---|---|---|---|---|---|"]

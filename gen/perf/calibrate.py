@@ -199,7 +199,7 @@ def _ssm_record(index):
 # ---------------------------------------------------------------------------------
 
 def tree_jobs(max_nodes, fifo_depth, max_passes, *, seed=0, count=6):
-    """Trees that fit the ring: the seed's shapes and random irregular trees, with match bits."""
+    """Trees that fit the ring: the SpecMamba notes' tree shapes and random irregular trees, with match bits."""
     from golden.tree import overflow_node, seed_shapes
 
     rng = random.Random(seed)

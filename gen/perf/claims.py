@@ -27,8 +27,8 @@ SEED = {
 # The papers' configurations
 # =====================================================================================
 
-#: The seed's tree in our reading: branching 2, depth 4, 14 draft tokens (15 nodes ≤ 16 lanes).
+#: The SpecMamba notes' tree in our reading: branching 2, depth 4, 14 draft tokens (15 nodes ≤ 16 lanes).
 SEED_TREE = (2, 2, 1, 1)
-#: SPEQ: chain of up to L = 16 draft tokens, acceptance 0.97 (the seed's 0.964–0.990).
+#: SPEQ: chain of up to L = 16 draft tokens, acceptance 0.97 (the SPEQ notes' 0.964–0.990).
 SPEQ_CHAIN = 16
 SPEQ_ALPHA = 0.97

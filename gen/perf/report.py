@@ -3,7 +3,8 @@
 ``specgen perf`` prints :func:`format_result`; ``specgen bench`` writes
 :func:`model_markdown` and :func:`calibration_markdown` into ``docs/perf.md``
 and the PNGs of :func:`write_plots` into ``docs/``. Every figure here is a
-model output (``gen/perf/system.py``) or a seed claim, and says which.
+model output (``gen/perf/system.py``) or a claim of the papers or their design notes
+(``docs/sources.md``), and says which.
 """
 
 from pathlib import Path
@@ -15,7 +16,8 @@ from gen.perf.system import (SIZINGS, StepConfig, accelerator, expected_tokens, 
                              paper_rows, seed_step, speq_step, ssm_timing, step_model, weight_bytes)
 
 __all__ = ["format_result", "side_by_side_markdown", "gap_sentences", "calibration_markdown",
-           "model_markdown", "write_plots", "PLOTS", "TREE_SHAPES"]
+           "model_markdown", "write_plots", "roofline_figure", "acceptance_figure", "PLOTS",
+           "PHASE_MARKERS", "BOARDS", "TREE_SHAPES"]
 
 #: PNG files written by :func:`write_plots`, relative to the output folder.
 PLOTS = {"roofline": "perf-roofline.png", "acceptance": "perf-acceptance.png",
@@ -57,7 +59,7 @@ def format_result(res):
         f"power (assumed)     {res.power_w:,.1f} W  -> {res.tokens_per_j:,.3f} tokens/J",
     ]
     if seed_eff is not None:
-        lines.append(f"at the seed's {SEED['tops_per_w'][acc.board.name]} TOPS/W: "
+        lines.append(f"at the SpecMamba notes' {SEED['tops_per_w'][acc.board.name]} TOPS/W: "
                      f"{seed_eff:,.2f} tokens/J")
     return "\n".join(lines)
 
@@ -81,11 +83,11 @@ def side_by_side_markdown(rows=None):
         "| board | configuration | source | tokens/s | vs GPU 89 | vs LightMamba 169 | "
         "% of roofline | tokens/J (assumed power) | draft / verify / restore ms (bound) |",
         "|---|---|---|---:|---:|---:|---:|---:|---|",
-        f"| GPU | Mamba2-2.7B, GPU baseline | seed claim (table) | {gpu:g} | 1.00× | {gpu / lm:.2f}× "
+        f"| GPU | Mamba2-2.7B, GPU baseline | claim (SpecMamba notes' table) | {gpu:g} | 1.00× | {gpu / lm:.2f}× "
         f"| – | – | – |",
-        f"| FPGA | LightMamba, Mamba2-2.7B | seed claim (table) | {lm:g} | {lm / gpu:.2f}× | "
+        f"| FPGA | LightMamba, Mamba2-2.7B | claim (SpecMamba notes' table) | {lm:g} | {lm / gpu:.2f}× | "
         f"1.00× | – | – | – |",
-        f"| VHK158 | SpecMamba, 2.7B + 370M | seed claim | {SEED['specmamba_tok_s']:g} | "
+        f"| VHK158 | SpecMamba, 2.7B + 370M | claim (SpecMamba notes) | {SEED['specmamba_tok_s']:g} | "
         f"{SEED['specmamba_tok_s'] / gpu:.2f}× (abstract: {SEED['speedup_vs_gpu']}×) | "
         f"{SEED['specmamba_tok_s'] / lm:.2f}× (abstract: {SEED['speedup_vs_fpga']}×) | "
         f"{100 * SEED['specmamba_tok_s'] / _find(rows, 'vhk158', 'preset', 'SpecMamba').roofline_tokens_per_s:.0f} % | – | – |",
@@ -121,11 +123,11 @@ def gap_sentences(rows=None):
     w_cycle = acc.bandwidth / acc.clock_hz / 2
     ver = hp.phase("verify")
     out.append(
-        f"**Roofline vs SpecMamba's claim.** The weight-streaming roofline of the seed's step "
+        f"**Roofline vs SpecMamba's claim.** The weight-streaming roofline of SpecMamba's step "
         f"(4 draft passes of the 370M model plus one 2.7B verify pass, "
         f"{_gb(hp.roofline_bytes)} GB at 819 GB/s) is {hp.roofline_tokens_per_s:,.0f} tok/s, so "
-        f"the claimed 313 tok/s is {100 * 313 / hp.roofline_tokens_per_s:.0f} % of it; the seed "
-        f"puts the rest in drafting (35 % of the time) and scheduling (85 % of peak).")
+        f"the claimed 313 tok/s is {100 * 313 / hp.roofline_tokens_per_s:.0f} % of it; the notes "
+        f"put the rest in drafting (35 % of the time) and scheduling (85 % of peak).")
     out.append(
         f"**Ours (VHK158 preset) vs the roofline.** The verify pass is compute-bound: the "
         f"output-stationary LinearUnit consumes one weight per PE row per cycle, "
@@ -135,7 +137,7 @@ def gap_sentences(rows=None):
         f"{_ms(ver.linear_cycles / acc.clock_hz)} ms instead of {_ms(ver.t_mem)} ms; its "
         f"{acc.linear.cols} token lanes only help up to the tree's {hp.verify_nodes:.0f} nodes.")
     out.append(
-        f"**DSP-sized array.** Giving the linear unit the seed's 3,537 DSP58 at 16 token lanes "
+        f"**DSP-sized array.** Giving the linear unit SpecMamba's 3,537 DSP58 (notes) at 16 token lanes "
         f"yields {hd.accel.linear.rows} rows and {hd.tokens_per_s:,.1f} tok/s, still "
         f"{w_cycle / hd.accel.linear.rows:.1f}× short of the {w_cycle:,.0f} rows HBM could feed "
         f"at {acc.board.clock_mhz:g} MHz.")
@@ -173,17 +175,17 @@ def gap_sentences(rows=None):
         f"{_gb(vp.phase('draft').bytes - vp.phase('draft').weight_bytes)} GB per step for the "
         f"draft tree) and the restore phase.")
     out.append(
-        f"**The seed's ratios.** 313/89 = {313 / 89:.2f}× and 313/169 = {313 / 169:.2f}× do not "
-        f"match the abstract's 2.27× and 2.85×; the seed gives no baseline that reconciles them, "
+        f"**The notes' ratios.** 313/89 = {313 / 89:.2f}× and 313/169 = {313 / 169:.2f}× do not "
+        f"match the abstract's 2.27× and 2.85×; the notes give no baseline that reconciles them, "
         f"so both are listed as claims and our ratios use the table's 89 and 169.")
     out.append(
-        "**GPU and LightMamba.** They are the seed's figures on other hardware (LightMamba: W4A4 on "
+        "**GPU and LightMamba.** They are the notes' figures on other hardware (LightMamba: W4A4 on "
         "VCK190, 93 tok/s on U280 in its own paper); we model neither, only set ours beside them.")
     out.append(
         f"**Energy.** Our tokens/J use assumed power (static {acc.power.static_w:g} W on VHK158, "
         f"{acc.power.pj_per_byte:g} pJ/B HBM, {acc.power.pj_per_mac_full:g} pJ per FP16 MAC); "
         f"static power dominates a compute-bound step, which is why our tokens/J "
-        f"({hp.tokens_per_j:.2f}) sit far below what the seed's {SEED['tops_per_w']['vhk158']} "
+        f"({hp.tokens_per_j:.2f}) sit far below what the notes' {SEED['tops_per_w']['vhk158']} "
         f"TOPS/W would give on our operation count ({hp.tokens_per_j_seed_efficiency:.1f}).")
     return out
 
@@ -210,12 +212,12 @@ def model_markdown(rows=None, *, plots=None):
     rows = paper_rows() if rows is None else rows
     out = ["## Modeled tokens/s beside the papers", "",
            "Model outputs of `gen/perf/system.py` (assumptions in `docs/perf-model.md`), "
-           "command `specgen perf --board B --target 2.7B --draft D`; seed figures are claims. "
-           "Roofline: every pass streams its weights once at the board's bandwidth (the SPEC §7 "
-           "physical limit). Bound: M memory, C compute.", "",
+           "command `specgen perf --board B --target 2.7B --draft D`; figures of the SpecMamba notes ([sources](sources.md#notes)) are claims. "
+           "Roofline: every pass streams its weights once at the board's bandwidth (the physical "
+           "limit of a decode pass, docs/perf-model.md). Bound: M memory, C compute.", "",
            side_by_side_markdown(rows), "", "### Every gap in one sentence", ""]
     out += [f"- {s}" for s in gap_sentences(rows)]
-    out += ["", "### Time split of the seed's configuration", ""]
+    out += ["", "### Time split of SpecMamba's configuration", ""]
     for board in ("vhk158", "vck190"):
         res = _find(rows, board, "preset", "SpecMamba")
         out += [f"`specgen perf --board {board} --target 2.7B --draft 370M --tree 2,2,1,1 "
@@ -234,7 +236,7 @@ def model_markdown(rows=None, *, plots=None):
 # Plots
 # ---------------------------------------------------------------------------------
 
-#: Shapes of the tree plot: chains, a sample of the seed's shapes, full trees.
+#: Shapes of the tree plot: chains, a sample of the SpecMamba notes' tree shapes, full trees.
 TREE_SHAPES = [(1,), (1, 1), (1, 1, 1, 1), (1,) * 8, (1,) * 16, (2, 2), (2, 2, 1, 1), (3, 1, 1, 1),
                (2, 2, 2), (1, 2, 2, 2), (3, 2, 2, 1)]
 
@@ -246,6 +248,102 @@ def _plt():
     return plt
 
 
+#: Marker of each phase of a step in the roofline plot; the step kind is the fill.
+PHASE_MARKERS = {"draft": "o", "verify": "s", "restore": "^"}
+
+#: Colour of each accelerator sizing in the roofline plot.
+SIZING_COLORS = {"preset": "tab:blue", "dsp": "tab:orange"}
+
+#: Boards of the roofline and acceptance plots, one panel each.
+BOARDS = ("vhk158", "vck190")
+
+
+def roofline_figure():
+    """The roofline of both boards with every phase of both steps.
+
+    Points carry no text: the colour is the sizing, the marker the phase, the
+    fill the step (filled SpecMamba, hollow SPEQ), all named in one legend below
+    the panels, so no label covers another.
+    """
+    from matplotlib.lines import Line2D
+    plt = _plt()
+    fig, axes = plt.subplots(1, 2, figsize=(11, 5.2))
+    for ax, board in zip(axes, BOARDS):
+        arrays = []
+        for sizing in SIZINGS:
+            color = SIZING_COLORS[sizing]
+            acc = accelerator(board, sizing=sizing)
+            arrays.append(f"{sizing} {acc.linear.rows}×{acc.linear.cols}")
+            peak = 2 * acc.linear.rows * acc.linear.cols * acc.clock_hz
+            xs = [10 ** (k / 20) for k in range(-20, 61)]
+            ax.plot(xs, [min(peak, acc.bandwidth * x) for x in xs], color=color, lw=1)
+            for filled, step in ((True, seed_step()), (False, speq_step())):
+                for p in step_model(acc, step).phases:
+                    perf = 2 * p.macs / p.time if p.time else 0
+                    ax.scatter([p.intensity], [perf], marker=PHASE_MARKERS[p.name], s=42,
+                               facecolors=color if filled else "white", edgecolors=color,
+                               linewidths=1.3, zorder=3)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("operations per off-chip byte")
+        ax.set_ylabel("useful operations/s")
+        ax.set_title(f"{board.upper()}: the phases of one step ({', '.join(arrays)})",
+                     fontsize=10)
+        ax.grid(True, which="both", lw=0.3)
+    handles = [Line2D([], [], color=SIZING_COLORS[s], lw=1.5, label=f"roof and phases, {s} array")
+               for s in SIZINGS]
+    handles += [Line2D([], [], ls="", marker=m, color="0.3", label=f"{name} phase")
+                for name, m in PHASE_MARKERS.items()]
+    handles += [Line2D([], [], ls="", marker="o", color="0.3",
+                       label="filled: SpecMamba step (2.7B + 370M)"),
+                Line2D([], [], ls="", marker="o", markerfacecolor="white", color="0.3",
+                       label="hollow: SPEQ step (self-speculation)")]
+    fig.legend(handles=handles, loc="lower center", ncol=4, fontsize=8, frameon=False,
+               bbox_to_anchor=(0.5, 0.04))
+    fig.text(0.5, 0.005, "Model. Compute roof = 2·rows·cols·f; a phase sits below it when fewer "
+             "than cols tokens share each weight (draft passes of 1-4 nodes, verify of the "
+             "tree's nodes).", ha="center", fontsize=7)
+    fig.tight_layout(rect=(0, 0.14, 1, 1))
+    return fig
+
+
+def acceptance_figure(*, alphas=None):
+    """Tokens/s against the per-token acceptance rate, with SpecMamba's claimed
+    313 tok/s drawn on the VHK158 panel (the board it was claimed on).
+
+    ``alphas``: the rates modelled (default 0.50, 0.51, ..., 0.99)."""
+    plt = _plt()
+    alphas = [0.5 + 0.01 * k for k in range(50)] if alphas is None else list(alphas)
+    steps = (("2.7B + 370M, tree [2,2,1,1]", "tab:blue",
+              lambda a: seed_step(tokens_per_step=None, alpha=a)),
+             ("SPEQ chain 16, early stop", "tab:green",
+              lambda a: speq_step(alpha=a, continue_prob=a)))
+    claim = SEED["specmamba_tok_s"]
+    fig, axes = plt.subplots(1, 2, figsize=(11, 5.2))
+    for ax, board in zip(axes, BOARDS):
+        for sizing, ls in (("preset", "-"), ("dsp", "--")):
+            acc = accelerator(board, sizing=sizing)
+            for label, color, make in steps:
+                res = [step_model(acc, make(a)) for a in alphas]
+                ax.plot(alphas, [r.tokens_per_s for r in res], ls, color=color,
+                        label=f"ours {sizing}: {label}")
+                if sizing == "preset":
+                    ax.plot(alphas, [r.roofline_tokens_per_s for r in res], ":", color=color,
+                            label=f"roofline: {label}")
+        if board == "vhk158":
+            ax.axhline(claim, color="tab:red", lw=1.2, ls="-.",
+                       label=f"SpecMamba's claim on VHK158 (design notes): {claim:g} tok/s")
+        ax.set_yscale("log")
+        ax.set_xlabel("per-token acceptance rate α")
+        ax.set_ylabel("tokens/s (model)")
+        ax.set_title(board.upper())
+        ax.grid(True, which="both", lw=0.3)
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=3, fontsize=7, frameon=False)
+    fig.tight_layout(rect=(0, 0.13, 1, 1))
+    return fig
+
+
 def write_plots(out):
     """Write the three PNGs of :data:`PLOTS` into folder ``out``; returns their names."""
     plt = _plt()
@@ -253,60 +351,12 @@ def write_plots(out):
     out.mkdir(parents=True, exist_ok=True)
 
     # 1. roofline, one panel per board
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4.5))
-    for ax, board in zip(axes, ("vhk158", "vck190")):
-        colors = {"preset": "tab:blue", "dsp": "tab:orange"}
-        for sizing in SIZINGS:
-            acc = accelerator(board, sizing=sizing)
-            peak = 2 * acc.linear.rows * acc.linear.cols * acc.clock_hz
-            xs = [10 ** (k / 20) for k in range(-20, 61)]
-            ax.plot(xs, [min(peak, acc.bandwidth * x) for x in xs], color=colors[sizing], lw=1,
-                    label=f"roof, {sizing} ({acc.linear.rows}×{acc.linear.cols})")
-            for marker, step in (("o", seed_step()), ("s", speq_step())):
-                res = step_model(acc, step)
-                for p in res.phases:
-                    perf = 2 * p.macs / p.time if p.time else 0
-                    ax.scatter([p.intensity], [perf], color=colors[sizing], marker=marker, zorder=3)
-                    ax.annotate(f"{p.name}{'' if marker == 'o' else ' (SPEQ)'}",
-                                (p.intensity, perf), fontsize=7, xytext=(3, 3),
-                                textcoords="offset points")
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        ax.set_xlabel("operations per off-chip byte")
-        ax.set_ylabel("useful operations/s")
-        ax.set_title(f"{board.upper()}: phases of one step (o SpecMamba, □ SPEQ)")
-        ax.grid(True, which="both", lw=0.3)
-        ax.legend(fontsize=7, loc="lower right")
-    fig.text(0.5, 0.005, "Model. Compute roof = 2·rows·cols·f; a phase sits below it when fewer than "
-             "cols tokens share each weight (draft passes of 1-4 nodes, verify of the tree's nodes).",
-             ha="center", fontsize=7)
-    fig.tight_layout(rect=(0, 0.03, 1, 1))
+    fig = roofline_figure()
     fig.savefig(out / PLOTS["roofline"], dpi=110)
     plt.close(fig)
 
     # 2. tokens/s against acceptance
-    alphas = [0.5 + 0.01 * k for k in range(50)]
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4.5))
-    for ax, board in zip(axes, ("vhk158", "vck190")):
-        for sizing, ls in (("preset", "-"), ("dsp", "--")):
-            acc = accelerator(board, sizing=sizing)
-            for label, mk in (("2.7B + 370M, tree [2,2,1,1]",
-                               lambda a: seed_step(tokens_per_step=None, alpha=a)),
-                              ("SPEQ chain 16, early stop",
-                               lambda a: speq_step(alpha=a, continue_prob=a))):
-                res = [step_model(acc, mk(a)) for a in alphas]
-                ax.plot(alphas, [r.tokens_per_s for r in res], ls,
-                        label=f"ours {sizing}: {label}")
-                if sizing == "preset":
-                    ax.plot(alphas, [r.roofline_tokens_per_s for r in res], ":",
-                            label=f"roofline: {label}")
-        ax.set_yscale("log")
-        ax.set_xlabel("per-token acceptance rate α")
-        ax.set_ylabel("tokens/s (model)")
-        ax.set_title(board.upper())
-        ax.grid(True, which="both", lw=0.3)
-        ax.legend(fontsize=6, loc="best")
-    fig.tight_layout()
+    fig = acceptance_figure()
     fig.savefig(out / PLOTS["acceptance"], dpi=110)
     plt.close(fig)
 

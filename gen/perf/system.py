@@ -94,7 +94,7 @@ class MambaDims(LMConfig):
 
 
 def model_names():
-    """Mamba2 sizes accepted by :func:`mamba_dims` (SPEC §4)."""
+    """Mamba2 sizes accepted by :func:`mamba_dims` (``state-spaces/mamba``)."""
     return tuple(MAMBA2_SIZES)
 
 
@@ -310,7 +310,7 @@ def accelerator(board, *, sizing="preset", **overrides):
     sizing : str
         ``"preset"``: the preset's ``LinearConfig`` and SSM lanes (its ``ssm``
         config if the preset has one, else 64 lanes). ``"dsp"``: 16 token lanes
-        (the seed's prediction length) and as many PE rows as the seed's linear
+        (the SpecMamba notes' prediction length) and as many PE rows as their linear
         unit's share of the DSP58 (3537 of 7392 on VHK158), and the SSM lanes of
         its SSM unit's share (1068 of 7392, four DSP58 per lane), at most
         ``d_state`` = 128 (the RTL's limit).
@@ -367,7 +367,7 @@ class StepConfig:
     tree : golden.tree.TreeShape or sequence of int
         Per-depth branching of the draft tree; ``(1,) * L`` is a chain of ``L``.
     tokens_per_step : float or None
-        Committed tokens per step (accepted + bonus), e.g. the seed's 4.91.
+        Committed tokens per step (accepted + bonus), e.g. the SpecMamba notes' 4.91.
     alpha : float or None
         Per-token acceptance rate; used (:func:`expected_tokens`) when
         ``tokens_per_step`` is None.
@@ -505,7 +505,7 @@ class StepResult:
 
     @property
     def tokens_per_j_seed_efficiency(self):
-        """Tokens/J if the design ran at the seed's TOPS/W (SPEC §5) on our operation count."""
+        """Tokens/J if the design ran at the SpecMamba notes' TOPS/W on our operation count."""
         eff = SEED["tops_per_w"].get(self.accel.board.name)
         return None if eff is None else self.tokens_per_step * eff * 1e12 / self.ops
 
@@ -576,7 +576,7 @@ def expected_tokens(tree, *, alpha, levels=None):
     Model assumption: at depth ``k`` an accepted node's ``b_k`` children hold
     distinct candidate tokens and one of them is the target's choice with
     probability ``1 − (1 − alpha)^b_k``; the bonus token always counts. For a
-    chain this is ``(1 − alpha^(L+1)) / (1 − alpha)`` (SPEC §4).
+    chain this is ``(1 − alpha^(L+1)) / (1 − alpha)``.
 
     Parameters
     ----------

@@ -1,9 +1,9 @@
-"""``docs/backtracking.md``: the backtracking policies' traffic and compute, against the seed.
+"""``docs/backtracking.md``: the backtracking policies' traffic and compute, against SpecMamba's claims.
 
 :func:`write_backtrack_table` evaluates :mod:`golden.backtrack_cost` for the
-Mamba2 sizes (130M … 2.7B) and the seed's tree shapes
+Mamba2 sizes (130M … 2.7B) and the notes' tree shapes
 (:func:`golden.tree.seed_shapes`), compares the draft/target combinations of
-:data:`golden.backtrack.SYSTEM_POLICIES` with the seed's claims (−63 % memory
+:data:`golden.backtrack.SYSTEM_POLICIES` with the notes' claims (−63 % memory
 traffic against storing every state, −41 % compute against recomputing
 everything) and writes the page. Same code, same bytes; the file is replaced
 atomically.
@@ -25,7 +25,7 @@ __all__ = ["COMMAND", "FILENAME", "SEED_PAIR", "backtrack_markdown", "write_back
 COMMAND = "specgen backtrack-cost --out docs"
 FILENAME = "backtracking.md"
 
-#: The seed's pairing: a 370M draft for a 2.7B target (SPEC §4).
+#: The SpecMamba notes' pairing: a 370M draft for a 2.7B target.
 SEED_PAIR = ("370M", "2.7B")
 
 #: Points of the margin a figure may miss a claim by and still "match" it.
@@ -59,7 +59,7 @@ def _chain(nodes):
 
 
 def _seed_groups():
-    """Seed shapes by node count: ``{n: (shapes, max depth)}``; costs depend on ``n`` and ``L`` only."""
+    """The notes' tree shapes by node count: ``{n: (shapes, max depth)}``; costs depend on ``n`` and ``L`` only."""
     groups = {}
     for s in seed_shapes():
         groups.setdefault(s.num_nodes, []).append(s)
@@ -200,7 +200,7 @@ def backtrack_markdown():
     replay_restore = seed[hi_n]["hybrid"].draft.macs
     ssm_dsp, ssm_clock = 1068, 250e6
     restore_time = replay_restore / (ssm_dsp * ssm_clock)
-    # Readings of the seed's "78 % less recompute".
+    # Readings of the notes' "78 % less recompute".
     path_vs_tree = (1 - L / hi_n, 1 - L / lo_n)
     dep = 1 - update_macs(tmix) / step_macs(tmix)
     both = (1 - L / lo_n * (1 - dep), 1 - L / hi_n * (1 - dep))
@@ -219,17 +219,18 @@ After a speculative step, draft and target must each continue from the state
 after the last accepted token, but a Mamba layer overwrites its state with
 every token. This page compares four ways to get that state back, with the
 cost model `golden/backtrack_cost.py` and the instrumented policies of
-`golden/backtrack.py`, against the seed's hybrid-backtracking claims (SPEC §4).
+`golden/backtrack.py`, against SpecMamba's (arXiv 2509.19873) hybrid-backtracking claims as its
+design notes give them ([sources](sources.md#notes)).
 Regenerate with `{COMMAND}`.
 
-**Headline** (370M draft, 2.7B target, the seed's trees of n = {lo_n}–{hi_n}
+**Headline** (370M draft, 2.7B target, the notes' trees of n = {lo_n}–{hi_n}
 nodes, L = {L} committed tokens per step, binary32 state and intermediates).
-Against storing every node's state, the seed's hybrid (draft replays light
+Against storing every node's state, the notes' hybrid (draft replays light
 intermediates, target re-runs the accepted path) cuts backtracking traffic by
-{rng(t_h)}: the seed's −{r(claim_t)} is {_verdict(*t_h, claim_t)}, and matched
+{rng(t_h)}: the notes' −{r(claim_t)} is {_verdict(*t_h, claim_t)}, and matched
 ({rng(t_ds)}) if the draft stores full states instead. Against re-running both
 models on the accepted path, it cuts restore compute by only {rng(c_h)}: the
-seed's −{r(claim_c)} is {_verdict(*c_h, claim_c)} for this pairing. It would
+notes' −{r(claim_c)} is {_verdict(*c_h, claim_c)} for this pairing. It would
 hold for a draft costing about {need_ratio:.2f} of the target per token, or
 if the target re-ran only the state's dependencies ({rng(c_sel)}).
 
@@ -247,7 +248,7 @@ token still advances the state); `L = depth + 1` is "whole path accepted".
 | policy | kept during the pass, per node and layer | restore |
 |---|---|---|
 | (a) `store` | full state, S bytes, off chip | re-point the accepted node's slot as the committed state (no copy) |
-| (b) `replay` | light intermediates xBC, x, B, Δ, dA: ℓ bytes, on chip (the seed's placement) | read the checkpoint (S), replay `h ← dA·h + (Δ·x)·B` and shift the conv window for the L path nodes, write the result (S) |
+| (b) `replay` | light intermediates xBC, x, B, Δ, dA: ℓ bytes, on chip (the notes' placement) | read the checkpoint (S), replay `h ← dA·h + (Δ·x)·B` and shift the conv window for the L path nodes, write the result (S) |
 | (c) `recompute` | nothing | read the checkpoint, re-run the whole layer on the L path tokens, write the result |
 | (c′) `recompute-state` | the layer input, I bytes, off chip | read the checkpoint, re-run only what the state depends on (xBC and dt rows of `in_proj`, conv, dt path, update), write the result |
 | (d) `hybrid` | draft: (b); target: (c) | both |
@@ -289,7 +290,7 @@ per other value (binary32 throughout, as the SSM unit: 4 and 4).
 A MAC is one multiply, with or without its add; table look-ups (softplus, exp,
 SiLU), additions, divisions and square roots are not counted. The tree pass
 costs n·F for every policy and is not part of the backtracking cost. Costs are
-linear in L, so the cost at the seed's mean L = {L} is the mean cost.
+linear in L, so the cost at the notes' mean L = {L} is the mean cost.
 
 **Checked by counting.** The policies in `golden/backtrack.py` keep and read
 every array through a counting memory and do every multiply of the layer
@@ -302,7 +303,7 @@ node has a state or intermediates to keep. (2) A full state is written off
 chip (2.7B: {_mb(state_nbytes(tmix))} MB per layer per node). (3) The seed
 keeps the draft's intermediates on chip; the column "held" shows what that
 takes against the {_mb(SEED_VHK158_ONCHIP_BYTES)} MB of BRAM and URAM the
-seed's whole VHK158 design instantiates (1,534 × 36 Kb + 428 × 288 Kb).
+notes' whole VHK158 design instantiates (1,534 × 36 Kb + 428 × 288 Kb).
 (4) Recompute (scope "layer") is a re-run of the model stack, so each layer
 re-runs completely and takes its input from the layer below (no input is
 kept); its weights are assumed already streaming (the re-run shares the next
@@ -314,18 +315,18 @@ weight: about 5.4 GB for 2.7B in FP16, more than any policy here moves.
 
 {_dims_table()}
 
-## Per model, the seed's tree shapes, L = {L}
+## Per model, the notes' tree shapes, L = {L}
 
-The seed's shapes (branching 2–3, depth 4–5, 12–16 draft tokens; `golden.tree.seed_shapes`)
+The notes' shapes (branching 2–3, depth 4–5, 12–16 draft tokens; `golden.tree.seed_shapes`)
 have {shapes_line}. Costs depend on a shape only through n (and its depth, which bounds
 L), so one row per n covers them all. Bytes in MB (10⁶), compute in GMAC (10⁹), per
 speculative step, all layers of one model.
 
 {_per_model_table(groups, L)}
 
-## Draft and target together: the seed's {SEED_PAIR[0]} draft for {SEED_PAIR[1]}, L = {L}
+## Draft and target together: the notes' {SEED_PAIR[0]} draft for {SEED_PAIR[1]}, L = {L}
 
-`pure-store` and `pure-recompute` are the seed's baselines; `hybrid` is its
+`pure-store` and `pure-recompute` are the notes' baselines; `hybrid` is its
 scheme (d); `hybrid-draft-stores` is the third-party reading in which the draft
 stores full states; `hybrid-selective` restricts the target's re-run to the
 state's dependencies, which then needs the layer inputs kept.
@@ -340,18 +341,18 @@ state's dependencies, which then needs the layer inputs kept.
 
 {_pairs_table(hi_n, L)}
 
-## The seed's claims, one by one
+## The notes' claims, one by one
 
 - **Memory traffic, −{r(claim_t)} against storing every state: {_verdict(*t_h, claim_t)}.**
-  The seed's hybrid moves {rng(t_h)} fewer bytes than `pure-store` over the
-  seed's trees (370M → 2.7B, L = {L}). Nearly all of it is the target's: its
+  The notes' hybrid moves {rng(t_h)} fewer bytes than `pure-store` over the
+  notes' trees (370M → 2.7B, L = {L}). Nearly all of it is the target's: its
   re-run moves 2·S per layer instead of n·S, and `pure-recompute` saves as
   much ({rng(t_pr)}); the draft's replay adds on-chip traffic. The claimed
   size is what the third-party reading gives, the draft storing full states
   (`hybrid-draft-stores`): {rng(t_ds)}, {_verdict(*t_ds, claim_t)} within
   ±{TOLERANCE * 100:.0f} points.
 - **Compute, −{r(claim_c)} against recomputing everything: {_verdict(*c_h, claim_c)}.**
-  The seed's hybrid saves {rng(c_h)} of the restore MACs of `pure-recompute`.
+  The notes' hybrid saves {rng(c_h)} of the restore MACs of `pure-recompute`.
   It only replaces the draft's re-run by a replay, and a 370M draft costs
   {pair_ratio:.2f} of a 2.7B target per token; with a replay almost free the
   saving is about r/(1 + r) for a draft/target ratio r, so {r(claim_c)} needs
@@ -369,12 +370,12 @@ state's dependencies, which then needs the layer inputs kept.
 - **Draft restore under 100 ns: not plausible for a replay.** A replay of
   L = {L} tokens through the 370M draft's {dmix.n_layer} layers is
   {replay_restore / 1e6:,.0f} M MACs; at one MAC per DSP per cycle on the
-  seed's 1,068 SSM-unit DSPs at 250 MHz that takes at least
+  notes' 1,068 SSM-unit DSPs at 250 MHz that takes at least
   {restore_time * 1e3:.2f} ms. Only a pointer switch between stored states
   is that fast.
 - **Intermediates on chip.** The 370M draft's intermediates for a whole tree
   take {_mb(min(draft_held))}–{_mb(max(draft_held))} MB in binary32, against
-  {_mb(SEED_VHK158_ONCHIP_BYTES)} MB of BRAM and URAM in the seed's whole
+  {_mb(SEED_VHK158_ONCHIP_BYTES)} MB of BRAM and URAM in the notes' whole
   design: they fit only by taking most of it (half as much in binary16).
 """
     return text

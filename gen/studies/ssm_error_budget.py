@@ -269,7 +269,7 @@ at nodes `i·2^-s`. For an input `x` inside `[lo, hi]`: `i = trunc(x·2^s)` (tow
 zero), `r = x − i·2^-s` (exact), then Horner `y = c_d; y = y·r + c_k` for
 `k = d−1 … 0`, each multiply and add rounded. Coefficients are `f^(k)(i·2^-s)/k!`,
 computed in 40-digit decimal and rounded to binary32; the RTL ROMs read them from
-`golden.nonlinear.lut_tables`. LightMamba (SPEC §7) uses exp over [−20, 12) at
+`golden.nonlinear.lut_tables`. LightMamba (arXiv 2502.15260) uses exp over [−20, 12) at
 1/128 with linear interpolation; chord interpolation at that step errs by up to
 h²/8 ≈ 8e-6 relative, always upward, and the state amplifies a bias in `dA` by
 `1/(1 − dA)` (up to 1000× at `delta·|A| = 0.001`). The cubic rows below are
