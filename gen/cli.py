@@ -83,9 +83,22 @@ def _cmd_ssm_budget(args):
 
 
 def _cmd_bench(args):
-    from .bench import write_bench
+    from .bench import run_named, write_bench
+    if args.only:
+        # Some benchmarks only: print their records; docs/perf.md keeps all of them.
+        rows = run_named(args.only)
+        if args.json:
+            import json
+            print(json.dumps(rows, indent=2))
+        else:
+            for r in rows:
+                print(f"{r['name']}: {r['value']} {r['unit']} ({r['note']})")
+        return
     _progress(args).status("running the benchmarks (minutes)")
-    write_bench(out=args.out, echo=not args.quiet)
+    rows = write_bench(out=args.out, echo=not args.quiet and not args.json)
+    if args.json:
+        import json
+        print(json.dumps(rows, indent=2))
     _summary(args, "bench", [args.out])
 
 
@@ -153,6 +166,11 @@ def build_parser():
 
     p = sub.add_parser("bench", help="run the benchmarks and rewrite docs/perf.md")
     p.add_argument("--out", default="docs/perf.md", metavar="FILE", help="report path")
+    from .bench import NAMED as named_benchmarks
+    p.add_argument("--only", metavar="NAME", action="append",
+                   help="run only this benchmark and print its records, leaving the report "
+                        f"alone ({', '.join(named_benchmarks)}; repeatable)")
+    p.add_argument("--json", action="store_true", help="print the records as JSON")
     p.set_defaults(func=_cmd_bench)
 
     p = sub.add_parser("backtrack-cost",
