@@ -6,8 +6,8 @@ long contiguous regions (the weight planes of a layer) through
 port of the ``vhk158`` preset, at that board's fabric and memory clocks, with a
 read latency of :data:`LATENCY_NS` converted to memory cycles and random
 stalls on AR, R and the output stream. Beat efficiency is data beats divided
-by the output's ready cycles while streaming (first beat to last): the cycles
-in which the consumer could have taken a beat. Every beat is checked against
+by the output's ready cycles while streaming (first word to last): the cycles
+in which the consumer could have taken a word. Every beat is checked against
 the memory model.
 
 :func:`littles_law_rows` is the sizing table of ``docs/memory.md``: what a port
@@ -15,25 +15,22 @@ must keep in flight at that latency, against the HBM_NMU's read reorder buffer.
 """
 
 import json
-import math
 import tempfile
 from pathlib import Path
 
-from golden.config import preset
+from golden.config import HBM_NMU_PORTS, MEMORY_LATENCY_NS, READ_REORDER_BYTES, preset
 
-__all__ = ["LATENCY_NS", "STALL", "CLOCKS", "bench_params", "measure", "benchmarks", "latency_cycles", "littles_law_rows",
+__all__ = ["LATENCY_NS", "STALL", "CLOCKS", "CASES", "bench_params", "measure", "benchmarks", "latency_cycles", "littles_law_rows",
            "littles_law_markdown", "RROB_BYTES", "HBM_NMU_PORTS"]
 
 COMMAND = "specgen bench --only memory --json"
-#: Read latency the masters are sized for and measured at (the issue's target: at least 200 ns).
-LATENCY_NS = 200.0
+#: Read latency the masters are sized for and measured at (golden.config).
+LATENCY_NS = MEMORY_LATENCY_NS
 #: Probability of a stall cycle on AR, R and the output stream.
 STALL = 0.1
-#: The HBM_NMU's read reorder buffer: 64 entries of 64 bytes (AMD PG313, "HBM_NMU";
-#: the NMU's RROB, PG406 "Read Reorder Buffer", is the same 64 x 64 B).
-RROB_BYTES = 64 * 64
-#: HBM_NMU ports of a two-stack part: 32 per stack (AMD PG313, "Core Architecture").
-HBM_NMU_PORTS = 64
+#: The HBM_NMU's read reorder buffer (golden.config; PG406 "Read Reorder Buffer" gives
+#: the same 64 x 64 B for the NoC2 NMU).
+RROB_BYTES = READ_REORDER_BYTES
 #: Beats streamed by the benchmark (512 KB of 256-bit beats) and by the test's short run.
 STREAM_BEATS = 16384
 #: Byte-address width of the benchmark's memory model (1 MB).
@@ -42,13 +39,15 @@ BENCH_ADDR_WIDTH = 20
 
 def latency_cycles(board, latency_ns=LATENCY_NS):
     """``latency_ns`` in cycles of ``board``'s memory clock, rounded up."""
-    return math.ceil(latency_ns * board.memory_clock_mhz / 1e3 - 1e-9)
+    return board.memory_latency_cycles(latency_ns)
 
 
 #: Clock pairs of the benchmark: ``"memory"`` runs the fabric side at the memory
-#: clock too, so the consumer asks for a beat in every memory cycle it is ready
-#: (the master must then keep latency × rate beats in flight); ``"board"`` runs
-#: the board's fabric clock, slower than its memory clock.
+#: clock too, with words of one beat, so the consumer asks for a beat in every
+#: memory cycle it is ready (the master must then keep latency × rate beats in
+#: flight); ``"board"`` runs the board's fabric clock with ``from_config``'s
+#: wider word (512 bits at 250 MHz on vhk158), which asks for as many beats per
+#: second as the port delivers.
 CLOCKS = ("memory", "board")
 
 
@@ -64,7 +63,7 @@ def bench_params(master, board, *, clocks="memory", latency_ns=LATENCY_NS, stall
         raise ValueError(f"clocks must be one of {', '.join(CLOCKS)}, not {clocks!r}")
     sync_mhz = board.memory_clock_mhz if clocks == "memory" else board.clock_mhz
     return dict(addr_width=master.addr_width, data_width=master.data_width,
-                max_burst=master.max_burst, max_outstanding=master.max_outstanding,
+                out_width=master.out_width, max_burst=master.max_burst, max_outstanding=master.max_outstanding,
                 sync_mhz=sync_mhz, mem_mhz=board.memory_clock_mhz,
                 latency=latency_cycles(board, latency_ns), ar_stall=stall, r_stall=0.0,
                 out_stall=stall, stream_beats=stream_beats)
@@ -81,6 +80,9 @@ def measure(board_name="vhk158", *, clocks="memory", latency_ns=LATENCY_NS, stal
     from sim.runner import run_bench
 
     config = preset(board_name)
+    if clocks == "memory":
+        # One beat per memory cycle asked: words of one beat.
+        overrides.setdefault("out_width", config.board.memory_port_bits)
     master = AXI4ReadMaster.from_config(config, addr_width=BENCH_ADDR_WIDTH, **overrides)
     params = bench_params(master, config.board, clocks=clocks, latency_ns=latency_ns,
                           stall=stall, stream_beats=stream_beats)
@@ -92,21 +94,27 @@ def measure(board_name="vhk158", *, clocks="memory", latency_ns=LATENCY_NS, stal
     return master, params, stats
 
 
+#: The benchmark's runs: (clocks, stall probability). The last one, with no stall
+#: anywhere, measures latency hiding alone at one beat per memory cycle.
+CASES = (("memory", STALL), ("board", STALL), ("memory", 0.0))
+
+
 def benchmarks():
-    """The named benchmark ``memory``: beat efficiency of the read master, both clock pairs."""
+    """The named benchmark ``memory``: beat efficiency of the read master (:data:`CASES`)."""
     board = preset("vhk158").board
     rows = []
-    for clocks in CLOCKS:
-        master, params, stats = measure(clocks=clocks)
+    for clocks, stall in CASES:
+        master, params, stats = measure(clocks=clocks, stall=stall)
         rows.append({
             "name": f"memory: AXI4 read master beat efficiency (vhk158 HBM_NMU port, "
-                    f"{clocks} clocks)",
+                    f"{clocks} clocks, {100 * stall:g} % stalls)",
             "value": round(stats["efficiency"], 4), "unit": "fraction", "command": COMMAND,
-            "note": (f"{stats['beats']:,} beats of {master.data_width} bits, each checked against "
+            "note": (f"{stats['beats']:,} beats of {master.data_width} bits in "
+                     f"{stats['words']:,} words of {master.out_width}, each checked against "
                      f"memory; {stats['ready_cycles']:,} ready cycles of {stats['cycles']:,} "
                      f"while streaming; fabric {params['sync_mhz']:g} MHz, memory "
                      f"{board.memory_clock_mhz:g} MHz; read latency {params['latency']} memory "
-                     f"cycles ({LATENCY_NS:g} ns); {100 * STALL:g} % ready stalls on AR and the "
+                     f"cycles ({LATENCY_NS:g} ns); {100 * stall:g} % ready stalls on AR and the "
                      f"output; {master.module_name}, at most {stats['max_in_flight']} bursts in "
                      f"flight; Verilator, seed 1"),
         })
@@ -147,7 +155,7 @@ def littles_law_markdown(latency_ns=LATENCY_NS):
     lines = [
         "| board | memory | target GB/s | port | memory clock | GB/s per port | ports needed "
         "| ports × width × clock | in flight per port at "
-        f"{latency_ns:g} ns | reorder buffer | max_burst × max_outstanding | data FIFO |",
+        f"{latency_ns:g} ns | reorder buffer | max_burst × max_outstanding | data FIFO (credits) |",
         "|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in littles_law_rows(latency_ns):

@@ -22,7 +22,8 @@ from .nonlinear import LUTSpec
 from .validate import check_choice, check_float, check_int
 
 __all__ = ["TreeConfig", "LinearConfig", "PipelineConfig", "BoardConfig", "Config", "PRESETS",
-           "preset", "preset_names", "MEMORY_PORT_BITS"]
+           "preset", "preset_names", "MEMORY_PORT_BITS", "MEMORY_LATENCY_NS", "READ_REORDER_BYTES",
+           "HBM_NMU_PORTS"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -165,6 +166,15 @@ class PipelineConfig:
             check_int("PipelineConfig", name, getattr(self, name), min=lo, max=hi)
 
 
+#: Read latency (ns) the memory ports are sized for: their masters keep this
+#: latency's worth of beats in flight (Little's law, docs/memory.md).
+MEMORY_LATENCY_NS = 200.0
+#: Read reorder buffer of an HBM_NMU: 64 entries of 64 bytes (AMD PG313, "HBM_NMU").
+#: The reads one port keeps in flight at the NMU should fit in it.
+READ_REORDER_BYTES = 64 * 64
+#: HBM_NMU ports of a two-stack part: 32 per stack (AMD PG313, "Core Architecture").
+HBM_NMU_PORTS = 64
+
 #: AXI4 data widths (bits) of one fabric port into the memory, per ``BoardConfig.memory``.
 #: HBM: an HBM_NMU takes 32-256 bits, not 512 or 1024 (AMD PG313 "AXI Considerations",
 #: Table 1 "AXI Support and Restrictions for HBM_NMUs"). DDR, through the NoC: an NMU512
@@ -250,6 +260,11 @@ class BoardConfig:
     def memory_port_gbs(self):
         """Bandwidth of one memory port in GB/s: its width times the memory clock."""
         return self.memory_port_bits / 8 * self.memory_clock_mhz / 1e3
+
+    def memory_latency_cycles(self, latency_ns=MEMORY_LATENCY_NS):
+        """``latency_ns`` in cycles of the memory clock, rounded up."""
+        import math
+        return math.ceil(latency_ns * self.memory_clock_mhz / 1e3 - 1e-9)
 
     @property
     def memory_ports(self):

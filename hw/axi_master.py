@@ -27,7 +27,7 @@ from amaranth.lib.cdc import FFSynchronizer
 from amaranth.lib.fifo import AsyncFIFO, SyncFIFO
 from amaranth.lib.wiring import In, Out
 
-from golden.config import MEMORY_PORT_BITS
+from golden.config import MEMORY_PORT_BITS, READ_REORDER_BYTES
 from golden.validate import check_choice, check_int
 
 __all__ = ["AXI4ReadMaster", "AXI4WriteMaster", "axi4_read_signature", "axi4_write_signature",
@@ -44,6 +44,10 @@ BURST_INCR = 0b01
 CACHE_MODIFIABLE = 0b0011
 #: Depth of the command crossings: commands are few and long.
 COMMAND_DEPTH = 4
+#: ``mem`` cycles for a credit to come back through the data crossing: the read
+#: side's pointer, its Gray synchronizer into ``mem`` (2) and ``w_level``'s register,
+#: with margin for the phase between the clocks.
+CROSSING_CYCLES = 8
 
 
 def command_layout(beat_bits):
@@ -131,12 +135,16 @@ class _Params:
                       memory=board.memory)
         kwargs.update(overrides)
         bytes_ = kwargs["data_width"] // 8
-        # A 4 KB data FIFO (a power of two beats: the page is one), the size of an
-        # HBM_NMU's read reorder buffer and more than a port keeps in flight at
-        # 200 ns (docs/memory.md); bursts of a quarter of it, four in flight.
-        kwargs.setdefault("fifo_depth", PAGE_BYTES // bytes_)
-        kwargs.setdefault("max_burst", min(AXI4_MAX_BURST, kwargs["fifo_depth"] // 4))
-        kwargs.setdefault("max_outstanding", kwargs["fifo_depth"] // kwargs["max_burst"])
+        # Bursts of 1 KB, and as many in flight as an HBM_NMU's read reorder buffer
+        # holds (4 KB), more than a port keeps in flight at MEMORY_LATENCY_NS.
+        kwargs.setdefault("max_burst", min(AXI4_MAX_BURST, PAGE_BYTES // bytes_,
+                                           max(1, READ_REORDER_BYTES // 4 // bytes_)))
+        kwargs.setdefault("max_outstanding",
+                          max(1, READ_REORDER_BYTES // (kwargs["max_burst"] * bytes_)))
+        # A read's credit returns only when its beat has crossed into ``sync`` and
+        # been taken, so the FIFO covers the latency, one burst and the crossing.
+        need = (board.memory_latency_cycles() + kwargs["max_burst"] + CROSSING_CYCLES)
+        kwargs.setdefault("fifo_depth", 1 << (need - 1).bit_length())
         return kwargs
 
 
@@ -218,6 +226,11 @@ class AXI4ReadMaster(_Params, wiring.Component):
         has room for all of it, counting the beats of bursts in flight.
     memory : str
         ``"HBM"``, ``"DDR"`` or ``"none"``: which port widths are allowed.
+    out_width : int or None
+        Bits per ``data`` word: ``data_width`` (the default) or a power-of-two
+        multiple of it. A fabric clock slower than the memory clock takes a
+        port's bandwidth only through a wider word: 256-bit beats at 450 MHz
+        need 512-bit words at 250 MHz (``docs/memory.md``).
 
     Attributes
     ----------
@@ -226,10 +239,14 @@ class AXI4ReadMaster(_Params, wiring.Component):
         so every region is beat-aligned by construction), ``beats`` its length;
         0 beats is a no-op. Held in a 4-entry crossing; ``cmd.ready`` falls when
         it is full.
-    data : Out(stream.Signature(data_width)), domain ``sync``
-        The regions' beats, in command order and address order. First word falls
-        through: a beat is valid :attr:`latency` ``sync`` cycles (upper bound)
-        after the R handshake that brought it.
+    data : Out(stream.Signature(out_width)), domain ``sync``
+        The regions' beats, in command order and address order, packed
+        ``out_width / data_width`` to a word, the earliest in the low bits. The
+        packing runs across regions: the output is the concatenation of all
+        regions, so a region whose length is no multiple of the ratio shares a
+        word with the next one, and a last partial word waits for more beats.
+        First word falls through: a word is valid :attr:`latency` ``sync``
+        cycles (upper bound) after the R handshake of its last beat.
     axi : Out(axi4_read_signature), domain ``mem``
         AR and R. ``rready`` is always high: R never back-pressures the memory.
         ``arsize`` is the bus width, ``arburst`` INCR, ``arcache`` modifiable.
@@ -241,13 +258,24 @@ class AXI4ReadMaster(_Params, wiring.Component):
     """
 
     def __init__(self, *, addr_width, data_width, id_width=1, max_burst, max_outstanding,
-                 fifo_depth, memory="DDR"):
+                 fifo_depth, memory="DDR", out_width=None):
         self._init_params("AXI4ReadMaster", addr_width=addr_width, data_width=data_width,
                           id_width=id_width, max_burst=max_burst, max_outstanding=max_outstanding,
                           fifo_depth=fifo_depth, memory=memory)
+        if out_width is None:
+            out_width = data_width
+        ratio = out_width // data_width if isinstance(out_width, int) else 0
+        if (isinstance(out_width, bool) or not isinstance(out_width, int)
+                or out_width != ratio * data_width or ratio < 1 or ratio & (ratio - 1)
+                or ratio > self._fifo_depth):
+            raise ValueError(f"AXI4ReadMaster.out_width must be data_width ({data_width}) times "
+                             f"a power of two up to fifo_depth ({self._fifo_depth}), not "
+                             f"{out_width!r}")
+        self._out_width = out_width
+        self._ratio = out_width // data_width
         super().__init__({
             "cmd": In(stream.Signature(self._cmd_layout)),
-            "data": Out(stream.Signature(self._data_width)),
+            "data": Out(stream.Signature(self._out_width)),
             "axi": Out(axi4_read_signature(addr_width=self._addr_width,
                                            data_width=self._data_width, id_width=self._id_width)),
             "error": Out(1),
@@ -260,13 +288,26 @@ class AXI4ReadMaster(_Params, wiring.Component):
 
         Width and memory kind come from the board; ``max_burst``, ``fifo_depth``
         and ``max_outstanding`` default to the sizes of ``docs/memory.md`` (the
-        FIFO holds the 4 KB a port keeps in flight), ``overrides`` replace any.
+        FIFO holds the 4 KB a port keeps in flight); ``out_width`` to the
+        narrowest word that carries the port's beats at the fabric clock (the
+        power-of-two multiple of the beat ≥ memory clock ÷ fabric clock).
+        ``overrides`` replace any.
         """
-        return cls(**cls._config_kwargs(config, overrides))
+        kwargs = cls._config_kwargs(config, overrides)
+        if "out_width" not in kwargs:
+            board = config.board
+            ratio = 1
+            while ratio * board.clock_mhz < board.memory_clock_mhz:
+                ratio *= 2
+            kwargs["out_width"] = kwargs["data_width"] * ratio
+        return cls(**kwargs)
+
+    out_width = property(lambda self: self._out_width)
 
     @property
     def module_name(self):
-        return self._name("Read")
+        name = self._name("Read")
+        return name if self._ratio == 1 else f"{name}_w{self._out_width}"
 
     @property
     def latency(self):
@@ -286,8 +327,9 @@ class AXI4ReadMaster(_Params, wiring.Component):
 
         m.submodules.cmd_cdc = cmd_cdc = AsyncFIFO(
             width=self._cmd_layout.size, depth=COMMAND_DEPTH, w_domain="sync", r_domain="mem")
+        ratio = self._ratio
         m.submodules.data_cdc = data_cdc = AsyncFIFO(
-            width=self._data_width, depth=depth, w_domain="mem", r_domain="sync")
+            width=self._out_width, depth=depth // ratio, w_domain="mem", r_domain="sync")
         m.submodules.split = split = _mem(_BurstSplitter(
             beat_bits=self._beat_bits, max_burst=self._max_burst, page_beats=self._page_beats))
 
@@ -300,16 +342,19 @@ class AXI4ReadMaster(_Params, wiring.Component):
             data_cdc.r_en.eq(self.data.ready),
         ]
 
-        # Credits: beats promised to bursts in flight plus beats in the FIFO never
-        # exceed its depth. AsyncFIFO's w_level is registered from a registered
-        # write pointer, so it omits the beat written in the previous cycle:
-        # ``wrote_prev`` adds it back (the estimate may be high, never low).
+        # Credits, in beats: beats promised to bursts in flight plus beats in the
+        # FIFO never exceed its depth. Beats waiting in the packer are left out:
+        # they take FIFO room only with the beat that completes their word, and
+        # the packer's own ratio - 1 beats of storage holds them until then.
+        # AsyncFIFO's w_level is registered from a registered write pointer, so it
+        # omits the word written in the previous cycle: ``wrote_prev`` adds it
+        # back (the estimate may be high, never low).
         reserved = Signal(range(depth + 1))
         wrote_prev = Signal()
         outstanding = Signal(range(self._max_outstanding + 1))
         length = split.burst.payload.beats
         ar_free = ~axi.arvalid | axi.arready
-        credit_ok = data_cdc.w_level + wrote_prev + reserved + length <= depth
+        credit_ok = (data_cdc.w_level + wrote_prev) * ratio + reserved + length <= depth
         issue = Signal()
         m.d.comb += [
             issue.eq(split.burst.valid & ar_free & credit_ok
@@ -326,9 +371,27 @@ class AXI4ReadMaster(_Params, wiring.Component):
             m.d.mem += axi.arvalid.eq(0)
 
         r_fire = axi.rvalid
-        m.d.comb += [data_cdc.w_data.eq(axi.rdata), data_cdc.w_en.eq(r_fire)]
+        word_done = Signal()
+        if ratio == 1:
+            m.d.comb += [data_cdc.w_data.eq(axi.rdata), word_done.eq(r_fire)]
+        else:
+            # The earlier beats of a word wait in ``held``; the word is written with
+            # the beat that completes it.
+            held = Signal(self._data_width * (ratio - 1))
+            packed = Signal(range(ratio))       # beats in ``held``
+            m.d.comb += [data_cdc.w_data.eq(axi.rdata << held.shape().width | held),
+                         word_done.eq(r_fire & (packed == ratio - 1))]
+            with m.If(r_fire):
+                m.d.mem += packed.eq(Mux(packed == ratio - 1, 0, packed + 1))
+                for k in range(ratio - 1):
+                    # Amaranth writes ``x == 0`` as ``!x``, which Verilator rejects
+                    # for a vector (WIDTHTRUNC); ``~x.any()`` is the same test.
+                    with m.If(~packed.any() if k == 0 else packed == k):
+                        m.d.mem += held[k * self._data_width:(k + 1) * self._data_width].eq(
+                            axi.rdata)
+        m.d.comb += data_cdc.w_en.eq(word_done)
         m.d.mem += [
-            wrote_prev.eq(r_fire),
+            wrote_prev.eq(word_done),
             reserved.eq(reserved + Mux(issue, length, 0) - r_fire),
             outstanding.eq(outstanding + issue - (r_fire & axi.rlast)),
         ]
@@ -337,7 +400,7 @@ class AXI4ReadMaster(_Params, wiring.Component):
         overrun = Signal()
         with m.If(r_fire & (axi.rresp != 0)):
             m.d.mem += error.eq(1)
-        with m.If(r_fire & ~data_cdc.w_rdy):
+        with m.If(word_done & ~data_cdc.w_rdy):
             m.d.mem += overrun.eq(1)
         m.submodules.error_cdc = FFSynchronizer(error, self.error, o_domain="sync")
         m.submodules.overrun_cdc = FFSynchronizer(overrun, self.overrun, o_domain="sync")

@@ -3,6 +3,8 @@
 benches of sim/axi_master.py on Verilator against a memory model with latency
 and random stalls on every channel, at two unrelated clocks."""
 
+import math
+
 import pytest
 
 from golden.config import preset
@@ -26,6 +28,7 @@ CLOCKS = [pytest.param(SIM.clock_mhz, SIM.memory_clock_mhz, id="sim-clocks"),
 
 def _params(master, sync_mhz, mem_mhz, **extra):
     return dict(addr_width=master.addr_width, data_width=master.data_width,
+                out_width=getattr(master, "out_width", master.data_width),
                 max_burst=master.max_burst, max_outstanding=master.max_outstanding,
                 sync_mhz=sync_mhz, mem_mhz=mem_mhz, **STRESS) | extra
 
@@ -49,19 +52,34 @@ def test_write_master_verilator(sync_mhz, mem_mhz):
 
 
 @pytest.mark.sim
+@pytest.mark.parametrize("ratio", [2, 4])
+def test_read_master_packs_words_verilator(ratio):
+    """Beats packed into words of 2 and 4, across region boundaries, with a reset in
+    mid-word; memory both faster and slower than the fabric."""
+    rm = AXI4ReadMaster(**SMALL, out_width=SMALL["data_width"] * ratio)
+    for sync_mhz, mem_mhz in ((SIM.clock_mhz, SIM.memory_clock_mhz), (SIM.clock_mhz, 70.0)):
+        run_bench(rm, name=rm.module_name, module="sim.axi_master",
+                  testcase=["read_random", "read_reset_mid_burst"],
+                  params=_params(rm, sync_mhz, mem_mhz, regions=12, max_beats=150,
+                                 reset_at=100))
+
+
+@pytest.mark.sim
 def test_read_master_bounds_verilator():
     """Two corners the random runs rarely reach: bursts in flight bounded by
     ``max_outstanding`` rather than by the FIFO's credits, and a FIFO kept full
-    (latency 1, an output that is almost always stalled), where a credit counted
-    one beat short would overrun it."""
+    (latency 1, an output that is almost always stalled; beats alone and packed two
+    to a word), where a credit counted one beat short would overrun it."""
     rm = AXI4ReadMaster(**dict(SMALL, max_burst=8, max_outstanding=2))
     run_bench(rm, name=rm.module_name, module="sim.axi_master", testcase="read_random",
               params=_params(rm, SIM.clock_mhz, SIM.memory_clock_mhz, regions=20, max_beats=200)
               | dict(latency=40, ar_stall=0.0, r_stall=0.0, out_stall=0.0, require_in_flight=2))
-    rm = AXI4ReadMaster(**dict(SMALL, fifo_depth=16))
-    run_bench(rm, name=rm.module_name, module="sim.axi_master", testcase="read_random",
-              params=_params(rm, SIM.clock_mhz, SIM.memory_clock_mhz, regions=20, max_beats=150)
-              | dict(latency=1, ar_stall=0.0, r_stall=0.0, out_stall=0.9, cmd_idle=0.0))
+    for out_width in (64, 128):
+        rm = AXI4ReadMaster(**dict(SMALL, fifo_depth=16, out_width=out_width))
+        run_bench(rm, name=rm.module_name, module="sim.axi_master", testcase="read_random",
+                  params=_params(rm, SIM.clock_mhz, SIM.memory_clock_mhz, regions=20,
+                                 max_beats=150)
+                  | dict(latency=1, ar_stall=0.0, r_stall=0.0, out_stall=0.9, cmd_idle=0.0))
 
 
 # --- the beat-efficiency benchmark (gen/bench_memory.py), short --------------------------
@@ -158,11 +176,18 @@ def test_from_config_follows_the_board(board):
     config = preset(board)
     for cls in (AXI4ReadMaster, AXI4WriteMaster):
         master = cls.from_config(config)
-        assert master.data_width == config.board.memory_port_bits
-        assert master.memory == config.board.memory
-        # 4 KB of data FIFO: the HBM_NMU's reorder buffer (64 x 64 B).
-        assert master.fifo_depth * master.data_width // 8 == 4096
-        assert master.max_burst * master.max_outstanding == master.fifo_depth
+        master._MustUse__silence = True     # built for its sizes only
+        board = config.board
+        assert master.data_width == board.memory_port_bits
+        assert master.memory == board.memory
+        # Reads in flight: the HBM_NMU's 4 KB reorder buffer (64 x 64 B), bursts of 1 KB.
+        bytes_ = master.data_width // 8
+        assert master.max_burst * master.max_outstanding * bytes_ == 4096
+        assert master.max_burst * bytes_ == 1024
+        # Credits: 200 ns of beats at the memory clock, one burst and the crossing (8
+        # cycles), rounded up to a power of two.
+        need = math.ceil(200e-9 * board.memory_clock_mhz * 1e6) + master.max_burst + 8
+        assert need <= master.fifo_depth < 2 * need
         assert str(master.data_width) in master.module_name
 
 
@@ -188,3 +213,23 @@ def test_masters_long(sync_mhz, mem_mhz):
               testcase=["write_random", "write_reset_mid_burst"],
               params=_params(wm, sync_mhz, mem_mhz, regions=300, max_beats=300,
                              reset_region=150))
+
+
+@pytest.mark.parametrize("out_width", [96, 32, 64 * 128, 128.0])
+def test_read_master_rejects_bad_out_width(out_width):
+    with pytest.raises(ValueError) as info:
+        AXI4ReadMaster(**SMALL, out_width=out_width)
+    assert str(info.value) == ("AXI4ReadMaster.out_width must be data_width (64) times a power "
+                               f"of two up to fifo_depth (64), not {out_width!r}")
+
+
+def test_from_config_widens_the_word_to_the_fabric_clock():
+    """vhk158: 256-bit beats at 450 MHz need 512-bit words at 250 MHz; vck190's memory clock
+    is below its fabric clock, so one beat per word."""
+    vhk, vck = preset("vhk158"), preset("vck190")
+    a, b = AXI4ReadMaster.from_config(vhk), AXI4ReadMaster.from_config(vck)
+    a._MustUse__silence = b._MustUse__silence = True
+    assert a.out_width == 512
+    assert b.out_width == 512 == vck.board.memory_port_bits
+    word_gbs = a.out_width / 8 * vhk.board.clock_mhz / 1e3
+    assert word_gbs >= vhk.board.memory_port_gbs
