@@ -22,7 +22,8 @@ from .nonlinear import LUTSpec
 from .validate import check_choice, check_float, check_int
 
 __all__ = ["TreeConfig", "LinearConfig", "PipelineConfig", "BoardConfig", "Config", "PRESETS",
-           "preset", "preset_names"]
+           "preset", "preset_names", "MEMORY_PORT_BITS", "MEMORY_LATENCY_NS", "READ_REORDER_BYTES",
+           "HBM_NMU_PORTS"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -165,6 +166,23 @@ class PipelineConfig:
             check_int("PipelineConfig", name, getattr(self, name), min=lo, max=hi)
 
 
+#: Read latency (ns) the memory ports are sized for: their masters keep this
+#: latency's worth of beats in flight (Little's law, docs/memory.md).
+MEMORY_LATENCY_NS = 200.0
+#: Read reorder buffer of an HBM_NMU: 64 entries of 64 bytes (AMD PG313, "HBM_NMU").
+#: The reads one port keeps in flight at the NMU should fit in it.
+READ_REORDER_BYTES = 64 * 64
+#: HBM_NMU ports of a two-stack part: 32 per stack (AMD PG313, "Core Architecture").
+HBM_NMU_PORTS = 64
+
+#: AXI4 data widths (bits) of one fabric port into the memory, per ``BoardConfig.memory``.
+#: HBM: an HBM_NMU takes 32-256 bits, not 512 or 1024 (AMD PG313 "AXI Considerations",
+#: Table 1 "AXI Support and Restrictions for HBM_NMUs"). DDR, through the NoC: an NMU512
+#: takes 32-512 bits (AMD PG313 "NMU512 (PL)"). ``none`` (simulation) follows the NMU512.
+MEMORY_PORT_BITS = {"HBM": (32, 64, 128, 256), "DDR": (32, 64, 128, 256, 512),
+                    "none": (32, 64, 128, 256, 512)}
+
+
 @dataclass(frozen=True, kw_only=True)
 class BoardConfig:
     """Target board.
@@ -190,6 +208,13 @@ class BoardConfig:
     capacity_source : str
         Where the capacities come from; values no AMD document confirmed are
         named there as assumptions.
+    memory_clock_mhz : float or None
+        Clock of the memory-side (``mem``) domain: the AXI4 masters and their
+        ports into the NoC or HBM run on it, and clock-domain crossings join it
+        to the fabric clock. ``None`` (the default) means the fabric clock.
+    memory_port_bits : int or None
+        AXI4 data width of one memory port, one of :data:`MEMORY_PORT_BITS`
+        for ``memory``; ``None`` (the default) means the widest allowed.
     """
 
     name: str
@@ -203,6 +228,8 @@ class BoardConfig:
     bram36: int = 0
     uram288: int = 0
     capacity_source: str = ""
+    memory_clock_mhz: float | None = None
+    memory_port_bits: int | None = None
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not self.name:
@@ -217,6 +244,34 @@ class BoardConfig:
         if not isinstance(self.capacity_source, str):
             raise TypeError(f"BoardConfig.capacity_source must be a string, not "
                             f"{self.capacity_source!r}")
+        # Resolved here, so every reader sees a number and nothing restates the defaults.
+        if self.memory_clock_mhz is None:
+            object.__setattr__(self, "memory_clock_mhz", self.clock_mhz)
+        object.__setattr__(self, "memory_clock_mhz", check_float(
+            "BoardConfig", "memory_clock_mhz", self.memory_clock_mhz, min=1.0, max=1000.0))
+        widths = MEMORY_PORT_BITS[self.memory]
+        if self.memory_port_bits is None:
+            object.__setattr__(self, "memory_port_bits", widths[-1])
+        if isinstance(self.memory_port_bits, bool) or self.memory_port_bits not in widths:
+            raise ValueError(f"BoardConfig.memory_port_bits must be one of "
+                             f"{', '.join(map(str, widths))} for memory {self.memory!r}, not "
+                             f"{self.memory_port_bits!r}")
+
+    @property
+    def memory_port_gbs(self):
+        """Bandwidth of one memory port in GB/s: its width times the memory clock."""
+        return self.memory_port_bits / 8 * self.memory_clock_mhz / 1e3
+
+    def memory_latency_cycles(self, latency_ns=MEMORY_LATENCY_NS):
+        """``latency_ns`` in cycles of the memory clock, rounded up."""
+        import math
+        return math.ceil(latency_ns * self.memory_clock_mhz / 1e3 - 1e-9)
+
+    @property
+    def memory_ports(self):
+        """Memory ports that together carry ``mem_bw_gbs`` (0 without memory)."""
+        import math
+        return math.ceil(self.mem_bw_gbs / self.memory_port_gbs - 1e-9) if self.mem_bw_gbs else 0
 
     @property
     def capacities(self):
@@ -258,7 +313,10 @@ class Config:
         return asdict(self)
 
 
-_SIM = BoardConfig(name="sim", part=None, clock_mhz=100.0, memory="none", mem_bw_gbs=0.0, dsp58=0)
+# The sim memory clock is no board's: 150 MHz against the 100 MHz fabric clock,
+# so the benches cross a clock-domain boundary at a ratio that is not an integer.
+_SIM = BoardConfig(name="sim", part=None, clock_mhz=100.0, memory="none", mem_bw_gbs=0.0, dsp58=0,
+                   memory_clock_mhz=150.0)
 # Capacities: the DSP58 count of the xcvc1902 is AMD AM004 "Versal ACAP DSP Engine
 # Architecture Manual", "Device Resources" (1,968). The LUT/FF/BRAM/URAM counts of
 # either part are not in any AMD document reachable here (DS950 and the product
@@ -270,7 +328,12 @@ _VCK190 = BoardConfig(name="vck190", part="xcvc1902-vsva2197-2MP-e-S", clock_mhz
                       capacity_source="DSP58: AMD AM004 'Device Resources'. LUT, FF, BRAM36, "
                                       "URAM288: assumption (AMD Versal AI Core product table "
                                       "as commonly quoted; not confirmed from an AMD document "
-                                      "here)")
+                                      "here)",
+                      # One 512-bit NMU512 port (AMD PG313 "NMU512 (PL)") at 300 MHz is
+                      # 19.2 GB/s at the AXI side; a NoC physical link carries 16.0 GB/s of
+                      # reads at the -2MP part's 1,000 MHz NoC clock (AMD PG313 "Physical
+                      # Link (Raw) Bandwidth", Tables 1-2): one port covers the 12 GB/s.
+                      memory_clock_mhz=300.0)
 _VHK158 = BoardConfig(name="vhk158", part="xcvh1582-vsva3697-2MP-e-S", clock_mhz=250.0,
                       memory="HBM", mem_bw_gbs=819.0, dsp58=7392, lut=1_722_615,
                       ff=2 * 1_722_615, bram36=0, uram288=0,
@@ -278,7 +341,13 @@ _VHK158 = BoardConfig(name="vhk158", part="xcvh1582-vsva3697-2MP-e-S", clock_mhz
                                       "LUT: assumption, back-computed from SpecMamba's "
                                       "'975k LUT = 56.6 %'; FF: assumption, 2 per LUT (AMD "
                                       "UG1273 'Programmable Logic': 64 FF per 32-LUT CLB). "
-                                      "BRAM36, URAM288: unknown (0), no source reachable here")
+                                      "BRAM36, URAM288: unknown (0), no source reachable here",
+                      # 64 HBM_NMU ports of 256 bits (AMD PG313 "Core Architecture": 32 per
+                      # stack; "AXI Considerations": 32-256 bits) reach 819 GB/s only at
+                      # >= 400 MHz; the HBM AXI clock of a -2 part is at most 500 MHz (AMD
+                      # DS960, Table 1 "Maximum Performance for High Bandwidth Memory
+                      # Controller", FACLK). 450 MHz leaves margin both ways.
+                      memory_clock_mhz=450.0)
 
 # The sim preset's SSM tables keep the contract's ranges at step 1/8 instead of
 # 1/128: ROMs of 257-361 words instead of 4097-5761, so the unit builds and

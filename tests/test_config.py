@@ -150,3 +150,28 @@ def test_pipeline_config_reaches_the_rtl():
     assert any(n.startswith("LinearUnit_") and n.endswith("_s3") for n in names), names
     assert Accelerator(config=cfg).module_name.endswith("_p343")
     assert DualModePE(round_stages=3).latency == DualModePE(round_stages=2).latency + 1
+
+
+def test_board_memory_clock_and_ports():
+    # The memory clock is its own field (AXI masters, docs/memory.md); unset, it is the
+    # fabric clock, and the port width the widest the memory kind allows.
+    good = dict(name="x", part=None, clock_mhz=100.0, memory="DDR", mem_bw_gbs=1.0, dsp58=1)
+    board = BoardConfig(**good)
+    assert (board.memory_clock_mhz, board.memory_port_bits) == (100.0, 512)
+    assert BoardConfig(**dict(good, memory="HBM")).memory_port_bits == 256
+    with pytest.raises(ValueError) as info:
+        BoardConfig(**dict(good, memory="HBM", memory_port_bits=512))
+    assert str(info.value) == ("BoardConfig.memory_port_bits must be one of 32, 64, 128, 256 for "
+                               "memory 'HBM', not 512")
+    with pytest.raises(ValueError) as info:
+        BoardConfig(**dict(good, memory_clock_mhz=0.5))
+    assert str(info.value) == ("BoardConfig.memory_clock_mhz must be a finite number in "
+                               "[1.0, 1000.0], not 0.5")
+    # VHK158: 819 GB/s over 256-bit HBM_NMU ports needs >= 400 MHz for 64 ports; at the
+    # preset's clock it needs no more than the part's 64.
+    vhk = preset("vhk158").board
+    assert vhk.memory_clock_mhz * 64 * 32 / 1e3 >= vhk.mem_bw_gbs
+    assert vhk.memory_ports <= 64 and vhk.memory_clock_mhz <= 500.0   # DS960 FACLK, -2
+    vck = preset("vck190").board
+    assert vck.memory_ports == 1 and vck.memory_port_gbs >= vck.mem_bw_gbs
+    assert preset("sim").board.memory_clock_mhz != preset("sim").board.clock_mhz

@@ -4,15 +4,33 @@ __all__ = ["add_parser"]
 
 
 def _cmd_bench(args):
-    from gen.bench.suite import write_bench
+    import json
+
+    from gen.bench.suite import run_named, write_bench
     from gen.cli.progress import Progress, summarize
+    if args.only:
+        # Some benchmarks only: print their records; docs/perf.md keeps all of them.
+        rows = run_named(args.only)
+        if args.json:
+            print(json.dumps(rows, indent=2))
+        else:
+            for r in rows:
+                print(f"{r['name']}: {r['value']} {r['unit']} ({r['note']})")
+        return
     Progress.from_args(args).status("running the benchmarks (minutes)")
-    write_bench(out=args.out, echo=not args.quiet)
+    rows = write_bench(out=args.out, echo=not args.quiet and not args.json)
+    if args.json:
+        print(json.dumps(rows, indent=2))
     summarize(args, "bench", [args.out])
 
 
 def add_parser(sub):
     """Add ``specgen bench`` to the CLI's subparsers."""
+    from gen.bench.suite import NAMED
     p = sub.add_parser("bench", help="run the benchmarks and rewrite docs/perf.md")
     p.add_argument("--out", default="docs/perf.md", metavar="FILE", help="report path")
+    p.add_argument("--only", metavar="NAME", action="append",
+                   help="run only this benchmark and print its records, leaving the report "
+                        f"alone ({', '.join(NAMED)}; repeatable)")
+    p.add_argument("--json", action="store_true", help="print the records as JSON")
     p.set_defaults(func=_cmd_bench)

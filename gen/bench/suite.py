@@ -24,12 +24,33 @@ from pathlib import Path
 
 from gen.cli.errors import CLIError
 
-__all__ = ["write_bench", "collect", "bench_rtl", "bench_emission", "bench_emission_sizes",
-           "calibration_section", "model_section", "EMISSION_SIZES", "emit_linear_unit"]
+__all__ = ["write_bench", "collect", "run_named", "NAMED", "bench_rtl", "bench_emission",
+           "bench_emission_sizes", "calibration_section", "model_section", "EMISSION_SIZES", "emit_linear_unit"]
 
 #: Modules with a ``benchmarks()`` function returning records
 #: ``{"name", "value", "unit", "command", "note"}``.
-BENCH_MODULES = ["gen.bench.numerics", "gen.bench.bsfp", "gen.bench.linear", "gen.bench.ssm"]
+BENCH_MODULES = ["gen.bench.numerics", "gen.bench.bsfp", "gen.bench.linear", "gen.bench.ssm",
+                 "gen.bench.memory"]
+
+#: Named benchmarks of ``specgen bench --only NAME``: each one of :data:`BENCH_MODULES`.
+NAMED = {name.removeprefix("gen.bench."): name for name in BENCH_MODULES}
+
+
+def run_named(names):
+    """Records of the named benchmarks only (``--only``), in the order given.
+
+    Raises
+    ------
+    CLIError
+        If a name is not in :data:`NAMED`; the message lists the allowed names.
+    """
+    for name in names:
+        if name not in NAMED:
+            raise CLIError(f"--only {name!r} is no benchmark; allowed: {', '.join(NAMED)}")
+    rows = []
+    for name in dict.fromkeys(names):
+        rows += importlib.import_module(NAMED[name]).benchmarks()
+    return rows
 
 
 def _machine():

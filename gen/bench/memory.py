@@ -1,0 +1,169 @@
+"""Beat efficiency of the AXI4 read master on the weight stream (``specgen bench --only memory``).
+
+The ``read_efficiency`` bench of ``sim/axi_master.py`` on Verilator streams
+long contiguous regions (the weight planes of a layer) through
+:class:`hw.axi_master.AXI4ReadMaster` sized by ``from_config`` for one HBM_NMU
+port of the ``vhk158`` preset, at that board's fabric and memory clocks, with a
+read latency of :data:`LATENCY_NS` converted to memory cycles and random
+stalls on AR, R and the output stream. Beat efficiency is data beats divided
+by the output's ready cycles while streaming (first word to last): the cycles
+in which the consumer could have taken a word. Every beat is checked against
+the memory model.
+
+:func:`littles_law_rows` is the sizing table of ``docs/memory.md``: what a port
+must keep in flight at that latency, against the HBM_NMU's read reorder buffer.
+"""
+
+import json
+import tempfile
+from pathlib import Path
+
+from golden.config import HBM_NMU_PORTS, MEMORY_LATENCY_NS, READ_REORDER_BYTES, preset
+
+__all__ = ["LATENCY_NS", "STALL", "CLOCKS", "CASES", "bench_params", "measure", "benchmarks", "latency_cycles", "littles_law_rows",
+           "littles_law_markdown", "RROB_BYTES", "HBM_NMU_PORTS"]
+
+COMMAND = "specgen bench --only memory --json"
+#: Read latency the masters are sized for and measured at (golden.config).
+LATENCY_NS = MEMORY_LATENCY_NS
+#: Probability of a stall cycle on AR, R and the output stream.
+STALL = 0.1
+#: The HBM_NMU's read reorder buffer (golden.config; PG406 "Read Reorder Buffer" gives
+#: the same 64 x 64 B for the NoC2 NMU).
+RROB_BYTES = READ_REORDER_BYTES
+#: Beats streamed by the benchmark (512 KB of 256-bit beats) and by the test's short run.
+STREAM_BEATS = 16384
+#: Byte-address width of the benchmark's memory model (1 MB).
+BENCH_ADDR_WIDTH = 20
+
+
+def latency_cycles(board, latency_ns=LATENCY_NS):
+    """``latency_ns`` in cycles of ``board``'s memory clock, rounded up."""
+    return board.memory_latency_cycles(latency_ns)
+
+
+#: Clock pairs of the benchmark: ``"memory"`` runs the fabric side at the memory
+#: clock too, with words of one beat, so the consumer asks for a beat in every
+#: memory cycle it is ready (the master must then keep latency × rate beats in
+#: flight); ``"board"`` runs the board's fabric clock with ``from_config``'s
+#: wider word (512 bits at 250 MHz on vhk158), which asks for as many beats per
+#: second as the port delivers.
+CLOCKS = ("memory", "board")
+
+
+def bench_params(master, board, *, clocks="memory", latency_ns=LATENCY_NS, stall=STALL,
+                 stream_beats=STREAM_BEATS):
+    """The ``sim.axi_master`` parameters of one efficiency run.
+
+    Ready stalls on AR and on the output stream (R itself never pauses here:
+    a pause of the memory's valid would bound the figure by the model, not by
+    the master; the correctness benches pause R too).
+    """
+    if clocks not in CLOCKS:
+        raise ValueError(f"clocks must be one of {', '.join(CLOCKS)}, not {clocks!r}")
+    sync_mhz = board.memory_clock_mhz if clocks == "memory" else board.clock_mhz
+    return dict(addr_width=master.addr_width, data_width=master.data_width,
+                out_width=master.out_width, max_burst=master.max_burst, max_outstanding=master.max_outstanding,
+                sync_mhz=sync_mhz, mem_mhz=board.memory_clock_mhz,
+                latency=latency_cycles(board, latency_ns), ar_stall=stall, r_stall=0.0,
+                out_stall=stall, stream_beats=stream_beats)
+
+
+def measure(board_name="vhk158", *, clocks="memory", latency_ns=LATENCY_NS, stall=STALL,
+            stream_beats=STREAM_BEATS, seed=1, **overrides):
+    """Run the efficiency bench; returns ``(master, params, stats)``.
+
+    ``overrides`` replace ``from_config``'s sizes (``fifo_depth=32`` shows what
+    too few bytes in flight cost).
+    """
+    from hw.axi_master import AXI4ReadMaster
+    from sim.runner import run_bench
+
+    config = preset(board_name)
+    if clocks == "memory":
+        # One beat per memory cycle asked: words of one beat.
+        overrides.setdefault("out_width", config.board.memory_port_bits)
+    master = AXI4ReadMaster.from_config(config, addr_width=BENCH_ADDR_WIDTH, **overrides)
+    params = bench_params(master, config.board, clocks=clocks, latency_ns=latency_ns,
+                          stall=stall, stream_beats=stream_beats)
+    with tempfile.TemporaryDirectory() as tmp:
+        report = Path(tmp) / "efficiency.json"
+        run_bench(master, name=master.module_name, module="sim.axi_master",
+                  testcase="read_efficiency", seed=seed, params=dict(params, report=str(report)))
+        stats = json.loads(report.read_text())
+    return master, params, stats
+
+
+#: The benchmark's runs: (clocks, stall probability). The last one, with no stall
+#: anywhere, measures latency hiding alone at one beat per memory cycle.
+CASES = (("memory", STALL), ("board", STALL), ("memory", 0.0))
+
+
+def benchmarks():
+    """The named benchmark ``memory``: beat efficiency of the read master (:data:`CASES`)."""
+    board = preset("vhk158").board
+    rows = []
+    for clocks, stall in CASES:
+        master, params, stats = measure(clocks=clocks, stall=stall)
+        rows.append({
+            "name": f"memory: AXI4 read master beat efficiency (vhk158 HBM_NMU port, "
+                    f"{clocks} clocks, {100 * stall:g} % stalls)",
+            "value": round(stats["efficiency"], 4), "unit": "fraction", "command": COMMAND,
+            "note": (f"{stats['beats']:,} beats of {master.data_width} bits in "
+                     f"{stats['words']:,} words of {master.out_width}, each checked against "
+                     f"memory; {stats['ready_cycles']:,} ready cycles of {stats['cycles']:,} "
+                     f"while streaming; fabric {params['sync_mhz']:g} MHz, memory "
+                     f"{board.memory_clock_mhz:g} MHz; read latency {params['latency']} memory "
+                     f"cycles ({LATENCY_NS:g} ns); {100 * stall:g} % ready stalls on AR and the "
+                     f"output; {master.module_name}, at most {stats['max_in_flight']} bursts in "
+                     f"flight; Verilator, seed 1"),
+        })
+    return rows
+
+
+def littles_law_rows(latency_ns=LATENCY_NS):
+    """Per board: a port's bandwidth, the bytes it keeps in flight at ``latency_ns``,
+    the ports the board's bandwidth needs, and the master's default sizes."""
+    from hw.axi_master import AXI4ReadMaster
+
+    rows = []
+    for name in ("vck190", "vhk158"):
+        config = preset(name)
+        board = config.board
+        master = AXI4ReadMaster.from_config(config)
+        master._MustUse__silence = True    # built for its sizes, not elaborated
+        port_gbs = board.memory_port_gbs
+        bytes_ = board.memory_port_bits // 8
+        in_flight = port_gbs * latency_ns      # GB/s x ns = bytes
+        rows.append({
+            "board": name, "memory": board.memory, "mem_bw_gbs": board.mem_bw_gbs,
+            "port_bits": board.memory_port_bits, "memory_clock_mhz": board.memory_clock_mhz,
+            "port_gbs": port_gbs, "ports": board.memory_ports,
+            "ports_gbs": board.memory_ports * port_gbs,
+            "in_flight_bytes": in_flight, "rrob_bytes": RROB_BYTES,
+            "latency_cycles": latency_cycles(board, latency_ns),
+            "max_burst": master.max_burst, "max_outstanding": master.max_outstanding,
+            "fifo_depth": master.fifo_depth,
+            "window_bytes": master.max_burst * master.max_outstanding * bytes_,
+            "fifo_bytes": master.fifo_depth * bytes_,
+        })
+    return rows
+
+
+def littles_law_markdown(latency_ns=LATENCY_NS):
+    """The Little's-law table of ``docs/memory.md`` (``tests/test_axi_master.py`` checks it)."""
+    lines = [
+        "| board | memory | target GB/s | port | memory clock | GB/s per port | ports needed "
+        "| ports × width × clock | in flight per port at "
+        f"{latency_ns:g} ns | reorder buffer | max_burst × max_outstanding | data FIFO (credits) |",
+        "|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in littles_law_rows(latency_ns):
+        lines.append(
+            f"| {r['board']} | {r['memory']} | {r['mem_bw_gbs']:g} | {r['port_bits']} bit "
+            f"| {r['memory_clock_mhz']:g} MHz | {r['port_gbs']:g} | {r['ports']} "
+            f"| {r['ports_gbs']:g} GB/s | {r['in_flight_bytes']:,.0f} B "
+            f"({r['latency_cycles']} cycles) | {r['rrob_bytes']:,} B "
+            f"| {r['max_burst']} × {r['max_outstanding']} = {r['window_bytes']:,} B "
+            f"| {r['fifo_depth']} beats = {r['fifo_bytes']:,} B |")
+    return "\n".join(lines)
