@@ -29,8 +29,9 @@ from hw.fp_arith import (
 )
 from hw.fp_datapath import ge_const
 from hw.fp_ops import FPOps
+from hw.hierarchy import submodule
 
-__all__ = ["LUTFunction", "order_key"]
+__all__ = ["CoefficientROM", "LUTFunction", "order_key"]
 
 
 def order_key(bits):
@@ -39,6 +40,62 @@ def order_key(bits):
     if bits == 0x80000000:
         bits = 0
     return (~bits) & 0xFFFFFFFF if bits >> 31 else bits | 0x80000000
+
+
+class CoefficientROM(wiring.Component):
+    """The coefficient table of a :class:`golden.nonlinear.LUTSpec` as a synchronous ROM.
+
+    One word per node holds ``c_0 … c_d`` (``c_j`` in bits ``32j …``), the
+    contents of :func:`golden.nonlinear.lut_tables`. Its own module, so the
+    Yosys proxy can take it as a black box (:meth:`blackbox_verilog`) and count
+    it as block RAM from its geometry instead of reading thousands of initial
+    words (the initializers dominated the SSM unit's synthesis time).
+
+    Attributes
+    ----------
+    addr : In(⌈log2 nodes⌉)
+        Row; with ``en`` high, ``data`` shows it after the clock edge.
+    en : In(1)
+    data : Out(32·(degree + 1))
+    """
+
+    def __init__(self, *, spec):
+        if not isinstance(spec, LUTSpec):
+            raise TypeError(f"CoefficientROM.spec must be a LUTSpec, not {spec!r}")
+        self._spec = spec
+        super().__init__({"addr": In((spec.nodes - 1).bit_length() or 1), "en": In(1),
+                          "data": Out(32 * (spec.degree + 1))})
+
+    @property
+    def depth(self):
+        return self._spec.nodes
+
+    @property
+    def width(self):
+        return 32 * (self._spec.degree + 1)
+
+    @property
+    def module_name(self):
+        s = self._spec
+        first = f"m{-s.first_index}" if s.first_index < 0 else f"{s.first_index}"
+        return f"CoefficientROM_{s.function}_s{s.step_log2}_d{s.degree}_i{first}_n{s.nodes}"
+
+    def blackbox_verilog(self):
+        """An empty ``(* blackbox *)`` module of the same ports, for the Yosys proxy."""
+        return (f"(* blackbox *)\nmodule {self.module_name} (\n  input clk,\n  input rst,\n"
+                f"  input [{len(self.addr) - 1}:0] addr,\n  input en,\n"
+                f"  output [{self.width - 1}:0] data\n);\nendmodule\n")
+
+    def elaborate(self, platform):
+        m = Module()
+        spec = self._spec
+        table = lut_tables(spec).view(np.uint32)
+        d = spec.degree
+        words = [sum(int(table[j, n]) << (32 * j) for j in range(d + 1)) for n in range(spec.nodes)]
+        m.submodules.table = rom = Memory(shape=self.width, depth=spec.nodes, init=words)
+        rd = rom.read_port(domain="sync")
+        m.d.comb += [rd.addr.eq(self.addr), rd.en.eq(self.en), self.data.eq(rd.data)]
+        return m
 
 
 class LUTFunction(wiring.Component):
@@ -177,13 +234,10 @@ class LUTFunction(wiring.Component):
         x4 = reg(x3, "x4")
 
         # look up: one ROM word holds c_0..c_d of a node (a synchronous read port).
-        table = lut_tables(spec).view(np.uint32)
         d = spec.degree
-        words = [sum(int(table[j, n]) << (32 * j) for j in range(d + 1)) for n in range(spec.nodes)]
-        m.submodules.rom = rom = Memory(shape=32 * (d + 1), depth=spec.nodes, init=words)
-        rd = rom.read_port(domain="sync")
-        m.d.comb += [rd.addr.eq(addr1), rd.en.eq(en)]
-        coef = [rd.data[32 * j:32 * (j + 1)] for j in range(d + 1)]
+        rom = submodule(m, "coefficients", CoefficientROM(spec=spec))
+        m.d.comb += [rom.addr.eq(addr1), rom.en.eq(en)]
+        coef = [rom.data[32 * j:32 * (j + 1)] for j in range(d + 1)]
         r2, flags5, x5 = reg(r1, "r2"), reg(flags4, "flags5"), reg(x4, "x5")
 
         # Horner: y = fl(fl(y·r) + c_k), one multiply-add per step.

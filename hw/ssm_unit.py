@@ -39,6 +39,7 @@ from hw.hierarchy import submodule
 from hw.ssm_nonlinear import LUTFunction
 
 __all__ = [
+    "EMUGroup",
     "SEL_A",
     "SEL_B",
     "SEL_C",
@@ -143,6 +144,115 @@ class StateBank(wiring.Component):
         rp, wp = mem.read_port(domain="sync"), mem.write_port()
         m.d.comb += [rp.addr.eq(self.r_addr), rp.en.eq(self.r_en), self.r_data.eq(rp.data),
                      wp.addr.eq(self.w_addr), wp.en.eq(self.w_en), wp.data.eq(self.w_data)]
+        return m
+
+
+class EMUGroup(wiring.Component):
+    """One or two EMU lanes of the SSM unit and, for two, the tree's first adder.
+
+    Lane ``i`` computes ``h'_i = fl(fl(dA·h_i) + fl(u·B_i))`` and ``q_i = fl(h'_i·C_i)``;
+    a pair adds ``s = fl(q_1 + q_0)`` (IEEE addition commutes: the contract's
+    ``q_0 + q_1``) as one multiply-add whose addend is ``q_0``. The unit holds
+    ``⌊lanes/2⌋`` pairs and, for an odd ``lanes``, one single lane; one module
+    per distinct group, so a board-scale unit is 64 instances of one module.
+
+    Parameters
+    ----------
+    ops : hw.fp_ops.FPOps
+        The arithmetic (contract and stages).
+    lanes : int
+        1 or 2.
+    pad : tuple of bool
+        Per lane: it may lie past column ``N − 1`` in a row's last tile; there
+        its product is forced to ``(−0)·(+0) = −0``, the tree's exact identity.
+    align : bool
+        A single lane's ``s`` is delayed to a pair's (the odd value out of the
+        first tree level); without it ``s = q_0`` as soon as it is ready.
+
+    Attributes
+    ----------
+    en : In(1)
+        Clock enable of every register.
+    h, b, c : In(32·lanes)
+        State, ``B`` and ``C`` words, presented in cycle ``r`` (the read data).
+    da : In(32)
+        ``dA`` of the head, in cycle ``r``.
+    last : In(1)
+        The tile is its row's last, in cycle ``r``.
+    u : In(32)
+        ``u = delta·x`` of the row, in cycle ``r +`` :attr:`u_lag`.
+    hnew : Out(32·lanes)
+        ``h'``, in cycle ``r +`` :attr:`h_latency`.
+    s : Out(32)
+        ``q_0 + q_1`` (or ``q_0``), in cycle ``r +`` :attr:`s_latency`.
+    """
+
+    def __init__(self, *, ops, lanes, pad, align=True):
+        if not isinstance(ops, FPOps):
+            raise TypeError(f"EMUGroup.ops must be an FPOps, not {ops!r}")
+        self._ops = ops
+        self._n = check_int("EMUGroup", "lanes", lanes, min=1, max=2)
+        self._pad = tuple(bool(p) for p in pad)
+        if len(self._pad) != lanes:
+            raise ValueError(f"EMUGroup.pad must have one flag per lane ({lanes}), not {pad!r}")
+        self._align = bool(align)
+        n = self._n
+        super().__init__({"en": In(1), "h": In(32 * n), "b": In(32 * n), "c": In(32 * n),
+                          "da": In(32), "last": In(1), "u": In(32),
+                          "hnew": Out(32 * n), "s": Out(32)})
+
+    @property
+    def u_lag(self):
+        """Cycles from the read data to ``u`` (the row multiplier's latency)."""
+        return self._ops.mul_latency
+
+    @property
+    def h_latency(self):
+        """Cycles from the read data to ``h'``: ``Lmul + Lmuladd``."""
+        return self._ops.mul_latency + self._ops.muladd_latency
+
+    @property
+    def s_latency(self):
+        """Cycles from the read data to ``s``: ``h_latency + Lmuladd`` (a pair, or an aligned
+        single lane) or ``h_latency + Lmul``."""
+        ops = self._ops
+        tail = ops.muladd_latency if self._n == 2 or self._align else ops.mul_latency
+        return self.h_latency + tail
+
+    @property
+    def module_name(self):
+        pad = "".join("p" if p else "c" for p in self._pad)
+        return f"EMUGroup_{self._n}{pad}{'_a' if self._align and self._n == 1 else ''}_{self._ops.tag}"
+
+    def elaborate(self, platform):
+        m = Module()
+        ops, en, n = self._ops, self.en, self._n
+        lmul = ops.mul_latency
+        da_l = delay_line(m, en, self.da, lmul, "da_l")
+        h_l = delay_line(m, en, self.h, lmul, "h_l")
+        b_l = delay_line(m, en, self.b, lmul, "b_l")
+        c_l = delay_line(m, en, self.c, self.h_latency, "c_l")
+        last_q = delay_line(m, en, self.last, self.h_latency, "last_q")
+        qa, qb = [], []
+        for i in range(n):
+            sl = slice(32 * i, 32 * (i + 1))
+            ub = ops.mul(m, f"ub{i}", self.u, b_l[sl], en)
+            hn = ops.muladd(m, f"h{i}", da_l, h_l[sl], ub, en, c_lag=lmul)
+            m.d.comb += self.hnew[sl].eq(hn)
+            a_op, b_op = hn, c_l[sl]
+            if self._pad[i]:
+                a_op = Mux(last_q, C(0x80000000, 32), hn)
+                b_op = Mux(last_q, C(0, 32), c_l[sl])
+            qa.append(a_op)
+            qb.append(b_op)
+        q0 = ops.mul(m, "hc0", qa[0], qb[0], en)
+        if n == 2:
+            s = ops.muladd(m, "hc1", qa[1], qb[1], q0, en, c_lag=lmul)
+        elif self._align:
+            s = delay_line(m, en, q0, ops.muladd_latency - lmul, "q0_d")
+        else:
+            s = q0
+        m.d.comb += self.s.eq(s)
         return m
 
 
@@ -299,7 +409,7 @@ class SSMUnit(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         cfg, ops = self._cfg, self._ops
-        lmul, ladd, lma = ops.mul_latency, ops.add_latency, ops.muladd_latency
+        lmul, ladd = ops.mul_latency, ops.add_latency
         H, P, N, L = cfg.nheads, cfg.headdim, cfg.d_state, cfg.lanes
         K = cfg.groups_per_row
         # Lanes of a row's last tile that hold columns (all of them when lanes divides N).
@@ -534,28 +644,18 @@ class SSMUnit(wiring.Component):
         t_u = self._t_u
         u = ops.mul(m, "row_mul_u", rd_delta.data, x_word, en)
         dx = ops.mul(m, "row_mul_dx", d_word, x_word, en)
-        # EMU lane i: h' = fl(fl(dA·h) + fl(u·B)). u·B starts at t_u and is the
-        # multiply-add's addend, sampled Lmul cycles after dA·h starts (also at t_u).
-        da_l = delay_line(m, en, rd_da.data, t_u - 1, "da_l")
-        h_l = delay_line(m, en, rd_state.data, t_u - 1, "h_l")
-        b_l = delay_line(m, en, rd_b.data, t_u - 1, "b_l")
+        # EMU lanes in groups of two (EMUGroup), each pair with the tree's first adder.
         t_h = self.emu_latency
-        c_l = delay_line(m, en, rd_c.data, t_h - 1, "c_l")
-        # Lanes past column N−1 in a row's last tile multiply (−0)·(+0) = −0 into the
-        # tree: v + (−0) = v exactly, so they leave the sum as the contract's.
-        t_q = delay_line(m, en, t1, t_h - 1, "stag_q")
-        hnew, qa, qb = [], [], []
-        for i in range(L):
-            sl = slice(32 * i, 32 * (i + 1))
-            ub = ops.mul(m, f"emu{i}_ub", u, b_l[sl], en)
-            hn = ops.muladd(m, f"emu{i}_h", da_l, h_l[sl], ub, en, c_lag=lmul)
-            hnew.append(hn)
-            a_op, b_op = hn, c_l[sl]
-            if i >= last_lanes:
-                a_op = Mux(t_q[2], C(0x80000000, 32), hn)
-                b_op = Mux(t_q[2], C(0, 32), c_l[sl])
-            qa.append(a_op)
-            qb.append(b_op)
+        groups = [(j, min(2, L - j)) for j in range(0, L, 2)]
+        hnew, level = [], []
+        for j, n in groups:
+            g = submodule(m, f"emu{j // 2}", EMUGroup(
+                ops=ops, lanes=n, pad=tuple(j + i >= last_lanes for i in range(n)), align=L > 1))
+            sl = slice(32 * j, 32 * (j + n))
+            m.d.comb += [g.en.eq(en), g.h.eq(rd_state.data[sl]), g.b.eq(rd_b.data[sl]),
+                         g.c.eq(rd_c.data[sl]), g.da.eq(rd_da.data), g.last.eq(t1[2]), g.u.eq(u)]
+            hnew.append(g.hnew)
+            level.append(g.s)
         # write-back of h' (or the state port while idle)
         t_wb = delay_line(m, en, t1, t_h - 1, "stag_wb")
         wb = en & t_wb[0]
@@ -565,21 +665,6 @@ class SSMUnit(wiring.Component):
             wr_state.en.eq(wb | (self.st_we & self.idle & self.hold)),
             pad_wb.eq(wb & t_wb[2]),
         ]
-        # q = h'·C and the reduction tree: pairwise (q0+q1), (q2+q3), ... then up.
-        # The first level is fused into the odd lanes: fl(fl(h'·C) + q_even), with
-        # q_even (a multiply, Lmul) as the addend; IEEE addition commutes, so this is
-        # the contract's q0 + q1.
-        if L == 1:
-            level = [ops.mul(m, "emu0_hc", qa[0], qb[0], en)]
-        else:
-            level = []
-            for j in range(0, L - 1, 2):
-                q_even = ops.mul(m, f"emu{j}_hc", qa[j], qb[j], en)
-                level.append(ops.muladd(m, f"emu{j + 1}_hc", qa[j + 1], qb[j + 1], q_even, en,
-                                        c_lag=lmul))
-            if L % 2:
-                q_last = ops.mul(m, f"emu{L - 1}_hc", qa[L - 1], qb[L - 1], en)
-                level.append(delay_line(m, en, q_last, lma - lmul, "tree0_pass"))
         depth = 1
         while len(level) > 1:
             nxt = []

@@ -283,15 +283,18 @@ def fit_summary(results, config):
     """Totals of the estimated blocks against the part: ``{resource: {"used", "device",
     "share"}}`` plus ``"verdict"``, one line.
 
-    LUT counts LUT sites (logic and LUT-RAM); DSP58 the DSPFP32 instances plus the
-    analytical DSP58 of the fabric multipliers that have no DSP58 yet (the SSM unit,
-    :func:`analytical_dsp58`); FF, BRAM36 and URAM288 the proxy's cells.
+    LUT counts LUT sites (logic and LUT-RAM); DSP58 the DSPFP32 instances, plus the
+    analytical DSP58 of an ``"ieee"`` SSM unit's fabric multipliers
+    (:func:`analytical_dsp58`); FF, BRAM36 and URAM288 the proxy's cells (the
+    tables' coefficient ROMs counted from their geometry).
     """
     tot = {}
     for b in results:
         for k, v in b.resources.items():
             tot[k] = tot.get(k, 0) + v
-    ssm_dsp = analytical_dsp58(config)["SSM unit"] if any(
+    # An "ieee" SSM unit's fabric multipliers have no DSP58 instances yet: the
+    # analytical count stands in. A "dspfp32" unit's slices are counted above.
+    ssm_dsp = analytical_dsp58(config)["SSM unit"] if config.ssm.contract == "ieee" and any(
         b.block.startswith("SSMUnit") for b in results) else 0
     used = {"LUT": tot.get("LUT", 0) + tot.get("LUTRAM_SITES", 0), "FF": tot.get("FF", 0),
             "DSP58": tot.get("DSPFP32", 0) + ssm_dsp, "BRAM36": tot.get("BRAM", 0),

@@ -7,6 +7,7 @@ Synthesis keeps the hierarchy that :func:`hw.hierarchy.convert` emits, so a PE i
 """
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -82,6 +83,29 @@ def synthesize(verilog_text, *, top, workdir=None, timeout=1800):
             shutil.rmtree(work, ignore_errors=True)
 
 
+#: Aspect ratios (depth, width) of one RAMB36E2 (AMD UG573 "Block RAM Resources";
+#: Versal's RAMB36E5 offers the same, AMD AM007).
+_BRAM36_SHAPES = ((512, 72), (1024, 36), (2048, 18), (4096, 9), (8192, 4), (16384, 2),
+                  (32768, 1))
+_ROM_NAME = re.compile(r"CoefficientROM_(?P<fn>[a-z]+)_s\d+_d(?P<d>\d+)_i\w+?_n(?P<n>\d+)$")
+
+
+def bram36(depth, width):
+    """RAMB36 blocks of a ``depth`` × ``width`` memory: the best aspect ratio's tiling."""
+    return min(-(-depth // d) * -(-width // w) for d, w in _BRAM36_SHAPES)
+
+
+def _rom_bram36(counts):
+    # Black boxes of hw.ssm_nonlinear.CoefficientROM: counted from the geometry
+    # their name encodes (nodes × 32·(degree + 1) bits), not synthesized.
+    total = 0
+    for k, v in counts.items():
+        match = _ROM_NAME.match(k.lstrip("\\"))
+        if match:
+            total += v * bram36(int(match["n"]), 32 * (int(match["d"]) + 1))
+    return total
+
+
 RESOURCES = {
     "LUT": lambda c: sum(v for k, v in c.items() if k in LUT_CELLS),
     "LUTRAM": lambda c: sum(v for k, v in c.items() if k.startswith("RAM") and not
@@ -95,7 +119,7 @@ RESOURCES = {
     "DSP": lambda c: c.get("DSP48E2", 0),
     # Black boxes of hw.dsp58.DSPFP32: one DSP58 in floating-point mode each.
     "DSPFP32": lambda c: sum(v for k, v in c.items() if k.lstrip("\\").startswith("DSPFP32")),
-    "BRAM": lambda c: c.get("RAMB36E2", 0) + 0.5 * c.get("RAMB18E2", 0),
+    "BRAM": lambda c: c.get("RAMB36E2", 0) + 0.5 * c.get("RAMB18E2", 0) + _rom_bram36(c),
     "URAM": lambda c: c.get("URAM288", 0),
 }
 
