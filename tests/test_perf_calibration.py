@@ -48,7 +48,7 @@ def test_model_matches_verilator(block, index):
 
 
 def test_at_least_five_configs_per_block():
-    from gen import perf_calibrate as pc
+    from gen.perf import calibrate as pc
     for configs in (pc.LINEAR_CONFIGS, pc.SSM_CONFIGS, pc.TREE_CONFIGS, pc.RING_CONFIGS):
         assert len(configs) >= 5
     for block in ("linear", "ssm", "tree", "ring"):
