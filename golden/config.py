@@ -189,6 +189,13 @@ class BoardConfig:
     capacity_source : str
         Where the capacities come from; values no AMD document confirmed are
         named there as assumptions.
+    static_w : float
+        Power assumption of the performance model: device static plus board power at
+        idle, W (not measured: no board and no Vivado power report here; 0 without a
+        memory model).
+    mem_pj_per_byte : float
+        Power assumption: off-chip memory energy per byte moved, pJ (DDR4 about
+        20 pJ/bit, HBM2e about 4 pJ/bit).
     """
 
     name: str
@@ -202,6 +209,8 @@ class BoardConfig:
     bram36: int = 0
     uram288: int = 0
     capacity_source: str = ""
+    static_w: float = 0.0
+    mem_pj_per_byte: float = 0.0
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not self.name:
@@ -216,6 +225,8 @@ class BoardConfig:
         if not isinstance(self.capacity_source, str):
             raise TypeError(f"BoardConfig.capacity_source must be a string, not "
                             f"{self.capacity_source!r}")
+        check_float("BoardConfig", "static_w", self.static_w, min=0.0)
+        check_float("BoardConfig", "mem_pj_per_byte", self.mem_pj_per_byte, min=0.0)
 
     @property
     def capacities(self):
@@ -269,7 +280,8 @@ _VCK190 = BoardConfig(name="vck190", part="xcvc1902-vsva2197-2MP-e-S", clock_mhz
                       capacity_source="DSP58: AMD AM004 'Device Resources'. LUT, FF, BRAM36, "
                                       "URAM288: assumption (AMD Versal AI Core product table "
                                       "as commonly quoted; not confirmed from an AMD document "
-                                      "here)")
+                                      "here)",
+                      static_w=20.0, mem_pj_per_byte=160.0)
 _VHK158 = BoardConfig(name="vhk158", part="xcvh1582-vsva3697-2MP-e-S", clock_mhz=250.0,
                       memory="HBM", mem_bw_gbs=819.0, dsp58=7392, lut=1_722_615,
                       ff=2 * 1_722_615, bram36=0, uram288=0,
@@ -277,7 +289,8 @@ _VHK158 = BoardConfig(name="vhk158", part="xcvh1582-vsva3697-2MP-e-S", clock_mhz
                                       "LUT: assumption, back-computed from SpecMamba's "
                                       "'975k LUT = 56.6 %'; FF: assumption, 2 per LUT (AMD "
                                       "UG1273 'Programmable Logic': 64 FF per 32-LUT CLB). "
-                                      "BRAM36, URAM288: unknown (0), no source reachable here")
+                                      "BRAM36, URAM288: unknown (0), no source reachable here",
+                      static_w=30.0, mem_pj_per_byte=32.0)
 
 # The sim preset's SSM tables keep the contract's ranges at step 1/8 instead of
 # 1/128: ROMs of 257-361 words instead of 4097-5761, so the unit builds and

@@ -131,13 +131,12 @@ class Accelerator(wiring.Component):
             raise ValueError(f"Accelerator.config.tree.max_nodes must be >= 2 (the root and one "
                              f"draft node), not {config.tree.max_nodes!r}")
         self._config = config
-        tree = config.tree
         self._regmap = accelerator_regmap(config)
         # Templates: they validate now and give widths; elaborate builds its own.
         self._lin = template(linear_unit_for(config, weight_ports=1))
         self._ssm = template(SSMUnit(**self._ssm_args()))
         self._ctrl = template(StateController(**self._ctrl_args()))
-        self._tv = template(TreeVerifier(max_nodes=tree.max_nodes, fifo_depth=tree.fifo_depth))
+        self._tv = template(TreeVerifier.from_config(config))
         self._addr_bits = len(self._ssm.wr_addr)
         self._w_layout, self._x_layout, self._y_layout, self._cmd_layout = (
             self._lin.signature.members[name].signature.members["payload"].shape
@@ -162,6 +161,11 @@ class Accelerator(wiring.Component):
         tree = self._config.tree
         return dict(ssm_cfg=self._config.ssm, slots=tree.fifo_depth + 1, records=tree.max_nodes,
                     conv_depth=0)
+
+    @classmethod
+    def from_config(cls, config):
+        """The accelerator of a ``golden.config.Config`` (every block of it built from it)."""
+        return cls(config=config)
 
     # -- parameters and timing ------------------------------------------------------------
 
@@ -231,7 +235,7 @@ class Accelerator(wiring.Component):
         lin = submodule(m, "linear", linear_unit_for(cfg, weight_ports=1))
         ssm = submodule(m, "ssm", SSMUnit(**self._ssm_args()))
         ctrl = submodule(m, "state", StateController(**self._ctrl_args()))
-        tv = TreeVerifier(max_nodes=max_nodes, fifo_depth=cfg.tree.fifo_depth)
+        tv = TreeVerifier.from_config(cfg)
         m.submodules.tree = tv
         connect_ssm(m, ctrl, ssm)
         m.d.comb += [ctrl.conv_idle.eq(1), ctrl.conv_rdata.eq(0), tv.passes.eq(1)]

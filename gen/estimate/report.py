@@ -26,7 +26,7 @@ from gen.estimate.yosys import RESOURCES, cell_counts, synthesize
 
 __all__ = ["PROXY_LABEL", "SEED_VHK158", "BlockEstimate", "estimate_block", "pipeline_depths",
            "pipeline_depth_markdown", "FIT_BLOCKS", "FULL_SSM_MAX_LANES", "estimate_fit", "estimate",
-           "FIT_LIMITS", "fit_summary", "render_markdown", "write_estimate", "DEVICE", "SEED_ROWS",
+           "FIT_LIMITS", "fit_summary", "render_markdown", "write_estimate", "SEED_ROWS",
            "render_doc", "write_estimate_doc"]
 PROXY_LABEL = "UltraScale+ proxy"
 
@@ -415,9 +415,6 @@ def _device(board):
     return dict(caps, part=b.part.split("-")[0]) if b.part else None
 
 
-#: Device capacities for the utilization columns, read from the board presets.
-DEVICE = {n: _device(n) for n in ("vck190", "vhk158")}
-
 #: Which blocks of ours stand for which line of the seed's table.
 SEED_ROWS = (("Linear unit", ("LinearUnit",)), ("SSM unit", ("SSMUnit",)),
              ("State controller", ("tree_verifier", "ring_fifo")))
@@ -504,7 +501,7 @@ def render_doc(reports, *, fit_check=None, pipeline=None):
                          f"{_fmt(ours.get('DSP', 0))} | {analytic:,} | {seed.get('BRAM', '–')} | "
                          f"{_fmt(ours.get('BRAM', 0))} | {names} |")
         tot = _group(rep, tuple(b.block for b in rep["blocks"]))
-        dev = DEVICE["vhk158"]
+        dev = _device("vhk158")
         lines += [f"| Total | {SEED_VHK158['Total']['LUT']:,} (56.6%) | {_fmt(tot.get('LUT', 0))} "
                   f"({100 * tot.get('LUT', 0) / dev['LUT']:.0f}%) | – | {_fmt(tot.get('FF', 0))} | "
                   f"{SEED_VHK158['Total']['DSP']:,} (68.8%) | {_fmt(tot.get('DSP', 0))} | "
@@ -520,7 +517,7 @@ def render_doc(reports, *, fit_check=None, pipeline=None):
             ""]
     for board, rep in reports.items():
         lines.append(render_markdown(rep).replace("## ", "## Board ", 1))
-        dev = DEVICE.get(board)
+        dev = _device(board)
         if dev:
             tot = _group(rep, tuple(b.block for b in rep["blocks"]))
             lines += [f"Against the {dev['part']}: {_fmt(tot.get('LUT', 0))} LUTs of "
