@@ -29,6 +29,7 @@ from golden.config import Config
 
 from .axi_lite import AXI4LiteRegisterFile, AXI4LiteSignature
 from .axi_stream import AXI4StreamSignature, axis_to_stream, stream_to_axis, tdata_width
+from .bits import OneHot, index_width
 from .hierarchy import submodule, template
 from .linear_unit import linear_unit_for
 from .regmap import ERROR_CODES, accelerator_regmap
@@ -49,10 +50,6 @@ _SEL_PARAM = 4
 
 
 COUNTER_BITS = 48
-
-
-def _bits(n):
-    return max(1, (n - 1).bit_length())
 
 
 class Accelerator(wiring.Component):
@@ -182,7 +179,7 @@ class Accelerator(wiring.Component):
     result_layout = property(lambda self: self._y_layout)
 
     @property
-    def ssm_addr_bits(self):
+    def ssm_addrindex_width(self):
         """Bits of ``wr_addr`` in ``s_axis_ssm.tuser[3:]``."""
         return self._addr_bits
 
@@ -226,7 +223,7 @@ class Accelerator(wiring.Component):
         cfg = self._config
         H, P, N = cfg.ssm.state_shape
         max_nodes = cfg.tree.max_nodes
-        nb = _bits(max_nodes)
+        nb = index_width(max_nodes)
 
         rf = AXI4LiteRegisterFile(regmap=self._regmap)
         m.submodules.regs = rf
@@ -312,7 +309,7 @@ class Accelerator(wiring.Component):
         token_done = Signal()
         m.d.comb += token_done.eq(ctrl.token_valid & ctrl.token_ready)
 
-        y_row = Signal(_bits(H * P))
+        y_row = Signal(index_width(H * P))
         y_last = Signal()
         m.d.comb += y_last.eq(y_row == H * P - 1)
         m.d.comb += [self.m_axis_ssm_y.tdata.eq(ctrl.y.payload),
@@ -347,7 +344,7 @@ class Accelerator(wiring.Component):
         path_w = path_mem.write_port()
         path_rd = path_mem.read_port(domain="comb")
         path_host = path_mem.read_port(domain="comb")
-        m.d.comb += [path_host.addr.eq(rf.tree_path_index[:_bits(max_nodes)]),
+        m.d.comb += [path_host.addr.eq(rf.tree_path_index[:index_width(max_nodes)]),
                      rf.tree_path_node.eq(Mux(rf.tree_path_index < path_len, path_host.data, 0)),
                      path_rd.addr.eq(k),
                      rf.tree_result_tokens.eq(res_tokens), rf.tree_result_last_node.eq(res_last)]
@@ -382,10 +379,10 @@ class Accelerator(wiring.Component):
         names = ("IDLE", "ROLLBACK", "CHECKPOINT_COMMITTED", "LOAD", "NEXT", "RESTORE",
                  "CAPTURE", "TOKEN", "CHECKPOINT_NODE", "WAIT_MATCH", "MATCH", "PATH",
                  "COMMIT_RESTORE", "REPLAY", "DRAIN", "FLUSH")
-        state = {n: Signal(init=(n == "IDLE"), name=f"st_{n.lower()}") for n in names}
+        state = OneHot(names, init="IDLE", prefix="st_")
 
         def goto(name):
-            m.d.sync += [sig.eq(n == name) for n, sig in state.items()]
+            state.goto(m, name)
 
         def then_goto(name):
             return lambda: goto(name)

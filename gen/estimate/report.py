@@ -23,20 +23,14 @@ from gen.cli.errors import CLIError
 from gen.estimate.depth import ModuleDepth, NS_PER_LEVEL, OVERHEAD_NS, level_budget, logic_depth
 from gen.estimate.dsp_model import analytical_dsp58
 from gen.estimate.yosys import RESOURCES, cell_counts, synthesize
+from gen.perf.claims import SEED_VHK158
 
-__all__ = ["PROXY_LABEL", "SEED_VHK158", "BlockEstimate", "estimate_block", "pipeline_depths",
+__all__ = ["PROXY_LABEL", "BlockEstimate", "estimate_block", "pipeline_depths",
            "pipeline_depth_markdown", "FIT_BLOCKS", "FULL_SSM_MAX_LANES", "estimate_fit", "estimate",
            "FIT_LIMITS", "fit_summary", "render_markdown", "write_estimate", "SEED_ROWS",
            "render_doc", "write_estimate_doc"]
 PROXY_LABEL = "UltraScale+ proxy"
 
-#: The seed's VHK158 resource table (SPEC §4).
-SEED_VHK158 = {
-    "Linear unit": {"LUT": 254_000, "FF": 403_400, "DSP": 3537, "BRAM": 142, "URAM": 30},
-    "SSM unit": {"LUT": 253_500, "FF": 382_100, "DSP": 1068},
-    "State controller": {"LUT": 31_500, "DSP": 0},
-    "Total": {"LUT": 975_000, "DSP": 5093},
-}
 
 
 @dataclass
