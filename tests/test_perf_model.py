@@ -45,7 +45,8 @@ def test_roofline_never_exceeded(board, sizing, step):
 
 
 def test_spec_anchor_152_target_passes():
-    """SPEC §7: 2.7B in FP16 (about 5.4 GB) at 819 GB/s allows about 152 passes/s."""
+    """The weight-streaming limit: 2.7B in FP16 (about 5.4 GB) at the VHK158's HBM2e, 819 GB/s
+    (geometry below), allows about 152 passes/s."""
     res = step_model(accelerator(preset("vhk158")), StepConfig(target="2.7B", draft="none", tree=()))
     assert 5.3e9 < weight_bytes(mamba_dims("2.7B")) < 5.5e9
     assert 148 < res.roofline_tokens_per_s < 156
