@@ -215,6 +215,13 @@ class BoardConfig:
     memory_port_bits : int or None
         AXI4 data width of one memory port, one of :data:`MEMORY_PORT_BITS`
         for ``memory``; ``None`` (the default) means the widest allowed.
+    static_w : float
+        Power assumption of the performance model: device static plus board power at
+        idle, W (not measured: no board and no Vivado power report here; 0 without a
+        memory model).
+    mem_pj_per_byte : float
+        Power assumption: off-chip memory energy per byte moved, pJ (DDR4 about
+        20 pJ/bit, HBM2e about 4 pJ/bit).
     """
 
     name: str
@@ -230,6 +237,8 @@ class BoardConfig:
     capacity_source: str = ""
     memory_clock_mhz: float | None = None
     memory_port_bits: int | None = None
+    static_w: float = 0.0
+    mem_pj_per_byte: float = 0.0
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not self.name:
@@ -244,6 +253,8 @@ class BoardConfig:
         if not isinstance(self.capacity_source, str):
             raise TypeError(f"BoardConfig.capacity_source must be a string, not "
                             f"{self.capacity_source!r}")
+        check_float("BoardConfig", "static_w", self.static_w, min=0.0)
+        check_float("BoardConfig", "mem_pj_per_byte", self.mem_pj_per_byte, min=0.0)
         # Resolved here, so every reader sees a number and nothing restates the defaults.
         if self.memory_clock_mhz is None:
             object.__setattr__(self, "memory_clock_mhz", self.clock_mhz)
@@ -333,7 +344,8 @@ _VCK190 = BoardConfig(name="vck190", part="xcvc1902-vsva2197-2MP-e-S", clock_mhz
                       # 19.2 GB/s at the AXI side; a NoC physical link carries 16.0 GB/s of
                       # reads at the -2MP part's 1,000 MHz NoC clock (AMD PG313 "Physical
                       # Link (Raw) Bandwidth", Tables 1-2): one port covers the 12 GB/s.
-                      memory_clock_mhz=300.0)
+                      memory_clock_mhz=300.0,
+                      static_w=20.0, mem_pj_per_byte=160.0)
 _VHK158 = BoardConfig(name="vhk158", part="xcvh1582-vsva3697-2MP-e-S", clock_mhz=250.0,
                       memory="HBM", mem_bw_gbs=819.0, dsp58=7392, lut=1_722_615,
                       ff=2 * 1_722_615, bram36=0, uram288=0,
@@ -347,7 +359,8 @@ _VHK158 = BoardConfig(name="vhk158", part="xcvh1582-vsva3697-2MP-e-S", clock_mhz
                       # >= 400 MHz; the HBM AXI clock of a -2 part is at most 500 MHz (AMD
                       # DS960, Table 1 "Maximum Performance for High Bandwidth Memory
                       # Controller", FACLK). 450 MHz leaves margin both ways.
-                      memory_clock_mhz=450.0)
+                      memory_clock_mhz=450.0,
+                      static_w=30.0, mem_pj_per_byte=32.0)
 
 # The sim preset's SSM tables keep the contract's ranges at step 1/8 instead of
 # 1/128: ROMs of 257-361 words instead of 4097-5761, so the unit builds and

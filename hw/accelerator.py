@@ -30,6 +30,7 @@ from golden.config import Config
 
 from .axi_lite import AXI4LiteRegisterFile, AXI4LiteSignature
 from .axi_stream import AXI4StreamSignature, axis_to_stream, stream_to_axis, tdata_width
+from .bits import OneHot, index_width
 from .hierarchy import submodule, template
 from .linear_unit import linear_unit_for
 from .regmap import ERROR_CODES, accelerator_regmap
@@ -50,10 +51,6 @@ _SEL_PARAM = 4
 
 
 COUNTER_BITS = 48
-
-
-def _bits(n):
-    return max(1, (n - 1).bit_length())
 
 
 class Accelerator(wiring.Component):
@@ -133,13 +130,12 @@ class Accelerator(wiring.Component):
             raise ValueError(f"Accelerator.config.tree.max_nodes must be >= 2 (the root and one "
                              f"draft node), not {config.tree.max_nodes!r}")
         self._config = config
-        tree = config.tree
         self._regmap = accelerator_regmap(config)
         # Templates: they validate now and give widths; elaborate builds its own.
         self._lin = template(linear_unit_for(config, weight_ports=1))
         self._ssm = template(SSMUnit(**self._ssm_args()))
         self._ctrl = template(StateController(**self._ctrl_args()))
-        self._tv = template(TreeVerifier(max_nodes=tree.max_nodes, fifo_depth=tree.fifo_depth))
+        self._tv = template(TreeVerifier.from_config(config))
         self._addr_bits = len(self._ssm.wr_addr)
         self._w_layout, self._x_layout, self._y_layout, self._cmd_layout = (
             self._lin.signature.members[name].signature.members["payload"].shape
@@ -165,6 +161,11 @@ class Accelerator(wiring.Component):
         return dict(ssm_cfg=self._config.ssm, slots=tree.fifo_depth + 1, records=tree.max_nodes,
                     conv_depth=0)
 
+    @classmethod
+    def from_config(cls, config):
+        """The accelerator of a ``golden.config.Config`` (every block of it built from it)."""
+        return cls(config=config)
+
     # -- parameters and timing ------------------------------------------------------------
 
     config = property(lambda self: self._config)
@@ -180,7 +181,7 @@ class Accelerator(wiring.Component):
     result_layout = property(lambda self: self._y_layout)
 
     @property
-    def ssm_addr_bits(self):
+    def ssm_addrindex_width(self):
         """Bits of ``wr_addr`` in ``s_axis_ssm.tuser[3:]``."""
         return self._addr_bits
 
@@ -224,7 +225,7 @@ class Accelerator(wiring.Component):
         cfg = self._config
         H, P, N = cfg.ssm.state_shape
         max_nodes = cfg.tree.max_nodes
-        nb = _bits(max_nodes)
+        nb = index_width(max_nodes)
 
         rf = AXI4LiteRegisterFile(regmap=self._regmap)
         m.submodules.regs = rf
@@ -233,7 +234,7 @@ class Accelerator(wiring.Component):
         lin = submodule(m, "linear", linear_unit_for(cfg, weight_ports=1))
         ssm = submodule(m, "ssm", SSMUnit(**self._ssm_args()))
         ctrl = submodule(m, "state", StateController(**self._ctrl_args()))
-        tv = TreeVerifier(max_nodes=max_nodes, fifo_depth=cfg.tree.fifo_depth)
+        tv = TreeVerifier.from_config(cfg)
         m.submodules.tree = tv
         connect_ssm(m, ctrl, ssm)
         m.d.comb += [ctrl.conv_idle.eq(1), ctrl.conv_rdata.eq(0), tv.passes.eq(1)]
@@ -310,7 +311,7 @@ class Accelerator(wiring.Component):
         token_done = Signal()
         m.d.comb += token_done.eq(ctrl.token_valid & ctrl.token_ready)
 
-        y_row = Signal(_bits(H * P))
+        y_row = Signal(index_width(H * P))
         y_last = Signal()
         m.d.comb += y_last.eq(y_row == H * P - 1)
         m.d.comb += [self.m_axis_ssm_y.tdata.eq(ctrl.y.payload),
@@ -345,7 +346,7 @@ class Accelerator(wiring.Component):
         path_w = path_mem.write_port()
         path_rd = path_mem.read_port(domain="comb")
         path_host = path_mem.read_port(domain="comb")
-        m.d.comb += [path_host.addr.eq(rf.tree_path_index[:_bits(max_nodes)]),
+        m.d.comb += [path_host.addr.eq(rf.tree_path_index[:index_width(max_nodes)]),
                      rf.tree_path_node.eq(Mux(rf.tree_path_index < path_len, path_host.data, 0)),
                      path_rd.addr.eq(k),
                      rf.tree_result_tokens.eq(res_tokens), rf.tree_result_last_node.eq(res_last)]
@@ -380,10 +381,10 @@ class Accelerator(wiring.Component):
         names = ("IDLE", "ROLLBACK", "CHECKPOINT_COMMITTED", "LOAD", "NEXT", "RESTORE",
                  "CAPTURE", "TOKEN", "CHECKPOINT_NODE", "WAIT_MATCH", "MATCH", "PATH",
                  "COMMIT_RESTORE", "REPLAY", "DRAIN", "FLUSH")
-        state = {n: Signal(init=(n == "IDLE"), name=f"st_{n.lower()}") for n in names}
+        state = OneHot(names, init="IDLE", prefix="st_")
 
         def goto(name):
-            m.d.sync += [sig.eq(n == name) for n, sig in state.items()]
+            state.goto(m, name)
 
         def then_goto(name):
             return lambda: goto(name)

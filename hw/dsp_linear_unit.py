@@ -39,6 +39,7 @@ from golden.bsfp import BSFPConfig
 from golden.fp import FP16, FP32
 from golden.validate import check_choice, check_int
 
+from .bits import index_width
 from .dsp58 import DSPFP32, OP_ACC_C, OP_ACC_P, OP_START
 from .dual_mode_pe import PE_DRAFTS, SCALE_BITS, WEIGHT_BITS
 from .exponent_decoder import ExponentDecoder
@@ -249,10 +250,10 @@ class MACColumn(wiring.Component):
         for i in range(0, self._height, group):
             part = data_out[i:i + group]
             reg = Signal(32, name=f"drain_grp{i // group}")
-            m.d.sync += reg.eq(_select(part, low[:max(1, (len(part) - 1).bit_length())])
+            m.d.sync += reg.eq(_select(part, low[:index_width(len(part))])
                                if len(part) > 1 else part[0])
             firsts.append(reg)
-        m.d.sync += self.value.eq(_select(firsts, high_d[:max(1, (len(firsts) - 1).bit_length())])
+        m.d.sync += self.value.eq(_select(firsts, high_d[:index_width(len(firsts))])
                                   if len(firsts) > 1 else firsts[0])
         m.d.comb += self.done.eq(at_write.valid & at_write.last)
         return m

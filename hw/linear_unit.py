@@ -302,9 +302,15 @@ class LinearUnit(wiring.Component):
                 f"_s{self._pe0.round_stages}")
 
     @property
+    def pe_latency(self):
+        """:attr:`hw.dual_mode_pe.DualModePE.latency` of every PE of the array."""
+        return self._pe0.latency
+
+    @property
     def latency(self):
-        """Cycles from the job's last beat to its first ``y.valid`` (no stall)."""
-        return self._pe0.latency + 1
+        """Cycles from the job's last beat to its first ``y.valid`` (no stall): the PEs'
+        latency and the capture into the result buffer."""
+        return self.pe_latency + 1
 
     def elaborate(self, platform):
         m = Module()

@@ -49,6 +49,16 @@ class BSFPStream(Staged, wiring.Component):
             "o": Out(stream.Signature(output_shape)),
         })
 
+    @classmethod
+    def from_config(cls, config, *, stages=1):
+        """The block of a ``golden.config.Config``'s BSFP config, with ``stages`` registers
+        (1: the draft and the full pass each register their output once)."""
+        from golden.config import Config
+        if not isinstance(config, Config):
+            raise TypeError(f"{cls.__name__}.from_config needs a golden.config.Config, "
+                            f"not {config!r}")
+        return cls(config=config.bsfp, stages=stages)
+
     @property
     def config(self):
         return self._config

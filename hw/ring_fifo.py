@@ -122,3 +122,17 @@ class RingFIFO(wiring.Component):
             m.d.sync += self.peak_level.eq(level_next)
 
         return m
+
+    @property
+    def module_name(self):
+        """Verilog name encoding the parameters, e.g. ``ring_fifo_w4_d16``."""
+        return f"ring_fifo_w{self._width}_d{self._depth}"
+
+    @classmethod
+    def from_config(cls, config):
+        """The ring of live state-slot indices of a ``golden.config.Config``'s tree
+        verification: ``tree.slot_bits`` wide, ``tree.fifo_depth`` deep."""
+        from golden.config import Config
+        if not isinstance(config, Config):
+            raise TypeError(f"RingFIFO.from_config needs a golden.config.Config, not {config!r}")
+        return cls(width=config.tree.slot_bits, depth=config.tree.fifo_depth)

@@ -15,7 +15,7 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from golden.config import TreeConfig
+from golden.config import Config
 from golden.validate import check_int
 from hw.bits import OneHot, index_width
 from hw.ring_fifo import RingFIFO
@@ -108,11 +108,17 @@ class TreeVerifier(wiring.Component):
         })
 
     @classmethod
-    def from_config(cls, tree, *, max_passes=64):
-        """Build from a :class:`golden.config.TreeConfig`."""
-        if not isinstance(tree, TreeConfig):
-            raise TypeError(f"TreeVerifier.from_config needs a TreeConfig, not {tree!r}")
-        return cls(max_nodes=tree.max_nodes, fifo_depth=tree.fifo_depth, max_passes=max_passes)
+    def from_config(cls, config, *, max_passes=64):
+        """The verifier of a :class:`golden.config.Config`'s ``tree`` config."""
+        if not isinstance(config, Config):
+            raise TypeError(f"TreeVerifier.from_config needs a golden.config.Config, not {config!r}")
+        return cls(max_nodes=config.tree.max_nodes, fifo_depth=config.tree.fifo_depth,
+                   max_passes=max_passes)
+
+    @property
+    def module_name(self):
+        """Verilog name encoding the parameters, e.g. ``tree_verifier_n64_d16_p64``."""
+        return f"tree_verifier_n{self._max_nodes}_d{self._fifo_depth}_p{self._max_passes}"
 
     @property
     def max_nodes(self):

@@ -36,13 +36,13 @@ from golden.mamba2 import SSMParams, mamba2_init_params, ssm_step_hw_bits
 from hw.accelerator import ERROR
 from hw.linear_unit import result_layout
 from hw.regmap import accelerator_regmap
+from hw.ssm_unit import SEL_A, SEL_B, SEL_C, SEL_D, SEL_DT, SEL_DT_BIAS, SEL_X
 from sim.bench import TB, params, random_pattern
 from sim.linear_unit import Job
 from sim.ssm_unit import make_tokens
 
 __all__ = ["AccelTB", "token_frame", "param_frame"]
 
-SEL_B, SEL_C, SEL_X, SEL_DT, SEL_A, SEL_DT_BIAS, SEL_D = range(7)
 SHAPES = [(2, 2, 1), (2, 1, 2), (3, 1), (1, 2, 2), (2, 2), (3, 2)]
 
 

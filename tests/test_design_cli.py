@@ -160,3 +160,48 @@ def test_a_design_the_blocks_refuse_is_one_line(tmp_path, capsys):
                 str(tmp_path / "big"))
     assert "the design 'vck190' cannot be built: " in err
     assert list(tmp_path.iterdir()) == []
+
+
+CUSTOM_TOML = """\
+# A board that is no preset: its own name, clock, power assumptions and a smaller ring.
+name = "mylab"
+[board]
+name = "mylab_board"
+clock_mhz = 300
+static_w = 11.0
+mem_pj_per_byte = 100.0
+[tree]
+fifo_depth = 8
+"""
+
+
+@pytest.mark.filterwarnings("ignore:.*created but never used")
+def test_a_non_preset_design_runs_through_verilog_perf_and_estimate(tmp_path, capsys):
+    """One config path: a design that no preset names goes through every command, each
+    reading its board and tree from the design (before, perf looked the board up by name)."""
+    design = tmp_path / "mylab.toml"
+    design.write_text(CUSTOM_TOML)
+    base = ["--board", "vck190", "--config", str(design)]
+    config = config_from_dict(show(capsys, *base))
+    ring = f"ring_fifo_w{config.tree.slot_bits}_d8"
+
+    assert main(["verilog", *base, "--only", "ring_fifo", "--out", str(tmp_path / "v"),
+                 "--quiet"]) == 0
+    manifest = json.loads((tmp_path / "v" / "manifest.json").read_text())
+    assert manifest["modules"] == [ring] and manifest["board"] == "mylab_board"
+    assert config_from_dict(manifest["config"]) == config
+
+    assert main(["perf", *base, "--target", "130M", "--draft", "none", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    acc = d["accelerator"]
+    assert (d["board"], acc["board"]["clock_mhz"], acc["fifo_depth"]) == ("mylab_board", 300.0, 8)
+    assert acc["power"]["static_w"] == 11.0 and acc["power"]["pj_per_byte"] == 100.0
+    # A tree that fits the preset's 16-slot ring but not this design's 8 is refused.
+    err = error(capsys, "perf", *base, "--target", "2.7B", "--draft", "370M",
+                "--tree", "3,3", "--alpha", "0.5")
+    assert "does not fit the mylab_board tree verifier's ring of 8 state slots" in err
+
+    assert main(["estimate", *base, "--block", "ring_fifo", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert [b["block"] for b in report["blocks"]] == [ring]
+    assert report["board"] == "mylab_board" and report["clock_mhz"] == 300.0

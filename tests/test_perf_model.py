@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 from gen.cli.commands import main
-from gen.perf.blocks import (PE_LATENCY, LinearJob, SSMTiming, linear_schedule, matmul_jobs,
+from gen.perf.blocks import (LinearJob, SSMTiming, linear_schedule, matmul_jobs, pe_latency,
                              ssm_stream)
 from gen.perf.claims import SEED
-from gen.perf.system import (JSON_KEYS, Accelerator, StepConfig, accelerator, expected_tokens,
+from gen.perf.system import (JSON_KEYS, StepConfig, accelerator, expected_tokens,
                              mamba_dims, model_names, paper_rows, perf_board_names, seed_step,
                              speq_step, step_model, weight_bytes)
 from golden.config import LinearConfig, preset
@@ -35,7 +35,7 @@ STEPS = [
 @pytest.mark.parametrize("step", STEPS, ids=lambda s: f"{s.target}-{s.draft}-{len(s.tree.branching)}")
 def test_roofline_never_exceeded(board, sizing, step):
     for overlap in (0.0, 1.0):
-        acc = accelerator(board, sizing=sizing, overlap=overlap, restore_overlap=overlap)
+        acc = accelerator(preset(board), sizing=sizing, overlap=overlap, restore_overlap=overlap)
         res = step_model(acc, step)
         assert res.tokens_per_s <= res.roofline_tokens_per_s * (1 + 1e-12)
         assert 0 < res.roofline_ratio <= 1 + 1e-12
@@ -45,38 +45,41 @@ def test_roofline_never_exceeded(board, sizing, step):
 
 
 def test_spec_anchor_152_target_passes():
-    """SPEC §7: 2.7B in FP16 (about 5.4 GB) at 819 GB/s allows about 152 passes/s."""
-    res = step_model(accelerator("vhk158"), StepConfig(target="2.7B", draft="none", tree=()))
+    """The weight-streaming limit: 2.7B in FP16 (about 5.4 GB) at the VHK158's HBM2e, 819 GB/s
+    (geometry below), allows about 152 passes/s."""
+    res = step_model(accelerator(preset("vhk158")), StepConfig(target="2.7B", draft="none", tree=()))
     assert 5.3e9 < weight_bytes(mamba_dims("2.7B")) < 5.5e9
     assert 148 < res.roofline_tokens_per_s < 156
 
 
 @pytest.mark.parametrize("step", STEPS[:4], ids=["seed", "speq", "ar", "small"])
 def test_monotone_in_bandwidth_and_clock(step):
-    base = accelerator("vhk158")
+    config = preset("vhk158")
+    base = accelerator(config)
+
+    def board(**change):
+        return accelerator(dataclasses.replace(config, board=dataclasses.replace(config.board,
+                                                                                 **change)))
     last = 0.0
-    for bw in (6.0, 12.0, 50.0, 200.0, 819.0, 3000.0):
-        acc = Accelerator(**{**base.__dict__, "board": base.board.__class__(
-            **{**base.board.__dict__, "mem_bw_gbs": bw})})
-        t = step_model(acc, step).tokens_per_s
+    for bw in (6.0, 12.0, 50.0, 200.0, 800.0, 3000.0):
+        t = step_model(board(mem_bw_gbs=bw), step).tokens_per_s
         assert t >= last * (1 - 1e-12)
         last = t
-    slow = Accelerator(**{**base.__dict__, "board": base.board.__class__(
-        **{**base.board.__dict__, "clock_mhz": 100.0})})
+    slow = board(clock_mhz=100.0)
     assert step_model(slow, step).tokens_per_s <= step_model(base, step).tokens_per_s
 
 
 def test_monotone_in_rows_and_overlap():
     step = seed_step()
-    base = accelerator("vhk158")
+    config = preset("vhk158")
     prev = 0.0
     for rows in (16, 64, 256, 1024):
-        acc = Accelerator(**{**base.__dict__, "linear": LinearConfig(rows=rows, cols=16,
-                                                                      quant_lanes=3, max_k=8192)})
+        acc = accelerator(dataclasses.replace(config, linear=LinearConfig(
+            rows=rows, cols=16, quant_lanes=3, max_k=8192)))
         t = step_model(acc, step).tokens_per_s
         assert t >= prev
         prev = t
-    ts = [step_model(accelerator("vhk158", overlap=o), step).tokens_per_s for o in (0, 0.5, 1)]
+    ts = [step_model(accelerator(config, overlap=o), step).tokens_per_s for o in (0, 0.5, 1)]
     assert ts == sorted(ts)
 
 
@@ -92,7 +95,7 @@ def test_speq_draft_reads_the_nibble_plane():
     w = (np.random.default_rng(0).standard_normal((5, 33)) * 0.1).astype(np.float16)
     assert pack_nibbles(encode(w.view(np.uint16)).nibbles).nbytes == 5 * math.ceil(33 / 2)
     # and the step model charges every draft pass exactly that
-    res = step_model(accelerator("vhk158"), speq_step(continue_prob=1.0))
+    res = step_model(accelerator(preset("vhk158")), speq_step(continue_prob=1.0))
     assert res.draft_passes == 16
     assert math.isclose(res.phase("draft").weight_bytes, 16 * weight_bytes(dims, bits=4))
     assert math.isclose(res.phase("verify").weight_bytes, weight_bytes(dims, bits=16))
@@ -122,8 +125,15 @@ def test_block_models_use_the_rtl_latencies():
     from hw.linear_unit import LinearUnit
     from hw.ssm_unit import SSMUnit
 
-    assert DualModePE().latency == PE_LATENCY
-    assert LinearUnit(rows=2, cols=2, fmt_out=FP32).latency == PE_LATENCY + 1
+    # The model's PE latency is the one of the PEs built from the same config: it follows
+    # pipeline.pe_round_stages one for one (a constant in the model would not).
+    sim = preset("sim")
+    lat = {r: pe_latency(dataclasses.replace(sim, pipeline=dataclasses.replace(
+        sim.pipeline, pe_round_stages=r))) for r in (1, 2, 4)}
+    assert (lat[2] - lat[1], lat[4] - lat[1]) == (1, 3)
+    assert lat[sim.pipeline.pe_round_stages] == DualModePE(
+        round_stages=sim.pipeline.pe_round_stages).latency
+    assert LinearUnit(rows=2, cols=2, fmt_out=FP32).latency == DualModePE().latency + 1
     for geom, lm, la in [(dict(nheads=2, headdim=4, d_state=8, lanes=2), 1, 1),
                          (dict(nheads=80, headdim=64, d_state=128, lanes=128), 2, 2),
                          (dict(nheads=3, headdim=3, d_state=6, lanes=2), 0, 5)]:
@@ -139,12 +149,12 @@ def test_linear_closed_form_equals_recurrence():
     for _ in range(50):
         s, r, n = int(rng.integers(1, 12)), int(rng.integers(1, 9)), int(rng.integers(1, 30))
         job = LinearJob(steps=s, n_rows=r)
-        runs = linear_schedule([(n, job)])
-        one = linear_schedule([job] * n)
+        runs = linear_schedule([(n, job)], pe_latency=6)
+        one = linear_schedule([job] * n, pe_latency=6)
         assert (runs.end, runs.stall_cycles, runs.capture) == (one.end, one.stall_cycles, one.capture)
     # a steady stream of tall jobs never stalls: Σ steps + latency + rows
-    big = linear_schedule([(5000, LinearJob(steps=100, n_rows=64))])
-    assert big.end == 5000 * 100 + PE_LATENCY + 64 and big.stall_cycles == 0 and big.capture == ()
+    big = linear_schedule([(5000, LinearJob(steps=100, n_rows=64))], pe_latency=9)
+    assert big.end == 5000 * 100 + 9 + 64 and big.stall_cycles == 0 and big.capture == ()
 
 
 def test_matmul_jobs_cover_the_matrix():
@@ -169,7 +179,8 @@ def test_ssm_period_is_the_stream_steady_state():
 def test_bigger_trees_pay_for_more_lanes():
     """A tree with more nodes than token lanes needs a second weight pass in the exact array."""
     from golden.config import LinearConfig
-    acc = accelerator("vhk158", linear=LinearConfig(rows=64, cols=16, max_k=8192))   # 16 lanes
+    acc = accelerator(dataclasses.replace(preset("vhk158"),
+                                          linear=LinearConfig(rows=64, cols=16, max_k=8192)))
     small = step_model(acc, StepConfig(target="2.7B", draft="370M", tree=(3, 1, 1, 1),
                                        tokens_per_step=4))                 # 13 nodes
     big = step_model(acc, StepConfig(target="2.7B", draft="370M", tree=(1, 1, 3, 3),
@@ -183,7 +194,7 @@ def test_bigger_trees_pay_for_more_lanes():
 def test_dsp_array_cost_grows_with_the_nodes_not_the_lanes():
     """The DSPFP32 array (board preset) spends one cycle per node and input: 13, 15 and 34
     nodes cost in proportion, with no rounding to a lane count (34 = 16 + 16 + 2)."""
-    acc = accelerator("vhk158")
+    acc = accelerator(preset("vhk158"))
     assert acc.linear.contract == "dspfp32"
     trees = ((3, 1, 1, 1), (1, 1, 3, 3), (3, 2, 2, 1))
     runs = [step_model(acc, StepConfig(target="2.7B", draft="370M", tree=tree, tokens_per_step=4))
@@ -197,8 +208,12 @@ def test_dsp_array_cost_grows_with_the_nodes_not_the_lanes():
 
 
 def test_validation_messages():
-    with pytest.raises(ValueError, match="unknown board 'sim'; allowed: vck190, vhk158"):
-        accelerator("sim")
+    with pytest.raises(ValueError, match="Accelerator.config.board 'sim' has no memory model "
+                                         r"\(mem_bw_gbs 0.0\); allowed boards: vck190, vhk158"):
+        accelerator(preset("sim"))
+    with pytest.raises(TypeError, match="accelerator: config must be a golden.config.Config, "
+                                        "not 'vhk158'"):
+        accelerator("vhk158")
     with pytest.raises(ValueError, match="StepConfig.target must be one of '130M'"):
         StepConfig(target="3B", draft="370M", tree=(2,), tokens_per_step=2)
     with pytest.raises(ValueError, match=r"StepConfig.tokens_per_step must be a finite number in \[1.0, 3\]"):
@@ -206,9 +221,9 @@ def test_validation_messages():
     with pytest.raises(ValueError, match="needs tokens_per_step or alpha"):
         StepConfig(target="2.7B", draft="370M", tree=(2, 2))
     with pytest.raises(ValueError, match=r"Accelerator.overlap must be a finite number in \[0.0, 1.0\]"):
-        accelerator("vhk158", overlap=1.5)
+        accelerator(preset("vhk158"), overlap=1.5)
     with pytest.raises(ValueError, match="tree needs 17 live state slots"):
-        step_model(accelerator("vhk158"), StepConfig(target="2.7B", draft="370M", tree=(2, 2, 2, 2),
+        step_model(accelerator(preset("vhk158")), StepConfig(target="2.7B", draft="370M", tree=(2, 2, 2, 2),
                                                      alpha=0.8))
     with pytest.raises(TypeError):
         StepConfig("2.7B", "370M", (2,))
@@ -217,7 +232,7 @@ def test_validation_messages():
 def test_json_schema():
     # A tokens/step chosen here, not the seed's: the JSON must report the step it was given.
     step = dataclasses.replace(seed_step(), tokens_per_step=4.5)
-    res = step_model(accelerator("vhk158"), step)
+    res = step_model(accelerator(preset("vhk158")), step)
     d = json.loads(res.to_json())
     assert tuple(sorted(d)) == JSON_KEYS
     assert [p["name"] for p in d["phases"]] == ["draft", "verify", "restore"]

@@ -1,9 +1,11 @@
 """``TreeVerifier``: parameter checks, lint, and the cocotb bench (``sim/tree_verifier.py``)."""
 
+import dataclasses
+
 import pytest
 from amaranth.hdl import Fragment
 
-from golden.config import TreeConfig
+from golden.config import TreeConfig, preset
 from hw.tree_verifier import TreeVerifier
 from sim.lint import lint
 from sim.runner import emit_verilog, run_bench, simulator_available
@@ -83,9 +85,12 @@ def test_tree_verifier_parameters_are_keyword_only():
 
 @pytest.mark.filterwarnings("ignore:.*created but never used")
 def test_tree_verifier_from_config():
-    tv = TreeVerifier.from_config(TreeConfig(fifo_depth=5, max_nodes=40))
+    config = dataclasses.replace(preset("sim"), tree=TreeConfig(fifo_depth=5, max_nodes=40))
+    tv = TreeVerifier.from_config(config)
     assert (tv.max_nodes, tv.fifo_depth, tv.max_passes, tv.latency) == (40, 5, 64, 1)
+    assert tv.module_name == "tree_verifier_n40_d5_p64"
     assert tv.peak_level.shape().width == 3
-    with pytest.raises(TypeError, match="TreeVerifier.from_config needs a TreeConfig, not 16"):
+    with pytest.raises(TypeError, match="TreeVerifier.from_config needs a golden.config.Config, "
+                                        "not 16"):
         TreeVerifier.from_config(16)
     Fragment.get(tv, None)  # elaborates: the component is well formed

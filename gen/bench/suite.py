@@ -97,9 +97,10 @@ def bench_rtl(cycles=50_000):
 
     rows = []
     for width, depth in ((4, 16), (32, 1024)):
-        name = f"ring_fifo_w{width}_d{depth}"
+        dut = RingFIFO(width=width, depth=depth)
+        name = dut.module_name
         with tempfile.TemporaryDirectory() as tmp:
-            results = run_bench(RingFIFO(width=width, depth=depth), name=name,
+            results = run_bench(dut, name=name,
                                 module="sim.ring_fifo", testcase="random_traffic",
                                 params={"width": width, "depth": depth, "cycles": cycles},
                                 seed=1, test_dir=tmp)
@@ -108,10 +109,10 @@ def bench_rtl(cycles=50_000):
                      "unit": "cycles/s",
                      "command": "specgen bench (sim.ring_fifo random_traffic, 50,000 cycles, seed 1)",
                      "note": "every cycle driven and checked against the golden model in Python"})
-    name = "tree_verifier_n64_d16"
+    dut = TreeVerifier(max_nodes=64, fifo_depth=16, max_passes=4)
+    name = dut.module_name
     with tempfile.TemporaryDirectory() as tmp:
-        results = run_bench(emit_verilog(TreeVerifier(max_nodes=64, fifo_depth=16, max_passes=4),
-                                         name=name), name=name, module="sim.tree_verifier",
+        results = run_bench(emit_verilog(dut, name=name), name=name, module="sim.tree_verifier",
                             testcase="random_trees", seed=1, test_dir=tmp,
                             params={"max_nodes": 64, "fifo_depth": 16, "max_passes": 4,
                                     "trees": 200})

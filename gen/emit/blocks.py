@@ -5,11 +5,12 @@ import re
 
 from gen.cli.errors import CLIError
 
-__all__ = ["blocks", "block_kind", "select_blocks"]
+__all__ = ["blocks", "block_kind", "select_blocks", "top_block"]
 
 
-def blocks(config):
-    """``{module_name: component}`` for every block of ``config``, the top level last."""
+def _builders():
+    """The functions that build each block of a design from its config, in hierarchy order
+    (the top level last), with why each block is there."""
     from hw.accelerator import Accelerator
     from hw.exponent_decoder import ExponentDecoder
     from hw.fp16_reconstructor import FP16Reconstructor
@@ -18,30 +19,48 @@ def blocks(config):
     from hw.ssm_unit import SSMUnit
     from hw.tree_verifier import TreeVerifier
 
-    tree = config.tree
-    decoder = ExponentDecoder(config=config.bsfp, stages=1)
-    reconstructor = FP16Reconstructor(config=config.bsfp, stages=1)
-    out = {
+    def ssm_unit(config):
+        pipe = config.pipeline
+        return SSMUnit(cfg=config.ssm, mul_stages=pipe.fp_mul_stages, add_stages=pipe.fp_add_stages)
+
+    return (
         # The tree verifier's ring of live state-slot indices (SpecMamba §FIFO tree verification).
-        f"ring_fifo_w{tree.slot_bits}_d{tree.fifo_depth}":
-            RingFIFO(width=tree.slot_bits, depth=tree.fifo_depth),
+        RingFIFO.from_config,
         # SpecMamba's breadth-first tree schedule over a ring of live state slots.
-        f"tree_verifier_n{tree.max_nodes}_d{tree.fifo_depth}": TreeVerifier.from_config(tree),
+        TreeVerifier.from_config,
         # SPEQ draft pass: nibble {s, c} -> draft sign and exponent (NOR remap detection).
-        decoder.module_name: decoder,
+        ExponentDecoder.from_config,
         # SPEQ full pass: nibble + residue planes -> scaled FP16 weight (W undoes the remap).
-        reconstructor.module_name: reconstructor,
-    }
-    pipe = config.pipeline
-    # SpecMamba linear unit: DSPFP32 MAC slots (board presets) or exact dual-mode PEs.
-    linear = linear_unit_for(config)
-    out[linear.module_name] = linear
-    # SpecMamba SSM unit: one Mamba2 layer's state swept by `lanes` EMUs per cycle.
-    ssm = SSMUnit(cfg=config.ssm, mul_stages=pipe.fp_mul_stages, add_stages=pipe.fp_add_stages)
-    out[ssm.module_name] = ssm
-    # The top level: AXI4-Lite registers, AXI4-Stream data, the tree-verification scheduler.
-    out.update((t.module_name, t) for t in [Accelerator(config=config)])
-    return out
+        FP16Reconstructor.from_config,
+        # SpecMamba linear unit: DSPFP32 MAC slots (board presets) or exact dual-mode PEs.
+        linear_unit_for,
+        # SpecMamba SSM unit: one Mamba2 layer's state swept by `lanes` EMUs per cycle.
+        ssm_unit,
+        # The top level: AXI4-Lite registers, AXI4-Stream data, the tree-verification scheduler.
+        Accelerator.from_config,
+    )
+
+
+def blocks(config):
+    """``{module_name: component}`` for every block of ``config``, each built from the config
+    and named by its own ``module_name``."""
+    return {c.module_name: c for c in (build(config) for build in _builders())}
+
+
+def top_block(modules):
+    """The name of the block of ``modules`` that the Vivado flow and the FuseSoC core build:
+    the highest in the hierarchy (the accelerator, unless ``--only`` left it out)."""
+    from hw.accelerator import Accelerator
+    from hw.dsp_linear_unit import DSPLinearUnit
+    from hw.exponent_decoder import ExponentDecoder
+    from hw.fp16_reconstructor import FP16Reconstructor
+    from hw.linear_unit import LinearUnit
+    from hw.ring_fifo import RingFIFO
+    from hw.ssm_unit import SSMUnit
+    from hw.tree_verifier import TreeVerifier
+    rank = (RingFIFO, TreeVerifier, ExponentDecoder, FP16Reconstructor, LinearUnit, DSPLinearUnit,
+            SSMUnit, Accelerator)
+    return max(modules, key=lambda name: rank.index(type(modules[name])))
 
 
 def block_kind(component):

@@ -11,7 +11,7 @@ from golden.config import preset
 from hw.hierarchy import ModuleLibrary, convert
 from hw.regmap import accelerator_regmap
 
-from gen.emit.blocks import block_kind, blocks, select_blocks  # noqa: F401 (re-exported)
+from gen.emit.blocks import block_kind, blocks, select_blocks, top_block  # noqa: F401 (re-exported)
 from gen.emit.dsp_check import write_dsp_check
 from gen.cli.errors import CLIError
 from gen.emit.regmap_doc import c_header
@@ -79,7 +79,7 @@ def write_verilog(*, out, config=None, board=None, progress=None, only=None):
     only : sequence of str, optional
         Emit only these blocks (:func:`block_kind` names: ``ring_fifo``,
         ``linear_unit``, ...); the Vivado flow and the FuseSoC core then build
-        the last of them in :func:`blocks` order.
+        the highest of them in the hierarchy (:func:`top_block`).
     """
     if (config is None) == (board is None):
         raise TypeError("write_verilog needs config or board, not both or neither")
@@ -113,7 +113,7 @@ def write_verilog(*, out, config=None, board=None, progress=None, only=None):
         write_regmap_files(tmp, regmap)
         # The Vivado flow and the FuseSoC core build the top level from its own file,
         # which holds every module it instantiates (the other files are blocks on their own).
-        top = list(modules)[-1]    # blocks() lists the design's top level last
+        top = top_block(modules)
         xdc = None
         synth_sources = None
         if config.board.part is not None:

@@ -23,20 +23,14 @@ from gen.cli.errors import CLIError
 from gen.estimate.depth import ModuleDepth, NS_PER_LEVEL, OVERHEAD_NS, level_budget, logic_depth
 from gen.estimate.dsp_model import analytical_dsp58
 from gen.estimate.yosys import RESOURCES, cell_counts, synthesize
+from gen.perf.claims import SEED_VHK158
 
-__all__ = ["PROXY_LABEL", "SEED_VHK158", "BlockEstimate", "estimate_block", "pipeline_depths",
+__all__ = ["PROXY_LABEL", "BlockEstimate", "estimate_block", "pipeline_depths",
            "pipeline_depth_markdown", "FIT_BLOCKS", "FULL_SSM_MAX_LANES", "estimate_fit", "estimate",
-           "FIT_LIMITS", "fit_summary", "render_markdown", "write_estimate", "DEVICE", "SEED_ROWS",
+           "FIT_LIMITS", "fit_summary", "render_markdown", "write_estimate", "SEED_ROWS",
            "render_doc", "write_estimate_doc"]
 PROXY_LABEL = "UltraScale+ proxy"
 
-#: SpecMamba's VHK158 resource table, as its design notes give it (``docs/sources.md``).
-SEED_VHK158 = {
-    "Linear unit": {"LUT": 254_000, "FF": 403_400, "DSP": 3537, "BRAM": 142, "URAM": 30},
-    "SSM unit": {"LUT": 253_500, "FF": 382_100, "DSP": 1068},
-    "State controller": {"LUT": 31_500, "DSP": 0},
-    "Total": {"LUT": 975_000, "DSP": 5093},
-}
 
 
 @dataclass
@@ -148,7 +142,11 @@ def _ssm_fit_points(cfg):
     while lanes < cfg.lanes and len(points) < 2:
         heads, rem = divmod(cfg.nheads * lanes, cfg.lanes)
         if rem == 0 and heads >= 1 and cfg.d_state % lanes == 0:
-            points.append(replace(cfg, nheads=heads, lanes=lanes))
+            # The widest input port the smaller geometry allows (SSMConfig.input_words).
+            w = cfg.input_words
+            while w > 1 and any(v % w for v in (lanes, cfg.d_state, heads, heads * cfg.headdim)):
+                w //= 2
+            points.append(replace(cfg, nheads=heads, lanes=lanes, input_words=w))
         lanes *= 2
     return points
 
@@ -418,10 +416,7 @@ def _device(board):
     return dict(caps, part=b.part.split("-")[0]) if b.part else None
 
 
-#: Device capacities for the utilization columns, read from the board presets.
-DEVICE = {n: _device(n) for n in ("vck190", "vhk158")}
-
-#: Which blocks of ours stand for which line of that table.
+#: Which blocks of ours stand for which line of the seed's table.
 SEED_ROWS = (("Linear unit", ("LinearUnit",)), ("SSM unit", ("SSMUnit",)),
              ("State controller", ("tree_verifier", "ring_fifo")))
 
@@ -507,7 +502,7 @@ def render_doc(reports, *, fit_check=None, pipeline=None):
                          f"{_fmt(ours.get('DSP', 0))} | {analytic:,} | {seed.get('BRAM', '–')} | "
                          f"{_fmt(ours.get('BRAM', 0))} | {names} |")
         tot = _group(rep, tuple(b.block for b in rep["blocks"]))
-        dev = DEVICE["vhk158"]
+        dev = _device("vhk158")
         lines += [f"| Total | {SEED_VHK158['Total']['LUT']:,} (56.6%) | {_fmt(tot.get('LUT', 0))} "
                   f"({100 * tot.get('LUT', 0) / dev['LUT']:.0f}%) | – | {_fmt(tot.get('FF', 0))} | "
                   f"{SEED_VHK158['Total']['DSP']:,} (68.8%) | {_fmt(tot.get('DSP', 0))} | "
@@ -523,7 +518,7 @@ def render_doc(reports, *, fit_check=None, pipeline=None):
             ""]
     for board, rep in reports.items():
         lines.append(render_markdown(rep).replace("## ", "## Board ", 1))
-        dev = DEVICE.get(board)
+        dev = _device(board)
         if dev:
             tot = _group(rep, tuple(b.block for b in rep["blocks"]))
             lines += [f"Against the {dev['part']}: {_fmt(tot.get('LUT', 0))} LUTs of "

@@ -312,8 +312,10 @@ PERF = dict(board="vhk158", target="2.7B", draft="370M", sizings=("preset", "dsp
 def _perf_rows(res):
     """``(draft, tree, γ, tokens/step, source, [tokens/s per sizing])`` rows."""
     from gen.perf.cli import DEFAULT_ACCEPT, SPEQ_DEFAULT_ALPHA, fit_continue_prob
+    from golden.config import preset
+
     from gen.perf.system import StepConfig, accelerator, step_model
-    accs = [accelerator(PERF["board"], sizing=z) for z in PERF["sizings"]]
+    accs = [accelerator(preset(PERF["board"]), sizing=z) for z in PERF["sizings"]]
 
     def run(draft, tree, **kw):
         try:

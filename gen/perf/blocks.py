@@ -20,14 +20,16 @@ from golden.mamba2 import SSMConfig
 from golden.tree import fifo_schedule, schedule_beats
 from golden.validate import check_choice, check_int
 
-__all__ = ["PE_LATENCY", "LinearJob", "LinearSchedule", "linear_schedule", "matmul_jobs",
+__all__ = ["pe_latency", "LinearJob", "LinearSchedule", "linear_schedule", "matmul_jobs",
            "dsp_linear_latency", "DSP_DRAIN_TO_Y", "dsp_linear_schedule", "dsp_matmul_jobs", "SSMTiming",
            "SSMStream", "ssm_stream", "tree_verifier_cycles", "ring_fifo_cycles"]
 
-#: DualModePE pipeline latency with LinearUnit's defaults: input register +
-#: mul_stages 1 + acc_stages 1 + accumulator + round_stages 2 (the board presets
-#: register 4 rounding stages: ``PE_LATENCY - 2 + pe_round_stages``).
-PE_LATENCY = 1 + 1 + 1 + 1 + 2
+def pe_latency(config):
+    """:attr:`hw.linear_unit.LinearUnit.pe_latency` of the ``LinearUnit`` built from a
+    ``golden.config.Config`` (its PEs' pipeline, with ``pipeline.pe_round_stages``)."""
+    from hw.hierarchy import template
+    from hw.linear_unit import LinearUnit
+    return template(LinearUnit.from_config(config)).pe_latency
 
 
 # =====================================================================================
@@ -91,7 +93,7 @@ class LinearSchedule:
         return self.end + 1
 
 
-def linear_schedule(jobs, *, pe_latency=PE_LATENCY):
+def linear_schedule(jobs, *, pe_latency):
     """Cycle model of ``LinearUnit`` for back-to-back jobs, no idle source, ``y`` always ready.
 
     The array takes one beat per cycle and the next command in the cycle of the
@@ -110,7 +112,7 @@ def linear_schedule(jobs, *, pe_latency=PE_LATENCY):
         :class:`LinearJob`, ``(count, LinearJob)`` runs (:func:`matmul_jobs`) or
         ``(steps, n_rows)`` pairs. Runs of identical jobs are evaluated in closed form.
     pe_latency : int
-        :attr:`hw.dual_mode_pe.DualModePE.latency` (default :data:`PE_LATENCY`).
+        :attr:`hw.linear_unit.LinearUnit.pe_latency` of the unit (:func:`pe_latency`).
 
     Returns
     -------

@@ -127,7 +127,12 @@ def _linear_record(index, simulator="amaranth"):
         meas = measure_linear(rows, cols, lanes, max_k, fmt, jobs)
     else:
         meas = _verilator_linear(rows, cols, lanes, max_k, fmt, jobs)
-    model = linear_schedule(jobs)
+    from hw.hierarchy import template
+    from hw.linear_unit import LinearUnit
+    # The model reads the PE latency of the very unit it is compared with.
+    unit = template(LinearUnit(rows=rows, cols=cols, quant_lanes=lanes, max_k=max_k,
+                               fmt_out=_fmt(fmt)))
+    model = linear_schedule(jobs, pe_latency=unit.pe_latency)
     model_first = [c + 1 for c in model.capture]
     worst = max(abs(a - b) / max(b, 1) for a, b in zip(model_first, meas["first_y"]))
     return {
@@ -332,10 +337,8 @@ def _verilator_tree(max_nodes, fifo_depth, max_passes, trees):
     from hw.tree_verifier import TreeVerifier
     from sim.runner import emit_verilog
 
-    name = f"tree_verifier_n{max_nodes}_d{fifo_depth}"
-    if max_passes != 4:
-        name += f"_p{max_passes}"
     dut = TreeVerifier(max_nodes=max_nodes, fifo_depth=fifo_depth, max_passes=max_passes)
+    name = dut.module_name
     return _run_probe(emit_verilog(dut, name=name), name=name, testcase="tree_timing",
                       params={"trees": trees, "max_nodes": max_nodes, "fifo_depth": fifo_depth,
                               "max_passes": max_passes})["trees"]
@@ -344,8 +347,8 @@ def _verilator_tree(max_nodes, fifo_depth, max_passes, trees):
 def _verilator_ring(width, depth, cases):
     from hw.ring_fifo import RingFIFO
 
-    name = f"ring_fifo_w{width}_d{depth}"
-    return _run_probe(RingFIFO(width=width, depth=depth), name=name, testcase="ring_timing",
+    dut = RingFIFO(width=width, depth=depth)
+    return _run_probe(dut, name=dut.module_name, testcase="ring_timing",
                       params={"width": width, "depth": depth,
                               "cases": [list(c) for c in cases]})["cycles"]
 

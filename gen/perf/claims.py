@@ -1,7 +1,15 @@
 """The papers' claims the model is compared with: SpecMamba (arXiv 2509.19873) and SPEQ
 (arXiv 2510.18525). Never our figures; every report labels them as the papers'."""
 
-__all__ = ["SEED", "SEED_TREE", "SPEQ_CHAIN", "SPEQ_ALPHA"]
+__all__ = ["SEED_VHK158", "SEED", "SEED_TREE", "SPEQ_CHAIN", "SPEQ_ALPHA"]
+
+#: SpecMamba's VHK158 resource table: LUT, FF, DSP58, BRAM and URAM per unit.
+SEED_VHK158 = {
+    "Linear unit": {"LUT": 254_000, "FF": 403_400, "DSP": 3537, "BRAM": 142, "URAM": 30},
+    "SSM unit": {"LUT": 253_500, "FF": 382_100, "DSP": 1068},
+    "State controller": {"LUT": 31_500, "DSP": 0},
+    "Total": {"LUT": 975_000, "DSP": 5093},
+}
 
 #: Figures claimed by SpecMamba (throughput, speed-ups, energy, DSP use on VHK158) and SPEQ
 #: (acceptance and speed-up ranges).
@@ -15,8 +23,8 @@ SEED = {
     "energy_vs_fpga": 1.26,
     "tokens_per_step": 4.91,
     "draft_time_share": 0.35,
-    "linear_dsp_vhk158": 3537,
-    "ssm_dsp_vhk158": 1068,
+    "linear_dsp_vhk158": SEED_VHK158["Linear unit"]["DSP"],
+    "ssm_dsp_vhk158": SEED_VHK158["SSM unit"]["DSP"],
     "tops_per_w": {"vck190": 2.09, "vhk158": 4.91},
     "speq_acceptance": (0.964, 0.990),
     "speq_speedup": (2.07, 2.18),

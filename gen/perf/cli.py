@@ -15,17 +15,19 @@ draft model not smaller than its target, more committed tokens than drafted
 levels) is refused by :func:`check_step`, naming the flags.
 """
 
-import dataclasses
 import json
 import sys
 from pathlib import Path
 
 from gen.cli.errors import CLIError
+from gen.perf.claims import SEED, SPEQ_ALPHA
 
 __all__ = ["add_parser", "run", "parse_tree", "read_acceptance", "fit_continue_prob"]
 
-DEFAULT_ACCEPT = 4.91
-SPEQ_DEFAULT_ALPHA = 0.97
+#: Tokens per step without --accept/--alpha: SpecMamba's reported figure.
+DEFAULT_ACCEPT = SEED["tokens_per_step"]
+#: SPEQ's per-token acceptance without --alpha (:data:`gen.perf.claims.SPEQ_ALPHA`).
+SPEQ_DEFAULT_ALPHA = SPEQ_ALPHA
 
 
 def parse_tree(text):
@@ -80,8 +82,8 @@ def add_parser(sub):
     from gen.cli.design import add_design_args
 
     p = sub.add_parser("perf", help="model tokens/s, time split and tokens/J of one decoding step")
-    # --config/--set change the board's clock, bandwidth, arrays and pipelines; the power
-    # model and --sizing dsp stay those of the board preset named by board.name.
+    # --config/--set change every fact of the design the model reads: the board's clock,
+    # bandwidth, DSP58 count and power assumptions, the arrays, the tree and the pipelines.
     add_design_args(p, boards=perf_board_names())
     p.add_argument("--target", required=True, metavar="MODEL",
                    help=f"Mamba2 target: {', '.join(model_names())}")
@@ -213,16 +215,16 @@ def run(args, *, out=None):
                                  model_names, perf_board_names, step_model)
     from gen.perf.report import format_result
 
-    from golden.config import preset
-
     from gen.cli.design import resolve_config
 
     out = sys.stdout if out is None else out
     if args.board is not None:
         _check("board", args.board, perf_board_names())
     config = resolve_config(args)
-    board = config.board.name
-    _check("board", board, perf_board_names())
+    if config.board.mem_bw_gbs <= 0:
+        raise CLIError(f"board {config.board.name!r} has no memory model (board.mem_bw_gbs 0); "
+                       f"allowed: {', '.join(perf_board_names())}, or a design with "
+                       f"board.mem_bw_gbs > 0")
     _check("target", args.target, model_names())
     _check("draft", args.draft, model_names() + DRAFT_CHOICES)
     _check("sizing", args.sizing, SIZINGS)
@@ -250,22 +252,10 @@ def run(args, *, out=None):
             accept = DEFAULT_ACCEPT
     if cont is None:
         cont = alpha if speq and alpha is not None else 1.0
-    ring = preset(board).tree.fifo_depth
-    if config.tree.fifo_depth != ring:
-        # gen.perf.system.step_model schedules the tree on the preset's ring.
-        raise CLIError(f"tree.fifo_depth {config.tree.fifo_depth} (--config/--set): the "
-                       f"performance model uses the {board} preset's ring of {ring} slots; "
-                       f"allowed: {ring}")
     check_step(args, tree=tree, accept=accept, cont=cont, config=config)
-    # The design's own board and blocks; --sizing dsp resizes the arrays from the preset's.
-    design = dict(board=config.board) if args.sizing != "preset" else dict(
-        board=config.board, linear=config.linear, ssm_lanes=config.ssm.lanes,
-        ssm_mul_stages=config.pipeline.fp_mul_stages,
-        ssm_add_stages=config.pipeline.fp_add_stages,
-        pe_round_stages=config.pipeline.pe_round_stages)
     try:
-        acc = dataclasses.replace(accelerator(board, sizing=args.sizing, overlap=args.overlap),
-                                  **design)
+        # The design itself (its board, blocks and tree); --sizing dsp resizes its arrays.
+        acc = accelerator(config, sizing=args.sizing, overlap=args.overlap)
         step = StepConfig(target=args.target, draft=args.draft, tree=tree if args.draft != "none" else (),
                           tokens_per_step=accept if args.draft != "none" else None,
                           alpha=alpha if args.draft != "none" else None, continue_prob=cont,

@@ -9,6 +9,7 @@ model output (``gen/perf/system.py``) or a claim of the papers or their design n
 
 from pathlib import Path
 
+from golden.config import preset
 from golden.tree import TreeShape
 
 from gen.perf.claims import SEED
@@ -119,14 +120,16 @@ def gap_sentences(rows=None):
     hp = _find(rows, "vhk158", "preset", "SpecMamba")
     hd = _find(rows, "vhk158", "dsp", "SpecMamba")
     acc = hp.accel
+    claimed = SEED["specmamba_tok_s"]
     tgt = mamba_dims("2.7B")
     w_cycle = acc.bandwidth / acc.clock_hz / 2
     ver = hp.phase("verify")
     out.append(
         f"**Roofline vs SpecMamba's claim.** The weight-streaming roofline of SpecMamba's step "
         f"(4 draft passes of the 370M model plus one 2.7B verify pass, "
-        f"{_gb(hp.roofline_bytes)} GB at 819 GB/s) is {hp.roofline_tokens_per_s:,.0f} tok/s, so "
-        f"the claimed 313 tok/s is {100 * 313 / hp.roofline_tokens_per_s:.0f} % of it; the notes "
+        f"{_gb(hp.roofline_bytes)} GB at {acc.board.mem_bw_gbs:g} GB/s) is "
+        f"{hp.roofline_tokens_per_s:,.0f} tok/s, so the claimed {claimed:g} tok/s is "
+        f"{100 * claimed / hp.roofline_tokens_per_s:.0f} % of it; the notes "
         f"put the rest in drafting (35 % of the time) and scheduling (85 % of peak).")
     out.append(
         f"**Ours (VHK158 preset) vs the roofline.** The verify pass is compute-bound: the "
@@ -137,17 +140,19 @@ def gap_sentences(rows=None):
         f"{_ms(ver.linear_cycles / acc.clock_hz)} ms instead of {_ms(ver.t_mem)} ms; its "
         f"{acc.linear.cols} token lanes only help up to the tree's {hp.verify_nodes:.0f} nodes.")
     out.append(
-        f"**DSP-sized array.** Giving the linear unit SpecMamba's 3,537 DSP58 (notes) at 16 token lanes "
+        f"**DSP-sized array.** Giving the linear unit SpecMamba's {SEED['linear_dsp_vhk158']:,} "
+        f"DSP58 (notes) at 16 token lanes "
         f"yields {hd.accel.linear.rows} rows and {hd.tokens_per_s:,.1f} tok/s, still "
         f"{w_cycle / hd.accel.linear.rows:.1f}× short of the {w_cycle:,.0f} rows HBM could feed "
         f"at {acc.board.clock_mhz:g} MHz.")
-    steps_s = SEED["specmamba_tok_s"] / SEED["tokens_per_step"]
+    steps_s = claimed / SEED["tokens_per_step"]
     need_rows = steps_s * (tgt.linear_params + 4 * mamba_dims("370M").linear_params) / acc.clock_hz
     out.append(
-        f"**What 313 tok/s would take here.** {steps_s:.1f} steps/s with this dataflow needs "
+        f"**What {claimed:g} tok/s would take here.** {steps_s:.1f} steps/s with this dataflow needs "
         f"≥ {need_rows:,.0f} weights/cycle (PE rows) for the linear layers alone, "
-        f"{need_rows * 16:,.0f} DSP58 at 16 token lanes against the VHK158's 7,392, i.e. "
-        f"{need_rows * 16 / 7392:.1f} FP16 MACs per DSP58 per cycle where our DualModePE does one.")
+        f"{need_rows * 16:,.0f} DSP58 at 16 token lanes against the VHK158's "
+        f"{acc.board.dsp58:,}, i.e. {need_rows * 16 / acc.board.dsp58:.1f} FP16 MACs per DSP58 "
+        f"per cycle where our DualModePE does one.")
     ssm = hp.phase("verify").ssm_cycles / acc.clock_hz
     t = hp.accel
     st = ssm_timing(t, tgt)
@@ -272,7 +277,7 @@ def roofline_figure():
         arrays = []
         for sizing in SIZINGS:
             color = SIZING_COLORS[sizing]
-            acc = accelerator(board, sizing=sizing)
+            acc = accelerator(preset(board), sizing=sizing)
             arrays.append(f"{sizing} {acc.linear.rows}×{acc.linear.cols}")
             peak = 2 * acc.linear.rows * acc.linear.cols * acc.clock_hz
             xs = [10 ** (k / 20) for k in range(-20, 61)]
@@ -322,7 +327,7 @@ def acceptance_figure(*, alphas=None):
     fig, axes = plt.subplots(1, 2, figsize=(11, 5.2))
     for ax, board in zip(axes, BOARDS):
         for sizing, ls in (("preset", "-"), ("dsp", "--")):
-            acc = accelerator(board, sizing=sizing)
+            acc = accelerator(preset(board), sizing=sizing)
             for label, color, make in steps:
                 res = [step_model(acc, make(a)) for a in alphas]
                 ax.plot(alphas, [r.tokens_per_s for r in res], ls, color=color,
@@ -365,8 +370,8 @@ def write_plots(out):
     labels, ours_p, ours_d, roof = [], [], [], []
     for shape in TREE_SHAPES:
         step = StepConfig(target="2.7B", draft="370M", tree=shape, alpha=0.8)
-        rp = step_model(accelerator("vhk158", sizing="preset"), step)
-        rd = step_model(accelerator("vhk158", sizing="dsp"), step)
+        rp = step_model(accelerator(preset("vhk158"), sizing="preset"), step)
+        rd = step_model(accelerator(preset("vhk158"), sizing="dsp"), step)
         t = TreeShape(shape)
         labels.append(f"{list(shape) if len(shape) < 6 else f'chain {len(shape)}'}\n"
                       f"{t.num_nodes} nodes, {expected_tokens(t, alpha=0.8):.2f} tok")

@@ -7,8 +7,10 @@ from :mod:`gen.perf.claims`.
 Mamba2 target with a separate Mamba2 draft or with SPEQ self-speculation (the
 draft reads only the BSFP v1 nibble plane). Every phase is placed on a
 roofline: its time is the larger of its memory time (bytes / bandwidth) and
-its compute time (block cycles / clock). Blocks that have no RTL yet (the
-``StateController`` and the linear/SSM scheduler) are modeled by explicit
+its compute time (block cycles / clock). What the block models do not cover
+(the overlap of the linear and SSM units that the accelerator's scheduler
+achieves, the share of the restore hidden behind the next step, the
+``StateController``'s switch to an accepted state) is modeled by explicit
 parameters (:class:`Accelerator` ``overlap``, ``restore_overlap``,
 ``controller_cycles``) with a calibration hook (:class:`Calibration`).
 
@@ -18,20 +20,20 @@ every report.
 
 import json
 import math
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 
-from golden.config import BoardConfig, LinearConfig, PipelineConfig, preset, preset_names
+from golden.config import Config, preset, preset_names
 from golden.lm import LMConfig
-from golden.mamba2 import MAMBA2_DEFAULTS, MAMBA2_SIZES, MAMBA2_VOCAB, SSMConfig
+from golden.mamba2 import MAMBA2_DEFAULTS, MAMBA2_SIZES, MAMBA2_VOCAB
 from golden.tree import TreeShape, fifo_schedule
 from golden.validate import check_choice, check_float, check_int
 
-from gen.perf.blocks import (PE_LATENCY, SSMTiming, dsp_linear_schedule, dsp_matmul_jobs,
+from gen.perf.blocks import (SSMTiming, pe_latency, dsp_linear_schedule, dsp_matmul_jobs,
                              linear_schedule, matmul_jobs, ssm_stream, tree_verifier_cycles)
 from gen.perf.claims import SEED, SEED_TREE, SPEQ_ALPHA, SPEQ_CHAIN
 
 __all__ = ["VOCAB", "MambaDims", "model_names", "mamba_dims", "Calibration", "PowerModel",
-           "POWER_ASSUMPTIONS", "SIZINGS", "RESTORE_POLICIES", "Accelerator", "perf_board_names",
+           "PAPER_BOARD", "SIZINGS", "RESTORE_POLICIES", "Accelerator", "perf_board_names",
            "accelerator", "DRAFT_CHOICES", "StepConfig", "Phase", "StepResult", "JSON_KEYS",
            "expected_tokens", "SSM_OPS_PER_ELEM", "ssm_timing", "weight_bytes", "state_bytes",
            "step_model", "seed_step", "speq_step", "paper_rows"]
@@ -120,8 +122,8 @@ class Calibration:
     """Hook for measured corrections: multipliers on each block's modeled cycles.
 
     The block models agree with the RTL to within the calibration table
-    (``docs/perf.md``), so every factor is 1.0 today. When the StateController
-    and the scheduler exist, their measured figures replace the analytic
+    (``docs/perf.md``), so every factor is 1.0 today. Once a whole step of
+    ``hw.accelerator.Accelerator`` is measured, its figures replace the analytic
     parameters of :class:`Accelerator` (``controller_cycles``,
     ``restore_overlap``, ``overlap``) and :attr:`source` names the measurement.
     """
@@ -143,14 +145,15 @@ class PowerModel:
     Parameters
     ----------
     static_w : float
-        Device static plus board power at idle, W.
+        Device static plus board power at idle, W (:attr:`golden.config.BoardConfig.static_w`).
     pj_per_mac_full, pj_per_mac_quant : float
         Energy of one FP16 MAC (DSP58 multiply + exact fabric accumulate) and of
         one draft product (an exponent add), pJ.
     pj_per_state_elem : float
         One EMU state update (3 binary32 multiplies + 1 add), pJ.
     pj_per_byte : float
-        Off-chip memory energy per byte moved, pJ (DDR4 ≈ 20 pJ/bit, HBM2e ≈ 4 pJ/bit).
+        Off-chip memory energy per byte moved, pJ
+        (:attr:`golden.config.BoardConfig.mem_pj_per_byte`).
     """
 
     static_w: float
@@ -164,12 +167,12 @@ class PowerModel:
         for f in ("pj_per_mac_full", "pj_per_mac_quant", "pj_per_state_elem", "pj_per_byte"):
             check_float("PowerModel", f, getattr(self, f), min=0.0)
 
+    @classmethod
+    def from_board(cls, board):
+        """The assumptions of a :class:`golden.config.BoardConfig` (its ``static_w`` and
+        ``mem_pj_per_byte``); the per-operation energies are the defaults."""
+        return cls(static_w=board.static_w, pj_per_byte=board.mem_pj_per_byte)
 
-#: Per-board power assumptions; see :class:`PowerModel`.
-POWER_ASSUMPTIONS = {
-    "vck190": PowerModel(static_w=20.0, pj_per_byte=160.0),
-    "vhk158": PowerModel(static_w=30.0, pj_per_byte=32.0),
-}
 
 SIZINGS = ("preset", "dsp")
 RESTORE_POLICIES = ("recompute", "store")
@@ -177,73 +180,57 @@ RESTORE_POLICIES = ("recompute", "store")
 
 @dataclass(frozen=True, kw_only=True)
 class Accelerator:
-    """The generated accelerator as the model sees it.
+    """The generated accelerator as the model sees it: the design's config, from which the
+    RTL is built too, and the model's own assumptions.
 
     Parameters
     ----------
-    board : golden.config.BoardConfig
-        Clock, memory bandwidth, DSP58 budget.
-    linear : golden.config.LinearConfig
-        The ``LinearUnit`` array.
-    ssm_lanes : int
-        EMU lanes of the ``SSMUnit`` (a power of two).
-    ssm_mul_stages, ssm_add_stages : int
-        FP pipeline registers of the SSM unit (``golden.config.PipelineConfig``).
-    pe_round_stages : int
-        Registers of each PE's final rounding (``PipelineConfig.pe_round_stages``).
-    ssm_words_per_cycle : int
-        32-bit words per cycle into the SSM unit's input banks (the RTL: 1).
+    config : golden.config.Config
+        The design: board (clock, memory bandwidth, DSP58 budget, power assumptions),
+        linear unit, SSM unit, tree and pipeline configs (:func:`accelerator`).
+    ssm_words_per_cycle : int, optional
+        32-bit words per cycle into the SSM unit's input banks; by default the
+        design's ``ssm.input_words`` (what the RTL's input port takes a beat).
     sizing : str
-        ``"preset"`` (the board preset's arrays) or ``"dsp"`` (sized to the DSP budget).
+        ``"preset"`` (the design's arrays) or ``"dsp"`` (sized to the DSP budget,
+        :func:`accelerator`).
     overlap : float
         Scheduler overlap of the linear unit and the SSM unit inside a pass,
-        0 (serial: no scheduler RTL yet) … 1 (the longer hides the shorter).
+        0 (serial) … 1 (the longer hides the shorter).
     restore_overlap : float
         Share of the state-restore phase hidden behind the next step's weight
-        streaming (StateController, no RTL yet; 0 = none hidden).
+        streaming (0 = none hidden).
     controller_cycles : int
         StateController cycles to switch the committed state to an accepted
-        node's stored state (seed: < 100 ns; analytic, no RTL yet).
+        node's stored state (SpecMamba: < 100 ns; analytic).
     state_bytes : int
         Bytes per SSM state element (4: binary32, as the RTL).
     mem_efficiency : float
         Sustained share of the peak memory bandwidth (1.0: peak).
-    power : PowerModel
     calibration : Calibration
     """
 
-    board: BoardConfig
-    linear: LinearConfig
-    ssm_lanes: int
-    ssm_mul_stages: int = 2
-    ssm_add_stages: int = 2
-    pe_round_stages: int = 2
-    ssm_words_per_cycle: int = 1
+    config: Config
+    ssm_words_per_cycle: int | None = None
     sizing: str = "preset"
     overlap: float = 0.0
     restore_overlap: float = 0.0
     controller_cycles: int = 25
     state_bytes: int = 4
     mem_efficiency: float = 1.0
-    power: PowerModel
     calibration: Calibration = field(default_factory=Calibration)
 
     def __post_init__(self):
-        if not isinstance(self.board, BoardConfig):
-            raise TypeError(f"Accelerator.board must be a BoardConfig, not {self.board!r}")
+        if not isinstance(self.config, Config):
+            raise TypeError(f"Accelerator.config must be a golden.config.Config, not {self.config!r}")
         if self.board.mem_bw_gbs <= 0:
-            raise ValueError(f"Accelerator.board {self.board.name!r} has no memory model "
+            raise ValueError(f"Accelerator.config.board {self.board.name!r} has no memory model "
                              f"(mem_bw_gbs {self.board.mem_bw_gbs}); allowed boards: "
-                             f"{', '.join(perf_board_names())}")
-        if not isinstance(self.linear, LinearConfig):
-            raise TypeError(f"Accelerator.linear must be a LinearConfig, not {self.linear!r}")
-        check_int("Accelerator", "ssm_lanes", self.ssm_lanes, min=1)
+                             f"{', '.join(perf_board_names())}, or a design with board.mem_bw_gbs > 0")
         if self.ssm_lanes & (self.ssm_lanes - 1):
-            raise ValueError(f"Accelerator.ssm_lanes must be a power of two, not {self.ssm_lanes}")
-        for name, limit in (("ssm_mul_stages", "fp_mul_stages"),
-                            ("ssm_add_stages", "fp_add_stages"), ("pe_round_stages", "pe_round_stages")):
-            lo, hi = PipelineConfig.LIMITS[limit]
-            check_int("Accelerator", name, getattr(self, name), min=lo, max=hi)
+            raise ValueError(f"Accelerator.config.ssm.lanes must be a power of two, not {self.ssm_lanes}")
+        if self.ssm_words_per_cycle is None:
+            object.__setattr__(self, "ssm_words_per_cycle", self.config.ssm.input_words)
         check_int("Accelerator", "ssm_words_per_cycle", self.ssm_words_per_cycle, min=1)
         check_choice("Accelerator", "sizing", self.sizing, SIZINGS)
         check_float("Accelerator", "overlap", self.overlap, min=0.0, max=1.0)
@@ -251,10 +238,21 @@ class Accelerator:
         check_int("Accelerator", "controller_cycles", self.controller_cycles, min=0)
         check_choice("Accelerator", "state_bytes", self.state_bytes, (2, 4))
         check_float("Accelerator", "mem_efficiency", self.mem_efficiency, min=0.01, max=1.0)
-        if not isinstance(self.power, PowerModel):
-            raise TypeError(f"Accelerator.power must be a PowerModel, not {self.power!r}")
         if not isinstance(self.calibration, Calibration):
             raise TypeError(f"Accelerator.calibration must be a Calibration, not {self.calibration!r}")
+
+    # The design's facts, read from its config (never copied).
+    board = property(lambda self: self.config.board)
+    linear = property(lambda self: self.config.linear)
+    ssm_lanes = property(lambda self: self.config.ssm.lanes)
+    ssm_mul_stages = property(lambda self: self.config.pipeline.fp_mul_stages)
+    ssm_add_stages = property(lambda self: self.config.pipeline.fp_add_stages)
+    fifo_depth = property(lambda self: self.config.tree.fifo_depth)
+
+    @property
+    def power(self):
+        """The board's :class:`PowerModel`."""
+        return PowerModel.from_board(self.board)
 
     @property
     def clock_hz(self):
@@ -285,9 +283,14 @@ class Accelerator:
                 f"{self.board.memory} {self.board.mem_bw_gbs:g} GB/s, sizing {self.sizing}")
 
     def to_dict(self):
-        d = asdict(self)
-        d["dsp_linear"], d["dsp_ssm"], d["dsp_budget"] = (self.dsp_linear, self.dsp_ssm,
-                                                          self.board.dsp58)
+        d = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "config"}
+        d["calibration"] = asdict(self.calibration)
+        d.update(design=self.config.name, board=asdict(self.board), linear=asdict(self.linear),
+                 ssm_lanes=self.ssm_lanes, ssm_mul_stages=self.ssm_mul_stages,
+                 ssm_add_stages=self.ssm_add_stages,
+                 pe_round_stages=self.config.pipeline.pe_round_stages,
+                 fifo_depth=self.fifo_depth, power=asdict(self.power),
+                 dsp_linear=self.dsp_linear, dsp_ssm=self.dsp_ssm, dsp_budget=self.board.dsp58)
         return d
 
 
@@ -300,48 +303,42 @@ def _pow2_floor(x):
     return 1 << (max(1, int(x)).bit_length() - 1)
 
 
-def accelerator(board, *, sizing="preset", **overrides):
-    """The accelerator of a board preset.
+#: The board on which SpecMamba reports its DSP58 split (:data:`gen.perf.claims.SEED`).
+PAPER_BOARD = "vhk158"
+
+
+def accelerator(config, *, sizing="preset", **assumptions):
+    """The accelerator of a design.
 
     Parameters
     ----------
-    board : str
-        One of :func:`perf_board_names`.
+    config : golden.config.Config
+        The design (a preset, a design file, overrides: :func:`gen.cli.design.resolve_config`).
     sizing : str
-        ``"preset"``: the preset's ``LinearConfig`` and SSM lanes (its ``ssm``
-        config if the preset has one, else 64 lanes). ``"dsp"``: 16 token lanes
-        (the SpecMamba notes' prediction length) and as many PE rows as their linear
-        unit's share of the DSP58 (3537 of 7392 on VHK158), and the SSM lanes of
-        its SSM unit's share (1068 of 7392, four DSP58 per lane), at most
-        ``d_state`` = 128 (the RTL's limit).
-    **overrides
+        ``"preset"``: the design's linear unit and SSM lanes. ``"dsp"``: 16 token
+        lanes (the SpecMamba notes' prediction length) and as many rows as SpecMamba's
+        linear unit's share of the DSP58 on VHK158 (3537), and the SSM lanes of
+        its SSM unit's share (1068, four DSP58 per lane), both scaled to the
+        design's DSP58 count; at most ``d_state`` = 128 lanes (the RTL's limit).
+    **assumptions
         Any other :class:`Accelerator` field.
 
     Raises
     ------
-    ValueError
-        Unknown board or sizing; the message lists the allowed values.
+    TypeError, ValueError
+        Not a ``Config``, or an unknown sizing; the message names the allowed values.
     """
-    if board not in perf_board_names():
-        raise ValueError(f"unknown board {board!r}; allowed: {', '.join(perf_board_names())}")
+    if not isinstance(config, Config):
+        raise TypeError(f"accelerator: config must be a golden.config.Config, not {config!r}")
     check_choice("accelerator", "sizing", sizing, SIZINGS)
-    cfg = preset(board)
-    # Presets with an SSM unit config carry its lanes; older presets: 64.
-    ssm = getattr(cfg, "ssm", None)
-    lanes = ssm.lanes if isinstance(ssm, SSMConfig) else 64
-    linear = cfg.linear
     if sizing == "dsp":
-        budget = cfg.board.dsp58 / 7392
+        share = config.board.dsp58 / preset(PAPER_BOARD).board.dsp58
         cols = 16
-        rows = int(SEED["linear_dsp_vhk158"] * budget) // cols
-        linear = replace(linear, rows=rows, cols=cols)
-        lanes = min(MAMBA2_DEFAULTS["d_state"], _pow2_floor(SEED["ssm_dsp_vhk158"] * budget / 4))
-    pipe = cfg.pipeline
-    kw = dict(board=cfg.board, linear=linear, ssm_lanes=lanes, sizing=sizing,
-              ssm_mul_stages=pipe.fp_mul_stages, ssm_add_stages=pipe.fp_add_stages,
-              pe_round_stages=pipe.pe_round_stages, power=POWER_ASSUMPTIONS[board])
-    kw.update(overrides)
-    return Accelerator(**kw)
+        rows = int(SEED["linear_dsp_vhk158"] * share) // cols
+        lanes = min(MAMBA2_DEFAULTS["d_state"], _pow2_floor(SEED["ssm_dsp_vhk158"] * share / 4))
+        config = replace(config, linear=replace(config.linear, rows=rows, cols=cols),
+                         ssm=replace(config.ssm, lanes=lanes))
+    return Accelerator(config=config, sizing=sizing, **assumptions)
 
 
 # =====================================================================================
@@ -646,14 +643,15 @@ def _linear_cycles(acc, dims, *, tokens, mode):
                      mode=mode) * count
     if dsp:
         return dsp_linear_schedule(runs, linear=acc.linear).cycles * acc.calibration.linear
-    pe_latency = PE_LATENCY - 2 + acc.pe_round_stages
-    return linear_schedule(runs, pe_latency=pe_latency).cycles * acc.calibration.linear
+    return linear_schedule(runs, pe_latency=pe_latency(acc.config)).cycles * acc.calibration.linear
 
 
 def ssm_timing(acc, dims):
     """The :class:`SSMTiming` of ``acc``'s SSM unit running a layer of ``dims``."""
     lanes = min(acc.ssm_lanes, dims.d_state)
-    return SSMTiming(cfg=replace(dims.ssm_config, lanes=lanes), mul_stages=acc.ssm_mul_stages,
+    # The design's arithmetic (its pipeline depths) on the model's geometry.
+    return SSMTiming(cfg=replace(dims.ssm_config, lanes=lanes, contract=acc.config.ssm.contract),
+                     mul_stages=acc.ssm_mul_stages,
                      add_stages=acc.ssm_add_stages)
 
 
@@ -742,7 +740,7 @@ def step_model(accel, step):
     clk, bw = accel.clock_hz, accel.bandwidth
     tree = step.tree
     sizes = tree.level_sizes
-    fifo_depth = preset(accel.board.name).tree.fifo_depth
+    fifo_depth = accel.fifo_depth
     drafting = step.draft != "none"
     if drafting:
         dist = _levels_distribution(tree.depth, step.continue_prob)
@@ -840,7 +838,7 @@ def paper_rows():
     rows = []
     for board in ("vhk158", "vck190"):
         for sizing in SIZINGS:
-            acc = accelerator(board, sizing=sizing)
+            acc = accelerator(preset(board), sizing=sizing)
             for name, step in (("SpecMamba: 2.7B + 370M draft, 4.91 tok/step", seed_step()),
                                ("SPEQ self-speculation: 2.7B, nibble-plane draft", speq_step()),
                                ("autoregressive 2.7B (no draft)",

@@ -15,10 +15,12 @@ from golden.backtrack import POLICIES, SYSTEM_POLICIES, MixerConfig
 from golden.backtrack_cost import (SEED_CLAIMS, SEED_TOKENS_PER_STEP, SEED_VHK158_ONCHIP_BYTES,
                                    backtrack_cost, input_nbytes, intermediates_nbytes, replay_macs,
                                    state_nbytes, step_macs, system_cost, update_macs)
+from golden.config import preset
 from golden.mamba2 import MAMBA2_SIZES
 from golden.tree import TreeShape, seed_shapes
 
 from gen.cli.output import write_files
+from gen.perf.claims import SEED
 
 __all__ = ["COMMAND", "FILENAME", "SEED_PAIR", "backtrack_markdown", "write_backtrack_table"]
 
@@ -198,7 +200,7 @@ def backtrack_markdown():
     dmix, tmix = (MixerConfig.from_model(s) for s in SEED_PAIR)
     draft_held = [seed[n]["hybrid"].draft.held["on_chip"] for n in ns]
     replay_restore = seed[hi_n]["hybrid"].draft.macs
-    ssm_dsp, ssm_clock = 1068, 250e6
+    ssm_dsp, ssm_clock = SEED["ssm_dsp_vhk158"], preset("vhk158").board.clock_mhz * 1e6
     restore_time = replay_restore / (ssm_dsp * ssm_clock)
     # Readings of the notes' "78 % less recompute".
     path_vs_tree = (1 - L / hi_n, 1 - L / lo_n)
