@@ -105,10 +105,14 @@ def shift_right_sticky(m, value, amount, width, name="shr"):
     return v, sticky
 
 
-def delay_line(m, en, value, cycles, name):
-    """``value`` delayed by ``cycles`` enabled clock edges (``cycles`` may be 0)."""
+def delay_line(m, en, value, cycles, name, *, reset_less=False):
+    """``value`` delayed by ``cycles`` enabled clock edges (``cycles`` may be 0).
+
+    ``reset_less=True`` for data whose validity travels in a reset tag beside it:
+    a chain without reset maps to shift-register LUTs (SRLC32E) instead of flip-flops.
+    """
     for k in range(cycles):
-        reg = Signal.like(value, name=f"{name}_d{k + 1}")
+        reg = Signal.like(value, name=f"{name}_d{k + 1}", reset_less=reset_less)
         with m.If(en):
             m.d.sync += reg.eq(value)
         value = reg

@@ -228,10 +228,11 @@ class EMUGroup(wiring.Component):
         m = Module()
         ops, en, n = self._ops, self.en, self._n
         lmul = ops.mul_latency
-        da_l = delay_line(m, en, self.da, lmul, "da_l")
-        h_l = delay_line(m, en, self.h, lmul, "h_l")
-        b_l = delay_line(m, en, self.b, lmul, "b_l")
-        c_l = delay_line(m, en, self.c, self.h_latency, "c_l")
+        # Data only (validity travels in the unit's reset tags): SRL-mappable chains.
+        da_l = delay_line(m, en, self.da, lmul, "da_l", reset_less=True)
+        h_l = delay_line(m, en, self.h, lmul, "h_l", reset_less=True)
+        b_l = delay_line(m, en, self.b, lmul, "b_l", reset_less=True)
+        c_l = delay_line(m, en, self.c, self.h_latency, "c_l", reset_less=True)
         last_q = delay_line(m, en, self.last, self.h_latency, "last_q")
         qa, qb = [], []
         for i in range(n):

@@ -25,10 +25,9 @@ from cocotb.triggers import ReadOnly, RisingEdge
 
 from golden.mamba2 import SSMConfig, SSMParams, mamba2_init_params, ssm_step_hw_bits
 from golden.nonlinear import LUTSpec
+from hw.ssm_unit import SEL_A, SEL_B, SEL_C, SEL_D, SEL_DT, SEL_DT_BIAS, SEL_X
 from sim.bench import TB, params
 from sim.ssm_unit_bfm import pack_tiles, unpack_tiles
-
-SEL_B, SEL_C, SEL_X, SEL_DT, SEL_A, SEL_DT_BIAS, SEL_D = range(7)
 
 __all__ = ["config_from_params", "lut_params", "make_tokens", "pack_tiles", "unpack_tiles"]
 
@@ -296,7 +295,7 @@ async def throughput(dut):
 # -- Amaranth Python-simulator driver ---------------------------------------------
 #
 # The same scenario as the cocotb tests, on amaranth.sim: no Verilator build, so
-# the default suite and gen/bench_ssm.py can run the full unit in seconds.
+# the default suite and gen/bench/ssm.py can run the full unit in seconds.
 
 def run_pysim(dut, cfg, *, tokens, seed, stall=0.0, idle=0.0, specials=True, init_state=True,
               max_cycles=200_000):
