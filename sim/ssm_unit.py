@@ -147,7 +147,6 @@ class SSMBench:
 
     async def producer(self, tokens, idle):
         d = self.dut
-        H, P, N = self.cfg.state_shape
         for x, B, C, dt in tokens:
             await ReadOnly()
             while not int(d.fill_free.value):
