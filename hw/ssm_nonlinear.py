@@ -19,7 +19,7 @@ from amaranth.lib.wiring import In, Out
 
 from golden.fp import FP32
 from golden.nonlinear import CANONICAL_NAN32, SATURATION, LUTSpec, lut_tables
-from hw.bits import shift_left, wire, zero_extend
+from hw.bits import shift_left, zero_extend
 from hw.fp_arith import (
     add_const,
     count_leading_zeros,
@@ -32,6 +32,25 @@ from hw.fp_ops import FPOps
 from hw.hierarchy import submodule
 
 __all__ = ["CoefficientROM", "LUTFunction", "order_key"]
+
+
+def _ge_tree(value, k):
+    """``value >= k`` for a constant ``k`` as a balanced comparator (high half greater,
+    or equal and the low half at least): logarithmic depth, where :func:`ge_const`'s
+    ripple is linear in the width."""
+    n = len(value)
+    if k <= 0:
+        return C(1, 1)
+    if k >> n:
+        return C(0, 1)
+    if n <= 4:
+        return ge_const(value, k)
+    h = n // 2
+    hi, lo = value[h:], value[:h]
+    khi, klo = k >> h, k & ((1 << h) - 1)
+    # Equality as bit logic (a constant compare that Verilator's -Wall reads cleanly).
+    eq = Cat(*(hi[i] if (khi >> i) & 1 else ~hi[i] for i in range(len(hi)))).all()
+    return _ge_tree(hi, khi + 1) | (eq & _ge_tree(lo, klo))
 
 
 def order_key(bits):
@@ -129,15 +148,16 @@ class LUTFunction(wiring.Component):
 
     Notes
     -----
-    One input per enabled cycle. :attr:`latency` = 4 (classify; shift; row
-    address and leading-zero count; normalize: one register after each, so no
-    stage holds more than one shifter or one carry chain) + 1 (ROM read, a
-    synchronous block-RAM port) + ``degree`` multiply-adds (Horner) + 1
-    (saturation and output register).
+    One input per enabled cycle. :attr:`latency` = 5 (key; range check and
+    shift; row address and per-byte leading zeros; their combination;
+    normalize: one register after each, so no stage holds more than one
+    shifter, one carry chain or half a leading-zero count, within 400 MHz's
+    four logic levels) + 1 (ROM read, a synchronous block-RAM port) +
+    ``degree`` multiply-adds (Horner) + 1 (saturation and output register).
     """
 
     #: Registers of the classify / reduce pipeline in front of the ROM.
-    REDUCE_STAGES = 4
+    REDUCE_STAGES = 5
 
     def __init__(self, *, spec, mul_stages=2, add_stages=2, contract="ieee"):
         if not isinstance(spec, LUTSpec):
@@ -181,64 +201,91 @@ class LUTFunction(wiring.Component):
         def reg(value, name):
             return delay_line(m, en, value, 1, name)
 
-        # -- stage 1: classify on a total-order key (−0 counts as +0), and the shift
+        # -- stage 1: the total-order key (−0 counts as +0), NaN, the shift amount
         x = self.x
         sign, efield, frac = x[31], x[mb:31], x[:mb]
         mag_nz = x[:31].any()
         nan = efield.all() & frac.any()
         neg = sign & mag_nz
-        key = wire(m, Mux(neg, Cat(~x[:31], C(0, 1)), Cat(x[:31], C(1, 1))), "key")
-        lo_bits = int(np.float32(spec.lo).view(np.uint32))
-        hi_bits = int(np.float32(spec.hi).view(np.uint32))
-        below = ~nan & ~ge_const(key, order_key(lo_bits))
-        above = ~nan & ge_const(key, order_key(hi_bits) + 1)
+        key = Mux(neg, Cat(~x[:31], C(0, 1)), Cat(x[:31], C(1, 1)))
         # |x|·2**s = sig·2**-k with k = (man_bits − s + bias) − efield.
         kw = 10
         k = add_const(~zero_extend(efield, kw), mb - spec.step_log2 + fmt.bias + 1, kw)
-        x1, k1 = reg(x, "x1"), reg(k, "k1")
-        flags1 = reg(Cat(nan, below, above, self.valid), "flags1")
+        k0 = mb - spec.step_log2 + fmt.bias
+        x1, key1 = reg(x, "x1"), reg(key, "key1")
+        sig1 = reg(Cat(frac, efield.any()), "sig1")       # the hidden bit, registered
+        # The integer part's shift: k ≥ p leaves none (amount 31 moves every bit out),
+        # so 5 bits of k suffice and the shifter has 5 stages, not 10.
+        none = ge_const(k, p)
+        amt1 = reg(Mux(none, 31, k[:5]), "amt1")
+        none1 = reg(none, "none1")
+        flags1 = reg(Cat(nan, self.valid), "flags1")
 
-        # -- stage 2: integer part and the bits below the node
-        sig1 = Cat(x1[:mb], x1[mb:31].any())
-        ipart, _ = shift_right_sticky(m, sig1, k1, p, "ipart")
-        keep = shift_left(C((1 << p) - 1, p), k1, p, m=m, name="mask")
-        rem = sig1 & ~keep                                 # r·2**(m−E)
+        # -- stage 2: range check; integer part and the bits below the node
+        lo_bits = int(np.float32(spec.lo).view(np.uint32))
+        hi_bits = int(np.float32(spec.hi).view(np.uint32))
+        nan1 = flags1[0]
+        below = ~nan1 & ~_ge_tree(key1, order_key(lo_bits))
+        above = ~nan1 & _ge_tree(key1, order_key(hi_bits) + 1)
+        ipart, _ = shift_right_sticky(m, sig1, amt1, p, "ipart")
+        # The mask of the bits below the node, bit i set iff i < k, i.e. efield <
+        # k0 − i with k0 = man_bits − s + bias: one constant compare per bit.
+        e1 = x1[mb:31]
+        below_node = Cat(*(~_ge_tree(e1, k0 - i) if k0 - i > 0 else C(0, 1) for i in range(p)))
+        rem = sig1 & below_node                            # r·2**(m−E)
         x2, ipart2, rem2 = reg(x1, "x2"), reg(ipart, "ipart2"), reg(rem, "rem2")
-        small2 = reg(ge_const(k1, p), "small2")
-        flags2 = reg(flags1, "flags2")
+        small2 = reg(none1, "small2")
+        flags2 = reg(Cat(nan1, below, above, flags1[1]), "flags2")
 
-        # -- stage 3: row address i − first_index (i = ±ipart), leading zeros of rem
+        # -- stage 3: row address i − first_index (i = ±ipart); leading zeros per byte of rem
         aw = max(spec.nodes.bit_length() + 2, 24)
         ip = zero_extend(ipart2, aw)
         row = Mux(x2[31], add_const(~ip, 1 - spec.first_index, aw),
                   add_const(ip, -spec.first_index, aw))
         abits = (spec.nodes - 1).bit_length() or 1
         inside2 = ~flags2[0] & ~flags2[1] & ~flags2[2]
-        lz = count_leading_zeros(m, rem2, p, "rclz")
-        x3, rem3, lz3, small3 = reg(x2, "x3"), reg(rem2, "rem3"), reg(lz, "lz3"), reg(small2, "small3")
+        chunks = [rem2[max(0, p - 8 * (i + 1)):p - 8 * i] for i in range(-(-p // 8))]
+        clz = [count_leading_zeros(m, c, len(c), f"rclz{i}") for i, c in enumerate(chunks)]
+        nz = Cat(*(c.any() for c in chunks))
+        x3, rem3, small3 = reg(x2, "x3"), reg(rem2, "rem3"), reg(small2, "small3")
+        clz3, nz3 = [reg(z, f"clz3_{i}") for i, z in enumerate(clz)], reg(nz, "nz3")
         addr3 = reg(Mux(inside2, row[:abits], 0), "addr3")
         flags3 = reg(flags2, "flags3")
 
-        # -- stage 4: the residual, exact and normalized; |x| < step gives r = x; r = 0 gives +0.
-        r_norm = shift_left(rem3, lz3, p, m=m, name="rnorm")
-        r_field = sub_mod(x3[mb:31], lz3, 8)
+        # -- stage 4: the leading-zero count: the first nonzero byte's, plus 8 per byte above
+        lz = C(p, 5)
+        for i in reversed(range(len(chunks))):
+            lz = Mux(nz3[i], add_const(zero_extend(clz3[i], 5), 8 * i, 5), lz)
+        # ... and the shift by whole bytes, so that stage 5 shifts by less than 8.
+        by = C(0, p)
+        lzlo = C(0, 3)
+        for i in reversed(range(len(chunks))):
+            by = Mux(nz3[i], (rem3 << (8 * i))[:p], by)
+            lzlo = Mux(nz3[i], clz3[i][:3], lzlo)
+        x4, small4 = reg(x3, "x4"), reg(small3, "small4")
+        lz4, addr4, flags4 = reg(lz, "lz4"), reg(addr3, "addr4"), reg(flags3, "flags4")
+        by4, lzlo4 = reg(by, "bytes4"), reg(lzlo, "lzlo4")
+        zero4 = reg(~nz3.any(), "zero4")              # r = 0: the select is a register
+
+        # -- stage 5: the residual, exact and normalized; |x| < step gives r = x; r = 0 gives +0.
+        r_norm = shift_left(by4, lzlo4, p, m=m, name="rnorm")
+        r_field = sub_mod(x4[mb:31], lz4, 8)
         r = Signal(32, name="residual")
-        with m.If(~rem3.any()):
+        with m.If(zero4):
             m.d.comb += r.eq(0)
-        with m.Elif(small3):
-            m.d.comb += r.eq(x3)
+        with m.Elif(small4):
+            m.d.comb += r.eq(x4)
         with m.Else():
-            m.d.comb += r.eq(Cat(r_norm[:mb], r_field, x3[31]))
-        r1, addr1 = reg(r, "r"), reg(addr3, "addr")
-        flags4 = reg(flags3, "flags4")
-        x4 = reg(x3, "x4")
+            m.d.comb += r.eq(Cat(r_norm[:mb], r_field, x4[31]))
+        r1, addr1 = reg(r, "r"), reg(addr4, "addr")
+        flags_r, x_r = reg(flags4, "flags_r"), reg(x4, "x_r")
 
         # look up: one ROM word holds c_0..c_d of a node (a synchronous read port).
         d = spec.degree
         rom = submodule(m, "coefficients", CoefficientROM(spec=spec))
         m.d.comb += [rom.addr.eq(addr1), rom.en.eq(en)]
         coef = [rom.data[32 * j:32 * (j + 1)] for j in range(d + 1)]
-        r2, flags5, x5 = reg(r1, "r2"), reg(flags4, "flags5"), reg(x4, "x5")
+        r2, flags5, x5 = reg(r1, "r2"), reg(flags_r, "flags5"), reg(x_r, "x5")
 
         # Horner: y = fl(fl(y·r) + c_k), one multiply-add per step.
         ops, lma = self._ops, self._ops.muladd_latency

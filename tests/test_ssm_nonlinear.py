@@ -67,10 +67,10 @@ def test_lut_function_lint(tmp_path):
 @pytest.mark.filterwarnings("ignore::amaranth.hdl.UnusedElaboratable")
 def test_lut_function_properties_and_errors():
     dut = LUTFunction(spec=DEFAULT_LUTS["exp"], mul_stages=2, add_stages=3)
-    assert dut.latency == 4 + 2 + 3 * 5
+    assert dut.latency == 5 + 2 + 3 * 5
     assert dut.module_name == "LUTFunction_exp_s7_d3_m2a3"
     dsp = LUTFunction(spec=DEFAULT_LUTS["exp"], contract="dspfp32")
-    assert dsp.latency == 4 + 2 + 3 * 4                 # one DSPFP32 multiply-add a step
+    assert dsp.latency == 5 + 2 + 3 * 4                 # one DSPFP32 multiply-add a step
     assert dsp.module_name == "LUTFunction_exp_s7_d3_dsp"
     with pytest.raises(ValueError, match=r"^LUTFunction.contract must be one of 'ieee', "
                                          r"'dspfp32', not 'fast'$"):

@@ -29,12 +29,15 @@ VARIANTS = {
     "hw": dict(nonlinear="lut", state_format="fp32"),
     "fp32-exact-nl": dict(nonlinear="exact", state_format="fp32"),
     "hw-fp16-state": dict(nonlinear="lut", state_format="fp16"),
+    "dspfp32": dict(nonlinear="lut", state_format="fp32", contract="dspfp32"),
 }
 
 _VARIANT_TEXT = {
     "hw": "the contract: binary32 datapath and state, table nonlinearities",
     "fp32-exact-nl": "binary32 datapath, correctly rounded exp/softplus/SiLU (FP32-GPU-like)",
     "hw-fp16-state": "the contract with the state stored in binary16",
+    "dspfp32": "the board presets' arithmetic: every multiply and add a DSPFP32 "
+               "operation (flush to zero of subnormal operands and results)",
 }
 
 #: Fewest decode steps: the stress case (5x the steps) reports its first 2% as a window of
@@ -90,10 +93,13 @@ def run_error_budget(cfg=None, *, steps=1000, seed=0, variants=tuple(VARIANTS),
         params = dataclasses.replace(params, A=np.full(H, -1.0, dtype=np.float32))
     elif scenario != "mamba2-init":
         raise ValueError(f"scenario must be 'mamba2-init' or 'slow-decay', not {scenario!r}")
-    cfgs = {v: dataclasses.replace(cfg, state_format=VARIANTS[v]["state_format"]) for v in variants}
+    cfgs = {v: dataclasses.replace(cfg, state_format=VARIANTS[v]["state_format"],
+                                   contract=VARIANTS[v].get("contract", "ieee"))
+            for v in variants}
     states = {v: np.zeros(cfg.state_shape, dtype=cfgs[v].state_dtype) for v in variants}
     ref_state = np.zeros(cfg.state_shape)
-    out = {v: {"rel_y": np.empty((steps, H)), "rel_h": np.empty((steps, H))} for v in variants}
+    out = {v: {"rel_y": np.empty((steps, H)), "rel_h": np.empty((steps, H)),
+               "flushes": np.zeros(2, dtype=np.int64)} for v in variants}
     lo, hi = np.log(MAMBA2_DEFAULTS["dt_min"]), np.log(MAMBA2_DEFAULTS["dt_max"])
     bias = params.dt_bias.astype(np.float64)
     ticks = range(steps) if progress is None else progress.bar(
@@ -115,6 +121,7 @@ def run_error_budget(cfg=None, *, steps=1000, seed=0, variants=tuple(VARIANTS),
             r = ssm_step_hw(cfgs[v], params, states[v], x, B, C, dt, z,
                             nonlinear=VARIANTS[v]["nonlinear"])
             states[v] = r.state
+            out[v]["flushes"] += r.flushes
             dy = r.y.astype(np.float64) - ref.y
             dh = (r.state.astype(np.float64) - ref.state).reshape(H, -1)
             out[v]["rel_y"][t] = np.linalg.norm(dy, axis=1) / ny
@@ -160,7 +167,8 @@ def _budget_section(res):
     lines = ["| variant | max rel. err y (median / worst head) | rel. err y at step "
              f"{steps} (worst head) | max rel. err state (median / worst head) "
              f"| rel. err state at step {steps} (worst head) | drift ratio (worst head) "
-             "| heads bounded |", "|---|---|---|---|---|---|---|"]
+             "| heads bounded | flushed to zero (operands / results) |",
+             "|---|---|---|---|---|---|---|---|"]
     for v in variants:
         ry, rh = res[v]["rel_y"], res[v]["rel_h"]
         my, mh = ry.max(axis=0), rh.max(axis=0)
@@ -168,7 +176,8 @@ def _budget_section(res):
         lines.append(f"| `{v}`: {_VARIANT_TEXT[v]} | {_e(np.median(my))} / {_e(my.max())} "
                      f"| {_e(ry[-1].max())} | {_e(np.median(mh))} / {_e(mh.max())} "
                      f"| {_e(rh[-1].max())} | {d.max():.2f} "
-                     f"| {int((d <= DRIFT_FACTOR).sum())}/{cfg.nheads} |")
+                     f"| {int((d <= DRIFT_FACTOR).sum())}/{cfg.nheads} "
+                     f"| {int(res[v]['flushes'][0]):,} / {int(res[v]['flushes'][1]):,} |")
     summary = "\n".join(lines)
 
     ry, rh = res["hw"]["rel_y"], res["hw"]["rel_h"]
@@ -413,7 +422,8 @@ def write_error_budget(*, out, steps=1000, seed=0, cfg=None, progress=None):
     stress_cfg = dataclasses.replace(cfg, nheads=min(2, cfg.nheads))
     stress_steps = 5 * steps
     stress_res = run_error_budget(stress_cfg, steps=stress_steps, seed=seed,
-                                  variants=("hw", "fp32-exact-nl"), scenario="slow-decay",
+                                  variants=("hw", "fp32-exact-nl", "dspfp32"),
+                                  scenario="slow-decay",
                                   progress=progress)
     tau = 1.0 / MAMBA2_DEFAULTS["dt_min"]
     stress, stress_ratio = _stress_section(stress_res, tau)
