@@ -33,6 +33,7 @@ levels: 4 at 400 MHz (VCK190), 7 at 250 MHz (VHK158).
 
 import json
 import math
+import re
 import shutil
 import subprocess
 import sys
@@ -46,6 +47,7 @@ from golden.config import Config, preset
 from .errors import CLIError
 
 __all__ = ["BlockEstimate", "ModuleDepth", "synthesize", "logic_depth", "estimate_block",
+           "stub_modules",
            "pipeline_depths", "pipeline_depth_markdown",
            "estimate", "estimate_fit", "analytical_dsp58", "level_budget", "render_markdown", "write_estimate",
            "add_parser", "NS_PER_LEVEL", "OVERHEAD_NS", "PROXY_LABEL", "SEED_VHK158"]
@@ -346,6 +348,8 @@ class BlockEstimate:
     resources: dict
     depth: list = field(default_factory=list)
     seconds: float = 0.0
+    #: ``{module: [NetFanout]}``, the highest-fanout nets first (:mod:`gen.estimate_fanout`).
+    fanout: dict = field(default_factory=dict)
 
     @property
     def worst(self):
@@ -357,17 +361,47 @@ class BlockEstimate:
         return d
 
 
-def estimate_block(component, *, name, scale=1.0, note="", workdir=None):
-    """Synthesize one component and return its :class:`BlockEstimate` (resources × ``scale``)."""
+_MODULE = re.compile(r"^module\s+(\S+)\((.*?)\);\n(.*?)^endmodule\n", re.M | re.S)
+_PORT_DECL = re.compile(r"^\s*(?:input|output|inout)\b[^;]*;\n", re.M)
+
+
+def stub_modules(verilog_text, prefixes):
+    """``verilog_text`` with every module whose name starts with one of ``prefixes``
+    reduced to an empty ``(* blackbox *)`` module with the same ports.
+
+    For measuring a top level's own logic without synthesizing a sub-block that
+    is estimated on its own (the accelerator without its SSM unit: a quarter of
+    an hour of Yosys): the stub's ports end paths, as every submodule port does.
+    """
+    prefixes = tuple(prefixes)
+
+    def stub(match):
+        name = match.group(1)
+        if not name.startswith(prefixes):
+            return match.group(0)
+        ports = "".join(_PORT_DECL.findall(match.group(3)))
+        return f"(* blackbox *)\nmodule {name}({match.group(2)});\n{ports}endmodule\n"
+    return _MODULE.sub(stub, verilog_text) if prefixes else verilog_text
+
+
+def estimate_block(component, *, name, scale=1.0, note="", workdir=None, stub=()):
+    """Synthesize one component and return its :class:`BlockEstimate` (resources × ``scale``).
+
+    ``stub``: module-name prefixes of sub-blocks to leave out as black boxes
+    (:func:`stub_modules`); their resources are then not counted.
+    """
     from hw.hierarchy import convert
+
+    from .estimate_fanout import net_fanout
     _, library = convert(component, name=name)
     # Device primitives (DSPFP32) as black boxes: each instance counts as one DSP58.
-    text = library.verilog(top=name, variant="blackbox")
+    text = stub_modules(library.verilog(top=name, variant="blackbox"), stub)
     stat, netlist, seconds = synthesize(text, top=name, workdir=workdir)
     counts = _cell_counts(stat, name)
     resources = {k: f(counts) * scale for k, f in _COUNTS.items()}
     return BlockEstimate(block=name, synthesized=name, scale=scale, note=note,
-                         resources=resources, depth=logic_depth(netlist), seconds=seconds)
+                         resources=resources, depth=logic_depth(netlist), seconds=seconds,
+                         fanout=net_fanout(netlist))
 
 
 def pipeline_depths(progress=None):
@@ -719,10 +753,20 @@ def _report_json(report):
     return dict(report, blocks=[b.to_dict() for b in report["blocks"]])
 
 
-def write_estimate(*, board, out=None, progress=None, fit=None, kinds=None, as_json=False):
-    """Run :func:`estimate` and print (or write to ``out``) its Markdown section and JSON."""
+def write_estimate(*, board, out=None, progress=None, fit=None, kinds=None, as_json=False,
+                   fanout=False):
+    """Run :func:`estimate` and print (or write to ``out``) its Markdown section and JSON.
+
+    ``fanout``: append the ten highest-fanout nets of every module
+    (:func:`gen.estimate_fanout.fanout_markdown`); the JSON always has them.
+    """
     report = estimate(board, progress=progress, fit=fit, kinds=kinds)
     text = render_markdown(report)
+    if fanout:
+        from .estimate_fanout import FANOUT_LIMIT, fanout_markdown
+        text += (f"\nHighest-fanout nets per module (loads of a net's most loaded bit; "
+                 f"**!** above {FANOUT_LIMIT} loads, unless the parent drives it):\n\n"
+                 + fanout_markdown(report["blocks"]))
     if as_json and out is None:
         print(json.dumps(_report_json(report), indent=2, sort_keys=True))
     elif out is None:
@@ -745,7 +789,8 @@ def _cmd_estimate(args):
     from .progress import Progress, summary_lines
     progress = Progress.from_args(args)
     report = write_estimate(board=resolve_config(args), out=args.out, progress=progress.status,
-                            fit=args.fit, kinds=args.block, as_json=args.json)
+                            fit=args.fit, kinds=args.block, as_json=args.json,
+                            fanout=args.fanout)
     if not args.json:
         print(f"fit: {report['fit']['verdict']}")
     if args.out is not None:
@@ -767,6 +812,8 @@ def add_parser(sub):
                         "dsp_linear_unit, ssm_unit, ...")
     p.add_argument("--json", action="store_true",
                    help="print the report as JSON instead of Markdown")
+    p.add_argument("--fanout", action="store_true",
+                   help="add the ten highest-fanout nets of every module to the report")
     p.add_argument("--fit", action="store_true", default=None,
                    help="extrapolate the SSM unit from two smaller lane counts instead of "
                         f"synthesizing it at board scale (default: above "
