@@ -190,6 +190,11 @@ class TreeVerifier(wiring.Component):
         last_node = Signal(nb)
         passes_left = Signal(range(self._max_passes))  # passes after the current one
         node = Signal(nb)                  # node being scheduled
+        # A copy of `node` for the has_child/last_child lookups (two 64-to-1 muxes):
+        # `node` alone drove 83 loads, above the 64 of the board designs' fanout rule
+        # (gen.estimate_fanout). Its next value is computed from itself, so neither
+        # Yosys nor Vivado merges the two registers.
+        node_q = Signal(nb)
         wslot = Signal(sb)                 # node mod fifo_depth
         best = Signal(nb)
         best_depth = Signal(nb)
@@ -213,8 +218,8 @@ class TreeVerifier(wiring.Component):
         # SCHEDULE terms.
         is_root = ~node.any()
         is_last = node == last_node
-        leaf = ~bit(has_child, node)
-        closes_parent = bit(last_child, node)
+        leaf = ~bit(has_child, node_q)
+        closes_parent = bit(last_child, node_q)
         head_dead = ring.r.valid & bit(dead, head_node)  # an older slot died after an earlier node
         node_beat = ~head_dead
         # With an empty ring the candidate for release is the node itself (a leaf dies at
@@ -291,7 +296,8 @@ class TreeVerifier(wiring.Component):
                 m.d.sync += self.error.eq(1)
             with m.If(self.tree.payload.last):
                 m.d.sync += [
-                    idx.eq(0), room.eq(n_max), cslot.eq(0), node.eq(0), wslot.eq(0), dead.eq(0),
+                    idx.eq(0), room.eq(n_max), cslot.eq(0), node.eq(0), node_q.eq(0), wslot.eq(0),
+                    dead.eq(0),
                     left.eq(Mux(in_range, idx + 1, n_max)),
                     passes_left.eq(Mux(self.passes.any(), self.passes - 1, 0)),
                 ]
@@ -308,14 +314,15 @@ class TreeVerifier(wiring.Component):
                 m.d.sync += self.peak_level.eq(ring.level + 1)
             m.d.sync += [
                 dead.eq(dead | Mux(closes_parent, onehot(par_r.data), 0) | Mux(leaf, onehot(node), 0)),
-                node.eq(node + 1), wslot.eq(next_slot(wslot)),
+                node.eq(node + 1), node_q.eq(node_q + 1), wslot.eq(next_slot(wslot)),
             ]
             with m.If(is_last):
-                m.d.sync += [dead.eq(0), node.eq(0), wslot.eq(0), passes_left.eq(passes_left - 1)]
+                m.d.sync += [dead.eq(0), node.eq(0), node_q.eq(0), wslot.eq(0),
+                             passes_left.eq(passes_left - 1)]
                 with m.If(~passes_left.any()):
                     phase.goto(m, "match")
         with m.If(sched & node_beat & overflow):
-            m.d.sync += [self.error.eq(1), node.eq(0), wslot.eq(0)]
+            m.d.sync += [self.error.eq(1), node.eq(0), node_q.eq(0), wslot.eq(0)]
             phase.goto(m, "match")
 
         # --- MATCH: per-node match bits, greedy acceptance --------------------------------
