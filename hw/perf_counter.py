@@ -1,14 +1,14 @@
 """``PerfCounter``: a wide event counter split for the clock, with a consistent snapshot.
 
 A 48-bit counter with an increment, a clear and a snapshot register is one
-48-bit carry chain between the event logic and the snapshot mux. Here the
-count is kept in two parts: a ``low_bits`` low part that takes the increment,
-and the upper part, which adds the low part's carry one cycle later from a
-register. No path then spans more than the low part's adder or the upper
-part's plain ``+ carry``, and the event logic reaches only the low part.
+48-bit carry chain after the event logic. Here the event logic ends at a
+register (the pending increment), and the count is kept in two parts: a
+``low_bits`` low part that adds the pending increment, and the upper part,
+which adds the low part's carry one cycle later from a register. No path then
+spans more than the low part's adder or the upper part's ``+ carry``.
 """
 
-from amaranth import Cat, Module, Signal
+from amaranth import Cat, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -44,14 +44,16 @@ class PerfCounter(wiring.Component):
 
     Notes
     -----
-    The count is ``(hi + c)·2**low_bits + lo``: ``lo`` the low part, ``c`` its
+    The count of a cycle is ``(hi + c)·2**low_bits + lo + q``: ``q`` the
+    registered increment of the previous cycle, ``lo`` the low part, ``c`` its
     registered carry and ``hi`` the upper part, which adds ``c`` at the next
-    edge. The snapshot takes ``lo`` and ``hi + c`` in the same edge, which is
-    exactly the count of that cycle, so a host reading :attr:`value` (low word
-    then high word) always sees one consistent count, as with one 48-bit
-    register. ``hi + c`` is the upper part's own next value, so the snapshot
-    costs no second adder. Latency from ``snap`` to ``value``: 1 cycle
-    (:attr:`latency`), as from a single register.
+    edge. The snapshot takes, in one edge, ``(lo + q) mod 2**low_bits`` (the
+    low part's own next value) and ``hi + c + carry(lo + q)`` (``hi``, ``hi + 1``
+    or ``hi + 2``, chosen by the two carries): exactly that count, the same
+    value a single 48-bit register would hold. So a host reading :attr:`value`
+    (low word, then high word) always sees one consistent count, and every
+    event up to the cycle before ``snap`` is in it. Latency from ``snap`` to
+    ``value``: 1 cycle (:attr:`latency`), as from a single register.
     """
 
     def __init__(self, *, width=48, low_bits=12, step_bits=1):
@@ -71,15 +73,18 @@ class PerfCounter(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
+        q = Signal(self._step)
         lo = Signal(self._low)
         c = Signal()
         hi = Signal(self._width - self._low)
         lo_sum = Signal(self._low + 1)
-        hi_next = Signal.like(hi)
-        m.d.comb += [lo_sum.eq(lo + self.inc), hi_next.eq(hi + c)]
-        m.d.sync += [lo.eq(lo_sum[:self._low]), c.eq(lo_sum[self._low]), hi.eq(hi_next)]
+        m.d.comb += lo_sum.eq(lo + q)
+        co = lo_sum[self._low]
+        m.d.sync += [q.eq(self.inc), lo.eq(lo_sum[:self._low]), c.eq(co), hi.eq(hi + c)]
         with m.If(self.clear):
-            m.d.sync += [lo.eq(0), c.eq(0), hi.eq(0)]
+            m.d.sync += [q.eq(0), lo.eq(0), c.eq(0), hi.eq(0)]
         with m.If(self.snap):
-            m.d.sync += self.value.eq(Cat(lo, hi_next))
+            # hi + 1 and hi + 2 from the register; the carries only select.
+            hi_snap = Mux(c & co, hi + 2, Mux(c | co, hi + 1, hi))[:len(hi)]
+            m.d.sync += self.value.eq(Cat(lo_sum[:self._low], hi_snap))
         return m
