@@ -574,7 +574,7 @@ def estimate_fit(*, name, target, points, note, workdir=None):
                          seconds=r[0].seconds + r[1].seconds)
 
 
-def estimate(board, *, only=None, workdir=None, progress=None, fit=None, kinds=None):
+def estimate(board, *, only=None, workdir=None, progress=None, fit=None, kinds=None, stub=()):
     """Estimate every block of preset ``board``.
 
     Parameters
@@ -595,6 +595,9 @@ def estimate(board, *, only=None, workdir=None, progress=None, fit=None, kinds=N
         configurations instead of synthesizing them at board scale; ``None``
         (the default) does so when the SSM unit has more than
         :data:`FULL_SSM_MAX_LANES` lanes.
+    stub : tuple of str
+        Module-name prefixes of sub-blocks synthesized as empty black boxes
+        (:func:`stub_modules`; e.g. the accelerator without its SSM unit).
 
     Returns
     -------
@@ -630,7 +633,8 @@ def estimate(board, *, only=None, workdir=None, progress=None, fit=None, kinds=N
             progress(f"synthesizing {name} ({note})")
         sub = None if workdir is None else Path(workdir) / name
         if how == "full":
-            results.append(estimate_block(what, name=name, note=note, workdir=sub))
+            results.append(estimate_block(what, name=name, note=note, workdir=sub,
+                                          stub=stub))
         else:
             target, points = what
             results.append(estimate_fit(name=name, target=target, points=points, note=note,
@@ -754,13 +758,13 @@ def _report_json(report):
 
 
 def write_estimate(*, board, out=None, progress=None, fit=None, kinds=None, as_json=False,
-                   fanout=False):
+                   fanout=False, stub=()):
     """Run :func:`estimate` and print (or write to ``out``) its Markdown section and JSON.
 
     ``fanout``: append the ten highest-fanout nets of every module
     (:func:`gen.estimate_fanout.fanout_markdown`); the JSON always has them.
     """
-    report = estimate(board, progress=progress, fit=fit, kinds=kinds)
+    report = estimate(board, progress=progress, fit=fit, kinds=kinds, stub=stub)
     text = render_markdown(report)
     if fanout:
         from .estimate_fanout import FANOUT_LIMIT, fanout_markdown
@@ -790,7 +794,7 @@ def _cmd_estimate(args):
     progress = Progress.from_args(args)
     report = write_estimate(board=resolve_config(args), out=args.out, progress=progress.status,
                             fit=args.fit, kinds=args.block, as_json=args.json,
-                            fanout=args.fanout)
+                            fanout=args.fanout, stub=tuple(args.stub or ()))
     if not args.json:
         print(f"fit: {report['fit']['verdict']}")
     if args.out is not None:
@@ -814,6 +818,10 @@ def add_parser(sub):
                    help="print the report as JSON instead of Markdown")
     p.add_argument("--fanout", action="store_true",
                    help="add the ten highest-fanout nets of every module to the report")
+    p.add_argument("--stub", action="append", default=None, metavar="PREFIX",
+                   help="synthesize sub-blocks whose module name starts with PREFIX as empty "
+                        "black boxes, not counted (repeatable; e.g. --block accelerator "
+                        "--stub SSMUnit)")
     p.add_argument("--fit", action="store_true", default=None,
                    help="extrapolate the SSM unit from two smaller lane counts instead of "
                         f"synthesizing it at board scale (default: above "
