@@ -257,11 +257,14 @@ class Accelerator(wiring.Component):
         lin_cmd = Signal(self._cmd_layout)
         lcfg = cfg.linear
         lin_bad = Signal()
-        m.d.comb += lin_bad.eq(
+        # The checks of LIN_CMD and LIN_STEPS are registered, as the scheduler's
+        # checks below (GO is a write of its own, at least three cycles after theirs).
+        lin_regs_bad = Signal()
+        m.d.sync += lin_regs_bad.eq(
             ~rf.lin_cmd_n_rows.any() | (rf.lin_cmd_n_rows > lcfg.tile_rows)
             | ~rf.lin_cmd_n_tokens.any() | (rf.lin_cmd_n_tokens > lcfg.token_lanes)
-            | ~rf.lin_steps_steps.any() | (rf.lin_steps_steps > lcfg.max_k)
-            | lin_pending)
+            | ~rf.lin_steps_steps.any() | (rf.lin_steps_steps > lcfg.max_k))
+        m.d.comb += lin_bad.eq(lin_regs_bad | lin_pending)
         m.d.comb += [lin.cmd.valid.eq(lin_pending), lin.cmd.payload.eq(lin_cmd)]
         with m.If(lin.cmd.valid & lin.cmd.ready):
             m.d.sync += lin_pending.eq(0)
