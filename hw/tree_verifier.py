@@ -190,8 +190,7 @@ class TreeVerifier(wiring.Component):
         last_node = Signal(nb)
         passes_left = Signal(range(self._max_passes))  # passes after the current one
         node = Signal(nb)                  # node being scheduled
-        # A copy of `node` for the has_child/last_child lookups (two 64-to-1 muxes)
-        # and the decode of the leaf into `dead`:
+        # A copy of `node` for the has_child/last_child lookups (two 64-to-1 muxes):
         # `node` alone drove 83 loads, above the 64 of the board designs' fanout rule
         # (gen.estimate_fanout). Its next value is computed from itself, so neither
         # Yosys nor Vivado merges the two registers.
@@ -314,7 +313,7 @@ class TreeVerifier(wiring.Component):
             with m.If(ring.level >= self.peak_level):
                 m.d.sync += self.peak_level.eq(ring.level + 1)
             m.d.sync += [
-                dead.eq(dead | Mux(closes_parent, onehot(par_r.data), 0) | Mux(leaf, onehot(node_q), 0)),
+                dead.eq(dead | Mux(closes_parent, onehot(par_r.data), 0) | Mux(leaf, onehot(node), 0)),
                 node.eq(node + 1), node_q.eq(node_q + 1), wslot.eq(next_slot(wslot)),
             ]
             with m.If(is_last):
