@@ -33,6 +33,7 @@ from .axi_stream import AXI4StreamSignature, axis_to_stream, stream_to_axis, tda
 from .bits import OneHot, index_width
 from .hierarchy import submodule, template
 from .linear_unit import linear_unit_for
+from .perf_counter import PerfCounter
 from .regmap import ERROR_CODES, accelerator_regmap
 from .ssm_unit import SSMUnit
 from .state_controller import Op, StateController, connect_ssm
@@ -51,6 +52,8 @@ _SEL_PARAM = 4
 
 
 COUNTER_BITS = 48
+#: Low part of each split event counter (:class:`hw.perf_counter.PerfCounter`).
+COUNTER_LOW_BITS = 12
 
 
 class Accelerator(wiring.Component):
@@ -257,11 +260,14 @@ class Accelerator(wiring.Component):
         lin_cmd = Signal(self._cmd_layout)
         lcfg = cfg.linear
         lin_bad = Signal()
-        m.d.comb += lin_bad.eq(
+        # The checks of LIN_CMD and LIN_STEPS are registered, as the scheduler's
+        # checks below (GO is a write of its own, at least three cycles after theirs).
+        lin_regs_bad = Signal()
+        m.d.sync += lin_regs_bad.eq(
             ~rf.lin_cmd_n_rows.any() | (rf.lin_cmd_n_rows > lcfg.tile_rows)
             | ~rf.lin_cmd_n_tokens.any() | (rf.lin_cmd_n_tokens > lcfg.token_lanes)
-            | ~rf.lin_steps_steps.any() | (rf.lin_steps_steps > lcfg.max_k)
-            | lin_pending)
+            | ~rf.lin_steps_steps.any() | (rf.lin_steps_steps > lcfg.max_k))
+        m.d.comb += lin_bad.eq(lin_regs_bad | lin_pending)
         m.d.comb += [lin.cmd.valid.eq(lin_pending), lin.cmd.payload.eq(lin_cmd)]
         with m.If(lin.cmd.valid & lin.cmd.ready):
             m.d.sync += lin_pending.eq(0)
@@ -326,6 +332,9 @@ class Accelerator(wiring.Component):
         # ---- the scheduler ---------------------------------------------------------------
         committed = self.committed_slot
         count = Signal(range(max_nodes + 1))      # nodes of the tree being verified
+        # count - 1 (modulo its width), kept in a register so that `i == count - 1`
+        # is an equality of two registers, not a subtract then compare.
+        count_m1 = Signal(len(count), init=(1 << len(count)) - 1)
         i = Signal(range(max_nodes + 1))          # node index while loading / matching
         prev_parent = Signal(nb)
         order_bad = Signal()
@@ -389,16 +398,26 @@ class Accelerator(wiring.Component):
         def then_goto(name):
             return lambda: goto(name)
 
+        # The checks of the DIM_SSM and TREE_DESC registers, registered (logic
+        # levels, docs/estimate.md). No behaviour changes: START is a write of its
+        # own, and two AXI4-Lite writes commit at least three cycles apart
+        # (hw.axi_lite: BVALID blocks AWREADY), so the checks have settled on the
+        # values of every earlier write by the cycle START reaches the scheduler.
         dims_bad = Signal()
-        m.d.comb += dims_bad.eq(
-            ~rf.dim_ssm_nheads.any() | (rf.dim_ssm_nheads > H) | ~rf.dim_ssm_headdim.any()
-            | (rf.dim_ssm_headdim > P) | ~rf.dim_ssm_d_state.any() | (rf.dim_ssm_d_state > N))
+        tree_bad = Signal()
         node_count = rf.tree_desc_node_count
+        m.d.sync += [
+            dims_bad.eq(~rf.dim_ssm_nheads.any() | (rf.dim_ssm_nheads > H)
+                        | ~rf.dim_ssm_headdim.any() | (rf.dim_ssm_headdim > P)
+                        | ~rf.dim_ssm_d_state.any() | (rf.dim_ssm_d_state > N)),
+            tree_bad.eq(~node_count.any() | (node_count > max_nodes)),
+        ]
 
         done = Signal()
         m.d.comb += rf.status_done_set.eq(done)
+        # Every state but IDLE is busy (the states are one-hot).
         busy = Signal()
-        m.d.comb += rf.status_busy.eq(busy)
+        m.d.comb += [busy.eq(~state["IDLE"]), rf.status_busy.eq(busy)]
         # ---- the scheduler's sequence --------------------------------------------------
         with m.If(state["IDLE"]):
             m.d.comb += ssm_open.eq(1)
@@ -406,19 +425,18 @@ class Accelerator(wiring.Component):
             with m.If(rf.ctrl_start):
                 with m.If(dims_bad):
                     fail("DIMENSIONS")
-                with m.Elif(rf.mode_mode & (~node_count.any() | (node_count > max_nodes))):
+                with m.Elif(rf.mode_mode & tree_bad):
                     fail("TREE_SIZE")
                 with m.Else():
-                    m.d.sync += [target.eq(rf.mode_mode), count.eq(node_count), i.eq(0),
+                    m.d.sync += [target.eq(rf.mode_mode), count.eq(node_count),
+                                 count_m1.eq(node_count - 1), i.eq(0),
                                  order_bad.eq(0), held_ok.eq(0), step_cycles.eq(0)]
                     goto("CHECKPOINT_COMMITTED")
             with m.Elif(rf.ctrl_rollback):
                 goto("ROLLBACK")
         with m.If(state["ROLLBACK"]):
-            m.d.comb += busy.eq(1)
             command(Op.RESTORE, committed, then_goto("IDLE"))
         with m.If(state["CHECKPOINT_COMMITTED"]):
-            m.d.comb += busy.eq(1)
 
             def after_checkpoint():
                 m.d.sync += [held.eq(committed), held_ok.eq(1)]
@@ -429,19 +447,17 @@ class Accelerator(wiring.Component):
                     goto("IDLE")
             command(Op.CHECKPOINT, committed, after_checkpoint)
         with m.If(state["LOAD"]):
-            m.d.comb += busy.eq(1)
             parent = rf.tree_parent_parent
             m.d.comb += [tv.tree.valid.eq(1), tv.tree.payload.parent.eq(parent),
-                         tv.tree.payload.last.eq(i == count - 1)]
+                         tv.tree.payload.last.eq(i == count_m1)]
             with m.If(tv.tree.ready):
                 m.d.sync += [i.eq(i + 1), prev_parent.eq(parent)]
                 with m.If(i.any() & ((parent >= i) | ((i > 1) & (parent < prev_parent)))):
                     m.d.sync += order_bad.eq(1)
-                with m.If(i == count - 1):
+                with m.If(i == count_m1):
                     m.d.sync += i.eq(0)
                     goto("NEXT")
         with m.If(state["NEXT"]):
-            m.d.comb += busy.eq(1)
             with m.If(tv.error):
                 with m.If(order_bad):
                     fail("TREE_ORDER")
@@ -456,7 +472,6 @@ class Accelerator(wiring.Component):
                 with m.If(tv.schedule.payload.node_valid):
                     goto("RESTORE")
         with m.If(state["RESTORE"]):
-            m.d.comb += busy.eq(1)
             src = Signal(range(committed + 1))
             m.d.comb += src.eq(Mux(beat.root, committed, beat.parent_slot))
 
@@ -470,17 +485,15 @@ class Accelerator(wiring.Component):
             with m.Else():
                 command(Op.RESTORE, src, after_restore)
         with m.If(state["CAPTURE"]):
-            m.d.comb += busy.eq(1)
             command(Op.CAPTURE, beat.node, then_goto("TOKEN"))
         with m.If(state["TOKEN"]):
-            m.d.comb += [busy.eq(1), ssm_open.eq(1)]
+            m.d.comb += [ssm_open.eq(1)]
             with m.If(token_done):
                 m.d.sync += held_ok.eq(0)
                 goto("CHECKPOINT_NODE")
             with m.Elif(abort):
                 goto("FLUSH")
         with m.If(state["CHECKPOINT_NODE"]):
-            m.d.comb += busy.eq(1)
 
             def after_node():
                 m.d.sync += [held.eq(beat.write_slot), held_ok.eq(1)]
@@ -490,23 +503,22 @@ class Accelerator(wiring.Component):
                     goto("NEXT")
             command(Op.CHECKPOINT, beat.write_slot, after_node)
         with m.If(state["WAIT_MATCH"]):
-            m.d.comb += busy.eq(1)
             with m.If(abort):
                 goto("FLUSH")
             with m.Elif(match_req):
                 m.d.sync += [i.eq(0), match_req.eq(0)]
                 goto("MATCH")
         with m.If(state["MATCH"]):
-            m.d.comb += [busy.eq(1), tv.match.valid.eq(1),
+            m.d.comb += [tv.match.valid.eq(1),
                          tv.match.payload.match.eq(rf.tree_match_match),
-                         tv.match.payload.last.eq(i == count - 1)]
+                         tv.match.payload.last.eq(i == count_m1)]
             with m.If(tv.match.ready):
                 m.d.sync += i.eq(i + 1)
-                with m.If(i == count - 1):
+                with m.If(i == count_m1):
                     m.d.sync += [i.eq(0), k.eq(0)]
                     goto("PATH")
         with m.If(state["PATH"]):
-            m.d.comb += [busy.eq(1), tv.path.ready.eq(1),
+            m.d.comb += [tv.path.ready.eq(1),
                          path_w.addr.eq(k), path_w.data.eq(tv.path.payload.node),
                          path_w.en.eq(tv.path.valid)]
             with m.If(tv.path.valid):
@@ -517,10 +529,8 @@ class Accelerator(wiring.Component):
                                  res_last.eq(tv.path.payload.node)]
                     goto("COMMIT_RESTORE")
         with m.If(state["COMMIT_RESTORE"]):
-            m.d.comb += busy.eq(1)
             command(Op.RESTORE, committed, then_goto("REPLAY"))
         with m.If(state["REPLAY"]):
-            m.d.comb += busy.eq(1)
 
             def after_replay():
                 m.d.sync += k.eq(k + 1)
@@ -528,16 +538,15 @@ class Accelerator(wiring.Component):
                     goto("DRAIN")
             command(Op.REPLAY, path_rd.data, after_replay)
         with m.If(state["DRAIN"]):
-            m.d.comb += busy.eq(1)
             with m.If(~ctrl.busy):
                 m.d.comb += done.eq(1)
                 goto("IDLE")
         with m.If(state["FLUSH"]):
             # Drain the tree verifier (after an error or ABORT): take every
             # schedule beat, feed zero match bits, take the path.
-            m.d.comb += [busy.eq(1), tv.schedule.ready.eq(1), tv.path.ready.eq(1),
+            m.d.comb += [tv.schedule.ready.eq(1), tv.path.ready.eq(1),
                          tv.match.valid.eq(i < count), tv.match.payload.match.eq(0),
-                         tv.match.payload.last.eq(i == count - 1)]
+                         tv.match.payload.last.eq(i == count_m1)]
             with m.If(tv.match.valid & tv.match.ready):
                 m.d.sync += i.eq(i + 1)
             with m.If(~tv.busy & ~sent):
@@ -558,7 +567,7 @@ class Accelerator(wiring.Component):
             "perf_cycles": 1,
             "perf_draft_cycles": lin_fire & lin_mode,
             "perf_verify_cycles": busy & target,
-            "perf_tokens_accepted": None,
+            "perf_tokens_accepted": Mux(steps_inc, path_len, 0),
             "perf_steps": steps_inc,
             "perf_linear_busy": lin_fire,
             "perf_ssm_busy": ~ssm.idle,
@@ -567,16 +576,14 @@ class Accelerator(wiring.Component):
             "perf_nodes": token_done & target & busy,
         }
         for name, inc in events.items():
-            live = Signal(COUNTER_BITS, name=f"{name}_live")
-            if name == "perf_tokens_accepted":
-                with m.If(steps_inc):
-                    m.d.sync += live.eq(live + path_len)
-            else:
-                with m.If(inc):
-                    m.d.sync += live.eq(live + 1)
-            with m.If(clear):
-                m.d.sync += live.eq(0)
-            self._snapshot(m, rf, name, live, snap)
+            # Split counters (hw.perf_counter): the event logic meets only a
+            # 12-bit adder, the upper 36 bits add a registered carry, so the
+            # 48-bit count fits 400 MHz's 4 levels; the snapshot stays exact.
+            counter = PerfCounter(width=COUNTER_BITS, low_bits=COUNTER_LOW_BITS,
+                                  step_bits=len(path_len) if name == "perf_tokens_accepted" else 1)
+            m.submodules[name] = counter
+            m.d.comb += [counter.inc.eq(inc), counter.clear.eq(clear), counter.snap.eq(snap)]
+            self._publish(m, rf, name, counter.value)
         stall_live = Signal(COUNTER_BITS)
         m.d.comb += stall_live.eq(lin.stall_cycles - lin_stall_base)
         self._snapshot(m, rf, "perf_stall_cycles", stall_live, snap)
@@ -587,10 +594,14 @@ class Accelerator(wiring.Component):
         return m
 
     @staticmethod
+    def _publish(m, rf, name, held):
+        m.d.comb += [getattr(rf, f"{name}_lo_value").eq(held[:32]),
+                     getattr(rf, f"{name}_hi_value").eq(held[32:])]
+
+    @staticmethod
     def _snapshot(m, rf, name, live, snap):
         held = Signal(COUNTER_BITS, name=f"{name}_snap")
         with m.If(snap):
             m.d.sync += held.eq(live)
-        m.d.comb += [getattr(rf, f"{name}_lo_value").eq(held[:32]),
-                     getattr(rf, f"{name}_hi_value").eq(held[32:])]
+        Accelerator._publish(m, rf, name, held)
 

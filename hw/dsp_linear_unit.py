@@ -450,8 +450,10 @@ class DSPLinearUnit(wiring.Component):
         for p, port in enumerate(self.w):
             cols = list(range(p, G, P))
             ptr = Signal(range(max(len(cols), 2)), name=f"wport{p}_col")
-            free = [~full[g] | use_w for g in cols]
-            m.d.comb += port.ready.eq(_select(free, ptr) if len(cols) > 1 else free[0])
+            # ready = ~full[ptr] | use_w, with the column select on the registers
+            # alone and use_w (late: it depends on the operation) in the last gate.
+            full_sel = _select([full[g] for g in cols], ptr) if len(cols) > 1 else full[cols[0]]
+            m.d.comb += port.ready.eq(~full_sel | use_w)
             take = port.valid & port.ready
             for i, g in enumerate(cols):
                 # The port's beat is column g's ("== 0" would be a reduce-not, which
@@ -468,7 +470,13 @@ class DSPLinearUnit(wiring.Component):
                     m.d.sync += ptr.eq(Mux(ptr == len(cols) - 1, 0, ptr + 1))
         # = AND of every column's next "full", with use_w (late: it depends on the
         # operation) only in the last multiplexer.
-        m.d.sync += w_valid.eq(Mux(use_w, Cat(next_used).all(), Cat(next_kept).all()))
+        if G > P:
+            # A port fills one column per cycle, so with two or more columns on a port
+            # the used buffers are never all refilled at once: the AND of next_used
+            # is 0, said here so that use_w is the last gate.
+            m.d.sync += w_valid.eq(~use_w & Cat(next_kept).all())
+        else:
+            m.d.sync += w_valid.eq(Mux(use_w, Cat(next_used).all(), Cat(next_kept).all()))
         return [b.slot for b in bufs]
 
     def elaborate(self, platform):
@@ -479,10 +487,9 @@ class DSPLinearUnit(wiring.Component):
         # ---- job control: operation (k, t) per cycle -----------------------------------
         running = Signal()
         mode = Signal()
-        steps = Signal.like(cmd.steps)
         n_rows = Signal.like(cmd.n_rows)
         n_tok = Signal.like(cmd.n_tokens)
-        k = Signal(range(self._max_k + 1))
+        k_left = Signal(range(self._max_k + 1))   # inputs after the current one: K - 1 - k
         t = Signal(range(max(T, 2)))
         bank = Signal()            # bank of the running job
         next_bank = Signal()       # bank the next job takes
@@ -496,8 +503,10 @@ class DSPLinearUnit(wiring.Component):
         single = Signal()
         last_op = Signal()
         m.d.comb += last_op.eq(last_t & last_k)
-        need_w = Signal()
-        m.d.comb += need_w.eq(~t.any())
+        # "t = 0" (the operation uses a new weight beat) as a register kept with t:
+        # t.any() would put a reduce before fire, the weight ports' ready and the
+        # buffers' enables (logic levels, docs/estimate.md).
+        need_w = Signal(init=1)
         fire = Signal()
         w_valid = Signal()
         use_w = Signal()             # every column's beat k is used in this cycle
@@ -513,17 +522,20 @@ class DSPLinearUnit(wiring.Component):
         set_busy = Signal(2)
         clr_busy = Signal(2)
         with m.If(take):
-            m.d.sync += [running.eq(1), mode.eq(cmd.mode), steps.eq(cmd.steps),
-                         n_rows.eq(cmd.n_rows), n_tok.eq(cmd.n_tokens), k.eq(0), t.eq(0),
+            m.d.sync += [running.eq(1), mode.eq(cmd.mode),
+                         n_rows.eq(cmd.n_rows), n_tok.eq(cmd.n_tokens),
+                         k_left.eq(cmd.steps - 1), t.eq(0), need_w.eq(1),
                          bank.eq(next_bank), next_bank.eq(~next_bank),
                          last_t.eq(cmd.n_tokens == 1), last_k.eq(cmd.steps == 1),
                          first_k.eq(1), single.eq(cmd.n_tokens == 1)]
             m.d.comb += set_busy.eq(Mux(next_bank, 0b10, 0b01))
         with m.Elif(fire):
-            m.d.sync += t.eq(Mux(last_t, 0, t + 1))
+            m.d.sync += [t.eq(Mux(last_t, 0, t + 1)), need_w.eq(last_t)]
             with m.If(last_t):
-                m.d.sync += [k.eq(k + 1), first_k.eq(0), last_t.eq(single),
-                             last_k.eq(k + 2 == steps)]
+                # k counts down (k_left): "the next k is the last" is a compare of a
+                # register with 1, not an add and a compare with `steps`.
+                m.d.sync += [k_left.eq(k_left - 1), first_k.eq(0), last_t.eq(single),
+                             last_k.eq(k_left == 1)]
             with m.Else():
                 m.d.sync += last_t.eq(t + 2 == n_tok)
             with m.If(last_op):
@@ -559,14 +571,21 @@ class DSPLinearUnit(wiring.Component):
         d_rows = Signal.like(n_rows)
         d_tok = Signal.like(n_tok)
         h_base = Signal(range(H * G + G + 1))     # first row of the beat: drain_h * G
-        in_flight = Signal(range(self._DRAIN + 2))
         m.submodules.results = results = fifo.SyncFIFOBuffered(
             width=self.y.payload.shape().size, depth=self._DRAIN + 4)
         issue = Signal()
+        # "drain_t is the job's last token" and "this beat holds the job's last rows",
+        # registers kept with drain_t and h_base (as last_t and last_k are with t, k),
+        # so no adder lies between the drain counters and the drain's control.
         d_last_h = Signal()
         d_last_t = Signal()
-        m.d.comb += [d_last_h.eq(h_base + G >= d_rows), d_last_t.eq(drain_t == d_tok - 1)]
-        room = (results.level + in_flight) < results.depth
+        rows_left = Signal.like(d_rows)    # d_rows - h_base (wraps after the last beat)
+        # Beats in the result FIFO plus beats issued and not yet arrived, kept as one
+        # register (the FIFO's level moves by its writes and reads, and every beat
+        # issued is written when it arrives: `room` guarantees the space), so that
+        # `room` is a compare of a register, not an add and a compare.
+        occupancy = Signal(range(results.depth + 1))
+        room = occupancy < results.depth
         m.d.comb += issue.eq(draining & room)
         start = Signal()
         m.d.comb += [start.eq(~draining & (done_count != 0) & pending.r_rdy),
@@ -577,11 +596,17 @@ class DSPLinearUnit(wiring.Component):
         drain_of = Signal()          # bank of the draining job: jobs alternate banks
         with m.If(start):
             m.d.sync += [draining.eq(1), d_rows.eq(p_rows), d_tok.eq(p_tok), h_base.eq(0),
-                         drain_h.eq(0), drain_t.eq(0), drain_bank.eq(drain_of)]
+                         drain_h.eq(0), drain_t.eq(0), drain_bank.eq(drain_of),
+                         d_last_t.eq(p_tok == 1), rows_left.eq(p_rows),
+                         # One slot per column: every job's rows fit one beat (and
+                         # Verilator's -Wall rejects the constant compare).
+                         d_last_h.eq(p_rows <= G if H > 1 else 1)]
         with m.Elif(issue):
-            m.d.sync += drain_t.eq(Mux(d_last_t, 0, drain_t + 1))
+            m.d.sync += [drain_t.eq(Mux(d_last_t, 0, drain_t + 1)),
+                         d_last_t.eq(Mux(d_last_t, d_tok == 1, drain_t + 2 == d_tok))]
             with m.If(d_last_t):
-                m.d.sync += [drain_h.eq(drain_h + 1), h_base.eq(h_base + G)]
+                m.d.sync += [drain_h.eq(drain_h + 1), h_base.eq(h_base + G),
+                             rows_left.eq(rows_left - G), d_last_h.eq(rows_left <= 2 * G)]
             with m.If(d_last_t & d_last_h):
                 m.d.sync += [draining.eq(0), drain_of.eq(~drain_of)]
                 # The bank may be written again: the next job's first write comes
@@ -604,7 +629,7 @@ class DSPLinearUnit(wiring.Component):
                      beat.row_valid.eq(arrive.row_valid)]
         m.d.comb += [beat.value[g].eq(columns[g].value) for g in range(G)]
         m.d.comb += [results.w_en.eq(arrive.valid), results.w_data.eq(beat)]
-        m.d.sync += in_flight.eq(in_flight + issue - arrive.valid)
+        m.d.sync += occupancy.eq(occupancy + issue - (self.y.valid & self.y.ready))
         m.d.comb += [self.y.valid.eq(results.r_rdy), self.y.payload.eq(results.r_data),
                      results.r_en.eq(self.y.ready)]
 

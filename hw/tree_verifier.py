@@ -162,6 +162,16 @@ class TreeVerifier(wiring.Component):
         dep_r = dep_mem.read_port(domain="comb")
         slot_r = slot_mem.read_port(domain="comb")
         path_r = path_mem.read_port(domain="comb")
+        # MATCH reads a node's parent and depth on ports of its own, addressed by the
+        # idx register alone: no address mux in front of the LUT RAM on the path to
+        # `best` (logic levels, docs/estimate.md).
+        par_m = par_mem.read_port(domain="comb")
+        dep_m = dep_mem.read_port(domain="comb")
+        # Accepted flags, written at idx in every match beat and read at the parent
+        # (LUT RAM, one level, instead of a 64-to-1 mux of a flag vector).
+        m.submodules.accepted = acc_mem = Memory(shape=1, depth=n_max, init=[])
+        acc_w = acc_mem.write_port()
+        acc_r = acc_mem.read_port(domain="comb")
 
         # The ring of live slots holds (node, slot) pairs. `flush` empties it at the end
         # of a pass, when every slot left is dead: one cycle instead of one per slot.
@@ -174,7 +184,6 @@ class TreeVerifier(wiring.Component):
         has_child = Signal(n_max)   # node has at least one child
         last_child = Signal(n_max)  # node is the last child of its parent
         dead = Signal(n_max)        # node's state is dead (this pass)
-        acc = Signal(n_max)         # node accepted
 
         # Phases, one-hot (reset: LOAD).
         phase = OneHot(("load", "sched", "match", "find", "walking", "send"), init="load")
@@ -188,6 +197,11 @@ class TreeVerifier(wiring.Component):
         last_node = Signal(nb)
         passes_left = Signal(range(self._max_passes))  # passes after the current one
         node = Signal(nb)                  # node being scheduled
+        # A copy of `node` for the has_child/last_child lookups (two 64-to-1 muxes):
+        # `node` alone drove 83 loads, above the 64 of the board designs' fanout rule
+        # (gen.estimate_fanout). Its next value is computed from itself, so neither
+        # Yosys nor Vivado merges the two registers.
+        node_q = Signal(nb)
         wslot = Signal(sb)                 # node mod fifo_depth
         best = Signal(nb)
         best_depth = Signal(nb)
@@ -211,8 +225,8 @@ class TreeVerifier(wiring.Component):
         # SCHEDULE terms.
         is_root = ~node.any()
         is_last = node == last_node
-        leaf = ~bit(has_child, node)
-        closes_parent = bit(last_child, node)
+        leaf = ~bit(has_child, node_q)
+        closes_parent = bit(last_child, node_q)
         head_dead = ring.r.valid & bit(dead, head_node)  # an older slot died after an earlier node
         node_beat = ~head_dead
         # With an empty ring the candidate for release is the node itself (a leaf dies at
@@ -226,7 +240,9 @@ class TreeVerifier(wiring.Component):
         # MATCH terms.
         left_any = left.any()
         m_first = ~idx.any()
-        accepted = m_first | (self.match.payload.match & bit(acc, par_r.data))
+        # A parent at or above idx (a bad tree) is not accepted yet this pass; in a
+        # good tree it is always below idx, so its flag was written in this pass.
+        accepted = m_first | (self.match.payload.match & acc_r.data & (par_m.data < idx))
         # PATH terms.
         is_end = out_i == path_len
 
@@ -235,10 +251,13 @@ class TreeVerifier(wiring.Component):
             self.tree.ready.eq(load),
             self.match.ready.eq(match),
             self.busy.eq((load & (idx.any() | ~room.any())) | sched | match | find | walking | send),
-            dep_r.addr.eq(Mux(load, parent, idx)),
-            par_r.addr.eq(Mux(match, idx, Mux(walking, walk, node))),
+            dep_r.addr.eq(parent),
+            par_r.addr.eq(Mux(walking, walk, node)),
             slot_r.addr.eq(par_r.data),
             path_r.addr.eq(out_i),
+            par_m.addr.eq(idx), dep_m.addr.eq(idx), acc_r.addr.eq(par_m.data),
+            acc_w.addr.eq(idx), acc_w.data.eq(accepted),
+            acc_w.en.eq(match & self.match.valid & left_any),
             par_w.addr.eq(idx), par_w.data.eq(parent), par_w.en.eq(take & in_range),
             dep_w.addr.eq(idx), dep_w.data.eq(Mux(first, 0, dep_r.data + 1)), dep_w.en.eq(take & in_range),
             slot_w.addr.eq(idx), slot_w.data.eq(cslot), slot_w.en.eq(take & in_range),
@@ -284,7 +303,8 @@ class TreeVerifier(wiring.Component):
                 m.d.sync += self.error.eq(1)
             with m.If(self.tree.payload.last):
                 m.d.sync += [
-                    idx.eq(0), room.eq(n_max), cslot.eq(0), node.eq(0), wslot.eq(0), dead.eq(0),
+                    idx.eq(0), room.eq(n_max), cslot.eq(0), node.eq(0), node_q.eq(0), wslot.eq(0),
+                    dead.eq(0),
                     left.eq(Mux(in_range, idx + 1, n_max)),
                     passes_left.eq(Mux(self.passes.any(), self.passes - 1, 0)),
                 ]
@@ -301,14 +321,15 @@ class TreeVerifier(wiring.Component):
                 m.d.sync += self.peak_level.eq(ring.level + 1)
             m.d.sync += [
                 dead.eq(dead | Mux(closes_parent, onehot(par_r.data), 0) | Mux(leaf, onehot(node), 0)),
-                node.eq(node + 1), wslot.eq(next_slot(wslot)),
+                node.eq(node + 1), node_q.eq(node_q + 1), wslot.eq(next_slot(wslot)),
             ]
             with m.If(is_last):
-                m.d.sync += [dead.eq(0), node.eq(0), wslot.eq(0), passes_left.eq(passes_left - 1)]
+                m.d.sync += [dead.eq(0), node.eq(0), node_q.eq(0), wslot.eq(0),
+                             passes_left.eq(passes_left - 1)]
                 with m.If(~passes_left.any()):
                     phase.goto(m, "match")
         with m.If(sched & node_beat & overflow):
-            m.d.sync += [self.error.eq(1), node.eq(0), wslot.eq(0)]
+            m.d.sync += [self.error.eq(1), node.eq(0), node_q.eq(0), wslot.eq(0)]
             phase.goto(m, "match")
 
         # --- MATCH: per-node match bits, greedy acceptance --------------------------------
@@ -316,12 +337,11 @@ class TreeVerifier(wiring.Component):
             with m.If(left_any):
                 m.d.sync += [idx.eq(idx + 1), left.eq(left - 1)]
                 with m.If(m_first):
-                    m.d.sync += [acc.eq(1), best.eq(0), best_depth.eq(0)]
+                    m.d.sync += [best.eq(0), best_depth.eq(0)]
                 with m.Elif(accepted):
-                    m.d.sync += acc.eq(acc | onehot(idx))
                     # BFS order: the first accepted node of a new depth is the lowest index.
-                    with m.If(dep_r.data > best_depth):
-                        m.d.sync += [best.eq(idx), best_depth.eq(dep_r.data)]
+                    with m.If(dep_m.data > best_depth):
+                        m.d.sync += [best.eq(idx), best_depth.eq(dep_m.data)]
             with m.If(self.match.payload.last):
                 m.d.sync += idx.eq(0)
                 phase.goto(m, "find")

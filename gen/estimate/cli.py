@@ -12,7 +12,8 @@ def _cmd_estimate(args):
     from gen.cli.progress import Progress, summary_lines
     progress = Progress.from_args(args)
     report = write_estimate(board=resolve_config(args), out=args.out, progress=progress.status,
-                            fit=args.fit, kinds=args.block, as_json=args.json)
+                            fit=args.fit, kinds=args.block, as_json=args.json,
+                            fanout=args.fanout, stub=tuple(args.stub or ()))
     if not args.json:
         print(f"fit: {report['fit']['verdict']}")
     if args.out is not None:
@@ -34,6 +35,12 @@ def add_parser(sub):
                         "dsp_linear_unit, ssm_unit, ...")
     p.add_argument("--json", action="store_true",
                    help="print the report as JSON instead of Markdown")
+    p.add_argument("--fanout", action="store_true",
+                   help="add the ten highest-fanout nets of every module to the report")
+    p.add_argument("--stub", action="append", default=None, metavar="PREFIX",
+                   help="synthesize sub-blocks whose module name starts with PREFIX as empty "
+                        "black boxes, not counted (repeatable; e.g. --block accelerator "
+                        "--stub SSMUnit)")
     p.add_argument("--fit", action="store_true", default=None,
                    help="extrapolate the SSM unit from two smaller lane counts instead of "
                         f"synthesizing it at board scale (default: above "

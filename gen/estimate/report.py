@@ -14,6 +14,7 @@ per board and writes the report (``docs/estimate.md``).
 """
 
 import json
+import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -44,6 +45,8 @@ class BlockEstimate:
     resources: dict
     depth: list = field(default_factory=list)
     seconds: float = 0.0
+    #: ``{module: [NetFanout]}``, the highest-fanout nets first (:mod:`gen.estimate.fanout`).
+    fanout: dict = field(default_factory=dict)
 
     @property
     def worst(self):
@@ -55,17 +58,48 @@ class BlockEstimate:
         return d
 
 
-def estimate_block(component, *, name, scale=1.0, note="", workdir=None):
-    """Synthesize one component and return its :class:`BlockEstimate` (resources × ``scale``)."""
+_MODULE = re.compile(r"^module\s+(\S+)\((.*?)\);\n(.*?)^endmodule\n", re.M | re.S)
+_PORT_DECL = re.compile(r"^\s*(?:input|output|inout)\b[^;]*;\n", re.M)
+
+
+def stub_modules(verilog_text, prefixes):
+    """``verilog_text`` with every module whose name starts with one of ``prefixes``
+    reduced to an empty ``(* blackbox *)`` module with the same ports.
+
+    For measuring a top level's own logic without synthesizing a sub-block that
+    is estimated on its own (the accelerator without its SSM unit): the stub's
+    ports end paths, as every submodule port does.
+    """
+    prefixes = tuple(prefixes)
+
+    def stub(match):
+        name = match.group(1)
+        if not name.startswith(prefixes):
+            return match.group(0)
+        ports = "".join(_PORT_DECL.findall(match.group(3)))
+        return f"(* blackbox *)\nmodule {name}({match.group(2)});\n{ports}endmodule\n"
+    return _MODULE.sub(stub, verilog_text) if prefixes else verilog_text
+
+
+def estimate_block(component, *, name, scale=1.0, note="", workdir=None, stub=()):
+    """Synthesize one component and return its :class:`BlockEstimate` (resources × ``scale``).
+
+    ``stub``: module-name prefixes of sub-blocks to leave out as black boxes
+    (:func:`stub_modules`); their resources are then not counted.
+    """
     from hw.hierarchy import convert
+
+    from gen.estimate.fanout import net_fanout
     _, library = convert(component, name=name)
-    # Device primitives (DSPFP32) as black boxes: each instance counts as one DSP58.
-    text = library.verilog(top=name, variant="blackbox")
+    # Device primitives (DSPFP32) and the tables' ROMs as black boxes: each DSPFP32
+    # counts as one DSP58, each ROM as block RAM from its geometry.
+    text = stub_modules(library.verilog(top=name, variant="blackbox"), stub)
     stat, netlist, seconds = synthesize(text, top=name, workdir=workdir)
     counts = cell_counts(stat, name)
     resources = {k: f(counts) * scale for k, f in RESOURCES.items()}
     return BlockEstimate(block=name, synthesized=name, scale=scale, note=note,
-                         resources=resources, depth=logic_depth(netlist), seconds=seconds)
+                         resources=resources, depth=logic_depth(netlist), seconds=seconds,
+                         fanout=net_fanout(netlist))
 
 
 def pipeline_depths(progress=None):
@@ -206,7 +240,7 @@ def estimate_fit(*, name, target, points, note, workdir=None):
                          seconds=r[0].seconds + r[1].seconds)
 
 
-def estimate(board, *, only=None, workdir=None, progress=None, fit=None, kinds=None):
+def estimate(board, *, only=None, workdir=None, progress=None, fit=None, kinds=None, stub=()):
     """Estimate every block of preset ``board``.
 
     Parameters
@@ -262,7 +296,8 @@ def estimate(board, *, only=None, workdir=None, progress=None, fit=None, kinds=N
             progress(f"synthesizing {name} ({note})")
         sub = None if workdir is None else Path(workdir) / name
         if how == "full":
-            results.append(estimate_block(what, name=name, note=note, workdir=sub))
+            results.append(estimate_block(what, name=name, note=note, workdir=sub,
+                                          stub=stub))
         else:
             target, points = what
             results.append(estimate_fit(name=name, target=target, points=points, note=note,
@@ -388,10 +423,20 @@ def _report_json(report):
     return dict(report, blocks=[b.to_dict() for b in report["blocks"]])
 
 
-def write_estimate(*, board, out=None, progress=None, fit=None, kinds=None, as_json=False):
-    """Run :func:`estimate` and print (or write to ``out``) its Markdown section and JSON."""
-    report = estimate(board, progress=progress, fit=fit, kinds=kinds)
+def write_estimate(*, board, out=None, progress=None, fit=None, kinds=None, as_json=False,
+                   fanout=False, stub=()):
+    """Run :func:`estimate` and print (or write to ``out``) its Markdown section and JSON.
+
+    ``fanout``: append the ten highest-fanout nets of every module
+    (:func:`gen.estimate.fanout.fanout_markdown`); the JSON always has them.
+    """
+    report = estimate(board, progress=progress, fit=fit, kinds=kinds, stub=stub)
     text = render_markdown(report)
+    if fanout:
+        from gen.estimate.fanout import FANOUT_LIMIT, fanout_markdown
+        text += (f"\nHighest-fanout nets per module (loads of a net's most loaded bit; "
+                 f"**!** above {FANOUT_LIMIT} loads, unless the parent drives it):\n\n"
+                 + fanout_markdown(report["blocks"]))
     if as_json and out is None:
         print(json.dumps(_report_json(report), indent=2, sort_keys=True))
     elif out is None:
