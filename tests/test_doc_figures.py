@@ -65,7 +65,7 @@ def test_roofline_has_a_legend_every_point_and_no_overlapping_labels():
     for ax, board in zip(fig.axes, BOARDS):
         points = {tuple(np.round(np.log10(c.get_offsets()[0]), 6)) for c in ax.collections}
         for sizing in SIZINGS:
-            acc = accelerator(board, sizing=sizing)
+            acc = accelerator(preset(board), sizing=sizing)
             for step in (seed_step(), speq_step()):
                 for p in step_model(acc, step).phases:
                     xy = (p.intensity, 2 * p.macs / p.time)

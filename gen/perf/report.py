@@ -156,12 +156,16 @@ def gap_sentences(rows=None):
     ssm = hp.phase("verify").ssm_cycles / acc.clock_hz
     t = hp.accel
     st = ssm_timing(t, tgt)
+    w = t.ssm_words_per_cycle
+    beats = -(-st.input_words // w)
+    period = st.period(words_per_cycle=w)
+    bound = ("input-bound" if period > st.tiles else "the sweep, not the input, sets the pace")
     out.append(
         f"**SSM unit.** With {t.ssm_lanes} lanes a 2.7B layer sweeps in {st.tiles:,} cycles per "
-        f"node, but its 32-bit input port needs {st.input_words:,} writes per node, so the unit "
-        f"runs at {st.period():,.0f} cycles per node (input-bound); {hp.verify_nodes:.0f} nodes × "
-        f"64 layers cost {_ms(ssm)} ms of the verify pass, serialized with the linear unit "
-        f"because no scheduler exists yet (overlap 0).")
+        f"node; its {32 * w}-bit input port takes a node's {st.input_words:,} input words in "
+        f"{beats:,} beats, so the unit runs at {period:,.0f} cycles per node ({bound}); "
+        f"{hp.verify_nodes:.0f} nodes × 64 layers cost {_ms(ssm)} ms of the verify pass, "
+        f"serialized with the linear unit because no scheduler exists yet (overlap 0).")
     sp = _find(rows, "vhk158", "preset", "SPEQ")
     d = sp.phase("draft")
     out.append(

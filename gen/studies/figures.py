@@ -131,21 +131,21 @@ def block_diagram_figure(config):
     plt = _plt()
     top, children = accelerator_children(config)
     ins, outs = _ports(top)
-    fig = plt.figure(figsize=(12, 5.4))
+    ncol, gap, bh = 3, 0.2, 1.05
+    nrow = -(-len(children) // ncol)
+    # The figure grows with the rows, so every box keeps room for its text.
+    x0, x1, y0 = 2.3, 9.7, 0.5
+    y1 = y0 + 0.75 + (nrow + 1) * gap + nrow * bh
+    fig = plt.figure(figsize=(12, y1 + 0.3))
     ax = fig.add_axes((0, 0, 1, 1))
     ax.set_xlim(0, 12)
-    ax.set_ylim(0, 5.4)
+    ax.set_ylim(0, y1 + 0.3)
     ax.axis("off")
-    x0, x1, y0, y1 = 2.3, 9.7, 0.5, 5.1
     ax.add_patch(FancyBboxPatch((x0, y0), x1 - x0, y1 - y0, boxstyle="round,pad=0.05",
                                 fc="#f4f6fa", ec="0.25", lw=1.4))
     ax.text((x0 + x1) / 2, y1 - 0.25, f"{type(top).__name__} ({top.module_name})",
             ha="center", va="top", fontsize=10, weight="bold")
-    ncol = 3
-    nrow = -(-len(children) // ncol)
-    gap = 0.2
     bw = (x1 - x0 - (ncol + 1) * gap) / ncol
-    bh = (y1 - y0 - 0.75 - (nrow + 1) * gap) / nrow
     for i, c in enumerate(children):
         r, k = divmod(i, ncol)
         bx = x0 + gap + k * (bw + gap)
@@ -158,10 +158,12 @@ def block_diagram_figure(config):
             lines.append(m if len(m) <= 34 else m[:32] + "…")
         held = [kind if kind.endswith(" b") else f"{n}× {kind}"
                 for kind, n in c["contents"].most_common()]
-        for j in range(0, len(held), 2):
-            lines.append(", ".join(held[j:j + 2]))
-        ax.text(bx + 0.1, by + bh - 0.1, lines[0], ha="left", va="top", fontsize=9,
-                weight="bold")
+        # Two kinds a line, two lines at most: a box's text stays inside it.
+        rows = [", ".join(held[j:j + 2]) for j in range(0, len(held), 2)]
+        lines += rows[:2] if len(rows) <= 2 else [rows[0], rows[1] + ", …"]
+        # A long title (a counter's name) is set smaller, so it stays in its box.
+        ax.text(bx + 0.1, by + bh - 0.1, lines[0], ha="left", va="top",
+                fontsize=9 if len(lines[0]) <= 26 else 7, weight="bold")
         ax.text(bx + 0.1, by + bh - 0.42, "\n".join(lines[1:]), ha="left", va="top",
                 fontsize=7, family="monospace", linespacing=1.35)
     for side, names in (("in", ins), ("out", outs)):
