@@ -305,26 +305,50 @@ async def _read_run(dut, *, regions, max_beats, reset_at=None, stream=None):
             todo = [(f - (-b % ratio), b + (-b % ratio)) for f, b in todo]
         todo = [(max(0, f), b) for f, b in todo]
     issued = []
-    for first, beats in todo:
-        if state["reset_pending"] and stats["beats"] >= reset_at:
-            state["reset_pending"] = False
-            await tb.reset()
-            expected.clear()
-            tb.bursts.clear()
-            issued.clear()
-            stats["resets"] += 1
-            # Nothing left over from before the reset comes out.
-            for _ in range(4 * p["latency"]):
-                await RisingEdge(dut.clk)
-                assert not int(dut.data__valid.value), "a beat came out after the reset"
+
+    async def reset_now():
+        state["reset_pending"] = False
+        await tb.reset()
+        expected.clear()
+        tb.bursts.clear()
+        issued.clear()
+        stats["resets"] += 1
+        # Nothing left over from before the reset comes out.
+        for _ in range(4 * p["latency"]):
+            await RisingEdge(dut.clk)
+            assert not int(dut.data__valid.value), "a beat came out after the reset"
+
+    async def issue(first, beats):
         if not await drive_command(tb, first, beats, stop):
-            break
+            return False
         stats["commands"] += 1
         for n in range(beats):
             expected.append(tb.memory.beat((first + n) * tb.bytes, tb.bytes))
         issued.append((first, beats))
         if rng.random() < p.get("cmd_idle", 0.0):
             await ClockCycles(dut.clk, rng.randint(1, 50))
+        return True
+
+    for first, beats in todo:
+        if state["reset_pending"] and stats["beats"] >= reset_at:
+            await reset_now()
+        if not await issue(first, beats):
+            break
+    if state["reset_pending"] and stream is None:
+        # Every command went out before reset_at beats came back: reset once half of
+        # what is in flight has arrived (still mid-stream), then run fresh commands.
+        target = stats["beats"] + max(ratio, len(expected) // 2)
+        for _ in range(200 * p["latency"]):
+            if stats["beats"] >= min(reset_at, target) or not expected:
+                break
+            await RisingEdge(dut.clk)
+        await reset_now()
+        for _ in range(3):
+            first, beats = tb.random_region(max_beats)
+            if ratio > 1:
+                first, beats = max(0, first - (-beats % ratio)), beats + (-beats % ratio)
+            if not await issue(first, beats):
+                break
     # Drain: every expected beat arrives, then nothing more.
     # A timeout on progress: some beat within a few memory latencies.
     waited, left = 0, len(expected)
