@@ -263,18 +263,23 @@ class SSMUnit(wiring.Component):
     Parameters
     ----------
     cfg : golden.mamba2.SSMConfig
-        Geometry, lanes and tables. ``state_format`` must be ``"fp32"``; ``lanes``
-        may be any count up to ``d_state`` (a row's last tile may be partial;
+        Geometry, lanes, tables, arithmetic (``contract``: fabric FP units or
+        DSPFP32 slices, :class:`hw.fp_ops.FPOps`) and input width
+        (``input_words``). ``state_format`` must be ``"fp32"``; ``lanes`` may be
+        any count up to ``d_state`` (a row's last tile may be partial;
         ``lanes > d_state`` is not implemented yet).
     mul_stages, add_stages : int
-        Pipeline registers of every :class:`hw.fp_arith.FPMul` / ``FPAdd``
-        (the accumulator's adder, when there is one, is combinational, see Notes).
+        Pipeline registers of every :class:`hw.fp_arith.FPMul` / ``FPAdd`` of
+        the ``"ieee"`` contract (its accumulator's adder, when there is one, is
+        combinational, see Notes); the DSPFP32 pipeline is fixed.
 
     Attributes
     ----------
     wr_en, wr_sel, wr_addr, wr_data : In
-        Input write port (one binary32 per cycle, not stalled by ``y``).
-        ``wr_sel``: :data:`SEL_B` / :data:`SEL_C` (address ``n``), :data:`SEL_X`
+        Input write port, one beat of ``input_words`` binary32 words per cycle
+        (word ``i`` in bits ``32i …``; not stalled by ``y``); ``wr_addr`` counts
+        beats, beat ``a`` holding words ``a·W … a·W + W − 1`` of the array.
+        ``wr_sel``: :data:`SEL_B` / :data:`SEL_C` (word ``n``), :data:`SEL_X`
         (``h·P + p``), :data:`SEL_DT` (``h``) write the *fill bank* of the
         double-buffered token inputs; :data:`SEL_A`, :data:`SEL_DT_BIAS`,
         :data:`SEL_D` (``h``) write the layer parameters (change them only
@@ -286,8 +291,10 @@ class SSMUnit(wiring.Component):
         cycle with both high commits it (the banks swap). ``token_ready`` equals
         ``fill_free``.
     y : Out(stream.Signature(32))
-        ``y[h, p]`` in row-major order, one per row; holding ``y`` (``valid``
-        and not ``ready``) stalls the prologue and the sweep.
+        ``y[h, p]`` in row-major order, one per row, from an output FIFO of
+        :data:`Y_FIFO_DEPTH` rows; holding ``y`` (``valid`` and not ``ready``)
+        stalls the prologue and the sweep one cycle later, through the
+        registered clock enable (``y.ready`` drives no pipeline register).
     hold : In(1)
         No new sweep starts while high (state-controller handshake).
     idle : Out(1)
@@ -305,10 +312,11 @@ class SSMUnit(wiring.Component):
 
     Notes
     -----
-    The accumulator ``acc + T_k`` is a combinational adder in a one-cycle loop:
-    consecutive groups of a row arrive on consecutive cycles, so a pipelined
-    adder there would need row interleaving (a later revision). With one tile
-    per row (``lanes == d_state``, the ``vhk158`` preset) there is no adder.
+    With the ``"ieee"`` contract the accumulator ``acc + T_k`` is a combinational
+    adder in a one-cycle loop (the ``sim`` preset only). With ``"dspfp32"`` (the
+    board presets) one DSPFP32 slice accumulates on its own P register
+    (``P = T_0 + (−0)``, then ``P = T_k + P``), the single-cycle accumulation of
+    AMD AM004. With one tile per row (``lanes == d_state``) there is none.
     """
 
     #: Depth of the output FIFO behind ``y``: the pipeline's clock enable is a
