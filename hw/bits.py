@@ -7,7 +7,7 @@ Verilator's ``-Wall`` width checks to flag.
 
 from amaranth import C, Cat, Mux, Signal, Value
 
-__all__ = ["index_width", "value_width", "zero_extend", "wire", "shift_left", "OneHot"]
+__all__ = ["index_width", "value_width", "zero_extend", "wire", "shift_left", "eq_const", "OneHot"]
 
 
 def index_width(n):
@@ -34,6 +34,15 @@ def wire(m, value, name):
     sig = Signal(len(value), name=name)
     m.d.comb += sig.eq(value)
     return sig
+
+
+def eq_const(value, k):
+    """``value == k`` for a constant ``k``, as bit logic (no narrowed constant operand,
+    which Verilator's -Wall would read as a width mismatch)."""
+    value = Value.cast(value)
+    if k >> len(value):
+        return C(0, 1)
+    return Cat(*(value[i] if (k >> i) & 1 else ~value[i] for i in range(len(value)))).all()
 
 
 def shift_left(value, amount, width, *, m=None, name="shl"):

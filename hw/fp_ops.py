@@ -28,9 +28,10 @@ from .dsp58 import DSPFP32, OP_ACC_C
 from .fp_arith import FPAdd, FPMul, delay_line
 from .hierarchy import submodule
 
-__all__ = ["FPOps"]
+__all__ = ["FPOps", "ONE32"]
 
-_ONE = 0x3F80_0000
+#: binary32 1.0: the B operand that makes a DSPFP32 multiplier pass A to its adder.
+ONE32 = 0x3F80_0000
 
 
 class FPOps:
@@ -105,7 +106,7 @@ class FPOps:
         """``fl(a + b)``, :attr:`add_latency` cycles after ``a`` and ``b``."""
         if self.dsp:
             dsp = self._slice(m, name, en, fpcreg=3)
-            m.d.comb += [dsp.a.eq(a), dsp.b.eq(C(_ONE, 32)), dsp.c.eq(b)]
+            m.d.comb += [dsp.a.eq(a), dsp.b.eq(C(ONE32, 32)), dsp.c.eq(b)]
             return dsp.p
         add = submodule(m, name, FPAdd(fmt=FP32, stages=self._la))
         m.d.comb += [add.en.eq(en), add.valid.eq(0), add.a.eq(a), add.b.eq(b)]

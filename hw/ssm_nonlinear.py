@@ -19,7 +19,7 @@ from amaranth.lib.wiring import In, Out
 
 from golden.fp import FP32
 from golden.nonlinear import CANONICAL_NAN32, SATURATION, LUTSpec, lut_tables
-from hw.bits import shift_left, zero_extend
+from hw.bits import eq_const, shift_left, zero_extend
 from hw.fp_arith import (
     add_const,
     count_leading_zeros,
@@ -48,9 +48,7 @@ def _ge_tree(value, k):
     h = n // 2
     hi, lo = value[h:], value[:h]
     khi, klo = k >> h, k & ((1 << h) - 1)
-    # Equality as bit logic (a constant compare that Verilator's -Wall reads cleanly).
-    eq = Cat(*(hi[i] if (khi >> i) & 1 else ~hi[i] for i in range(len(hi)))).all()
-    return _ge_tree(hi, khi + 1) | (eq & _ge_tree(lo, klo))
+    return _ge_tree(hi, khi + 1) | (eq_const(hi, khi) & _ge_tree(lo, klo))
 
 
 def order_key(bits):

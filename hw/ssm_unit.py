@@ -30,11 +30,11 @@ from amaranth.lib.wiring import In, Out
 from golden.fp import FP32
 from golden.mamba2 import SSMConfig
 from golden.validate import check_int
-from hw.bits import index_width
+from hw.bits import eq_const, index_width
 from hw.dsp58 import DSPFP32, OP_ACC_P, OP_START
 from hw.fp_arith import FPAdd, add_const, delay_line
 from hw.fp_datapath import ge_const
-from hw.fp_ops import FPOps
+from hw.fp_ops import ONE32, FPOps
 from hw.hierarchy import submodule
 from hw.ssm_nonlinear import LUTFunction
 
@@ -56,13 +56,6 @@ __all__ = [
 
 #: ``wr_sel`` codes of the input write port.
 SEL_B, SEL_C, SEL_X, SEL_DT, SEL_A, SEL_DT_BIAS, SEL_D = range(7)
-
-
-def eq_const(value, k):
-    """``value == k`` for a constant ``k``, as bit logic (no narrowed constant operand)."""
-    if k >> len(value):
-        return C(0, 1)
-    return Cat(*(value[i] if (k >> i) & 1 else ~value[i] for i in range(len(value)))).all()
 
 
 class _Counter:
@@ -699,7 +692,7 @@ class SSMUnit(wiring.Component):
                 # for one enabled cycle before the next row's T_0 replaces it.
                 acc_dsp = submodule(m, "acc", DSPFP32(a_fmt=FP32, b_fmt=FP32, stall=True))
                 m.d.comb += [acc_dsp.ce.eq(en), acc_dsp.cea.eq(1), acc_dsp.ceb.eq(1),
-                             acc_dsp.a.eq(tsum), acc_dsp.b.eq(C(0x3F800000, 32)), acc_dsp.c.eq(0),
+                             acc_dsp.a.eq(tsum), acc_dsp.b.eq(C(ONE32, 32)), acc_dsp.c.eq(0),
                              acc_dsp.fpopmode.eq(Mux(t_acc[1], OP_START, OP_ACC_P)),
                              acc_dsp.cefpa.eq(delay_line(m, en, t_acc[0], DSPFP32.adder_stage,
                                                          "acc_valid"))]
