@@ -13,7 +13,8 @@ import cocotb
 from cocotb.clock import Clock
 from cocotb.triggers import ReadOnly, RisingEdge
 
-__all__ = ["params", "seed", "TB", "random_pattern", "pack", "field", "drive_stream"]
+__all__ = ["params", "seed", "TB", "random_pattern", "pack", "field", "drive_stream",
+           "reset_mid_stream"]
 
 
 def params():
@@ -92,3 +93,25 @@ async def drive_stream(tb, port, beats, idle, stop):
         await RisingEdge(dut.clk)
         i += taken
     valid.value = 0
+
+
+async def reset_mid_stream(tb, *, new_job, drivers, reset, run, hold_cycles, jobs=4):
+    """Reset a unit while jobs, beats and results are in flight, then run fresh jobs.
+
+    ``drivers(jobs, stop)`` starts the stream drivers of ``jobs`` and returns their
+    tasks; ``y`` is held (not ready) for ``hold_cycles`` cycles, the drivers stop,
+    ``reset()`` resets the unit, which must then show no result and no busy cycle;
+    ``run(jobs)`` checks ``jobs`` new ones (only they may appear).
+    """
+    from cocotb.triggers import RisingEdge
+    stop = {"now": False}
+    tasks = drivers([new_job() for _ in range(jobs)], stop)
+    tb.dut.y__ready.value = 0
+    for _ in range(hold_cycles):
+        await RisingEdge(tb.dut.clk)
+    stop["now"] = True
+    for t in tasks:
+        await t
+    await reset()
+    assert int(tb.dut.y__valid.value) == 0 and int(tb.dut.busy_cycles.value) == 0
+    await run([new_job() for _ in range(jobs)])

@@ -17,7 +17,7 @@ from cocotb.triggers import ReadOnly, RisingEdge
 
 from golden import bsfp, dsp
 from hw.dsp_linear_unit import act_layout, cmd_layout, result_layout, weight_layout
-from sim.bench import TB, drive_stream, field, pack, params
+from sim.bench import TB, drive_stream, field, pack, params, reset_mid_stream
 
 #: FP16 activations that exercise the contract's edges: NaN, ±Inf, ±0, the
 #: subnormals the DSP flushes, the smallest normal, the largest finite.
@@ -227,19 +227,10 @@ async def reset_mid_job(dut):
     rng = _rng(tb)
     c = _config()
     await _reset(tb)
-    stop = {"now": False}
-    old = [Job(rng, **c) for _ in range(4)]
-    tasks = _drivers(tb, old, 0.2, stop)
-    dut.y__ready.value = 0
-    for _ in range(int(rng.integers(3, 3 * c["max_k"]))):
-        await RisingEdge(dut.clk)
-    stop["now"] = True
-    for t in tasks:
-        await t
-    await _reset(tb)
-    assert int(dut.y__valid.value) == 0 and int(dut.busy_cycles.value) == 0
-    jobs = [Job(rng, **c) for _ in range(4)]
-    await run_jobs(tb, jobs, idle=0.2, stall=0.2, max_cycles=200_000)
+    await reset_mid_stream(
+        tb, new_job=lambda: Job(rng, **c), drivers=lambda js, stop: _drivers(tb, js, 0.2, stop),
+        reset=lambda: _reset(tb), hold_cycles=int(rng.integers(3, 3 * c["max_k"])),
+        run=lambda js: run_jobs(tb, js, idle=0.2, stall=0.2, max_cycles=200_000))
 
 
 @cocotb.test()

@@ -19,7 +19,7 @@ from golden import bsfp
 from golden.fp import FORMATS
 from hw.dual_mode_pe import SCALE_BITS
 from hw.linear_unit import act_layout, cmd_layout, result_layout, weight_layout
-from sim.bench import TB, drive_stream, field, pack, params
+from sim.bench import TB, drive_stream, field, pack, params, reset_mid_stream
 
 
 
@@ -211,21 +211,15 @@ async def reset_mid_job(dut):
     rng = np.random.default_rng(tb.rng.getrandbits(32))
     c = _config()
     await _reset(tb)
-    stop = {"now": False}
-    old = [Job(rng, **c) for _ in range(4)]
-    tasks = [cocotb.start_soon(drive_stream(tb, "cmd", [j.cmd for j in old], 0.2, stop)),
-             cocotb.start_soon(drive_stream(tb, "w", [b for j in old for b in j.w_beats], 0.2, stop)),
-             cocotb.start_soon(drive_stream(tb, "x", [b for j in old for b in j.x_beats], 0.2, stop))]
-    dut.y__ready.value = 0
-    for _ in range(int(rng.integers(3, 3 * c["max_k"]))):
-        await RisingEdge(dut.clk)
-    stop["now"] = True
-    for t in tasks:
-        await t
-    await _reset(tb)
-    assert int(dut.y__valid.value) == 0 and int(dut.busy_cycles.value) == 0
-    jobs = [Job(rng, **c) for _ in range(4)]
-    await run_jobs(tb, jobs, idle=0.2, stall=0.2, max_cycles=100_000)
+
+    def drivers(js, stop):
+        return [cocotb.start_soon(drive_stream(tb, "cmd", [j.cmd for j in js], 0.2, stop)),
+                cocotb.start_soon(drive_stream(tb, "w", [b for j in js for b in j.w_beats], 0.2, stop)),
+                cocotb.start_soon(drive_stream(tb, "x", [b for j in js for b in j.x_beats], 0.2, stop))]
+    await reset_mid_stream(
+        tb, new_job=lambda: Job(rng, **c), drivers=drivers, reset=lambda: _reset(tb),
+        hold_cycles=int(rng.integers(3, 3 * c["max_k"])),
+        run=lambda js: run_jobs(tb, js, idle=0.2, stall=0.2, max_cycles=100_000))
 
 
 @cocotb.test()
