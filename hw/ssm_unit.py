@@ -39,7 +39,6 @@ from hw.hierarchy import submodule
 from hw.ssm_nonlinear import LUTFunction
 
 __all__ = [
-    "EMUGroup",
     "SEL_A",
     "SEL_B",
     "SEL_C",
@@ -47,11 +46,14 @@ __all__ = [
     "SEL_DT",
     "SEL_DT_BIAS",
     "SEL_X",
+    "EMUGroup",
+    "SSMDatapath",
     "SSMUnit",
     "StateBank",
+    "beat_word",
+    "eq_const",
     "host_members",
     "state_members",
-    "eq_const",
 ]
 
 #: ``wr_sel`` codes of the input write port.
@@ -250,7 +252,205 @@ class EMUGroup(wiring.Component):
         return m
 
 
-class SSMUnit(wiring.Component):
+def beat_word(m, en, data, index, words, name):
+    """Word ``index mod words`` of a beat of ``words`` binary32 values read one cycle
+    after ``index`` was its address: the select is the index's low bits, registered
+    with the read (enabled by ``en``)."""
+    if words == 1:
+        return data
+    sel_d = delay_line(m, en, index[:index_width(words)], 1, f"{name}_sel")
+    out = Signal(32, name=name)
+    with m.Switch(sel_d):
+        for i in range(words):
+            with m.Case(i):
+                m.d.comb += out.eq(data[32 * i:32 * (i + 1)])
+    return out
+
+
+class SSMDatapath(wiring.Component):
+    """The arithmetic shared by :class:`SSMUnit` and :class:`hw.tree_ssm.TreeSSMUnit`:
+    the per-head prologue, the EMU lanes with the reduction tree, and the row's
+    accumulator and ``y`` adder, with their schedule (enabled cycles after a tile's
+    issue, as properties). Subclasses add the memories and the issue order.
+
+    Parameters
+    ----------
+    cfg : golden.mamba2.SSMConfig
+        ``state_format="fp32"`` and ``lanes <= d_state``.
+    mul_stages, add_stages : int
+        Registers of the ``"ieee"`` contract's fabric units (:class:`hw.fp_ops.FPOps`).
+    members : dict
+        The subclass's signature members.
+    """
+
+    def __init__(self, *, cfg, mul_stages, add_stages, members):
+        owner = type(self).__name__
+        if not isinstance(cfg, SSMConfig):
+            raise TypeError(f"{owner}.cfg must be an SSMConfig, not {cfg!r}")
+        if cfg.state_format != "fp32":
+            raise ValueError(f"{owner} supports state_format 'fp32' only, not {cfg.state_format!r}")
+        if cfg.lanes > cfg.d_state:
+            raise ValueError(f"{owner}.cfg.lanes must be <= d_state ({cfg.d_state}) in this "
+                             f"revision, not {cfg.lanes!r}")
+        self._cfg = cfg
+        self._ops = FPOps(contract=cfg.contract, mul_stages=mul_stages, add_stages=add_stages,
+                          owner=owner)
+        self._lm, self._la = mul_stages, add_stages
+        super().__init__(members)
+
+    @property
+    def cfg(self):
+        return self._cfg
+
+    def _lut(self, spec):
+        return LUTFunction(spec=spec, mul_stages=self._lm, add_stages=self._la,
+                           contract=self._cfg.contract)
+
+    # -- the pipeline's schedule, in enabled cycles after a tile's issue ----------------
+
+    @property
+    def _t_u(self):
+        """``u = delta·x`` and ``D·x`` ready (the operands are read one cycle after issue)."""
+        return 1 + self._ops.mul_latency
+
+    @property
+    def emu_latency(self):
+        """Enabled cycles from a tile's read address to its write-back of ``h'``:
+        ``1 + Lmul`` (``u``) ``+ Lmuladd`` (``h' = fl(dA·h) + fl(u·B)``, with ``u·B``
+        started ``Lmul`` cycles earlier than ``dA·h``, as the multiply-add's addend)."""
+        return self._t_u + self._ops.muladd_latency
+
+    @property
+    def _t_tree(self):
+        """The tile's tree sum ready: ``q = h'·C`` with the first tree level fused in
+        (odd lane ``fl(q_odd + q_even)`` is one multiply-add), then ``depth − 1`` adds."""
+        ops, depth = self._ops, self._cfg.tree_depth
+        if depth == 0:
+            return self.emu_latency + ops.mul_latency
+        return self.emu_latency + ops.muladd_latency + (depth - 1) * ops.add_latency
+
+    @property
+    def _acc_delay(self):
+        """From a row's last tree sum to its accumulated value: a fabric register
+        (``"ieee"``), nothing (``"dspfp32"``, one tile per row) or the DSP accumulator."""
+        if not self._ops.dsp:
+            return 1
+        return 0 if self._cfg.groups_per_row == 1 else DSPFP32.latency
+
+    @property
+    def prologue_latency(self):
+        """Enabled cycles from a head's issue to its ``delta``/``dA`` write."""
+        c, ops = self._cfg, self._ops
+        return (1 + ops.add_latency + self._lut(c.softplus_lut).latency + ops.mul_latency
+                + self._lut(c.exp_lut).latency)
+
+    @property
+    def latency(self):
+        """Enabled cycles from a row's first tile issue to its ``y`` leaving the pipeline
+        (entering the output FIFO; ``y.valid`` follows one or two cycles later)."""
+        k = self._cfg.groups_per_row
+        return self._t_tree + (k - 1) + self._acc_delay + self._ops.add_latency
+
+    # -- the datapath pieces --------------------------------------------------------------
+
+    def _prologue(self, m, en, dt_word, bias_word, a_word, tag):
+        """``delta = softplus(dt + dt_bias)``, ``dA = exp(delta·A)`` of one head; the words
+        arrive one cycle after the head's issue with ``tag``. Returns ``(delta, dA,
+        tag)`` at the write (:attr:`prologue_latency` after the issue)."""
+        cfg, ops = self._cfg, self._ops
+        sp = submodule(m, "pro_softplus", self._lut(cfg.softplus_lut))
+        ex = submodule(m, "pro_exp", self._lut(cfg.exp_lut))
+        s_sum = ops.add(m, "pro_add_bias", dt_word, bias_word, en)
+        m.d.comb += [sp.en.eq(en), sp.valid.eq(0), sp.x.eq(s_sum)]
+        a_d = delay_line(m, en, a_word, ops.add_latency + sp.latency, "a_d")
+        a_prod = ops.mul(m, "pro_mul_a", sp.y, a_d, en)
+        m.d.comb += [ex.en.eq(en), ex.valid.eq(0), ex.x.eq(a_prod)]
+        delta_d = delay_line(m, en, sp.y, ops.mul_latency + ex.latency, "delta_d")
+        tag_end = delay_line(m, en, tag, ops.add_latency + sp.latency + ops.mul_latency
+                             + ex.latency, "ptag")
+        return delta_d, ex.y, tag_end
+
+    def _emus(self, m, en, h, b, c, da, last, u):
+        """The EMU lanes in :class:`EMUGroup` pairs and the balanced tree over their
+        products. ``h``, ``b``, ``c``, ``da``, ``last`` are the tile's read data (one
+        cycle after issue), ``u`` the row's ``delta·x`` (:attr:`_t_u` after issue).
+        Returns ``(hnew, tsum)``: the lanes' ``h'`` (:attr:`emu_latency`) and the tile's
+        tree sum (:attr:`_t_tree`)."""
+        cfg, ops = self._cfg, self._ops
+        L, N, K = cfg.lanes, cfg.d_state, cfg.groups_per_row
+        # Lanes of a row's last tile that hold columns (all of them when lanes divides N).
+        last_lanes = N - (K - 1) * L
+        hnew, level = [], []
+        for j in range(0, L, 2):
+            n = min(2, L - j)
+            g = submodule(m, f"emu{j // 2}", EMUGroup(
+                ops=ops, lanes=n, pad=tuple(j + i >= last_lanes for i in range(n)), align=L > 1))
+            sl = slice(32 * j, 32 * (j + n))
+            m.d.comb += [g.en.eq(en), g.h.eq(h[sl]), g.b.eq(b[sl]), g.c.eq(c[sl]),
+                         g.da.eq(da), g.last.eq(last), g.u.eq(u)]
+            hnew.append(g.hnew)
+            level.append(g.s)
+        depth = 1
+        while len(level) > 1:
+            nxt = []
+            if len(level) % 2:
+                # The odd value out moves up unchanged, delayed like an adder.
+                level, odd = level[:-1], delay_line(m, en, level[-1], ops.add_latency,
+                                                    f"tree{depth}_pass")
+            else:
+                odd = None
+            for j in range(0, len(level), 2):
+                nxt.append(ops.add(m, f"tree{depth}_{j // 2}", level[j], level[j + 1], en))
+            if odd is not None:
+                nxt.append(odd)
+            level, depth = nxt, depth + 1
+        return hnew, level[0]
+
+    def _row_out(self, m, en, tsum, t_acc, dx):
+        """The row's accumulator over its tiles and ``y = acc + D·x``. ``t_acc`` is the
+        tile tag (valid, first, last) at the tree sum, ``dx`` is ``D·x`` at :attr:`_t_u`.
+        Returns ``(y, y_valid)`` at :attr:`latency` after the row's first issue."""
+        cfg, ops = self._cfg, self._ops
+        K = cfg.groups_per_row
+        t_tree, t_u = self._t_tree, self._t_u
+        # Accumulator: acc = T_0, then acc + T_k, in ascending n.
+        acc_delay = self._acc_delay
+        if ops.dsp:
+            if K > 1:
+                # On one DSPFP32: P = T_0 + (−0), then P = T_k + P on its own register
+                # (AM004: the adder accumulates one value per cycle). A row's sum is on P
+                # for one enabled cycle before the next row's T_0 replaces it.
+                acc_dsp = submodule(m, "acc", DSPFP32(a_fmt=FP32, b_fmt=FP32, stall=True))
+                m.d.comb += [acc_dsp.ce.eq(en), acc_dsp.cea.eq(1), acc_dsp.ceb.eq(1),
+                             acc_dsp.a.eq(tsum), acc_dsp.b.eq(C(ONE32, 32)), acc_dsp.c.eq(0),
+                             acc_dsp.fpopmode.eq(Mux(t_acc[1], OP_START, OP_ACC_P)),
+                             acc_dsp.cefpa.eq(delay_line(m, en, t_acc[0], DSPFP32.adder_stage,
+                                                         "acc_valid"))]
+                acc = acc_dsp.p
+            else:
+                acc = tsum
+        else:
+            # A fabric adder in a one-cycle loop (the "ieee" contract, sim preset only).
+            acc = Signal(32, name="acc")
+            if K > 1:
+                acc_add = submodule(m, "acc_add", FPAdd(fmt=FP32, stages=0))
+                m.d.comb += [acc_add.en.eq(en), acc_add.valid.eq(0), acc_add.a.eq(acc),
+                             acc_add.b.eq(tsum)]
+                acc_next = Mux(t_acc[1], tsum, acc_add.result)
+            else:
+                acc_next = tsum
+            with m.If(en & t_acc[0]):
+                m.d.sync += acc.eq(acc_next)
+        # row end: y = acc + D·x
+        t_row = t_tree + acc_delay
+        r_end = delay_line(m, en, Cat(t_acc[0] & t_acc[2]), acc_delay, "row_end")
+        dx_end = delay_line(m, en, dx, t_row - t_u, "dx_end")
+        y_val = ops.add(m, "y_add", acc, dx_end, en)
+        y_valid = delay_line(m, en, r_end, ops.add_latency, "y_valid")
+        return y_val, y_valid
+
+
+class SSMUnit(SSMDatapath):
     """The SSM unit of one Mamba2 layer (``ngroups = 1``, binary32 state).
 
     Parameters
@@ -317,78 +517,15 @@ class SSMUnit(wiring.Component):
     Y_FIFO_DEPTH = 8
 
     def __init__(self, *, cfg, mul_stages=2, add_stages=2):
-        if not isinstance(cfg, SSMConfig):
-            raise TypeError(f"SSMUnit.cfg must be an SSMConfig, not {cfg!r}")
-        if cfg.state_format != "fp32":
-            raise ValueError(f"SSMUnit supports state_format 'fp32' only, not {cfg.state_format!r}")
-        if cfg.lanes > cfg.d_state:
-            raise ValueError(f"SSMUnit.cfg.lanes must be <= d_state ({cfg.d_state}) in this "
-                             f"revision, not {cfg.lanes!r}")
-        self._cfg = cfg
-        self._ops = FPOps(contract=cfg.contract, mul_stages=mul_stages, add_stages=add_stages,
-                          owner="SSMUnit")
-        self._lm, self._la = mul_stages, add_stages
+        super().__init__(cfg=cfg, mul_stages=mul_stages, add_stages=add_stages,
+                         members={**host_members(cfg), **state_members(cfg)})
         self._tiles = cfg.nheads * cfg.headdim * cfg.groups_per_row
-        super().__init__({**host_members(cfg), **state_members(cfg)})
 
     @classmethod
     def from_config(cls, config):
         """The SSM unit of a :class:`golden.config.Config` (its ``ssm`` and ``pipeline``)."""
         return cls(cfg=config.ssm, mul_stages=config.pipeline.fp_mul_stages,
                    add_stages=config.pipeline.fp_add_stages)
-
-    @property
-    def cfg(self):
-        return self._cfg
-
-    def _lut(self, spec):
-        return LUTFunction(spec=spec, mul_stages=self._lm, add_stages=self._la,
-                           contract=self._cfg.contract)
-
-    # -- the pipeline's schedule, in enabled cycles after a tile's issue ----------------
-
-    @property
-    def _t_u(self):
-        """``u = delta·x`` and ``D·x`` ready (the operands are read one cycle after issue)."""
-        return 1 + self._ops.mul_latency
-
-    @property
-    def emu_latency(self):
-        """Enabled cycles from a tile's read address to its write-back of ``h'``:
-        ``1 + Lmul`` (``u``) ``+ Lmuladd`` (``h' = fl(dA·h) + fl(u·B)``, with ``u·B``
-        started ``Lmul`` cycles earlier than ``dA·h``, as the multiply-add's addend)."""
-        return self._t_u + self._ops.muladd_latency
-
-    @property
-    def _t_tree(self):
-        """The tile's tree sum ready: ``q = h'·C`` with the first tree level fused in
-        (odd lane ``fl(q_odd + q_even)`` is one multiply-add), then ``depth − 1`` adds."""
-        ops, depth = self._ops, self._cfg.tree_depth
-        if depth == 0:
-            return self.emu_latency + ops.mul_latency
-        return self.emu_latency + ops.muladd_latency + (depth - 1) * ops.add_latency
-
-    @property
-    def _acc_delay(self):
-        """From a row's last tree sum to its accumulated value: a fabric register
-        (``"ieee"``), nothing (``"dspfp32"``, one tile per row) or the DSP accumulator."""
-        if not self._ops.dsp:
-            return 1
-        return 0 if self._cfg.groups_per_row == 1 else DSPFP32.latency
-
-    @property
-    def prologue_latency(self):
-        """Enabled cycles from a head's issue to its ``delta``/``dA`` write."""
-        c, ops = self._cfg, self._ops
-        return (1 + ops.add_latency + self._lut(c.softplus_lut).latency + ops.mul_latency
-                + self._lut(c.exp_lut).latency)
-
-    @property
-    def latency(self):
-        """Enabled cycles from a row's first tile issue to its ``y`` leaving the pipeline
-        (entering the output FIFO; ``y.valid`` follows one or two cycles later)."""
-        k = self._cfg.groups_per_row
-        return self._t_tree + (k - 1) + self._acc_delay + self._ops.add_latency
 
     @property
     def state_tiles(self):
@@ -411,7 +548,6 @@ class SSMUnit(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         cfg, ops = self._cfg, self._ops
-        lmul, ladd = ops.mul_latency, ops.add_latency
         H, P, N, L = cfg.nheads, cfg.headdim, cfg.d_state, cfg.lanes
         K = cfg.groups_per_row
         # Lanes of a row's last tile that hold columns (all of them when lanes divides N).
@@ -504,17 +640,7 @@ class SSMUnit(wiring.Component):
                          wp.en.eq(self.wr_en & eq_const(self.wr_sel, sel))]
 
         def word(data, index, name):
-            """Word ``index mod W`` of a beat read one cycle after ``index`` was its
-            address: the select is the index's low bits, registered with the read."""
-            if W == 1:
-                return data
-            sel_d = delay_line(m, en, index[:wb], 1, f"{name}_sel")
-            out = Signal(32, name=name)
-            with m.Switch(sel_d):
-                for i in range(W):
-                    with m.Case(i):
-                        m.d.comb += out.eq(data[32 * i:32 * (i + 1)])
-            return out
+            return beat_word(m, en, data, index, W, name)
 
         # Token queue: at most two committed tokens (one per bank), in bank order.
         pro_pending = Signal(2, name="pro_pending")     # committed, prologue not started
@@ -548,21 +674,13 @@ class SSMUnit(wiring.Component):
         # issue tags: valid, bank, head
         tag0 = Cat(pro_issue, pro_bank, pro_h.value)
         tag1 = delay_line(m, en, tag0, 1, "ptag1")
-        sp = submodule(m, "pro_softplus", self._lut(cfg.softplus_lut))
-        ex = submodule(m, "pro_exp", self._lut(cfg.exp_lut))
-        s_sum = ops.add(m, "pro_add_bias", dt_word, bias_word, en)
-        m.d.comb += [sp.en.eq(en), sp.valid.eq(0), sp.x.eq(s_sum)]
-        a_d = delay_line(m, en, a_word, ladd + sp.latency, "a_d")
-        a_prod = ops.mul(m, "pro_mul_a", sp.y, a_d, en)
-        m.d.comb += [ex.en.eq(en), ex.valid.eq(0), ex.x.eq(a_prod)]
-        delta_d = delay_line(m, en, sp.y, lmul + ex.latency, "delta_d")
-        tag_end = delay_line(m, en, tag1, ladd + sp.latency + lmul + ex.latency, "ptag")
+        delta_d, da_out, tag_end = self._prologue(m, en, dt_word, bias_word, a_word, tag1)
         wd, wda = dmem.write_port(), damem.write_port()
         tv, tb_, th = tag_end[0], tag_end[1], tag_end[2:]
         hwa = Cat(th, C(0, 8))[:hw_]
         waddr = Mux(tb_, add_const(hwa, H, hw_), hwa)
         m.d.comb += [wd.addr.eq(waddr), wd.data.eq(delta_d), wd.en.eq(en & tv),
-                     wda.addr.eq(waddr), wda.data.eq(ex.y), wda.en.eq(en & tv)]
+                     wda.addr.eq(waddr), wda.data.eq(da_out), wda.en.eq(en & tv)]
         pro_done = en & tv & eq_const(th, H - 1)
 
         # -- sweep: one tile (lanes elements) per enabled cycle -------------------
@@ -643,21 +761,10 @@ class SSMUnit(wiring.Component):
         m.d.comb += st_en.eq(Mux(sw_run | sw_start | t1[0], en, 1))
 
         # u = delta·x and D·x (same value for every tile of a row), ready at t_u.
-        t_u = self._t_u
         u = ops.mul(m, "row_mul_u", rd_delta.data, x_word, en)
         dx = ops.mul(m, "row_mul_dx", d_word, x_word, en)
-        # EMU lanes in groups of two (EMUGroup), each pair with the tree's first adder.
         t_h = self.emu_latency
-        groups = [(j, min(2, L - j)) for j in range(0, L, 2)]
-        hnew, level = [], []
-        for j, n in groups:
-            g = submodule(m, f"emu{j // 2}", EMUGroup(
-                ops=ops, lanes=n, pad=tuple(j + i >= last_lanes for i in range(n)), align=L > 1))
-            sl = slice(32 * j, 32 * (j + n))
-            m.d.comb += [g.en.eq(en), g.h.eq(rd_state.data[sl]), g.b.eq(rd_b.data[sl]),
-                         g.c.eq(rd_c.data[sl]), g.da.eq(rd_da.data), g.last.eq(t1[2]), g.u.eq(u)]
-            hnew.append(g.hnew)
-            level.append(g.s)
+        hnew, tsum = self._emus(m, en, rd_state.data, rd_b.data, rd_c.data, rd_da.data, t1[2], u)
         # write-back of h' (or the state port while idle)
         t_wb = delay_line(m, en, t1, t_h - 1, "stag_wb")
         wb = en & t_wb[0]
@@ -667,56 +774,9 @@ class SSMUnit(wiring.Component):
             wr_state.en.eq(wb | (self.st_we & self.idle & self.hold)),
             pad_wb.eq(wb & t_wb[2]),
         ]
-        depth = 1
-        while len(level) > 1:
-            nxt = []
-            if len(level) % 2:
-                # The odd value out moves up unchanged, delayed like an adder.
-                level, odd = level[:-1], delay_line(m, en, level[-1], ladd, f"tree{depth}_pass")
-            else:
-                odd = None
-            for j in range(0, len(level), 2):
-                nxt.append(ops.add(m, f"tree{depth}_{j // 2}", level[j], level[j + 1], en))
-            if odd is not None:
-                nxt.append(odd)
-            level, depth = nxt, depth + 1
-        tsum = level[0]
         t_tree = self._t_tree
         t_acc = delay_line(m, en, t1, t_tree - 1, "stag_acc")
-        # Accumulator: acc = T_0, then acc + T_k, in ascending n.
-        acc_delay = self._acc_delay
-        if ops.dsp:
-            if K > 1:
-                # On one DSPFP32: P = T_0 + (−0), then P = T_k + P on its own register
-                # (AM004: the adder accumulates one value per cycle). A row's sum is on P
-                # for one enabled cycle before the next row's T_0 replaces it.
-                acc_dsp = submodule(m, "acc", DSPFP32(a_fmt=FP32, b_fmt=FP32, stall=True))
-                m.d.comb += [acc_dsp.ce.eq(en), acc_dsp.cea.eq(1), acc_dsp.ceb.eq(1),
-                             acc_dsp.a.eq(tsum), acc_dsp.b.eq(C(ONE32, 32)), acc_dsp.c.eq(0),
-                             acc_dsp.fpopmode.eq(Mux(t_acc[1], OP_START, OP_ACC_P)),
-                             acc_dsp.cefpa.eq(delay_line(m, en, t_acc[0], DSPFP32.adder_stage,
-                                                         "acc_valid"))]
-                acc = acc_dsp.p
-            else:
-                acc = tsum
-        else:
-            # A fabric adder in a one-cycle loop (the "ieee" contract, sim preset only).
-            acc = Signal(32, name="acc")
-            if K > 1:
-                acc_add = submodule(m, "acc_add", FPAdd(fmt=FP32, stages=0))
-                m.d.comb += [acc_add.en.eq(en), acc_add.valid.eq(0), acc_add.a.eq(acc),
-                             acc_add.b.eq(tsum)]
-                acc_next = Mux(t_acc[1], tsum, acc_add.result)
-            else:
-                acc_next = tsum
-            with m.If(en & t_acc[0]):
-                m.d.sync += acc.eq(acc_next)
-        # row end: y = acc + D·x
-        t_row = t_tree + acc_delay
-        r_end = delay_line(m, en, Cat(t_acc[0] & t_acc[2]), acc_delay, "row_end")
-        dx_end = delay_line(m, en, dx, t_row - t_u, "dx_end")
-        y_val = ops.add(m, "y_add", acc, dx_end, en)
-        y_valid = delay_line(m, en, r_end, ladd, "y_valid")
+        y_val, y_valid = self._row_out(m, en, tsum, t_acc, dx)
         # NaNs from the FP units and the DSP adders are canonical (0x7FC00000).
         m.d.comb += [y_fifo.w_data.eq(y_val), y_fifo.w_en.eq(en & y_valid),
                      self.y.payload.eq(y_fifo.r_data), self.y.valid.eq(y_fifo.r_rdy),

@@ -1,0 +1,110 @@
+"""``TreeSSMUnit``: tile-streamed FIFO tree passes against ``ssm_step_hw`` along the tree."""
+
+import pytest
+
+import sim.tree_ssm as bench
+from golden.config import preset
+from golden.mamba2 import SSMConfig
+from golden.nonlinear import COARSE_LUTS
+from hw.tree_ssm import TreeSSMUnit
+from sim.lint import lint
+from sim.runner import emit_verilog, run_bench
+from sim.ssm_unit import lut_params
+
+CASES = [
+    # A chain (each node its predecessor's child): the parent-to-child read-after-
+    # write distance is one tile; one tile per row, two tiles per state.
+    pytest.param({"nheads": 4, "headdim": 4, "d_state": 4, "lanes": 4}, 1, 1, "ieee",
+                 [-1, 0, 1, 2, 3], 4, 4, {"stall": 0.3, "st_idle": 0.3, "idle": 0.1}, id="chain"),
+    # A partial last group per row (6 = 4 + 2 lanes); the (2, 2) tree of the notes.
+    pytest.param({"nheads": 2, "headdim": 3, "d_state": 6, "lanes": 4}, 1, 1, "ieee",
+                 [-1, 0, 0, 1, 1, 2, 2], 6, 5, {"stall": 0.2, "st_idle": 0.5}, id="partial-tree22"),
+    # The board arithmetic (DSPFP32 models, the DSP accumulator), a wide input port,
+    # two passes, the second from the first's st_out (a commit chain).
+    pytest.param({"nheads": 2, "headdim": 4, "d_state": 8, "lanes": 4, "input_words": 2}, 1, 1,
+                 "dspfp32", [-1, 0, 0, 1, 2], 2, 4, {"stall": 0.3, "passes": 2}, id="dsp-w2-2pass"),
+    # Combinational FP units (gap 2): a one-row tile; a reset cuts the first pass.
+    pytest.param({"nheads": 4, "headdim": 2, "d_state": 4, "lanes": 2}, 0, 0, "ieee",
+                 [-1, 0, 0, 0, 1], 4, 4, {"stall": 0.3, "reset_at": 40}, id="reset-mid-pass"),
+]
+
+
+def _unit(geom, lm, la, contract, fifo_depth, max_nodes=8):
+    cfg = SSMConfig(**geom, **COARSE_LUTS, contract=contract)
+    return cfg, TreeSSMUnit(cfg=cfg, max_nodes=max_nodes, fifo_depth=fifo_depth,
+                            mul_stages=lm, add_stages=la)
+
+
+@pytest.mark.parametrize("geom,lm,la,contract,parents,out_node,fifo_depth,kw", CASES)
+def test_tree_ssm_passes(geom, lm, la, contract, parents, out_node, fifo_depth, kw, seed):
+    """Every node's y and the out node's state equal golden under stalls on every port."""
+    cfg, unit = _unit(geom, lm, la, contract, fifo_depth)
+    bench.check(bench.run_pysim(unit, cfg, parents=parents, out_node=out_node, seed=seed, **kw))
+
+
+def test_tree_ssm_bench_catches_a_wrong_slot(monkeypatch, seed):
+    """The bench can fail: node 3 told to read slot 2 (its uncle's) instead of its parent's."""
+    cfg, unit = _unit({"nheads": 2, "headdim": 3, "d_state": 6, "lanes": 4}, 1, 1, "ieee", 5)
+    real = bench.node_table
+
+    def wrong(parents, fifo_depth):
+        t = real(parents, fifo_depth)
+        t[3] = (t[3][0], 2, t[3][2])
+        return t
+
+    monkeypatch.setattr(bench, "node_table", wrong)
+    res = bench.run_pysim(unit, cfg, parents=[-1, 0, 0, 1, 1, 2, 2], out_node=3, seed=seed)
+    with pytest.raises(AssertionError, match="node 3 y"):
+        bench.check(res)
+
+
+def test_tree_ssm_pass_cycles_are_the_model(seed):
+    """Without stalls a pass takes pass_cycles plus the output FIFOs' two cycles."""
+    cfg, unit = _unit({"nheads": 4, "headdim": 4, "d_state": 4, "lanes": 4}, 1, 1, "ieee", 4)
+    parents = [-1, 0, 0, 1, 2]
+    res = bench.run_pysim(unit, cfg, parents=parents, out_node=4, seed=seed)
+    bench.check(res)
+    assert res[0]["cycles"] - unit.pass_cycles(len(parents)) in range(4), (
+        res[0]["cycles"], unit.pass_cycles(len(parents)))
+
+
+@pytest.mark.filterwarnings("ignore::amaranth.hdl.UnusedElaboratable")
+def test_tree_ssm_tile_covers_the_write_back():
+    """The tile is the fewest whole rows whose issue spans the read-to-write-back gap."""
+    for board in ("sim", "vck190", "vhk158"):
+        c = preset(board)
+        u = TreeSSMUnit.from_config(c)
+        rows, K = c.ssm.nheads * c.ssm.headdim, c.ssm.groups_per_row
+        R = u.rows_per_tile
+        assert rows % R == 0 and (R * K >= u.gap or R == rows)
+        assert all(rows % r or r * K < u.gap for r in range(1, R))
+        assert u.ring_words == c.tree.fifo_depth * R * K
+    with pytest.raises(ValueError, match="TreeSSMUnit.max_nodes must be"):
+        TreeSSMUnit(cfg=preset("sim").ssm, max_nodes=0, fifo_depth=4)
+    with pytest.raises(ValueError, match="TreeSSMUnit.fifo_depth must be"):
+        TreeSSMUnit(cfg=preset("sim").ssm, max_nodes=4, fifo_depth=0)
+    with pytest.raises(ValueError, match="TreeSSMUnit.cfg.lanes must be <= d_state"):
+        TreeSSMUnit(cfg=SSMConfig(nheads=1, headdim=2, d_state=4, lanes=8), max_nodes=4,
+                    fifo_depth=4)
+
+
+def test_tree_ssm_lint(tmp_path):
+    _cfg, unit = _unit({"nheads": 2, "headdim": 4, "d_state": 8, "lanes": 4, "input_words": 2},
+                       1, 1, "dspfp32", 4)
+    path = tmp_path / f"{unit.module_name}.v"
+    path.write_text(emit_verilog(unit, name=unit.module_name))
+    ok, out = lint(path, top=unit.module_name)
+    assert ok, out
+
+
+@pytest.mark.sim
+def test_tree_ssm_verilator(seed):
+    """cocotb on Verilator, the emitted Verilog: a (2, 1) tree twice, DSPFP32 models, the
+    DSP accumulator, stalls on every port and a reset in mid-pass."""
+    geom = {"nheads": 2, "headdim": 4, "d_state": 8, "lanes": 4}
+    _cfg, unit = _unit(geom, 1, 1, "dspfp32", 4)
+    run_bench(unit, name=unit.module_name, module="sim.tree_ssm", testcase="passes",
+              params={"cfg": {**geom, "contract": "dspfp32"}, "luts": lut_params(COARSE_LUTS),
+                      "max_nodes": 8, "fifo_depth": 4, "lm": 1, "la": 1,
+                      "parents": [-1, 0, 0, 1, 2], "out_node": 3, "passes": 2, "stall": 0.3,
+                      "idle": 0.1, "st_idle": 0.3, "reset_at": 50}, seed=seed)
