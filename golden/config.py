@@ -222,6 +222,10 @@ class BoardConfig:
     mem_pj_per_byte : float
         Power assumption: off-chip memory energy per byte moved, pJ (DDR4 about
         20 pJ/bit, HBM2e about 4 pJ/bit).
+    memory_bytes : int
+        Capacity of the off-chip memory the accelerator's ports reach, bytes;
+        :class:`golden.memory_map.MemoryMap` checks its layout against it. 0 (the
+        default, ``sim``) means no capacity to check.
     """
 
     name: str
@@ -239,6 +243,7 @@ class BoardConfig:
     memory_port_bits: int | None = None
     static_w: float = 0.0
     mem_pj_per_byte: float = 0.0
+    memory_bytes: int = 0
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not self.name:
@@ -248,7 +253,7 @@ class BoardConfig:
         check_float("BoardConfig", "clock_mhz", self.clock_mhz, min=1.0, max=1000.0)
         check_choice("BoardConfig", "memory", self.memory, ("DDR", "HBM", "none"))
         check_float("BoardConfig", "mem_bw_gbs", self.mem_bw_gbs, min=0.0)
-        for name in ("dsp58", "lut", "ff", "bram36", "uram288"):
+        for name in ("dsp58", "lut", "ff", "bram36", "uram288", "memory_bytes"):
             check_int("BoardConfig", name, getattr(self, name), min=0)
         if not isinstance(self.capacity_source, str):
             raise TypeError(f"BoardConfig.capacity_source must be a string, not "
@@ -345,6 +350,10 @@ _VCK190 = BoardConfig(name="vck190", part="xcvc1902-vsva2197-2MP-e-S", clock_mhz
                       # reads at the -2MP part's 1,000 MHz NoC clock (AMD PG313 "Physical
                       # Link (Raw) Bandwidth", Tables 1-2): one port covers the 12 GB/s.
                       memory_clock_mhz=300.0,
+                      # The 8 GB DDR4 component memory of the board (AMD VCK190 product
+                      # page), which the DDR port reaches; the board's LPDDR4 is not counted.
+                      # Assumption: GB read as GiB, as DRAM densities are binary.
+                      memory_bytes=8 * 2**30,
                       static_w=20.0, mem_pj_per_byte=160.0)
 _VHK158 = BoardConfig(name="vhk158", part="xcvh1582-vsva3697-2MP-e-S", clock_mhz=250.0,
                       memory="HBM", mem_bw_gbs=819.0, dsp58=7392, lut=1_722_615,
@@ -360,6 +369,9 @@ _VHK158 = BoardConfig(name="vhk158", part="xcvh1582-vsva3697-2MP-e-S", clock_mhz
                       # DS960, Table 1 "Maximum Performance for High Bandwidth Memory
                       # Controller", FACLK). 450 MHz leaves margin both ways.
                       memory_clock_mhz=450.0,
+                      # 32 GB HBM2e in two stacks (AMD VHK158 product page). Assumption: GB
+                      # read as GiB, as DRAM densities are binary.
+                      memory_bytes=32 * 2**30,
                       static_w=30.0, mem_pj_per_byte=32.0)
 
 # The sim preset's SSM tables keep the contract's ranges at step 1/8 instead of

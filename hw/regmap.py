@@ -14,17 +14,19 @@ fit raise ``ValueError`` naming the register and field.
 :class:`golden.config.Config`: identification and capabilities, control
 (start, abort, mode: draft or target), status (busy, done, error and its code),
 model dimensions, the draft-tree descriptor (node count, depth and a table of
-parent indices) and performance counters.
+parent indices), performance counters and the base addresses of the four
+region classes of the off-chip memory map (:mod:`golden.memory_map`).
 """
 
 import re
 from dataclasses import dataclass
 
+from golden.memory_map import ALIGN, REGION_CLASSES
 from golden.validate import check_choice, check_int
 from hw.bits import index_width, value_width
 
 __all__ = ["ACCESS", "Enum", "Field", "Register", "RegisterMap", "accelerator_regmap",
-           "ERROR_CODES", "REGMAP_VERSION"]
+           "ERROR_CODES", "REGMAP_VERSION", "MEM_BASE_OFFSETS"]
 
 #: Field access kinds.
 ACCESS = {
@@ -36,7 +38,17 @@ ACCESS = {
 }
 
 #: Register map version (major, minor): bumped when offsets or fields change.
-REGMAP_VERSION = (1, 1)
+REGMAP_VERSION = (1, 2)
+
+#: Offset of each region class's 64-bit base-address pair (LO, then HI), in the free words after
+#: the performance counters, so every earlier offset is unchanged.
+MEM_BASE_OFFSETS = {kind: 0x100 + 8 * i for i, kind in enumerate(REGION_CLASSES)}
+
+#: What each region class holds (golden.memory_map), for the base registers' descriptions.
+MEM_CLASS_TEXT = {"weights": "BSFP weight planes and layer parameters",
+                  "state": "committed SSM states and conv windows",
+                  "checkpoint": "per-node records of the backtracking policy",
+                  "io": "token ids in and out, logits"}
 
 _NAME = re.compile(r"[A-Z][A-Z0-9_]*\Z")
 
@@ -413,6 +425,23 @@ def accelerator_regmap(config):
                                    description=f"{what}, high word"),)),
         )
 
+    def base_address(kind, what):
+        name = f"MEM_{kind.upper()}_BASE"
+        # 64-bit, page-aligned: the LO word's bits 11..0 are not stored, so every address the
+        # hardware computes (base + region offset + layer·stride) stays on a 4 KiB page.
+        shift = ALIGN.bit_length() - 1
+        return (
+            Register(name=f"{name}_LO", offset=MEM_BASE_OFFSETS[kind],
+                     description=f"Base address of the {kind} class ({what}), bits 31..0; "
+                                 f"{ALIGN}-byte aligned.",
+                     fields=(Field(name="ADDR", lsb=shift, width=32 - shift, access="RW",
+                                   description=f"address bits 31..{shift}"),)),
+            Register(name=f"{name}_HI", offset=MEM_BASE_OFFSETS[kind] + 4,
+                     description=f"Base address of the {kind} class, bits 63..32.",
+                     fields=(Field(name="ADDR", lsb=0, width=32, access="RW",
+                                   description="address bits 63..32"),)),
+        )
+
     regs = (
         # --- identification and capabilities ---
         Register(name="ID", offset=0x000, description="Identifies the accelerator.",
@@ -581,6 +610,8 @@ def accelerator_regmap(config):
                  "checkpoint/restore/capture/replay commands"),
         *counter("PERF_NODES", 0x0D8, "tree nodes run through the SSM unit in target steps"),
         *counter("PERF_LAST_STEP", 0x0E0, "cycles of the last target step, START to DONE"),
+        # --- memory map: where the region classes of golden.memory_map start ---
+        *(reg for kind in REGION_CLASSES for reg in base_address(kind, MEM_CLASS_TEXT[kind])),
         # --- tree table ---
         Register(name="TREE_PARENT", offset=0x400, count=tree.max_nodes,
                  description="Parent of every tree node in BFS order; entry 0 (the root) is "

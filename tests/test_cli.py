@@ -100,15 +100,17 @@ def test_failure_midway_leaves_no_output(tmp_path, monkeypatch):
 
 
 def test_docs_rewrites_the_committed_pages_byte_for_byte(tmp_path):
-    """``specgen docs regmap tree-memory`` is the one path to those pages: run on a copy of
+    """``specgen docs regmap memory-map tree-memory`` is the one path to those pages: run on a copy of
     ``docs/``, it gives the committed bytes (a stale page, or a second writer, fails here)."""
     import shutil
     from pathlib import Path
     docs = Path(__file__).resolve().parent.parent / "docs"
     shutil.copy(docs / "tree.md", tmp_path / "tree.md")
     (tmp_path / "regmap.md").write_text("stale\n")
-    assert main(["docs", "regmap", "tree-memory", "--out", str(tmp_path), "--quiet"]) == 0
-    for name in ("regmap.md", "tree.md"):
+    (tmp_path / "memory-map.md").write_text("stale\n")
+    assert main(["docs", "regmap", "memory-map", "tree-memory", "--out", str(tmp_path),
+                 "--quiet"]) == 0
+    for name in ("regmap.md", "memory-map.md", "tree.md"):
         assert (tmp_path / name).read_bytes() == (docs / name).read_bytes(), name
 
 

@@ -16,6 +16,12 @@ def _regmap(out, progress):
     return write_files(out, {"regmap.md": render_regmap_doc().encode()})
 
 
+def _memory_map(out, progress):
+    from gen.cli.output import write_files
+    from gen.emit.memory_map_doc import render_memory_map_doc
+    return write_files(out, {"memory-map.md": render_memory_map_doc().encode()})
+
+
 def _tree_memory(out, progress):
     from gen.studies.tree_memory import write_tree_memory
     try:
@@ -39,6 +45,8 @@ def _figures(out, progress):
 #: ``page: (what it writes, writer(out_dir, progress) -> paths)``: the one list of pages.
 PAGES = {
     "regmap": ("regmap.md: the register map of hw/regmap.py", _regmap),
+    "memory-map": ("memory-map.md: the off-chip memory map of golden/memory_map.py for every "
+                   "preset", _memory_map),
     "tree-memory": ("the generated table of tree.md (state memory per tree shape)", _tree_memory),
     "estimate": ("estimate.md and estimate.json: Yosys estimates of both boards (about an hour)",
                  _estimate),

@@ -20,11 +20,17 @@ HEADER_NAME = "specgen_regs.h"
 
 
 def c_header(config):
-    """The C header (``specgen_regs.h``) of the accelerator built from ``config``."""
+    """The C header (``specgen_regs.h``) of the accelerator built from ``config``: the
+    registers, then the memory map's layout (:func:`gen.emit.memory_map_doc.c_defines`)."""
+    from gen.emit.memory_map_doc import c_defines, preset_map
     from hw.regmap import accelerator_regmap
     if not isinstance(config, Config):
         raise TypeError(f"c_header: config must be a golden.config.Config, not {config!r}")
-    return accelerator_regmap(config).to_c_header()
+    regmap = accelerator_regmap(config)
+    text = regmap.to_c_header()
+    guard = f"#endif /* {regmap.name}_REGS_H */"
+    head, _, tail = text.rpartition(guard)
+    return head + c_defines(preset_map(config), prefix=regmap.name) + "\n" + guard + tail
 
 
 def _differences():

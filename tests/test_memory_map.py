@@ -1,0 +1,220 @@
+"""The off-chip memory map: sizes against the paper's dimensions, no overlaps, page alignment,
+capacity errors, the base-address registers and the layout in the C header."""
+
+import dataclasses
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gen.emit.memory_map_doc import render_memory_map_doc
+from gen.emit.regmap_doc import c_header
+from golden.bsfp import pack_nibbles, split_planes
+from golden.config import PRESETS, BoardConfig, preset
+from golden.lm import LMConfig, lm_preset
+from golden.memory_map import MAP_POLICIES, REGION_CLASSES, MemoryMap, unit_checkpoint
+from hw.regmap import accelerator_regmap
+
+ROOT = Path(__file__).resolve().parent.parent
+PAGE = 4096
+
+
+def entries(mm):
+    """Every entry of every region as ``(start, end, name)`` at the default bases, brute force."""
+    out = []
+    for r in mm:
+        ranges = [range(count) for _, count, _ in r.dims]
+        for index in np.ndindex(*[len(x) for x in ranges]) if ranges else [()]:
+            kw = {name: int(i) for (name, _, _), i in zip(r.dims, index)}
+            start = mm.address(r.name, **kw)
+            out.append((start, start + r.size, f"{r.name}{kw}"))
+    return out
+
+
+def check_layout(mm):
+    """Problems of ``mm``: overlapping entries, entries off a page or outside their class."""
+    problems = []
+    spans = sorted(entries(mm))
+    for (a0, a1, an), (b0, b1, bn) in zip(spans, spans[1:]):
+        if b0 < a1:
+            problems.append(f"{bn} at {b0:#x} overlaps {an} ({a0:#x}..{a1:#x})")
+    bounds = {k: (mm.class_offset(k), mm.class_offset(k) + mm.class_size(k)) for k in REGION_CLASSES}
+    for start, end, name in spans:
+        lo, hi = bounds[name.split(".")[0]]
+        if start % PAGE:
+            problems.append(f"{name} at {start:#x} is not page-aligned")
+        if not lo <= start < end <= hi:
+            problems.append(f"{name} ({start:#x}..{end:#x}) is outside its class ({lo:#x}..{hi:#x})")
+    if spans and max(e for _, e, _ in spans) > mm.total_bytes:
+        problems.append("an entry ends past total_bytes")
+    return problems
+
+
+@pytest.mark.parametrize("policy", list(MAP_POLICIES))
+@pytest.mark.parametrize("model", ["tiny", "small"])
+def test_no_overlap_and_page_aligned(policy, model):
+    cfg = preset("sim").replace(tree=dataclasses.replace(preset("sim").tree, max_nodes=5))
+    mm = MemoryMap.build(config=cfg, model=lm_preset(model), policy=policy)
+    assert check_layout(mm) == []
+    # The classes sit back to back, each on a page.
+    assert [mm.class_offset(k) for k in REGION_CLASSES] == \
+        list(np.cumsum([0] + [mm.class_size(k) for k in REGION_CLASSES[:-1]]))
+
+
+def test_overlap_check_can_fail():
+    mm = MemoryMap.build(config=preset("sim"), model=lm_preset("tiny"))
+    regions = list(mm.regions)
+    regions[1] = dataclasses.replace(regions[1], offset=regions[0].offset)
+    bad = dataclasses.replace(mm, regions=tuple(regions))
+    assert any("overlaps" in p for p in check_layout(bad))
+    regions = list(mm.regions)
+    regions[-1] = dataclasses.replace(regions[-1], offset=regions[-1].offset + 8)
+    assert any("not page-aligned" in p for p in check_layout(dataclasses.replace(mm, regions=tuple(regions))))
+
+
+def test_sizes_of_mamba2_2p7b():
+    """Independent arithmetic from the paper's dimensions (SpecMamba arXiv 2509.19873, Mamba2-2.7B:
+    d_model 2560, 64 layers, 80 heads × 64 × 128, vocab 50,288), not from the map's formulas."""
+    mm = MemoryMap.build(config=preset("vhk158"), model=LMConfig.from_model("2.7B"),
+                         policy="hybrid-records-off-chip")
+    state = mm["state.target.ssm"]
+    assert state.size == 655_360 * 4 and state.stride("layer") == 2_621_440
+    assert state.span == 64 * 2_621_440 == 167_772_160  # about 168 MB
+    conv = mm["state.target.conv"]
+    assert conv.size == 3 * (5120 + 2 * 128) * 4
+    rows = 2 * 5120 + 2 * 128 + 80  # z, xBC, dt
+    assert mm["weights.in_proj.nibble"].size == rows * 2560 // 2
+    assert mm["weights.in_proj.residue"].size == rows * 2560 * 3 // 2
+    assert mm["weights.out_proj.nibble"].size == 2560 * 5120 // 2
+    assert mm["weights.embedding.nibble"].size == 50_288 * 2560 // 2
+    # The two planes hold 16 bits a weight: the FP16 model, about 5.4 GB, within page padding.
+    linear = 64 * (rows * 2560 + 2560 * 5120) + 50_288 * 2560
+    planes = sum(r.entries * r.size for r in mm if r.name.endswith(("nibble", "residue")))
+    assert planes == 2 * linear
+    assert 5.3e9 < mm.class_size("weights") < 5.5e9
+    # Draft replay record: raw xBC row, x, B, dt in binary32, per node and layer.
+    replay = mm["checkpoint.draft.replay"]
+    assert replay.size == (5376 + 5120 + 128 + 80) * 4
+    assert replay.dims == (("layer", 64, 64 * 45_056), ("node", 64, 45_056))
+    assert mm["io.target.logits"].size == 64 * 50_288 * 4
+
+
+def test_unit_checkpoint():
+    # The board presets' SSM unit is one Mamba2-2.7B layer: 80 heads × 64 × 128.
+    assert unit_checkpoint(preset("vhk158")) == unit_checkpoint(preset("vck190")) == "2.7B"
+    assert unit_checkpoint(preset("sim")) is None  # 2 heads × 2 × 8
+    from golden.mamba2 import SSMConfig
+    cfg = preset("sim").replace(ssm=SSMConfig(nheads=32, headdim=64, d_state=128, lanes=64))
+    assert unit_checkpoint(cfg) == "370M"
+    with pytest.raises(TypeError, match="unit_checkpoint: config must be a golden.config.Config"):
+        unit_checkpoint("sim")
+
+
+def layout_model():
+    return LMConfig.from_model("2.7B")
+
+
+def test_planes_match_bsfp():
+    words = np.arange(0, 1 << 16, 7, dtype=np.uint16)[:1024].reshape(8, 128)
+    nib, res = split_planes(words)
+    assert int(nib.max()) < 1 << 4 and int(res.max()) < 1 << 12
+    mm = MemoryMap.build(config=preset("sim"), model=LMConfig(vocab=8, d_model=128, n_layer=1,
+                                                              d_state=4, headdim=8))
+    assert mm["weights.embedding.nibble"].size == pack_nibbles(nib).nbytes
+
+
+def test_capacity_error_names_the_field():
+    cfg = preset("vck190")
+    with pytest.raises(ValueError) as info:
+        MemoryMap.build(config=cfg, model=layout_model(), policy="pure-store")
+    msg = str(info.value)
+    assert "BoardConfig.memory_bytes = 8,589,934,592 of board 'vck190'" in msg
+    assert "hybrid-records-off-chip" in msg
+    MemoryMap.build(config=cfg, model=layout_model(), policy="pure-store", check_capacity=False)
+    MemoryMap.build(config=preset("vhk158"), model=layout_model(), policy="pure-store")
+
+
+@pytest.mark.parametrize("kwargs,exc,message", [
+    ({"policy": "stash"}, ValueError, "MemoryMap.policy must be one of 'pure-store'"),
+    ({"model": "2.7B"}, TypeError, "MemoryMap.model must be a golden.lm.LMConfig"),
+    ({"config": "vhk158"}, TypeError, "MemoryMap.config must be a golden.config.Config"),
+    ({"check_capacity": 1}, TypeError, "MemoryMap.check_capacity must be True or False"),
+])
+def test_bad_arguments(kwargs, exc, message):
+    args = {"config": preset("sim"), "model": lm_preset("tiny"), **kwargs}
+    with pytest.raises(exc) as info:
+        MemoryMap.build(**args)
+    assert str(info.value).startswith(message), str(info.value)
+    with pytest.raises(TypeError):
+        MemoryMap.build(preset("sim"), lm_preset("tiny"))
+
+
+def test_entry_index_errors():
+    mm = MemoryMap.build(config=preset("sim"), model=lm_preset("tiny"))
+    with pytest.raises(ValueError, match=r"layer must be an integer in \[0, 1\], not 2"):
+        mm.address("state.target.ssm", layer=2)
+    with pytest.raises(ValueError, match=r"give the indices \['layer'\]"):
+        mm.address("state.target.ssm")
+    with pytest.raises(KeyError, match="no region 'state.ssm'"):
+        mm["state.ssm"]
+
+
+def test_board_memory_bytes_validated():
+    with pytest.raises(ValueError, match="BoardConfig.memory_bytes must be an integer >= 0, not -1"):
+        BoardConfig(name="x", part=None, clock_mhz=100.0, memory="none", mem_bw_gbs=0.0, dsp58=0,
+                    memory_bytes=-1)
+
+
+def test_base_registers_appended():
+    rm = accelerator_regmap(preset("vhk158"))
+    # Offsets of the registers that existed before, unchanged (typed from docs/regmap.md v1.1).
+    for name, offset in (("ID", 0x0), ("CTRL", 0x20), ("STATUS", 0x28), ("LIN_CMD", 0x30),
+                         ("DIM_MODEL", 0x40), ("TREE_DESC", 0x60), ("PERF_CTRL", 0x80),
+                         ("PERF_LAST_STEP_HI", 0xE4), ("TREE_PARENT", 0x400)):
+        assert rm[name].offset == offset, name
+    assert rm.span == 0x800
+    for i, kind in enumerate(("WEIGHTS", "STATE", "CHECKPOINT", "IO")):
+        lo, hi = rm[f"MEM_{kind}_BASE_LO"], rm[f"MEM_{kind}_BASE_HI"]
+        assert (lo.offset, hi.offset) == (0x100 + 8 * i, 0x104 + 8 * i)
+        assert lo.field("ADDR").lsb == 12 and lo.field("ADDR").access == "RW"
+        assert hi.field("ADDR").width == 32
+    assert rm["VERSION"].field("MINOR").reset == 2
+
+
+CC = shutil.which("cc") or shutil.which("gcc")
+
+
+@pytest.mark.skipif(CC is None, reason="no C compiler")
+def test_header_layout_defines(tmp_path):
+    (tmp_path / "specgen_regs.h").write_text(c_header(preset("vhk158")))
+    checks = [
+        "SPECGEN_MEM_STATE_TARGET_SSM_LAYER_STRIDE == 2621440ull",
+        "SPECGEN_MEM_STATE_TARGET_SSM_LAYERS == 64u",
+        "SPECGEN_MEM_STATE_TARGET_SSM_SIZE == 655360ull * 4",
+        "SPECGEN_MEM_WEIGHTS_IN_PROJ_NIBBLE_SIZE == 10576ull * 2560 / 2",
+        "SPECGEN_MEM_ALIGN == 4096u",
+        "SPECGEN_MEM_WEIGHTS_DEFAULT_BASE == 0ull",
+        "SPECGEN_MEM_STATE_DEFAULT_BASE == SPECGEN_MEM_WEIGHTS_BYTES",
+        "SPECGEN_MEM_WEIGHTS_BASE_LO_OFFSET == 0x100u",
+    ]
+    src = tmp_path / "check.c"
+    src.write_text("#include \"specgen_regs.h\"\n#include \"specgen_regs.h\"\n"
+                   + "\n".join(f"_Static_assert({c}, \"{i}\");" for i, c in enumerate(checks))
+                   + "\nint main(void) { return 0; }\n")
+    run = subprocess.run([CC, "-std=c11", "-Wall", "-Werror", "-fsyntax-only", str(src)],
+                         capture_output=True, text=True, cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    src.write_text("#include \"specgen_regs.h\"\n"
+                   "_Static_assert(SPECGEN_MEM_STATE_TARGET_SSM_LAYER_STRIDE == 2621441ull, \"x\");\n")
+    run = subprocess.run([CC, "-std=c11", "-fsyntax-only", str(src)], capture_output=True,
+                         text=True, cwd=tmp_path)
+    assert run.returncode != 0
+
+
+def test_docs_memory_map_is_current():
+    text = (ROOT / "docs" / "memory-map.md").read_text()
+    assert text == render_memory_map_doc(), "docs/memory-map.md is stale: run specgen docs memory-map"
+    for name in PRESETS:
+        assert f"| `{name}` |" in text
