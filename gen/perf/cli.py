@@ -7,8 +7,11 @@
 ``--acceptance FILE`` takes a measured profile, the JSON of ``specgen acceptance --json``
 (:func:`read_acceptance`): its tree, tokens per step and early stopping.
 
-A readable table by default (:func:`gen.perf.report.format_result`), the JSON
-of :meth:`gen.perf.system.StepResult.to_dict` with ``--json``. Unknown names exit
+A readable table by default (:func:`gen.perf.report.format_result`) with the step's
+ceilings under it (:func:`gen.perf.roofline.format_roofline`: memory, compute on every
+DSP58, the smaller of the two per phase, the design's own slots, LUT-built MACs), the
+JSON of :meth:`gen.perf.system.StepResult.to_dict` with ``--json`` (its ``ceilings``
+key: :meth:`gen.perf.roofline.Roofline.to_dict`). Unknown names exit
 with status 2 and a message listing the allowed values; a step the hardware or
 the statistics cannot produce (a tree larger than the board's tree verifier, a
 draft model not smaller than its target, more committed tokens than drafted
@@ -214,6 +217,7 @@ def run(args, *, out=None):
     from gen.perf.system import (DRAFT_CHOICES, RESTORE_POLICIES, SIZINGS, StepConfig, accelerator,
                                  model_names, perf_board_names, step_model)
     from gen.perf.report import format_result
+    from gen.perf.roofline import format_roofline, roofline
 
     from gen.cli.design import resolve_config
 
@@ -263,5 +267,11 @@ def run(args, *, out=None):
         res = step_model(acc, step)
     except (TypeError, ValueError) as exc:
         raise CLIError(_flag_message(str(exc))) from None
-    print(res.to_json() if args.json else format_result(res), file=out)
+    roof = roofline(res)
+    if args.json:
+        d = json.loads(res.to_json())
+        d["ceilings"] = roof.to_dict()
+        print(json.dumps(d, indent=2, sort_keys=True), file=out)
+    else:
+        print(format_result(res) + "\n" + format_roofline(roof), file=out)
     return res

@@ -270,25 +270,40 @@ BOARDS = ("vhk158", "vck190")
 def roofline_figure():
     """The roofline of both boards with every phase of both steps.
 
-    Points carry no text: the colour is the sizing, the marker the phase, the
-    fill the step (filled SpecMamba, hollow SPEQ), all named in one legend below
-    the panels, so no label covers another.
+    Each panel has the board's memory slope, each sizing's compute roof
+    (``2·rows·cols·f``), the device's roof (every DSP58 at the board clock) and the
+    roof with LUT-built MACs beside them (:data:`gen.perf.roofline.LUT_PER_FP16_MAC`,
+    an assumption). Each phase is a point, joined by a dotted line to the device
+    roofline above it (its ceiling at its intensity). Points carry no text: the
+    colour is the sizing, the marker the phase, the fill the step (filled SpecMamba,
+    hollow SPEQ), all named in one legend below the panels, so no label covers another.
     """
     from matplotlib.lines import Line2D
+    from gen.perf.roofline import LUT_PER_FP16_MAC, lut_macs
     plt = _plt()
-    fig, axes = plt.subplots(1, 2, figsize=(11, 5.2))
+    fig, axes = plt.subplots(1, 2, figsize=(11, 5.6))
+    xs = [10 ** (k / 20) for k in range(-20, 61)]
     for ax, board in zip(axes, BOARDS):
         arrays = []
+        cfg = preset(board)
+        bw = accelerator(cfg).bandwidth
+        clk = cfg.board.clock_mhz * 1e6
+        device = 2 * cfg.board.dsp58 * clk
+        with_lut = 2 * (cfg.board.dsp58 + lut_macs(cfg.board)) * clk
+        ax.plot(xs, [min(device, bw * x) for x in xs], color="black", lw=1.3, ls="--")
+        ax.plot(xs, [min(with_lut, bw * x) for x in xs], color="0.45", lw=1.0, ls=":")
         for sizing in SIZINGS:
             color = SIZING_COLORS[sizing]
-            acc = accelerator(preset(board), sizing=sizing)
+            acc = accelerator(cfg, sizing=sizing)
             arrays.append(f"{sizing} {acc.linear.rows}×{acc.linear.cols}")
             peak = 2 * acc.linear.rows * acc.linear.cols * acc.clock_hz
-            xs = [10 ** (k / 20) for k in range(-20, 61)]
             ax.plot(xs, [min(peak, acc.bandwidth * x) for x in xs], color=color, lw=1)
             for filled, step in ((True, seed_step()), (False, speq_step())):
                 for p in step_model(acc, step).phases:
                     perf = 2 * p.macs / p.time if p.time else 0
+                    ceiling = min(device, bw * p.intensity)
+                    ax.plot([p.intensity, p.intensity], [perf, ceiling], color=color, lw=0.7,
+                            ls=":", zorder=2)
                     ax.scatter([p.intensity], [perf], marker=PHASE_MARKERS[p.name], s=42,
                                facecolors=color if filled else "white", edgecolors=color,
                                linewidths=1.3, zorder=3)
@@ -296,23 +311,29 @@ def roofline_figure():
         ax.set_yscale("log")
         ax.set_xlabel("operations per off-chip byte")
         ax.set_ylabel("useful operations/s")
-        ax.set_title(f"{board.upper()}: the phases of one step ({', '.join(arrays)})",
-                     fontsize=10)
+        ax.set_title(f"{board.upper()}: {cfg.board.dsp58:,} DSP58 at {cfg.board.clock_mhz:g} MHz, "
+                     f"{cfg.board.mem_bw_gbs:g} GB/s\n(arrays {', '.join(arrays)})", fontsize=9)
         ax.grid(True, which="both", lw=0.3)
     handles = [Line2D([], [], color=SIZING_COLORS[s], lw=1.5, label=f"roof and phases, {s} array")
                for s in SIZINGS]
+    handles += [Line2D([], [], color="black", lw=1.3, ls="--",
+                       label="device roof: every DSP58, one FP16 MAC a cycle"),
+                Line2D([], [], color="0.45", lw=1.0, ls=":",
+                       label=f"with LUT-built MACs (assumed {LUT_PER_FP16_MAC} LUT each)"),
+                Line2D([], [], color="0.3", lw=0.7, ls=":",
+                       label="a phase's gap to the device roofline")]
     handles += [Line2D([], [], ls="", marker=m, color="0.3", label=f"{name} phase")
                 for name, m in PHASE_MARKERS.items()]
     handles += [Line2D([], [], ls="", marker="o", color="0.3",
                        label="filled: SpecMamba step (2.7B + 370M)"),
                 Line2D([], [], ls="", marker="o", markerfacecolor="white", color="0.3",
                        label="hollow: SPEQ step (self-speculation)")]
-    fig.legend(handles=handles, loc="lower center", ncol=4, fontsize=8, frameon=False,
-               bbox_to_anchor=(0.5, 0.04))
-    fig.text(0.5, 0.005, "Model. Compute roof = 2·rows·cols·f; a phase sits below it when fewer "
+    fig.legend(handles=handles, loc="lower center", ncol=4, fontsize=7.5, frameon=False,
+               bbox_to_anchor=(0.5, 0.035))
+    fig.text(0.5, 0.005, "Model. Array roof = 2·rows·cols·f; a phase sits below it when fewer "
              "than cols tokens share each weight (draft passes of 1-4 nodes, verify of the "
              "tree's nodes).", ha="center", fontsize=7)
-    fig.tight_layout(rect=(0, 0.14, 1, 1))
+    fig.tight_layout(rect=(0, 0.17, 1, 1))
     return fig
 
 

@@ -433,6 +433,11 @@ class Phase:
         Block cycles (expected values over early stopping).
     hidden : float
         Share of the phase hidden behind other phases (restore only).
+    full_macs, quant_macs : float
+        Linear-layer MACs of the phase at full precision (FP16 weights) and in the
+        array's quantized mode (the SPEQ draft's nibble-plane products).
+    state_updates : float
+        EMU state-element updates (one per state element, node and layer).
     """
 
     name: str
@@ -445,6 +450,14 @@ class Phase:
     ssm_cycles: float
     other_cycles: float
     hidden: float = 0.0
+    full_macs: float = 0.0
+    quant_macs: float = 0.0
+    state_updates: float = 0.0
+
+    @property
+    def linear_macs(self):
+        """MACs of the linear layers, both modes."""
+        return self.full_macs + self.quant_macs
 
     @property
     def time(self):
@@ -631,7 +644,8 @@ class _Tally:
 
     def phase(self, name, hidden=0.0):
         return Phase(name, self.t_mem, self.t_comp, self.wbytes + self.sbytes, self.wbytes,
-                     self.ops / 2, self.lin, self.ssm, self.other, hidden)
+                     self.ops / 2, self.lin, self.ssm, self.other, hidden, self.full, self.quant,
+                     self.elems)
 
 
 def _linear_cycles(acc, dims, *, tokens, mode):
