@@ -18,6 +18,7 @@ Nothing here simulates; the figures are model outputs, labelled as such in
 every report.
 """
 
+import functools
 import json
 import math
 from dataclasses import asdict, dataclass, field, fields, replace
@@ -648,6 +649,9 @@ class _Tally:
                      self.elems)
 
 
+# Pure functions of frozen (hashable) inputs: a tree search or a sweep prices the same
+# passes many times, and one pass's schedule takes a fraction of a second.
+@functools.lru_cache(maxsize=4096)
 def _linear_cycles(acc, dims, *, tokens, mode):
     runs = []
     dsp = acc.linear.contract == "dspfp32"
@@ -669,6 +673,7 @@ def ssm_timing(acc, dims):
                      add_stages=acc.ssm_add_stages)
 
 
+@functools.lru_cache(maxsize=4096)
 def _ssm_cycles(acc, dims, *, tokens):
     """SSM unit cycles of ``tokens`` nodes in every layer (one stream per layer, layers serial)."""
     t = ssm_timing(acc, dims)
