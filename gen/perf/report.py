@@ -327,8 +327,15 @@ def sweep_markdown(root=None):
     path = root / results
     if not path.exists():
         return out + ["Not run here: the results file is missing."]
-    from gen.sweep.run import read_results
-    rows = read_results(path)
+    import csv
+    # Read as text (gen.sweep reads the perf model, so the report does not import it back).
+    with path.open(newline="") as f:
+        rows = list(csv.DictReader(f))
+    for r in rows:
+        if r["status"] == "ok":
+            r.update(tokens_per_s=float(r["tokens_per_s"]),
+                     limit_tokens_per_s=float(r["limit_tokens_per_s"]), dsp58=int(r["dsp58"]),
+                     lut=int(r["lut"]), fits=r["fits"] == "True")
     ok = [r for r in rows if r["status"] == "ok" and r["fits"]]
     out += [f"{len(rows)} points, {sum(r['status'] != 'ok' for r in rows)} failed, "
             f"{len(ok)} fit their board. The fastest that fit, per board:", "",
