@@ -104,3 +104,21 @@ def test_tree_best_errors_are_one_line(capsys, extra, message):
     assert main(SMALL + extra) == 2
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1
+
+
+def test_tree_best_reads_a_measured_profile(tmp_path, capsys):
+    # A specgen acceptance --json report of tree (2, 1): depth 1 accepted 0.75 of its trials
+    # with two children, so the draft's top-1 rate there is 0.5.
+    rep = tmp_path / "acc.json"
+    rep.write_text(json.dumps({"tree": [2, 1], "per_depth_acceptance": [0.75, 0.6],
+                               "tokens_per_step": 2.2, "draft_length": 2.0}))
+    assert main(SMALL + ["--draft", "370M", "--acceptance", str(rep), "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["profile"] == pytest.approx([0.5, 0.6]) and d["profile_source"] == "measured"
+    chain4 = next(c for c in d["beside"] if c["tree"] == [1, 1, 1, 1])
+    assert chain4["tokens_per_step"] == pytest.approx(1 + 0.5 + 0.5 * 0.6 + 0.5 * 0.36
+                                                      + 0.5 * 0.216)
+    bad = tmp_path / "bad.json"
+    bad.write_text("{}")
+    assert main(SMALL + ["--draft", "370M", "--acceptance", str(bad)]) == 2
+    assert "per_depth_acceptance" in capsys.readouterr().err

@@ -113,3 +113,24 @@ def test_bad_flags_are_one_line_exit_2(tmp_path, capsys, flags, message):
     assert main(["sweep", str(write(tmp_path)), *flags]) == 2
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1
+
+
+def test_an_existing_scheduler_and_a_random_sample(tmp_path):
+    from dask.distributed import LocalCluster
+    spec = load_spec(write(tmp_path, SPEC.replace('mode = "grid"',
+                                                  'mode = "random"\nsamples = 3\nseed = 5')))
+    assert len(spec.points()) == 3 and spec.points() == spec.points()
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
+                      dashboard_address=None) as cluster:
+        got = run_sweep(spec, out=tmp_path / "r.csv", scheduler=cluster.scheduler_address)
+    assert got["evaluated"] == 3 and len(read_results(tmp_path / "r.csv")) == 3
+
+
+def test_parquet_results_round_trip(tmp_path):
+    pytest.importorskip("pyarrow", reason="pyarrow not installed: Parquet is optional")
+    spec = load_spec(write(tmp_path, SPEC.replace('tree = ["2,2,1,1", "chain3"]',
+                                                  'tree = ["2,2,1,1"]')))
+    out = tmp_path / "r.parquet"
+    run_sweep(spec, out=out, workers=2, processes=False)
+    assert {r["status"] for r in read_results(out)} == {"ok"}
+    assert run_sweep(spec, out=out, workers=2, processes=False)["evaluated"] == 0

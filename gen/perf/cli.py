@@ -319,10 +319,8 @@ def read_profile(path):
 def run_tree_best(args, *, config, out):
     """``specgen perf --tree best``: the fastest tree shape under an acceptance profile, with
     the SpecMamba notes' (2,2,1,1) and chains beside it."""
-    from golden.tree import TreeShape, fifo_schedule
-
     from gen.perf.system import accelerator
-    from gen.perf.tree_search import (SEED_SHAPE, AcceptanceProfile, candidate_shapes,
+    from gen.perf.tree_search import (AcceptanceProfile, beside_shapes, candidate_shapes,
                                       search_trees)
 
     if args.draft == "none":
@@ -356,16 +354,10 @@ def run_tree_best(args, *, config, out):
         raise CLIError(f"no tree fits the {config.board.name} tree verifier "
                        f"(--set tree.max_nodes {tree.max_nodes}, tree.fifo_depth "
                        f"{tree.fifo_depth})")
-    # Beside the best: the notes' shape and chains, where the verifier holds them.
-    extra = []
-    for shape in (SEED_SHAPE,) + tuple((1,) * n for n in (4, 8, 16)):
-        t = TreeShape(shape)
-        try:
-            fifo_schedule(t.parents, fifo_depth=tree.fifo_depth)
-        except ValueError:
-            continue
-        if t.num_nodes <= tree.max_nodes and shape not in shapes:
-            extra.append(shape)
+    # Beside the best: the notes' shape and chains, where the verifier holds them; a shape
+    # the search does not cover (a chain deeper than its depth limit) is priced as well.
+    beside_wanted = beside_shapes(max_nodes=tree.max_nodes, fifo_depth=tree.fifo_depth)
+    extra = [s for s in beside_wanted if s not in set(shapes)]
     try:
         acc = accelerator(config, sizing=args.sizing, overlap=args.overlap)
         ranked = search_trees(acc, target=args.target, draft=args.draft, profile=profile,
@@ -373,15 +365,16 @@ def run_tree_best(args, *, config, out):
                               restore_policy=args.policy)
     except (TypeError, ValueError) as exc:
         raise CLIError(_flag_message(str(exc))) from None
-    searched = ranked if not extra else [c for c in ranked if c.branching not in extra]
+    searched = [c for c in ranked if c.branching not in extra]
     best = searched[0]
-    beside = [c for c in ranked if c.branching == SEED_SHAPE or set(c.branching) == {1}]
-    beside = [c for c in beside if c.branching in {SEED_SHAPE} | {(1,) * n for n in (4, 8, 16)}]
+    by_shape = {c.branching: c for c in ranked}
+    beside = [by_shape[s] for s in beside_wanted]
     if args.json:
         print(json.dumps({"best": best.to_dict(), "top": [c.to_dict() for c in searched[:args.top]],
                           "beside": [c.to_dict() for c in beside],
                           "profile": list(profile.rates), "profile_source": profile.source,
                           "shapes_searched": len(shapes), "board": config.board.name,
+                          "continue_prob": cont,
                           "target": args.target, "draft": args.draft,
                           "max_nodes": tree.max_nodes, "fifo_depth": tree.fifo_depth},
                          indent=2), file=out)
@@ -389,8 +382,9 @@ def run_tree_best(args, *, config, out):
     rates = ", ".join(f"{r:.3f}" for r in profile.rates)
     lines = [f"specgen perf --tree best (model, not a measurement): {acc.describe()}",
              f"target Mamba2-{args.target}, draft {args.draft}; top-1 acceptance per depth "
-             f"{rates} ({profile.source}); {len(shapes)} shapes searched (non-increasing "
-             f"branching, <= {tree.max_nodes} nodes, ring of {tree.fifo_depth} slots)", "",
+             f"{rates} ({profile.source}); early stop {cont:g}; {len(shapes)} shapes searched "
+             f"(non-increasing branching, <= {tree.max_nodes} nodes, ring of "
+             f"{tree.fifo_depth} slots)", "",
              f"{'':<7} {'tree':<33} {'nodes':>5} {'tokens/step':>12} {'tokens/s':>9}"]
     for label, rows in (("best", searched[:1]), ("next", searched[1:args.top]),
                         ("beside", beside)):

@@ -20,13 +20,18 @@ from dataclasses import dataclass
 from golden.tree import TreeShape, fifo_schedule
 from golden.validate import check_float, check_int
 
+from gen.perf.claims import SEED_TREE
 from gen.perf.system import StepConfig, step_model
 
 __all__ = ["AcceptanceProfile", "expected_tokens_profile", "top1_from_measured",
-           "candidate_shapes", "TreeCandidate", "search_trees", "SEED_SHAPE"]
+           "candidate_shapes", "TreeCandidate", "search_trees", "SEED_SHAPE", "BESIDE_CHAINS",
+           "beside_shapes"]
 
 #: The SpecMamba notes' tree in our reading (:data:`gen.perf.claims.SEED_TREE`).
-from gen.perf.claims import SEED_TREE as SEED_SHAPE  # noqa: E402
+SEED_SHAPE = SEED_TREE
+
+#: Chains reported beside the best shape (``specgen perf --tree best``).
+BESIDE_CHAINS = (4, 8, 16)
 
 
 @dataclass(frozen=True)
@@ -122,6 +127,20 @@ def candidate_shapes(*, max_nodes, fifo_depth, max_branch=4, max_depth=16):
                     grow(shape, b)
 
     grow((), max_branch)
+    return out
+
+
+def beside_shapes(*, max_nodes, fifo_depth):
+    """The notes' (2,2,1,1) and the chains of :data:`BESIDE_CHAINS` that the verifier holds."""
+    out = []
+    for shape in (SEED_SHAPE,) + tuple((1,) * n for n in BESIDE_CHAINS):
+        t = TreeShape(shape)
+        try:
+            fifo_schedule(t.parents, fifo_depth=fifo_depth)
+        except ValueError:
+            continue
+        if t.num_nodes <= max_nodes:
+            out.append(shape)
     return out
 
 
