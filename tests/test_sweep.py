@@ -110,6 +110,8 @@ def test_bad_spec_is_one_line_exit_2(tmp_path, capsys, text, message):
     (["--plot", "p.svg"], "--plot 'p.svg' must end in .png"),
 ])
 def test_bad_flags_are_one_line_exit_2(tmp_path, capsys, flags, message):
+    assert main(["sweep", str(tmp_path / "missing.toml")]) == 2
+    assert "missing.toml: no such file" in capsys.readouterr().err
     assert main(["sweep", str(write(tmp_path)), *flags]) == 2
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1
