@@ -88,12 +88,13 @@ def evaluate_point(point, *, step, board=None, overrides=()):
     row.update({k: None for k in METRICS})
     row["id"] = point_id(point)
     try:
+        from gen.perf.claims import SEED_TREE
         from gen.perf.cli import parse_tree
         from gen.perf.roofline import roofline
         from gen.perf.system import StepConfig, accelerator, step_model
         config = design_of(point, board=board, overrides=overrides)
         draft = step["draft"]
-        tree = parse_tree(str(point["tree"])) if "tree" in point else (2, 2, 1, 1)
+        tree = parse_tree(str(point["tree"])) if "tree" in point else SEED_TREE
         acc = accelerator(config, sizing=step.get("sizing", "preset"))
         st = StepConfig(target=step["target"], draft=draft, tree=tree if draft != "none" else (),
                         tokens_per_step=step.get("accept") if draft != "none" else None,
