@@ -58,9 +58,14 @@ def test_roofline_has_a_legend_every_point_and_no_overlapping_labels():
     labels = legend_labels(fig)
     for phase in PHASE_MARKERS:
         assert any(phase in label for label in labels), (phase, labels)
-    for word in ("SpecMamba", "SPEQ", *SIZINGS):
+    for word in ("SpecMamba", "SPEQ", "device roof", "LUT-built MACs", *SIZINGS):
         assert any(word in label for label in labels), (word, labels)
     assert overlapping_texts(fig) == []
+    # Each panel's device roof: every DSP58 of the part, one FP16 MAC (2 operations) a cycle.
+    for ax, board in zip(fig.axes, BOARDS):
+        b = preset(board).board
+        tops = {round(max(ln.get_ydata())) for ln in ax.get_lines()}
+        assert round(2 * b.dsp58 * b.clock_mhz * 1e6) in tops, board
     # Every phase of both steps is a point of its board's panel (the model, read again).
     for ax, board in zip(fig.axes, BOARDS):
         points = {tuple(np.round(np.log10(c.get_offsets()[0]), 6)) for c in ax.collections}

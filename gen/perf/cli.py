@@ -7,8 +7,11 @@
 ``--acceptance FILE`` takes a measured profile, the JSON of ``specgen acceptance --json``
 (:func:`read_acceptance`): its tree, tokens per step and early stopping.
 
-A readable table by default (:func:`gen.perf.report.format_result`), the JSON
-of :meth:`gen.perf.system.StepResult.to_dict` with ``--json``. Unknown names exit
+A readable table by default (:func:`gen.perf.report.format_result`) with the step's
+ceilings under it (:func:`gen.perf.roofline.format_roofline`: memory, compute on every
+DSP58, the smaller of the two per phase, the design's own slots, LUT-built MACs), the
+JSON of :meth:`gen.perf.system.StepResult.to_dict` with ``--json`` (its ``ceilings``
+key: :meth:`gen.perf.roofline.Roofline.to_dict`). Unknown names exit
 with status 2 and a message listing the allowed values; a step the hardware or
 the statistics cannot produce (a tree larger than the board's tree verifier, a
 draft model not smaller than its target, more committed tokens than drafted
@@ -22,7 +25,8 @@ from pathlib import Path
 from gen.cli.errors import CLIError
 from gen.perf.claims import SEED, SPEQ_ALPHA
 
-__all__ = ["add_parser", "run", "parse_tree", "read_acceptance", "fit_continue_prob"]
+__all__ = ["add_parser", "run", "parse_tree", "read_acceptance", "fit_continue_prob",
+           "parse_profile", "read_profile", "run_tree_best"]
 
 #: Tokens per step without --accept/--alpha: SpecMamba's reported figure.
 DEFAULT_ACCEPT = SEED["tokens_per_step"]
@@ -92,7 +96,13 @@ def add_parser(sub):
                         f"'none'; one of {', '.join(model_names() + DRAFT_CHOICES)}")
     p.add_argument("--tree", metavar="SHAPE",
                    help="per-depth branching, e.g. 2,2,1,1 (default), or chainN (default for "
-                        "speq: chain16)")
+                        "speq: chain16), or 'best': search every shape the tree verifier holds "
+                        "under an acceptance profile (--profile, --alpha or --acceptance)")
+    p.add_argument("--profile", metavar="A1,A2,...",
+                   help="with --tree best: the draft's top-1 acceptance per depth (deeper depths "
+                        "take the last), e.g. 0.9,0.85,0.8")
+    p.add_argument("--top", type=int, default=5, metavar="N",
+                   help="with --tree best: how many of the fastest shapes to list (default 5)")
     p.add_argument("--accept", type=float, metavar="TOKENS",
                    help=f"committed tokens per step (default {DEFAULT_ACCEPT} when the tree is deep "
                         f"enough and no --alpha is given)")
@@ -214,6 +224,7 @@ def run(args, *, out=None):
     from gen.perf.system import (DRAFT_CHOICES, RESTORE_POLICIES, SIZINGS, StepConfig, accelerator,
                                  model_names, perf_board_names, step_model)
     from gen.perf.report import format_result
+    from gen.perf.roofline import format_roofline, roofline
 
     from gen.cli.design import resolve_config
 
@@ -232,6 +243,10 @@ def run(args, *, out=None):
     if args.accept is not None and args.alpha is not None:
         raise CLIError("give --accept (tokens/step) or --alpha (acceptance rate), not both")
     speq = args.draft == "speq"
+    if args.tree is not None and args.tree.strip().lower() == "best":
+        return run_tree_best(args, config=config, out=out)
+    if getattr(args, "profile", None) is not None:
+        raise CLIError("--profile is for --tree best; give --accept or --alpha for one tree")
     tree = parse_tree(args.tree) if args.tree else ((1,) * 16 if speq else (2, 2, 1, 1))
     accept, alpha, cont = args.accept, args.alpha, args.early_stop
     if getattr(args, "acceptance", None) is not None:
@@ -263,5 +278,118 @@ def run(args, *, out=None):
         res = step_model(acc, step)
     except (TypeError, ValueError) as exc:
         raise CLIError(_flag_message(str(exc))) from None
-    print(res.to_json() if args.json else format_result(res), file=out)
+    roof = roofline(res)
+    if args.json:
+        d = json.loads(res.to_json())
+        d["ceilings"] = roof.to_dict()
+        print(json.dumps(d, indent=2, sort_keys=True), file=out)
+    else:
+        print(format_result(res) + "\n" + format_roofline(roof), file=out)
     return res
+
+
+def parse_profile(text):
+    """``"0.9,0.85"`` -> :class:`gen.perf.tree_search.AcceptanceProfile` (``--profile``)."""
+    from gen.perf.tree_search import AcceptanceProfile
+    try:
+        rates = tuple(float(x) for x in text.split(","))
+        if not rates or not all(0.0 <= r <= 1.0 for r in rates):
+            raise ValueError
+    except ValueError:
+        raise CLIError(f"--profile must be comma-separated acceptance rates in [0, 1] "
+                       f"(e.g. 0.9,0.85,0.8), not {text!r}") from None
+    return AcceptanceProfile(rates, source="--profile")
+
+
+def read_profile(path):
+    """The top-1 profile of a ``specgen acceptance --json`` report (its tree and per-depth
+    acceptance, :func:`gen.perf.tree_search.top1_from_measured`)."""
+    from gen.perf.tree_search import top1_from_measured
+    try:
+        rep = json.loads(Path(path).read_text())
+        tree = tuple(int(b) for b in rep["tree"])
+        rates = [None if r is None else float(r) for r in rep["per_depth_acceptance"]]
+        profile = top1_from_measured(tree, rates)
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise CLIError(f"--acceptance {str(path)!r} must be the JSON of 'specgen acceptance "
+                       f"--json' (tree, per_depth_acceptance): {exc}") from None
+    return profile
+
+
+def run_tree_best(args, *, config, out):
+    """``specgen perf --tree best``: the fastest tree shape under an acceptance profile, with
+    the SpecMamba notes' (2,2,1,1) and chains beside it."""
+    from gen.perf.system import accelerator
+    from gen.perf.tree_search import (AcceptanceProfile, beside_shapes, candidate_shapes,
+                                      search_trees)
+
+    if args.draft == "none":
+        raise CLIError("--tree best needs a draft: --draft a Mamba2 size or speq, not none")
+    given = [f for f, v in (("--profile", args.profile), ("--alpha", args.alpha),
+                            ("--acceptance", args.acceptance)) if v is not None]
+    if len(given) > 1:
+        raise CLIError(f"give one acceptance profile for --tree best, not {' and '.join(given)}")
+    if args.accept is not None:
+        raise CLIError("--accept is one tree's tokens/step; --tree best takes --profile, --alpha "
+                       "or --acceptance")
+    if args.profile is not None:
+        profile = parse_profile(args.profile)
+    elif args.alpha is not None:
+        _check_range("--alpha", args.alpha, 0.0, 1.0)
+        profile = AcceptanceProfile((args.alpha,), source="--alpha")
+    elif args.acceptance is not None:
+        profile = read_profile(args.acceptance)
+    elif args.draft == "speq":
+        profile = AcceptanceProfile((SPEQ_DEFAULT_ALPHA,), source="SPEQ's acceptance")
+    else:
+        raise CLIError("--tree best needs an acceptance profile: --profile A1,A2,..., --alpha A "
+                       "or --acceptance FILE (specgen acceptance --json)")
+    cont = 1.0 if args.early_stop is None else args.early_stop
+    _check_range("--early-stop", cont, 0.0, 1.0, lo_open=True)
+    if args.top < 1:
+        raise CLIError(f"--top must be an integer >= 1, not {args.top}")
+    tree = config.tree
+    shapes = candidate_shapes(max_nodes=tree.max_nodes, fifo_depth=tree.fifo_depth)
+    if not shapes:
+        raise CLIError(f"no tree fits the {config.board.name} tree verifier "
+                       f"(--set tree.max_nodes {tree.max_nodes}, tree.fifo_depth "
+                       f"{tree.fifo_depth})")
+    # Beside the best: the notes' shape and chains, where the verifier holds them; a shape
+    # the search does not cover (a chain deeper than its depth limit) is priced as well.
+    beside_wanted = beside_shapes(max_nodes=tree.max_nodes, fifo_depth=tree.fifo_depth)
+    extra = [s for s in beside_wanted if s not in set(shapes)]
+    try:
+        acc = accelerator(config, sizing=args.sizing, overlap=args.overlap)
+        ranked = search_trees(acc, target=args.target, draft=args.draft, profile=profile,
+                              shapes=shapes + extra, continue_prob=cont,
+                              restore_policy=args.policy)
+    except (TypeError, ValueError) as exc:
+        raise CLIError(_flag_message(str(exc))) from None
+    searched = [c for c in ranked if c.branching not in extra]
+    best = searched[0]
+    by_shape = {c.branching: c for c in ranked}
+    beside = [by_shape[s] for s in beside_wanted]
+    if args.json:
+        print(json.dumps({"best": best.to_dict(), "top": [c.to_dict() for c in searched[:args.top]],
+                          "beside": [c.to_dict() for c in beside],
+                          "profile": list(profile.rates), "profile_source": profile.source,
+                          "shapes_searched": len(shapes), "board": config.board.name,
+                          "continue_prob": cont,
+                          "target": args.target, "draft": args.draft,
+                          "max_nodes": tree.max_nodes, "fifo_depth": tree.fifo_depth},
+                         indent=2), file=out)
+        return best
+    rates = ", ".join(f"{r:.3f}" for r in profile.rates)
+    lines = [f"specgen perf --tree best (model, not a measurement): {acc.describe()}",
+             f"target Mamba2-{args.target}, draft {args.draft}; top-1 acceptance per depth "
+             f"{rates} ({profile.source}); early stop {cont:g}; {len(shapes)} shapes searched "
+             f"(non-increasing branching, <= {tree.max_nodes} nodes, ring of "
+             f"{tree.fifo_depth} slots)", "",
+             f"{'':<7} {'tree':<33} {'nodes':>5} {'tokens/step':>12} {'tokens/s':>9}"]
+    for label, rows in (("best", searched[:1]), ("next", searched[1:args.top]),
+                        ("beside", beside)):
+        for c in rows:
+            lines.append(f"{label:<7} {','.join(map(str, c.branching)):<33} {c.nodes:>5} "
+                         f"{c.tokens_per_step:>12.3f} {c.tokens_per_s:>9.1f}")
+    print("\n".join(lines), file=out)
+    return best

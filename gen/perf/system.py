@@ -18,6 +18,7 @@ Nothing here simulates; the figures are model outputs, labelled as such in
 every report.
 """
 
+import functools
 import json
 import math
 from dataclasses import asdict, dataclass, field, fields, replace
@@ -433,6 +434,11 @@ class Phase:
         Block cycles (expected values over early stopping).
     hidden : float
         Share of the phase hidden behind other phases (restore only).
+    full_macs, quant_macs : float
+        Linear-layer MACs of the phase at full precision (FP16 weights) and in the
+        array's quantized mode (the SPEQ draft's nibble-plane products).
+    state_updates : float
+        EMU state-element updates (one per state element, node and layer).
     """
 
     name: str
@@ -445,6 +451,14 @@ class Phase:
     ssm_cycles: float
     other_cycles: float
     hidden: float = 0.0
+    full_macs: float = 0.0
+    quant_macs: float = 0.0
+    state_updates: float = 0.0
+
+    @property
+    def linear_macs(self):
+        """MACs of the linear layers, both modes."""
+        return self.full_macs + self.quant_macs
 
     @property
     def time(self):
@@ -631,9 +645,13 @@ class _Tally:
 
     def phase(self, name, hidden=0.0):
         return Phase(name, self.t_mem, self.t_comp, self.wbytes + self.sbytes, self.wbytes,
-                     self.ops / 2, self.lin, self.ssm, self.other, hidden)
+                     self.ops / 2, self.lin, self.ssm, self.other, hidden, self.full, self.quant,
+                     self.elems)
 
 
+# Pure functions of frozen (hashable) inputs: a tree search or a sweep prices the same
+# passes many times, and one pass's schedule takes a fraction of a second.
+@functools.lru_cache(maxsize=4096)
 def _linear_cycles(acc, dims, *, tokens, mode):
     runs = []
     dsp = acc.linear.contract == "dspfp32"
@@ -655,6 +673,7 @@ def ssm_timing(acc, dims):
                      add_stages=acc.ssm_add_stages)
 
 
+@functools.lru_cache(maxsize=4096)
 def _ssm_cycles(acc, dims, *, tokens):
     """SSM unit cycles of ``tokens`` nodes in every layer (one stream per layer, layers serial)."""
     t = ssm_timing(acc, dims)

@@ -1,0 +1,1 @@
+"""Design-space sweeps on Dask: ``specgen sweep SPEC.toml`` (:mod:`gen.sweep.cli`)."""
