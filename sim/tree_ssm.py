@@ -210,6 +210,7 @@ class CocotbIO:
 
     def __init__(self, tb):
         self.tb, self.dut = tb, tb.dut
+        self._settled = False       # in this cycle's ReadOnly phase already
 
     def set(self, name, value):
         getattr(self.dut, name).value = int(value)
@@ -218,13 +219,17 @@ class CocotbIO:
         return int(getattr(self.dut, name).value)
 
     async def settle(self):
-        await ReadOnly()
+        if not self._settled:
+            await ReadOnly()
+            self._settled = True
 
     async def tick(self):
         await RisingEdge(self.dut.clk)
+        self._settled = False
 
     async def reset(self):
         await self.tb.reset()
+        self._settled = False
 
 
 def run_pysim(dut, cfg, *, parents, out_node, seed, passes=1, **kw):

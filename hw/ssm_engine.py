@@ -1,0 +1,366 @@
+"""``SSMEngine``: the tile-streamed tree SSM unit fed from memory and writing to it.
+
+One descriptor runs one layer pass of :class:`hw.tree_ssm.TreeSSMUnit` with every
+word in memory (``docs/memory.md``): the layer parameters and the nodes' inputs
+are read by one AXI4 read master, the committed state streams in tile by tile
+through a second, and the chosen node's new state and every node's ``y`` leave
+through two write masters. The host (or a layer sequencer) writes descriptors
+and the node table, never a data word. The committed state is read from
+``state_in_addr`` and written to ``state_out_addr``: with two state banks (the
+host flips them after a pass is done) a reset in mid-pass leaves the committed
+state whole, and a draft's speculative states never overwrite it (SpecMamba's
+restore is then a change of base address, no copy).
+
+Memory layouts (little-endian binary32 words; addresses in bytes, each aligned to
+its port's beat):
+
+* parameters at ``params_addr``: ``A[0:H]``, ``dt_bias[0:H]``, ``D[0:H]``;
+* input record ``s`` at ``input_addr + s·record_bytes``: ``B[0:N]``, ``C[0:N]``,
+  ``x[0:H·P]``, ``dt[0:H]`` (:attr:`record_bytes`); node ``j`` of a pass reads the
+  record its table entry names (``tbl_src``): ``j`` in a tree pass, the ``j``-th
+  node of the accepted path in a commit pass, which replays the path from the
+  committed state (SpecMamba's replay backtracking) and writes only its last state;
+* state: the tile port's order of :class:`hw.ssm_unit.SSMUnit` (row ``r``, tile
+  ``k`` at ``(r·⌈N/lanes⌉ + k)·lanes`` words), :attr:`state_bytes` per layer;
+* ``y``: node ``j``'s ``y[h, p]`` at ``y_addr + 4·(j·H·P + h·P + p)``.
+"""
+
+from amaranth import Cat, Module, Mux, Signal
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out, connect
+
+from golden.config import Config
+from golden.validate import check_int
+from hw.axi_master import AXI4ReadMaster, AXI4WriteMaster
+from hw.bits import index_width
+from hw.fp_arith import add_const
+from hw.hierarchy import submodule
+from hw.ssm_unit import SEL_A, SEL_B, SEL_C, SEL_D, SEL_DT, SEL_DT_BIAS, SEL_X
+from hw.tree_ssm import TreeSSMUnit, table_layout
+
+__all__ = ["SSMEngine", "StreamDownsizer", "descriptor_layout"]
+
+
+def descriptor_layout(*, max_nodes, addr_width):
+    """One layer pass: ``nodes``, ``out_en``/``out_node`` (write that node's state),
+    ``y_en`` (write the nodes' ``y``; a commit pass drops them), ``load_params``, and
+    the byte addresses of the module docstring."""
+    return data.StructLayout({
+        "nodes": range(1, max_nodes + 1), "out_node": index_width(max_nodes), "out_en": 1,
+        "y_en": 1, "load_params": 1, "params_addr": addr_width, "input_addr": addr_width,
+        "state_in_addr": addr_width, "state_out_addr": addr_width, "y_addr": addr_width,
+    })
+
+
+class StreamDownsizer(wiring.Component):
+    """A stream of ``in_width``-bit words out as ``in_width/out_width`` words, low first.
+
+    Parameters
+    ----------
+    in_width, out_width : int
+        ``out_width`` divides ``in_width``.
+
+    Attributes
+    ----------
+    i : In(stream.Signature(in_width))
+    o : Out(stream.Signature(out_width))
+        ``o.valid`` is a register; a word is taken on ``i`` the cycle its last slice
+        leaves (or while empty), so the stream runs at one slice per cycle.
+    """
+
+    def __init__(self, *, in_width, out_width):
+        self._in = check_int("StreamDownsizer", "in_width", in_width, min=1)
+        self._out = check_int("StreamDownsizer", "out_width", out_width, min=1, max=in_width)
+        if in_width % out_width:
+            raise ValueError(f"StreamDownsizer.out_width must divide in_width ({in_width}), "
+                             f"not {out_width!r}")
+        super().__init__({"i": In(stream.Signature(in_width)),
+                          "o": Out(stream.Signature(out_width))})
+
+    @property
+    def module_name(self):
+        return f"StreamDownsizer_i{self._in}_o{self._out}"
+
+    def elaborate(self, platform):
+        m = Module()
+        ratio = self._in // self._out
+        word = Signal(self._in, name="word", reset_less=True)
+        full = Signal(name="full")
+        part = Signal(index_width(max(ratio, 2)), name="part")
+        last = part == ratio - 1
+        m.d.comb += [self.o.valid.eq(full),
+                     self.o.payload.eq(word.word_select(part, self._out) if ratio > 1 else word),
+                     self.i.ready.eq(~full | (self.o.ready & last))]
+        with m.If(self.o.valid & self.o.ready):
+            m.d.sync += part.eq(0 if ratio == 1 else add_const(part, 1, len(part)))
+            with m.If(last):
+                m.d.sync += [full.eq(0), part.eq(0)]
+        with m.If(self.i.valid & self.i.ready):
+            m.d.sync += [word.eq(self.i.payload), full.eq(1), part.eq(0)]
+        return m
+
+
+class SSMEngine(wiring.Component):
+    """:class:`hw.tree_ssm.TreeSSMUnit` with its inputs, state and outputs in memory.
+
+    Parameters
+    ----------
+    config : golden.config.Config
+        The SSM unit (``ssm``, ``pipeline``), the tree (``tree.max_nodes``,
+        ``tree.fifo_depth``) and the board's memory ports (``board``).
+    addr_width : int
+        Byte-address width of every AXI port (default 40).
+    **master_overrides
+        Overrides of every AXI master's parameters (``max_burst``,
+        ``max_outstanding``, ``fifo_depth``), as in
+        :meth:`hw.axi_master.AXI4ReadMaster.from_config`.
+
+    Attributes
+    ----------
+    desc : In(stream.Signature(descriptor_layout(...)))
+        A layer pass; taken when the engine is idle.
+    tbl_we, tbl_node, tbl_entry, tbl_src : In
+        The node table of :class:`hw.tree_ssm.TreeSSMUnit`, and the input record of
+        each node (write while idle).
+    busy : Out(1)
+        From the cycle after ``desc`` is taken until every ``y`` and state write of
+        the pass has its B response.
+    passes : Out(32)
+        Passes completed since reset.
+    error : Out(1)
+        Sticky: an AXI response other than OKAY on any port.
+    m_axi_in, m_axi_st_rd : Out(axi4_read_signature), domain ``mem``
+    m_axi_st_wr, m_axi_y : Out(axi4_write_signature), domain ``mem``
+        Widths: inputs ``32·input_words`` bits, state ``min(memory_port_bits,
+        32·lanes)``, ``y`` 32 bits (:attr:`port_widths`).
+    """
+
+    def __init__(self, *, config, addr_width=40, **master_overrides):
+        if not isinstance(config, Config):
+            raise TypeError(f"SSMEngine.config must be a golden.config.Config, not {config!r}")
+        self._config = config
+        self._unit = TreeSSMUnit.from_config(config)
+        c = config.ssm
+        self._aw = check_int("SSMEngine", "addr_width", addr_width, min=12, max=64)
+        widths = {"in": 32 * c.input_words,
+                  "st": min(config.board.memory_port_bits, 32 * c.lanes), "y": 32}
+        self._widths = widths
+        kw = dict(master_overrides, addr_width=self._aw)
+        # One input beat a cycle is what the unit's write port takes: no packing.
+        self._in_rd = AXI4ReadMaster.from_config(config, data_width=widths["in"],
+                                                 out_width=widths["in"], **kw)
+        self._st_rd = AXI4ReadMaster.from_config(config, data_width=widths["st"],
+                                                 out_width=32 * c.lanes, **kw)
+        self._st_wr = AXI4WriteMaster.from_config(config, data_width=widths["st"], **kw)
+        self._y_wr = AXI4WriteMaster.from_config(config, data_width=widths["y"], **kw)
+        u = self._unit
+        super().__init__({
+            "desc": In(stream.Signature(descriptor_layout(max_nodes=u.max_nodes,
+                                                          addr_width=self._aw))),
+            "tbl_we": In(1), "tbl_node": In(index_width(u.max_nodes)),
+            "tbl_entry": In(table_layout(u.fifo_depth)), "tbl_src": In(index_width(u.max_nodes)),
+            "busy": Out(1), "passes": Out(32), "error": Out(1),
+            "m_axi_in": Out(self._in_rd.signature.members["axi"].signature),
+            "m_axi_st_rd": Out(self._st_rd.signature.members["axi"].signature),
+            "m_axi_st_wr": Out(self._st_wr.signature.members["axi"].signature),
+            "m_axi_y": Out(self._y_wr.signature.members["axi"].signature),
+        })
+
+    unit = property(lambda self: self._unit)
+    port_widths = property(lambda self: dict(self._widths))
+
+    @property
+    def record_bytes(self):
+        """Bytes of one node's inputs: ``4·(2N + H·P + H)``."""
+        H, P, N = self._config.ssm.state_shape
+        return 4 * (2 * N + H * P + H)
+
+    @property
+    def state_bytes(self):
+        """Bytes of one layer's state in the tile order: ``4·H·P·⌈N/lanes⌉·lanes``."""
+        c = self._config.ssm
+        return 4 * c.nheads * c.headdim * c.groups_per_row * c.lanes
+
+    @property
+    def module_name(self):
+        return "SSMEngine_" + self._unit.module_name.removeprefix("TreeSSMUnit_")
+
+    def elaborate(self, platform):
+        m = Module()
+        c = self._config.ssm
+        H, P, N = c.state_shape
+        W = c.input_words
+        u = submodule(m, "unit", self._unit)
+        # The masters run in two clock domains (sync and mem): plain submodules.
+        m.submodules.in_rd = in_rd = self._in_rd
+        m.submodules.st_rd = st_rd = self._st_rd
+        m.submodules.st_wr = st_wr = self._st_wr
+        m.submodules.y_wr = y_wr = self._y_wr
+        dn = submodule(m, "st_down", StreamDownsizer(in_width=32 * c.lanes,
+                                                     out_width=self._widths["st"]))
+        wiring.connect(m, wiring.flipped(self.m_axi_in), in_rd.axi)
+        wiring.connect(m, wiring.flipped(self.m_axi_st_rd), st_rd.axi)
+        wiring.connect(m, wiring.flipped(self.m_axi_st_wr), st_wr.axi)
+        wiring.connect(m, wiring.flipped(self.m_axi_y), y_wr.axi)
+        connect(m, st_rd.data, u.st_in)
+        connect(m, u.st_out, dn.i)
+        connect(m, dn.o, st_wr.data)
+        y_en = Signal(name="y_en")
+        # Without y_en the rows are taken and dropped (a commit pass).
+        m.d.comb += [y_wr.data.payload.eq(u.y.payload), y_wr.data.valid.eq(u.y.valid & y_en),
+                     u.y.ready.eq(Mux(y_en, y_wr.data.ready, 1)),
+                     u.tbl_we.eq(self.tbl_we), u.tbl_node.eq(self.tbl_node),
+                     u.tbl_entry.eq(self.tbl_entry),
+                     self.error.eq(in_rd.error | st_rd.error | st_wr.error | y_wr.error)]
+
+        d = Signal.like(self.desc.payload, name="d")
+        m.d.comb += y_en.eq(d.y_en)
+        busy = Signal(name="busy_r")
+        m.d.comb += [self.busy.eq(busy), self.desc.ready.eq(~busy)]
+
+        # -- the pass's sequence: read commands, input loading, unit command, writes --
+        def shift(addr, bits):
+            return addr[(bits // 8 - 1).bit_length():]
+
+        in_beat = self._widths["in"]
+        st_beat = self._widths["st"]
+        rec_beats = self.record_bytes * 8 // in_beat
+        par_beats = 3 * H // W
+        st_beats = self.state_bytes * 8 // st_beat
+        n = Signal(range(self._unit.max_nodes + 1), name="n")
+        # Commands still to issue on each master (one each, except y: one per node).
+        want = Signal(4, name="cmd_pending")      # params, inputs, state read, state write
+        y_next = Signal(range(self._unit.max_nodes + 1), name="y_cmds")
+        with m.If(self.desc.valid & ~busy):
+            p = self.desc.payload
+            m.d.sync += [d.eq(p), busy.eq(1), n.eq(p.nodes),
+                         want.eq(Cat(p.load_params, 1, 1, p.out_en)), y_next.eq(0)]
+        # input reads: the parameters (if asked), then every node's record
+        # Each node's record, from the source table (a commit pass gathers the path's).
+        srcs = Memory(shape=index_width(self._unit.max_nodes), depth=max(self._unit.max_nodes, 2),
+                      init=[])
+        m.submodules.mem_src = srcs
+        sw = srcs.write_port()
+        m.d.comb += [sw.addr.eq(self.tbl_node), sw.data.eq(self.tbl_src), sw.en.eq(self.tbl_we)]
+        sr = srcs.read_port(domain="comb")
+        rd_node = Signal(index_width(self._unit.max_nodes), name="rd_node")
+        rec_addr = Signal(self._aw, name="rec_addr")           # registered: src · record beats
+        rec_ok = Signal(name="rec_ok")
+        m.d.comb += sr.addr.eq(rd_node)
+        with m.If(self.desc.valid & ~busy):
+            m.d.sync += [rd_node.eq(0), rec_ok.eq(0)]
+        with m.Elif(want[1] & ~rec_ok):
+            m.d.sync += [rec_addr.eq(shift(d.input_addr, in_beat) + sr.data * rec_beats),
+                         rec_ok.eq(1)]
+        m.d.comb += in_rd.cmd.valid.eq(want[0] | (want[1] & rec_ok))
+        with m.If(want[0]):
+            m.d.comb += [in_rd.cmd.payload.addr.eq(shift(d.params_addr, in_beat)),
+                         in_rd.cmd.payload.beats.eq(par_beats)]
+        with m.Else():
+            m.d.comb += [in_rd.cmd.payload.addr.eq(rec_addr),
+                         in_rd.cmd.payload.beats.eq(rec_beats)]
+        with m.If(in_rd.cmd.valid & in_rd.cmd.ready):
+            with m.If(want[0]):
+                m.d.sync += want[0].eq(0)
+            with m.Else():
+                m.d.sync += [rec_ok.eq(0), rd_node.eq(add_const(rd_node, 1, len(rd_node)))]
+                with m.If(rd_node == n - 1):
+                    m.d.sync += want[1].eq(0)
+        # the committed state streams in as the unit asks for it
+        m.d.comb += [st_rd.cmd.valid.eq(want[2]),
+                     st_rd.cmd.payload.addr.eq(shift(d.state_in_addr, st_beat)),
+                     st_rd.cmd.payload.beats.eq(st_beats)]
+        with m.If(st_rd.cmd.valid & st_rd.cmd.ready):
+            m.d.sync += want[2].eq(0)
+        m.d.comb += [st_wr.cmd.valid.eq(want[3]),
+                     st_wr.cmd.payload.addr.eq(shift(d.state_out_addr, st_beat)),
+                     st_wr.cmd.payload.beats.eq(st_beats)]
+        with m.If(st_wr.cmd.valid & st_wr.cmd.ready):
+            m.d.sync += want[3].eq(0)
+
+        # loader: the read beats into the unit's write port
+        par_sections = [(SEL_A, H // W), (SEL_DT_BIAS, H // W), (SEL_D, H // W)]
+        node_sections = [(SEL_B, N // W), (SEL_C, N // W), (SEL_X, H * P // W), (SEL_DT, H // W)]
+        loading_params = Signal(name="loading_params")
+        section = Signal(range(4), name="section")
+        beat = Signal(index_width(max(H * P // W, N // W, 2)), name="beat")
+        node = Signal(index_width(self._unit.max_nodes), name="load_node")
+        loaded = Signal(name="loaded")
+        with m.If(self.desc.valid & ~busy):
+            m.d.sync += [loading_params.eq(self.desc.payload.load_params), section.eq(0),
+                         beat.eq(0), node.eq(0), loaded.eq(0)]
+        sel = Signal(3, name="load_sel")
+        sec_last = Signal(name="section_last")
+        with m.Switch(Cat(section, loading_params)):
+            for i, (s, beats) in enumerate(node_sections):
+                with m.Case(i):
+                    m.d.comb += [sel.eq(s), sec_last.eq(beat == beats - 1)]
+            for i, (s, beats) in enumerate(par_sections):
+                with m.Case(4 + i):
+                    m.d.comb += [sel.eq(s), sec_last.eq(beat == beats - 1)]
+            with m.Default():       # section 3 never runs with the parameters
+                m.d.comb += [sel.eq(SEL_A), sec_last.eq(1)]
+        take = Signal(name="load_take")
+        m.d.comb += [in_rd.data.ready.eq(busy & ~loaded), take.eq(in_rd.data.valid & in_rd.data.ready),
+                     u.wr_en.eq(take), u.wr_sel.eq(sel), u.wr_addr.eq(beat), u.wr_node.eq(node),
+                     u.wr_data.eq(in_rd.data.payload)]
+        with m.If(take):
+            m.d.sync += beat.eq(add_const(beat, 1, len(beat)))
+            with m.If(sec_last):
+                m.d.sync += [beat.eq(0), section.eq(add_const(section, 1, 2))]
+                with m.If(loading_params & (section == 2)):
+                    m.d.sync += [loading_params.eq(0), section.eq(0)]
+                with m.If(~loading_params & (section == 3)):
+                    m.d.sync += section.eq(0)
+                    with m.If(node == n - 1):
+                        m.d.sync += loaded.eq(1)
+                    with m.Else():
+                        m.d.sync += node.eq(add_const(node, 1, len(node)))
+
+        # the unit's pass, once every input word is in
+        started = Signal(name="started")
+        with m.If(self.desc.valid & ~busy):
+            m.d.sync += started.eq(0)
+        m.d.comb += [u.cmd.valid.eq(busy & loaded & ~started),
+                     u.cmd.payload.nodes.eq(n), u.cmd.payload.out_node.eq(d.out_node),
+                     u.cmd.payload.out_en.eq(d.out_en)]
+        with m.If(u.cmd.valid & u.cmd.ready):
+            m.d.sync += started.eq(1)
+        # y: one write region per node group of a tile (rows_per_tile words), at the
+        # node's row offset, so y lands node-major whatever the unit's order.
+        R, tiles = self._unit.rows_per_tile, self._unit.tiles
+        yt = Signal(range(tiles), name="y_tile")
+        yn = Signal(index_width(self._unit.max_nodes), name="y_node")
+        y_node_base = Signal(self._aw, name="y_node_base")      # words: yn·H·P
+        y_tile_base = Signal(self._aw, name="y_tile_base")      # words: yt·R
+        y_issue = Signal(name="y_issue")
+        y_all = Signal(name="y_all_issued")
+        with m.If(self.desc.valid & ~busy):
+            m.d.sync += [yt.eq(0), yn.eq(0), y_node_base.eq(0), y_tile_base.eq(0), y_all.eq(0)]
+        m.d.comb += [y_wr.cmd.valid.eq(busy & started & ~y_all & y_en),
+                     y_wr.cmd.payload.addr.eq(shift(d.y_addr, 32) + y_node_base + y_tile_base),
+                     y_wr.cmd.payload.beats.eq(R),
+                     y_issue.eq(y_wr.cmd.valid & y_wr.cmd.ready)]
+        with m.If(y_issue):
+            with m.If(yn == n - 1):
+                m.d.sync += [yn.eq(0), y_node_base.eq(0), yt.eq(yt + 1),
+                             y_tile_base.eq(y_tile_base + R)]
+                with m.If(yt == tiles - 1):
+                    m.d.sync += y_all.eq(1)
+            with m.Else():
+                m.d.sync += [yn.eq(yn + 1), y_node_base.eq(y_node_base + H * P)]
+        # done: every region answered (the masters count B responses)
+        y_done0 = Signal(32, name="y_done0")
+        st_done0 = Signal(32, name="st_done0")
+        with m.If(self.desc.valid & ~busy):
+            m.d.sync += [y_done0.eq(y_wr.done), st_done0.eq(st_wr.done)]
+        y_regions = Signal(32, name="y_regions")
+        m.d.comb += y_regions.eq(Mux(y_en, n * tiles, 0))
+        finished = Signal(name="finished")
+        m.d.comb += finished.eq(busy & started & (y_all | ~y_en) & ~u.busy & ~want.any()
+                                & ((y_wr.done - y_done0)[:32] == y_regions)
+                                & ((st_wr.done - st_done0)[:32] == d.out_en))
+        with m.If(finished):
+            m.d.sync += [busy.eq(0), self.passes.eq(self.passes + 1)]
+        return m

@@ -1,0 +1,69 @@
+"""``SSMEngine``: tree passes with the inputs, the committed state and the outputs in memory."""
+
+import dataclasses
+
+import pytest
+
+from golden.config import preset
+from golden.mamba2 import SSMConfig
+from golden.nonlinear import COARSE_LUTS
+from hw.ssm_engine import SSMEngine, StreamDownsizer
+from sim.runner import BenchFailure, run_bench
+from sim.ssm_unit import lut_params
+
+GEOM = {"nheads": 2, "headdim": 4, "d_state": 8, "lanes": 4}
+
+
+def _config(geom, *, contract="ieee", max_nodes=8, fifo_depth=4):
+    c = preset("sim")
+    return dataclasses.replace(
+        c, ssm=SSMConfig(**geom, **COARSE_LUTS, contract=contract),
+        tree=dataclasses.replace(c.tree, max_nodes=max_nodes, fifo_depth=fifo_depth))
+
+
+def _params(engine, config, geom, **kw):
+    p = {"cfg": {**geom, "contract": config.ssm.contract}, "luts": lut_params(COARSE_LUTS),
+         "max_nodes": config.tree.max_nodes, "fifo_depth": config.tree.fifo_depth,
+         "addr_width": 20, "sync_mhz": config.board.clock_mhz,
+         "mem_mhz": config.board.memory_clock_mhz, "latency": 30, "stall": 0.3,
+         "state_bytes": engine.state_bytes, "record_bytes": engine.record_bytes}
+    p.update(kw)
+    return p
+
+
+@pytest.mark.sim
+def test_ssm_engine_steps_verilator(seed):
+    """Three tree steps over two layers of a (2, 1) tree, every word in memory, 30-cycle
+    reads, stalls on every AXI channel, one pass cut by a reset in mid-burst."""
+    config = _config(GEOM)
+    eng = SSMEngine(config=config, addr_width=20)
+    run_bench(eng, name=eng.module_name, module="sim.ssm_engine", testcase="steps",
+              params=_params(eng, config, GEOM, parents=[-1, 0, 0, 1, 2], layers=2, steps=3,
+                             cut_step=1), seed=seed)
+
+
+@pytest.mark.sim
+def test_ssm_engine_bench_catches_a_flipped_state_bit(seed):
+    """The bench can fail: one bit of the committed state flipped in memory."""
+    config = _config(GEOM)
+    eng = SSMEngine(config=config, addr_width=20)
+    with pytest.raises(BenchFailure, match="in memory, golden"):
+        run_bench(eng, name=eng.module_name, module="sim.ssm_engine", testcase="steps",
+                  params=_params(eng, config, GEOM, parents=[-1, 0, 0, 1, 2], layers=1, steps=1,
+                                 corrupt=True), seed=seed)
+
+
+def test_ssm_engine_sizes_and_errors():
+    config = _config(GEOM)
+    eng = SSMEngine(config=config, addr_width=20)
+    H, P, N = config.ssm.state_shape
+    assert eng.record_bytes == 4 * (2 * N + H * P + H)
+    assert eng.state_bytes == 4 * H * P * N
+    assert eng.port_widths == {"in": 32, "st": 128, "y": 32}
+    board = preset("vhk158")
+    big = SSMEngine(config=board)
+    assert big.port_widths == {"in": 256, "st": 256, "y": 32}
+    with pytest.raises(TypeError, match="SSMEngine.config must be a golden.config.Config"):
+        SSMEngine(config=config.ssm)
+    with pytest.raises(ValueError, match="StreamDownsizer.out_width must divide in_width"):
+        StreamDownsizer(in_width=96, out_width=64)
