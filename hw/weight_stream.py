@@ -124,6 +124,12 @@ class WeightStream(wiring.Component):
         self._master = template(AXI4ReadMaster(**self._master_args))
         self._word = self._master.out_width
         self._per_word = self._word // self._sub          # sub-beats per master word
+        # A job's four regions must fit the address space.
+        span = PLANE_SLICES * self.region_beats(self._max_beats) * (self._master.data_width // 8)
+        if span > 1 << self._master.addr_width:
+            raise ValueError(f"WeightStream.max_beats must leave a job's four regions within "
+                             f"addr_width ({self._master.addr_width} bits), not "
+                             f"{self._max_beats!r} ({span} bytes)")
         self._recon = template(FP16Reconstructor(config=self._config, stages=0))
         m = self._master
         super().__init__({
@@ -138,15 +144,29 @@ class WeightStream(wiring.Component):
     @classmethod
     def from_config(cls, config, **overrides):
         """The stream of one weight port of ``config``'s linear unit, with masters sized by
-        :meth:`hw.axi_master.AXI4ReadMaster.from_config` for one port of its board."""
+        :meth:`hw.axi_master.AXI4ReadMaster.from_config` for one port of its board.
+
+        ``max_beats`` defaults to ``linear.max_k × linear.cols``: a whole job on one weight
+        port. ``overrides`` replace any parameter. Only the ``dspfp32`` array takes these
+        beats; another contract raises ``ValueError``.
+        """
         lin = config.linear
-        sizes = AXI4ReadMaster._config_kwargs(config, {k: v for k, v in overrides.items()
-                                                       if k in ("addr_width", "data_width",
-                                                                "max_burst", "max_outstanding",
-                                                                "fifo_depth", "memory")})
-        sizes.pop("id_width", None)
-        kwargs = dict(rows=lin.rows, max_beats=lin.max_k * lin.cols, config=config.bsfp) | sizes
-        kwargs.update({k: v for k, v in overrides.items() if k not in sizes})
+        if lin.contract != "dspfp32":
+            # The beats are DSPLinearUnit's; the exact array takes quant_lanes nibbles a row.
+            raise ValueError(f"WeightStream.from_config needs linear.contract 'dspfp32' "
+                             f"(the DSPLinearUnit's weight beats), not {lin.contract!r}")
+        port = {k: overrides.pop(k) for k in ("addr_width", "data_width", "max_burst",
+                                               "max_outstanding", "fifo_depth")
+                if k in overrides}
+        width = port.get("data_width", config.board.memory_port_bits)
+        # The masters as from_config sizes them for one port, with the stream's word.
+        probe = template(AXI4ReadMaster.from_config(
+            config, out_width=max(SLICE_BITS * lin.rows, width), **port))
+        kwargs = dict(rows=lin.rows, max_beats=lin.max_k * lin.cols, config=config.bsfp,
+                      addr_width=probe.addr_width, data_width=probe.data_width,
+                      max_burst=probe.max_burst, max_outstanding=probe.max_outstanding,
+                      fifo_depth=probe.fifo_depth, memory=probe.memory)
+        kwargs.update(overrides)
         return cls(**kwargs)
 
     rows = property(lambda self: self._rows)

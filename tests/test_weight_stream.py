@@ -106,6 +106,10 @@ def test_expected_beats_restore_the_weight():
                               "16, 32, 64, ...), not 3"),
     ({"rows": 1}, ValueError, "WeightStream.rows must be an integer >= 2, not 1"),
     ({"max_beats": 0}, ValueError, "WeightStream.max_beats must be an integer >= 1, not 0"),
+    # 100,000 beats of 16 bits in four regions: 800,000 bytes, over 64 KB.
+    ({"max_beats": 100000}, ValueError, "WeightStream.max_beats must leave a job's four "
+                                        "regions within addr_width (16 bits), not 100000 "
+                                        "(800000 bytes)"),
     ({"stages": 0}, ValueError, "WeightStream.stages must be an integer in [1, 4], not 0"),
     ({"data_width": 48}, ValueError, "AXI4ReadMaster.data_width must be one of 32, 64, 128, "
                                      "256, 512 for memory 'DDR', not 48"),
@@ -127,6 +131,7 @@ def test_parameters_are_keyword_only():
 def test_from_config_follows_the_board(board):
     config = preset(board)
     ws = WeightStream.from_config(config)
+    ws._MustUse__silence = True     # built for its sizes only
     assert ws.rows == config.linear.rows
     assert ws.master.data_width == config.board.memory_port_bits
     # One sub-beat (64 weights x 4 bits) per cycle per plane, or a port beat of two.
@@ -193,3 +198,33 @@ def test_weight_stream_efficiency_check_can_fail():
     from gen.bench.memory import measure_weight_stream
     _, _, stats = measure_weight_stream("vhk158", mode="verify", k=512, jobs=2, fifo_depth=64)
     assert stats["efficiency"] < 0.95, stats
+
+
+def test_from_config_rejects_the_exact_array():
+    with pytest.raises(ValueError) as info:
+        WeightStream.from_config(preset("sim"))
+    assert str(info.value) == ("WeightStream.from_config needs linear.contract 'dspfp32' (the "
+                               "DSPLinearUnit's weight beats), not 'exact'")
+
+
+@pytest.mark.parametrize("board", ["vhk158", "vck190"])
+def test_board_scale_stream_passes_lint(board, tmp_path):
+    """The board-scale stream's Verilog, every module linted with -Wall and the project's
+    waivers only."""
+    from sim.lint import lint_modules
+    from sim.runner import emit_verilog
+    ws = WeightStream.from_config(preset(board))
+    path = tmp_path / f"{ws.module_name}.v"
+    path.write_text(emit_verilog(ws, name=ws.module_name))
+    ok, output = lint_modules(path)
+    assert ok, output
+
+
+@pytest.mark.sim
+@pytest.mark.slow
+def test_weight_stream_long():
+    """The random and reset benches at six times the jobs."""
+    ws = WeightStream(**SMALL)
+    run_bench(ws, name=ws.module_name, module="sim.weight_stream",
+              testcase=["random_jobs", "reset_mid_burst"],
+              params=_bench_params(ws, jobs=60, reset_at=1500))
