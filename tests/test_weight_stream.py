@@ -99,6 +99,36 @@ def test_expected_beats_restore_the_weight():
     assert str(info.value) == "weight_planes.mode must be one of 'verify', 'draft', not 'target'"
 
 
+@pytest.mark.parametrize("ports,port", [(1, 0), (3, 1), (4, 3)])
+def test_verify_beats_are_what_the_dsp_linear_unit_bench_drives(monkeypatch, ports, port):
+    """The stream's verify beats of a tile, by this layout's route (column_beats,
+    expected_beats, sim.weight_stream.beat_value), equal the weight beats that the
+    DSPLinearUnit's own bench drives into the RTL for that tile (sim.dsp_linear_unit.Job,
+    checked there against golden.dsp): same order, same bits."""
+    from golden import bsfp
+    from sim.dsp_linear_unit import Job
+    from sim.weight_stream import beat_value
+    tensors = []
+    real = bsfp.encode
+
+    def spy(*args, **kwargs):
+        tensors.append(real(*args, **kwargs))
+        return tensors[-1]
+
+    monkeypatch.setattr(bsfp, "encode", spy)
+    rows, cols = 4, 4
+    job = Job(np.random.default_rng(7), rows=rows, cols=cols, max_tokens=2, max_k=9, mode=0,
+              steps=9, n_rows=13, n_tokens=1)
+    (t,) = tensors
+    words = wp.column_beats(t.stored, rows=rows, cols=cols, ports=ports, port=port)
+    weight, nibble = wp.expected_beats(words, mode="verify", config=t.config)
+    ours = [beat_value(weight[i], nibble[i], int(t.scales), rows) for i in range(len(words))]
+    assert ours == job.w_beats(port, ports)
+    # The comparison tells the ports apart (and with one port, a reversed order).
+    other = job.w_beats((port + 1) % ports, ports) if ports > 1 else job.w_beats(0, 1)[::-1]
+    assert ours != other
+
+
 # --- parameters -------------------------------------------------------------------------
 
 @pytest.mark.parametrize("change,exc,message", [
