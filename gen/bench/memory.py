@@ -14,7 +14,9 @@ the memory model.
 must keep in flight at that latency, against the HBM_NMU's read reorder buffer.
 """
 
+import contextlib
 import json
+import sys
 import tempfile
 from pathlib import Path
 
@@ -36,6 +38,11 @@ RROB_BYTES = READ_REORDER_BYTES
 STREAM_BEATS = 16384
 #: Byte-address width of the benchmark's memory model (1 MB).
 BENCH_ADDR_WIDTH = 20
+
+
+def _progress_to_stderr():
+    """The runner's progress lines go to stderr, so ``--json`` prints JSON alone on stdout."""
+    return contextlib.redirect_stdout(sys.stderr)
 
 
 def latency_cycles(board, latency_ns=LATENCY_NS):
@@ -87,7 +94,7 @@ def measure(board_name="vhk158", *, clocks="memory", latency_ns=LATENCY_NS, stal
     master = AXI4ReadMaster.from_config(config, addr_width=BENCH_ADDR_WIDTH, **overrides)
     params = bench_params(master, config.board, clocks=clocks, latency_ns=latency_ns,
                           stall=stall, stream_beats=stream_beats)
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, _progress_to_stderr():
         report = Path(tmp) / "efficiency.json"
         run_bench(master, name=master.module_name, module="sim.axi_master",
                   testcase="read_efficiency", seed=seed, params=dict(params, report=str(report)))
@@ -206,7 +213,7 @@ def measure_weight_stream(board_name="vhk158", *, mode="verify", latency_ns=LATE
                   sync_mhz=board.clock_mhz, mem_mhz=board.memory_clock_mhz,
                   latency=latency_cycles(board, latency_ns), ar_stall=stall, r_stall=0.0,
                   out_stall=stall, jobs=jobs, mode=mode)
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, _progress_to_stderr():
         report = Path(tmp) / "weight_stream.json"
         run_bench(ws, name=ws.module_name, module="sim.weight_stream", testcase="stream",
                   seed=seed, params=dict(params, report=str(report)))
