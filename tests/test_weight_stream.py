@@ -258,3 +258,21 @@ def test_weight_stream_long():
     run_bench(ws, name=ws.module_name, module="sim.weight_stream",
               testcase=["random_jobs", "reset_mid_burst"],
               params=_bench_params(ws, jobs=60, reset_at=1500))
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("corrupt", [False, True], ids=["exact", "corrupt-byte-caught"])
+def test_weight_stream_feeds_the_dsp_linear_unit_verilator(corrupt):
+    """The stream drives a DSPLinearUnit's weight port from memory (latency 200 ns, stalls
+    on every channel): every result of both passes equals golden.dsp; with one exponent
+    bit flipped in memory, a result differs."""
+    from sim.weight_stream import streamed_linear_unit
+    unit = dict(rows=2, cols=4, max_tokens=3, max_k=12)
+    stream = SMALL | dict(rows=2, data_width=32, max_beats=unit["max_k"] * unit["cols"])
+    top = streamed_linear_unit(unit_args=unit, stream_args=stream)
+    run_bench(top, name=top.module_name, module="sim.weight_stream",
+              testcase="feeds_dsp_linear_unit",
+              params=dict(unit, jobs=12, max_beats=stream["max_beats"], corrupt=corrupt,
+                          addr_width=stream["addr_width"], data_width=32,
+                          word_bits=top.stream.word_width, sync_mhz=SIM.clock_mhz,
+                          mem_mhz=SIM.memory_clock_mhz, **STRESS))
