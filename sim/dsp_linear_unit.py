@@ -46,6 +46,7 @@ class Job:
         if rng.random() < 0.3:        # subnormal weights: flushed by the weight path
             w.flat[int(rng.integers(0, w.size))] = np.float16(3e-6)
         t = bsfp.encode(w.view(np.uint16), config=bsfp.BSFPConfig(group_size=group_size))
+        self.tensor = t          # the stored words, for benches that place them in memory
         x = rng.standard_normal((T, K)).astype(np.float16).view(np.uint16)
         if specials:
             mask = rng.random(x.shape) < 0.15

@@ -14,14 +14,17 @@ the memory model.
 must keep in flight at that latency, against the HBM_NMU's read reorder buffer.
 """
 
+import contextlib
 import json
+import sys
 import tempfile
 from pathlib import Path
 
 from golden.config import HBM_NMU_PORTS, MEMORY_LATENCY_NS, READ_REORDER_BYTES, preset
 
 __all__ = ["LATENCY_NS", "STALL", "CLOCKS", "CASES", "bench_params", "measure", "benchmarks", "latency_cycles", "littles_law_rows",
-           "littles_law_markdown", "RROB_BYTES", "HBM_NMU_PORTS"]
+           "littles_law_markdown", "RROB_BYTES", "HBM_NMU_PORTS", "measure_weight_stream",
+           "weight_stream_rows", "weight_stream_benchmarks"]
 
 COMMAND = "specgen bench --only memory --json"
 #: Read latency the masters are sized for and measured at (golden.config).
@@ -35,6 +38,11 @@ RROB_BYTES = READ_REORDER_BYTES
 STREAM_BEATS = 16384
 #: Byte-address width of the benchmark's memory model (1 MB).
 BENCH_ADDR_WIDTH = 20
+
+
+def _progress_to_stderr():
+    """The runner's progress lines go to stderr, so ``--json`` prints JSON alone on stdout."""
+    return contextlib.redirect_stdout(sys.stderr)
 
 
 def latency_cycles(board, latency_ns=LATENCY_NS):
@@ -86,7 +94,7 @@ def measure(board_name="vhk158", *, clocks="memory", latency_ns=LATENCY_NS, stal
     master = AXI4ReadMaster.from_config(config, addr_width=BENCH_ADDR_WIDTH, **overrides)
     params = bench_params(master, config.board, clocks=clocks, latency_ns=latency_ns,
                           stall=stall, stream_beats=stream_beats)
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, _progress_to_stderr():
         report = Path(tmp) / "efficiency.json"
         run_bench(master, name=master.module_name, module="sim.axi_master",
                   testcase="read_efficiency", seed=seed, params=dict(params, report=str(report)))
@@ -118,7 +126,7 @@ def benchmarks():
                      f"output; {master.module_name}, at most {stats['max_in_flight']} bursts in "
                      f"flight; Verilator, seed 1"),
         })
-    return rows
+    return rows + weight_stream_benchmarks()
 
 
 def littles_law_rows(latency_ns=LATENCY_NS):
@@ -167,3 +175,88 @@ def littles_law_markdown(latency_ns=LATENCY_NS):
             f"| {r['max_burst']} × {r['max_outstanding']} = {r['window_bytes']:,} B "
             f"| {r['fifo_depth']} beats = {r['fifo_bytes']:,} B |")
     return "\n".join(lines)
+
+
+# --- the weight stream: both BSFP planes at the linear unit's rate ------------------------
+
+#: Weight beats per efficiency run: whole tiles (one column of 64 slots, one port) of
+#: WEIGHT_K inputs, WEIGHT_JOBS of them.
+WEIGHT_K = 1024
+WEIGHT_JOBS = 4
+#: Byte-address width of the weight bench's memory (1 MB holds 4,096 verify beats of
+#: 64 weights: 512 KB).
+WEIGHT_ADDR_WIDTH = 20
+#: Boards of the weight-stream figures.
+WEIGHT_BOARDS = ("vhk158", "vck190")
+
+
+def measure_weight_stream(board_name="vhk158", *, mode="verify", latency_ns=LATENCY_NS,
+                          stall=STALL, k=WEIGHT_K, jobs=WEIGHT_JOBS, seed=1, **overrides):
+    """Stream ``jobs`` whole tiles of ``k`` beats through ``hw.weight_stream.WeightStream``
+    at ``board_name``'s scale (its rows, port width, fabric and memory clocks), the weight
+    output ready every cycle except for ``stall`` random stalls; returns
+    ``(stream, params, stats)``.
+
+    ``stats`` holds ``efficiency`` (beats ÷ ready cycles of the output while streaming)
+    and ``ar_bytes``, the bytes requested on each port's AR.
+    """
+    from hw.weight_stream import WeightStream
+    from sim.runner import run_bench
+
+    config = preset(board_name)
+    board = config.board
+    ws = WeightStream.from_config(config, addr_width=WEIGHT_ADDR_WIDTH, max_beats=k,
+                                  **overrides)
+    params = dict(rows=ws.rows, cols=1, ports=1, max_k=k, max_beats=k, full_jobs=True,
+                  addr_width=ws.master.addr_width, data_width=ws.master.data_width,
+                  word_bits=ws.word_width, max_burst=ws.master.max_burst,
+                  sync_mhz=board.clock_mhz, mem_mhz=board.memory_clock_mhz,
+                  latency=latency_cycles(board, latency_ns), ar_stall=stall, r_stall=0.0,
+                  out_stall=stall, jobs=jobs, mode=mode)
+    with tempfile.TemporaryDirectory() as tmp, _progress_to_stderr():
+        report = Path(tmp) / "weight_stream.json"
+        run_bench(ws, name=ws.module_name, module="sim.weight_stream", testcase="stream",
+                  seed=seed, params=dict(params, report=str(report)))
+        stats = json.loads(report.read_text())
+    return ws, params, stats
+
+
+def weight_stream_rows():
+    """Per board and pass: efficiency and bytes requested of one weight stream."""
+    rows = []
+    for name in WEIGHT_BOARDS:
+        for mode in ("verify", "draft"):
+            ws, params, stats = measure_weight_stream(name, mode=mode)
+            rows.append({"board": name, "mode": mode, "stream": ws, "params": params,
+                         "stats": stats})
+    return rows
+
+
+def weight_stream_benchmarks(rows=None):
+    """The weight-stream rows of the ``memory`` benchmark."""
+    rows = weight_stream_rows() if rows is None else rows
+    out = []
+    for r in rows:
+        ws, p, s = r["stream"], r["params"], r["stats"]
+        out.append({
+            "name": f"memory: weight stream beat efficiency ({r['board']}, {r['mode']} pass)",
+            "value": round(s["efficiency"], 4), "unit": "fraction", "command": COMMAND,
+            "note": (f"{s['beats']:,} beats of {ws.rows} weights ({p['jobs']} tiles of "
+                     f"{p['max_k']}), each checked against golden.weight_planes; "
+                     f"{s['ready_cycles']:,} ready cycles of {s['cycles']:,} while streaming; "
+                     f"fabric {p['sync_mhz']:g} MHz, memory {p['mem_mhz']:g} MHz, "
+                     f"{ws.master.data_width}-bit ports, read latency {p['latency']} memory "
+                     f"cycles ({LATENCY_NS:g} ns), {100 * p['out_stall']:g} % stalls on AR and "
+                     f"the output; {ws.module_name}; Verilator, seed 1"),
+        })
+    by = {(r["board"], r["mode"]): sum(r["stats"]["ar_bytes"]) for r in rows}
+    for name in WEIGHT_BOARDS:
+        if (name, "verify") in by and (name, "draft") in by:
+            out.append({
+                "name": f"memory: weight stream draft / verify bytes requested ({name})",
+                "value": round(by[(name, "draft")] / by[(name, "verify")], 4),
+                "unit": "fraction", "command": COMMAND,
+                "note": (f"bytes on AR over the four ports: draft {by[(name, 'draft')]:,}, "
+                         f"verify {by[(name, 'verify')]:,}, for the same tiles"),
+            })
+    return out

@@ -1,0 +1,199 @@
+"""BSFP v1 weight planes in memory: the byte images the weight stream reads, and its beats.
+
+SPEQ (arXiv 2510.18525) keeps one copy of the weights for the draft and the target: the
+draft pass reads the 4-bit nibble plane ``{s, c}`` alone, a quarter of the bytes, and the
+target pass reads it with the 12-bit residue plane ``{W, e0, m9..m0}`` and merges the two
+(:func:`golden.bsfp.split_planes`, :func:`golden.bsfp.merge_planes`). This module fixes how
+those planes lie in memory so that each is read in long sequential bursts, and what the
+weight stream (``hw.weight_stream.WeightStream``) must deliver from them.
+
+Layout, for a stream of ``n`` weight beats of ``rows`` stored words each (one beat is what
+one weight port of the linear unit takes in one transfer):
+
+* A **slice** is 4 bits of every word of a beat, weight ``h`` in bits ``4h .. 4h + 3`` of a
+  ``4·rows``-bit *sub-beat* (little-endian bytes, so weight ``2i`` is the low nibble of byte
+  ``i``, as :func:`golden.bsfp.pack_nibbles` packs). The sub-beats of the ``n`` beats follow
+  each other in beat order, and the region is padded with zero bytes to a whole number of
+  ``word_bits``-bit words (the read master's word), so that no word holds two jobs.
+* The **nibble plane** of a job is one slice region: ``{s, c}``.
+* The **residue plane** of a job is three slice regions back to back, each
+  :func:`region_bytes` long: residue bits 3..0 (``m3..m0``), then 7..4 (``m7..m4``), then
+  11..8 (``W, e0, m9, m8``). Each residue slice is as wide as the nibble plane, so one read
+  master per slice streams it at the rate of the nibble plane, with no width converter.
+* A layer's jobs lie one after another in each plane (:func:`pack_jobs`), so the draft pass
+  reads one contiguous nibble area and the target pass four long sequential runs per job.
+
+Everything is numpy on raw ``uint16`` stored words; the nibble and residue bits are taken
+from the word here, by the bit positions of BSFP v1, not through ``split_planes``, so the
+tests check the two routes against each other.
+"""
+
+import numpy as np
+
+from .bsfp import BSFPConfig, restore_stored
+from .validate import check_choice, check_int
+
+__all__ = ["SLICE_BITS", "RESIDUE_SLICES", "PLANE_SLICES", "MODES", "sub_beat_bits",
+           "region_bytes", "column_beats", "slice_image", "plane_images", "unpack_slice",
+           "pack_jobs", "expected_beats", "weight15"]
+
+#: Bits of one weight in one slice.
+SLICE_BITS = 4
+#: The 12-bit residue plane in 4-bit slices.
+RESIDUE_SLICES = 3
+#: Slices a target (verify) beat reads: the nibble plane and the residue slices.
+PLANE_SLICES = 1 + RESIDUE_SLICES
+#: Pass of a job: the draft reads the nibble plane, verify reads both planes.
+MODES = ("verify", "draft")
+
+
+def sub_beat_bits(rows):
+    """Bits of one beat in one slice: ``4 · rows``."""
+    return SLICE_BITS * check_int("weight_planes", "rows", rows, min=1)
+
+
+def region_bytes(n_beats, *, rows, word_bits):
+    """Bytes of one slice region of ``n_beats`` beats, padded to whole ``word_bits`` words."""
+    check_int("weight_planes", "n_beats", n_beats, min=0)
+    word_bits = check_int("weight_planes", "word_bits", word_bits, min=8)
+    if word_bits % 8:
+        raise ValueError(f"weight_planes.word_bits must be a multiple of 8, not {word_bits}")
+    bits = n_beats * sub_beat_bits(rows)
+    return -(-bits // word_bits) * word_bits // 8
+
+
+def column_beats(stored, *, rows, cols, ports=1, port=0):
+    """The beats one weight port of ``hw.dsp_linear_unit.DSPLinearUnit`` takes for one job.
+
+    Parameters
+    ----------
+    stored : array_like of uint16, shape (n_rows, K)
+        The job's output rows (``n_rows ≤ rows · cols``) of BSFP stored words.
+    rows, cols : int
+        MAC slots per column and columns of the array.
+    ports, port : int
+        Weight ports of the array and the port whose beats are wanted.
+
+    Returns
+    -------
+    numpy.ndarray of uint16, shape (K · len(port's columns), rows)
+        For ``k`` ascending and, within it, the port's columns ``g ≡ port (mod ports)``
+        ascending: slot ``h`` holds ``W[h · cols + g, k]``, and 0 where that row is
+        ``≥ n_rows`` (padding rows carry zero weights).
+    """
+    rows = check_int("weight_planes", "rows", rows, min=1)
+    cols = check_int("weight_planes", "cols", cols, min=1)
+    ports = check_int("weight_planes", "ports", ports, min=1, max=cols)
+    port = check_int("weight_planes", "port", port, min=0, max=ports - 1)
+    w = np.asarray(stored, dtype=np.uint16)
+    if w.ndim != 2 or not 1 <= w.shape[0] <= rows * cols:
+        raise ValueError(f"weight_planes.stored must have shape (n_rows, K) with n_rows in "
+                         f"[1, {rows * cols}], not {w.shape}")
+    full = np.zeros((rows * cols, w.shape[1]), np.uint16)
+    full[:w.shape[0]] = w
+    grid = full.reshape(rows, cols, -1)            # [h, g, k]
+    mine = grid[:, port::ports, :]                 # [h, g', k]
+    return np.ascontiguousarray(mine.transpose(2, 1, 0).reshape(-1, rows))
+
+
+def _slice_nibbles(words, index):
+    """4-bit field ``index`` of every word: 0 the nibble plane, 1 .. 3 the residue slices."""
+    w = np.asarray(words, dtype=np.uint16)
+    if index == 0:
+        # {s, c}: the sign (bit 15) over the draft code c = e[3:1] (bits 13..11).
+        return (((w >> 15) & 1) << 3 | ((w >> 11) & 7)).astype(np.uint8)
+    # Residue = W (bit 14) << 11 | e0 (bit 10) << 10 | m9..m0; slice j holds its bits
+    # 4(j-1) .. 4(j-1) + 3.
+    residue = ((w >> 14) & 1) << 11 | (w & 0x7FF)
+    return ((residue >> (SLICE_BITS * (index - 1))) & 0xF).astype(np.uint8)
+
+
+def slice_image(words, index, *, word_bits):
+    """The bytes of slice ``index`` (0: nibble plane; 1, 2, 3: residue bits 3..0, 7..4,
+    11..8) of the beats ``words`` (shape ``(n, rows)``), padded to whole words."""
+    check_int("weight_planes", "index", index, min=0, max=PLANE_SLICES - 1)
+    w = np.asarray(words, dtype=np.uint16)
+    n, rows = w.shape
+    nib = _slice_nibbles(w, index).reshape(-1)
+    if nib.size % 2:
+        nib = np.concatenate([nib, np.zeros(1, np.uint8)])
+    packed = (nib[0::2] | (nib[1::2] << 4)).astype(np.uint8)
+    # Weight h of beat b is nibble b·rows + h of the concatenation: sub-beats follow each
+    # other bit for bit, for any rows.
+    out = np.zeros(region_bytes(n, rows=rows, word_bits=word_bits), np.uint8)
+    out[:packed.size] = packed
+    return out.tobytes()
+
+
+def plane_images(words, *, word_bits):
+    """``(nibble_plane, residue_plane)`` bytes of one job's beats (shape ``(n, rows)``):
+    the nibble slice region, and the three residue slice regions back to back."""
+    return (slice_image(words, 0, word_bits=word_bits),
+            b"".join(slice_image(words, j, word_bits=word_bits)
+                     for j in range(1, PLANE_SLICES)))
+
+
+def unpack_slice(image, *, n_beats, rows):
+    """Inverse of :func:`slice_image`: the ``(n_beats, rows)`` 4-bit fields of a region."""
+    raw = np.frombuffer(bytes(image), np.uint8)
+    bits = np.unpackbits(raw, bitorder="little")[:n_beats * rows * SLICE_BITS]
+    fields = np.packbits(np.pad(bits.reshape(-1, SLICE_BITS), ((0, 0), (0, 4))), axis=1,
+                         bitorder="little")
+    return fields.reshape(n_beats, rows)
+
+
+def pack_jobs(jobs, *, word_bits, align=4096):
+    """A layer's jobs laid out in the two planes.
+
+    Parameters
+    ----------
+    jobs : list of array_like of uint16
+        Each job's beats, shape ``(n, rows)`` (:func:`column_beats`).
+    word_bits : int
+        The read master's word; every region is a whole number of them.
+    align : int
+        Byte alignment of each plane's start (the planes themselves are placed by
+        the caller); 4 KB, a page, keeps the first burst whole.
+
+    Returns
+    -------
+    nibble_plane, residue_plane : bytes
+        The images; each job's regions follow the previous job's.
+    offsets : list of (int, int, int)
+        Per job: byte offset of its nibble region in ``nibble_plane``, of its residue
+        region in ``residue_plane``, and its beats.
+    """
+    check_int("weight_planes", "align", align, min=1)
+    nib, res, offsets = [], [], []
+    n_off = r_off = 0
+    for words in jobs:
+        a, b = plane_images(words, word_bits=word_bits)
+        offsets.append((n_off, r_off, int(np.asarray(words).shape[0])))
+        nib.append(a)
+        res.append(b)
+        n_off += len(a)
+        r_off += len(b)
+    return b"".join(nib), b"".join(res), offsets
+
+
+def weight15(scaled):
+    """The 15-bit full-pass weight ``{s, e3..e0, m9..m0}`` of scaled FP16 words (e4 = 0
+    after BSFP scaling, so bit 14 is dropped)."""
+    s = np.asarray(scaled, dtype=np.uint16)
+    return ((s >> 15) << 14) | (s & 0x3FFF)
+
+
+def expected_beats(words, *, mode, config=None):
+    """What the weight stream delivers for beats ``words`` (shape ``(n, rows)``).
+
+    Returns ``(weight, nibble)``, both ``(n, rows)``: in ``"verify"`` the 15-bit scaled
+    word restored from the merged planes (:func:`golden.bsfp.restore_stored`) and the
+    nibble; in ``"draft"`` the nibble, and weight 0 (no residue was read).
+    """
+    check_choice("weight_planes", "mode", mode, MODES)
+    config = BSFPConfig() if config is None else config
+    w = np.asarray(words, dtype=np.uint16)
+    nibble = _slice_nibbles(w, 0)
+    if mode == "draft":
+        return np.zeros_like(w), nibble
+    return weight15(restore_stored(w, config=config)), nibble

@@ -1,0 +1,287 @@
+"""``WeightStream``: the linear unit's weight beats, read from the BSFP planes in memory.
+
+SPEQ (arXiv 2510.18525) shares one copy of the weights between the draft and the target.
+The draft pass reads only the nibble plane ``{s, c}``, a quarter of the bytes; the
+target (verify) pass reads the residue plane too, and the FP16 reconstructor merges the
+two into the exact scaled FP16 word. SpecMamba (arXiv 2509.19873) streams every weight
+once per pass, so this path runs at one beat per fabric cycle.
+
+The planes lie in memory as :mod:`golden.weight_planes` lays them out: per job, one
+nibble region and three residue regions (bits 3..0, 7..4, 11..8 of the residue), each
+``4 · rows`` bits per beat. One :class:`hw.axi_master.AXI4ReadMaster` reads each region,
+so every master streams one long sequential region per job and all four run at the
+same rate: no width converter, and a draft job simply leaves the three residue masters
+idle.
+"""
+
+from amaranth import Array, C, Cat, Module, Mux, Signal
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.fifo import SyncFIFOBuffered
+from amaranth.lib.wiring import In, Out
+
+from golden.bsfp import BSFPConfig
+from golden.validate import check_int
+from golden.weight_planes import PLANE_SLICES, SLICE_BITS
+
+from .axi_master import AXI4ReadMaster, axi4_read_signature
+from .dsp_linear_unit import weight_layout
+from .dual_mode_pe import SCALE_BITS
+from .fp16_reconstructor import FP16Reconstructor
+from .hierarchy import submodule, template
+from .pipeline import stream_stages
+
+__all__ = ["WeightStream", "job_layout", "MODE_VERIFY", "MODE_DRAFT", "JOB_DEPTH"]
+
+#: ``mode`` of a job, as the linear unit's ``cmd.mode``: 0 full (verify) pass, 1 draft.
+MODE_VERIFY, MODE_DRAFT = 0, 1
+#: Jobs accepted and not yet fully delivered; the masters' command crossings hold 4 each.
+JOB_DEPTH = 4
+
+
+def job_layout(addr_width, max_beats):
+    """A job descriptor: plane base byte addresses, beats, pass and the scale ``k``."""
+    return data.StructLayout({
+        "nibble_addr": addr_width,
+        "residue_addr": addr_width,
+        "beats": range(1, max_beats + 1),
+        "mode": 1,
+        "k": SCALE_BITS,
+    })
+
+
+def _pow2(x):
+    return x >= 1 and x & (x - 1) == 0
+
+
+class WeightStream(wiring.Component):
+    """Job descriptors in, the linear unit's weight beats out, read from four AXI4 ports.
+
+    Parameters
+    ----------
+    rows : int
+        Weights per beat (MAC slots of a column of
+        :class:`hw.dsp_linear_unit.DSPLinearUnit`); ``4 · rows`` must be a power of
+        two of at least 8 bits.
+    max_beats : int
+        Most beats in one job, ≥ 1.
+    addr_width, data_width, max_burst, max_outstanding, fifo_depth, memory
+        Of each of the four :class:`hw.axi_master.AXI4ReadMaster`\\ s. Their word is
+        one sub-beat (``4 · rows`` bits) when that is wider than ``data_width``,
+        else one beat of ``data_width`` bits holding ``data_width / (4 · rows)``
+        sub-beats.
+    config : golden.bsfp.BSFPConfig, optional
+        The BSFP v1 config whose remap the reconstructor undoes.
+    stages : int
+        Output registers, ≥ 1 (the beat is a mux and the reconstructor's logic away
+        from the masters' FIFOs).
+
+    Attributes
+    ----------
+    cmd : In(stream.Signature(job_layout(addr_width, max_beats))), domain ``sync``
+        A job: ``nibble_addr`` and ``residue_addr``, byte addresses of its nibble
+        region and of its three residue regions (back to back, each
+        :func:`golden.weight_planes.region_bytes` long), aligned to ``data_width / 8``
+        bytes (the low bits are ignored); ``beats``; ``mode`` (0 verify: both
+        planes, 1 draft: the nibble plane alone); ``k``, the scale exponent put in
+        every slot. Taken when the job queue (:data:`JOB_DEPTH`) and the command
+        crossings of the masters the job uses have room.
+    w : Out(stream.Signature(dsp_linear_unit.weight_layout(rows))), domain ``sync``
+        ``beats`` beats per job, in job order and memory order. Slot ``h`` holds
+        weight ``h`` of the beat: in verify ``weight`` is the reconstructed 15-bit
+        scaled word and ``nibble`` its ``{s, c}``; in draft ``weight`` is 0. Up to
+        one beat per cycle (:attr:`rate`), back to back across jobs; a beat is valid
+        :attr:`latency` cycles after the last of its plane words is at the head of
+        its master's FIFO.
+    axi : Out(axi4_read_signature).array(4), domain ``mem``
+        ``axi[0]`` reads nibble regions, ``axi[1 + j]`` residue slice ``j``. A draft
+        job issues nothing on ``axi[1..3]``.
+    error, overrun : Out(1), domain ``sync``
+        OR of the masters' sticky flags.
+
+    Notes
+    -----
+    Reset: ``sync`` and ``mem`` together, as for the masters; jobs in flight are
+    dropped and every later job is delivered exactly once.
+    """
+
+    def __init__(self, *, rows, max_beats, addr_width, data_width, max_burst, max_outstanding,
+                 fifo_depth, memory="DDR", config=None, stages=1):
+        self._rows = check_int("WeightStream", "rows", rows, min=2)
+        self._sub = SLICE_BITS * self._rows
+        if not _pow2(self._sub):
+            raise ValueError(f"WeightStream.rows must make 4 * rows a power of two (2, 4, 8, "
+                             f"16, 32, 64, ...), not {rows!r}")
+        self._max_beats = check_int("WeightStream", "max_beats", max_beats, min=1)
+        self._stages = check_int("WeightStream", "stages", stages, min=1, max=4)
+        self._config = BSFPConfig() if config is None else config
+        if not isinstance(self._config, BSFPConfig):
+            raise TypeError(f"WeightStream.config must be a golden.bsfp.BSFPConfig, not "
+                            f"{config!r}")
+        out_width = max(self._sub, data_width) if isinstance(data_width, int) else None
+        self._master_args = dict(addr_width=addr_width, data_width=data_width,
+                                 max_burst=max_burst, max_outstanding=max_outstanding,
+                                 fifo_depth=fifo_depth, memory=memory, out_width=out_width)
+        self._master = template(AXI4ReadMaster(**self._master_args))
+        self._word = self._master.out_width
+        self._per_word = self._word // self._sub          # sub-beats per master word
+        # A job's four regions must fit the address space.
+        span = PLANE_SLICES * self.region_beats(self._max_beats) * (self._master.data_width // 8)
+        if span > 1 << self._master.addr_width:
+            raise ValueError(f"WeightStream.max_beats must leave a job's four regions within "
+                             f"addr_width ({self._master.addr_width} bits), not "
+                             f"{self._max_beats!r} ({span} bytes)")
+        self._recon = template(FP16Reconstructor(config=self._config, stages=0))
+        m = self._master
+        super().__init__({
+            "cmd": In(stream.Signature(job_layout(m.addr_width, self._max_beats))),
+            "w": Out(stream.Signature(weight_layout(self._rows))),
+            "axi": Out(axi4_read_signature(addr_width=m.addr_width, data_width=m.data_width,
+                                           id_width=m.id_width)).array(PLANE_SLICES),
+            "error": Out(1),
+            "overrun": Out(1),
+        })
+
+    @classmethod
+    def from_config(cls, config, **overrides):
+        """The stream of one weight port of ``config``'s linear unit, with masters sized by
+        :meth:`hw.axi_master.AXI4ReadMaster.from_config` for one port of its board.
+
+        ``max_beats`` defaults to ``linear.max_k × linear.cols``: a whole job on one weight
+        port. ``overrides`` replace any parameter. Only the ``dspfp32`` array takes these
+        beats; another contract raises ``ValueError``.
+        """
+        lin = config.linear
+        if lin.contract != "dspfp32":
+            # The beats are DSPLinearUnit's; the exact array takes quant_lanes nibbles a row.
+            raise ValueError(f"WeightStream.from_config needs linear.contract 'dspfp32' "
+                             f"(the DSPLinearUnit's weight beats), not {lin.contract!r}")
+        port = {k: overrides.pop(k) for k in ("addr_width", "data_width", "max_burst",
+                                               "max_outstanding", "fifo_depth")
+                if k in overrides}
+        width = port.get("data_width", config.board.memory_port_bits)
+        # The masters as from_config sizes them for one port, with the stream's word.
+        probe = template(AXI4ReadMaster.from_config(
+            config, out_width=max(SLICE_BITS * lin.rows, width), **port))
+        kwargs = dict(rows=lin.rows, max_beats=lin.max_k * lin.cols, config=config.bsfp,
+                      addr_width=probe.addr_width, data_width=probe.data_width,
+                      max_burst=probe.max_burst, max_outstanding=probe.max_outstanding,
+                      fifo_depth=probe.fifo_depth, memory=probe.memory)
+        kwargs.update(overrides)
+        return cls(**kwargs)
+
+    rows = property(lambda self: self._rows)
+    max_beats = property(lambda self: self._max_beats)
+    master = property(lambda self: self._master)
+
+    @property
+    def word_width(self):
+        """Bits of each master's word (:attr:`hw.axi_master.AXI4ReadMaster.out_width`)."""
+        return self._word
+
+    @property
+    def sub_beat_bits(self):
+        """Bits of one beat in one plane slice: ``4 · rows``."""
+        return self._sub
+
+    @property
+    def rate(self):
+        """Beats per ``sync`` cycle at most: 1."""
+        return 1
+
+    @property
+    def latency(self):
+        """``sync`` cycles from the beat's plane words at their FIFO heads to ``w.valid``:
+        the output registers."""
+        return self._stages
+
+    @property
+    def module_name(self):
+        return (f"WeightStream_r{self._rows}_b{self._max_beats}_s{self._stages}_"
+                f"{self._master.module_name}_{self._recon.module_name}")
+
+    def region_beats(self, beats):
+        """Master beats of one slice region of ``beats`` weight beats (Python ints)."""
+        words = -(-beats // self._per_word)
+        return words * (self._word // self._master.data_width)
+
+    def elaborate(self, platform):
+        m = Module()
+        masters = []
+        for j in range(PLANE_SLICES):
+            master = AXI4ReadMaster(**self._master_args)
+            m.submodules[f"plane{j}"] = master
+            wiring.connect(m, wiring.flipped(self.axi[j]), master.axi)
+            masters.append(master)
+        m.d.comb += [self.error.eq(Cat(x.error for x in masters).any()),
+                     self.overrun.eq(Cat(x.overrun for x in masters).any())]
+
+        # ---- descriptors: one region command per master the job reads --------------------
+        cmd = self.cmd.payload
+        size = (self._master.data_width // 8 - 1).bit_length()
+        per_word_log = (self._per_word - 1).bit_length()
+        beats_per_word_log = (self._word // self._master.data_width - 1).bit_length()
+        region = Signal(self._master.command_layout["beats"].shape)
+        # ceil(beats / per_word) words, each word_width / data_width master beats.
+        m.d.comb += region.eq(((cmd.beats + (self._per_word - 1)) >> per_word_log)
+                              << beats_per_word_log)
+        m.submodules.jobs = jobs = SyncFIFOBuffered(
+            width=len(cmd.beats) + 1 + SCALE_BITS, depth=JOB_DEPTH)
+        draft = cmd.mode == MODE_DRAFT
+        residue_ready = Cat(x.cmd.ready for x in masters[1:]).all()
+        m.d.comb += self.cmd.ready.eq(jobs.w_rdy & masters[0].cmd.ready
+                                      & (draft | residue_ready))
+        take = self.cmd.valid & self.cmd.ready
+        # A job's commands go out together in the cycle it is taken: every crossing it
+        # uses has room then (their ready is a registered FIFO flag, so this valid does
+        # not feed back into it).
+        m.d.comb += [jobs.w_en.eq(take), jobs.w_data.eq(Cat(cmd.beats, cmd.mode, cmd.k))]
+        for j, master in enumerate(masters):
+            base = (cmd.nibble_addr if j == 0 else cmd.residue_addr)[size:]
+            addr = base if j < 2 else base + (j - 1) * region
+            m.d.comb += [master.cmd.payload.addr.eq(addr), master.cmd.payload.beats.eq(region),
+                         master.cmd.valid.eq(take if j == 0 else take & ~draft)]
+
+        # ---- merge: one sub-beat of each plane word per beat ----------------------------
+        active = Signal()
+        mode = Signal()
+        k = Signal(SCALE_BITS)
+        left = Signal.like(cmd.beats)                # beats of the job after this one
+        idx = Signal(range(max(self._per_word, 2)))  # sub-beat within the words
+        out = stream.Signature(weight_layout(self._rows)).flip().create()
+        have = masters[0].data.valid & (mode | Cat(x.data.valid for x in masters[1:]).all())
+        fire = Signal()
+        m.d.comb += [out.valid.eq(active & have), fire.eq(out.valid & out.ready)]
+        last = ~left.any()
+        pop = fire & (last | (idx == self._per_word - 1))
+        for j, master in enumerate(masters):
+            m.d.comb += master.data.ready.eq(pop if j == 0 else pop & ~mode)
+        load = ~active | (fire & last)
+        m.d.comb += jobs.r_en.eq(load)
+        with m.If(load & jobs.r_rdy):
+            m.d.sync += [active.eq(1), left.eq(jobs.r_data[:len(left)] - 1),
+                         mode.eq(jobs.r_data[len(left)]), k.eq(jobs.r_data[len(left) + 1:]),
+                         idx.eq(0)]
+        with m.Elif(fire):
+            with m.If(last):
+                m.d.sync += active.eq(0)
+            m.d.sync += [left.eq(left - 1),
+                         idx.eq(Mux(idx == self._per_word - 1, 0, idx + 1))]
+
+        subs = []
+        for j, master in enumerate(masters):
+            word = master.data.payload
+            parts = [word[n * self._sub:(n + 1) * self._sub] for n in range(self._per_word)]
+            subs.append(Array(parts)[idx] if len(parts) > 1 else parts[0])
+        for h in range(self._rows):
+            f = slice(SLICE_BITS * h, SLICE_BITS * (h + 1))
+            recon = submodule(m, f"recon{h}", FP16Reconstructor(config=self._config, stages=0))
+            nibble = subs[0][f]
+            m.d.comb += [recon.i.valid.eq(1), recon.o.ready.eq(1),
+                         recon.i.payload.nibble.eq(nibble),
+                         recon.i.payload.residue.eq(Cat(subs[1][f], subs[2][f], subs[3][f]))]
+            word16 = recon.o.payload
+            slot = out.payload.slot[h]
+            m.d.comb += [slot.weight.eq(Mux(mode, C(0, 15), Cat(word16[:14], word16[15]))),
+                         slot.nibble.eq(nibble), slot.k.eq(k)]
+        stream_stages(m, i=out, o=self.w, payload=out.payload.as_value(), stages=self._stages)
+        return m

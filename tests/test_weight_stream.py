@@ -1,0 +1,278 @@
+# amaranth: UnusedElaboratable=no
+"""The weight stream (hw/weight_stream.py), its plane layout (golden/weight_planes.py) and
+the cocotb bench of sim/weight_stream.py on Verilator."""
+
+import numpy as np
+import pytest
+
+from golden import weight_planes as wp
+from golden.bsfp import BSFPConfig, encode, merge_planes, pack_nibbles, split_planes
+from golden.config import preset
+from hw.weight_stream import WeightStream
+from sim.runner import run_bench
+
+SIM = preset("sim").board
+
+#: A small stream: 4 weights per beat (16-bit sub-beats, 4 to a 64-bit port beat), 64 KB
+#: of memory, bursts of at most 16 beats, 4 in flight.
+SMALL = dict(rows=4, max_beats=512, addr_width=16, data_width=64, max_burst=16,
+             max_outstanding=4, fifo_depth=64)
+
+#: 200 ns of read latency at the sim memory clock (150 MHz: 30 cycles), stalls on AR, R
+#: and the weight output.
+STRESS = dict(latency=SIM.memory_latency_cycles(200.0), ar_stall=0.3, r_stall=0.3,
+              out_stall=0.3, cmd_idle=0.1)
+
+
+def _rng_tile(seed, n_rows, k):
+    rng = np.random.default_rng(seed)
+    return encode((rng.standard_normal((n_rows, k)) * 3).astype(np.float16),
+                  config=BSFPConfig())
+
+
+# --- golden: the plane layout against split_planes / merge_planes ------------------------
+
+@pytest.mark.parametrize("rows,word_bits", [(4, 64), (2, 32), (64, 256), (64, 512), (3, 64)])
+def test_plane_images_match_split_planes(rows, word_bits):
+    """The images' 4-bit fields, read back, are split_planes' nibble plane and residue
+    plane; merged they give the stored words back."""
+    t = _rng_tile(rows, rows * 3 - 1, 11)
+    words = wp.column_beats(t.stored, rows=rows, cols=3, ports=1, port=0)
+    nib_img, res_img = wp.plane_images(words, word_bits=word_bits)
+    n = words.shape[0]
+    region = wp.region_bytes(n, rows=rows, word_bits=word_bits)
+    assert len(nib_img) == region and len(res_img) == 3 * region
+    assert region % (word_bits // 8) == 0 and region * 8 >= n * rows * 4
+    nib = wp.unpack_slice(nib_img, n_beats=n, rows=rows)
+    res = sum(wp.unpack_slice(res_img[j * region:(j + 1) * region], n_beats=n,
+                              rows=rows).astype(np.uint16) << (4 * j) for j in range(3))
+    want_nib, want_res = split_planes(words)
+    np.testing.assert_array_equal(nib, want_nib)
+    np.testing.assert_array_equal(res, want_res)
+    np.testing.assert_array_equal(merge_planes(nib, res), words)
+    # The padding is zero.
+    assert not any(nib_img[(n * rows * 4 + 7) // 8:])
+    if rows % 2 == 0:
+        # Sub-beats of whole bytes: the nibble region is pack_nibbles of the beats.
+        assert nib_img[:n * rows // 2] == pack_nibbles(want_nib).tobytes()
+
+
+def test_draft_reads_a_quarter():
+    """Per job the nibble plane is a quarter of the bytes of both planes."""
+    words = wp.column_beats(_rng_tile(1, 100, 40).stored, rows=64, cols=2)
+    nib, res = wp.plane_images(words, word_bits=256)
+    assert len(nib) * 4 == len(nib) + len(res)
+
+
+def test_column_beats_order():
+    """Slot h of the port's beat (k, g) is row h * cols + g, padding rows zero."""
+    stored = np.arange(1, 1 + 5 * 3, dtype=np.uint16).reshape(5, 3)    # W[r, k]
+    beats = wp.column_beats(stored, rows=2, cols=4, ports=2, port=1)
+    # Port 1 carries columns 1, 3; rows h*4 + g: (1, 5) and (3, 7); rows 5, 7 are padding.
+    want = [[stored[1, k], 0] if g == 1 else [stored[3, k], 0]
+            for k in range(3) for g in (1, 3)]
+    np.testing.assert_array_equal(beats, np.array(want, np.uint16))
+
+
+def test_column_beats_check_can_fail():
+    with pytest.raises(ValueError) as info:
+        wp.column_beats(np.zeros((9, 2), np.uint16), rows=2, cols=4)
+    assert str(info.value) == ("weight_planes.stored must have shape (n_rows, K) with n_rows "
+                               "in [1, 8], not (9, 2)")
+
+
+def test_expected_beats_restore_the_weight():
+    """Verify beats carry the scaled word without bit 14 (e4 = 0 after scaling); the
+    scaled word times 2**k is the original weight."""
+    t = _rng_tile(3, 8, 5)
+    weight, nibble = wp.expected_beats(t.stored, mode="verify")
+    orig = t.reconstruct()
+    scaled = ((weight >> 14) << 15) | (weight & 0x3FFF)
+    back = scaled.view(np.float16).astype(np.float64) * 2.0 ** int(t.scales)
+    np.testing.assert_array_equal(back, orig.view(np.float16).astype(np.float64))
+    np.testing.assert_array_equal(nibble, t.nibbles)
+    w_draft, n_draft = wp.expected_beats(t.stored, mode="draft")
+    assert not w_draft.any()
+    np.testing.assert_array_equal(n_draft, nibble)
+    with pytest.raises(ValueError) as info:
+        wp.expected_beats(t.stored, mode="target")
+    assert str(info.value) == "weight_planes.mode must be one of 'verify', 'draft', not 'target'"
+
+
+@pytest.mark.parametrize("ports,port", [(1, 0), (3, 1), (4, 3)])
+def test_verify_beats_are_what_the_dsp_linear_unit_bench_drives(monkeypatch, ports, port):
+    """The stream's verify beats of a tile, by this layout's route (column_beats,
+    expected_beats, sim.weight_stream.beat_value), equal the weight beats that the
+    DSPLinearUnit's own bench drives into the RTL for that tile (sim.dsp_linear_unit.Job,
+    checked there against golden.dsp): same order, same bits."""
+    from golden import bsfp
+    from sim.dsp_linear_unit import Job
+    from sim.weight_stream import beat_value
+    tensors = []
+    real = bsfp.encode
+
+    def spy(*args, **kwargs):
+        tensors.append(real(*args, **kwargs))
+        return tensors[-1]
+
+    monkeypatch.setattr(bsfp, "encode", spy)
+    rows, cols = 4, 4
+    job = Job(np.random.default_rng(7), rows=rows, cols=cols, max_tokens=2, max_k=9, mode=0,
+              steps=9, n_rows=13, n_tokens=1)
+    (t,) = tensors
+    words = wp.column_beats(t.stored, rows=rows, cols=cols, ports=ports, port=port)
+    weight, nibble = wp.expected_beats(words, mode="verify", config=t.config)
+    ours = [beat_value(weight[i], nibble[i], int(t.scales), rows) for i in range(len(words))]
+    assert ours == job.w_beats(port, ports)
+    # The comparison tells the ports apart (and with one port, a reversed order).
+    other = job.w_beats((port + 1) % ports, ports) if ports > 1 else job.w_beats(0, 1)[::-1]
+    assert ours != other
+
+
+# --- parameters -------------------------------------------------------------------------
+
+@pytest.mark.parametrize("change,exc,message", [
+    ({"rows": 3}, ValueError, "WeightStream.rows must make 4 * rows a power of two (2, 4, 8, "
+                              "16, 32, 64, ...), not 3"),
+    ({"rows": 1}, ValueError, "WeightStream.rows must be an integer >= 2, not 1"),
+    ({"max_beats": 0}, ValueError, "WeightStream.max_beats must be an integer >= 1, not 0"),
+    # 100,000 beats of 16 bits in four regions: 800,000 bytes, over 64 KB.
+    ({"max_beats": 100000}, ValueError, "WeightStream.max_beats must leave a job's four "
+                                        "regions within addr_width (16 bits), not 100000 "
+                                        "(800000 bytes)"),
+    ({"stages": 0}, ValueError, "WeightStream.stages must be an integer in [1, 4], not 0"),
+    ({"data_width": 48}, ValueError, "AXI4ReadMaster.data_width must be one of 32, 64, 128, "
+                                     "256, 512 for memory 'DDR', not 48"),
+    ({"config": "E3M0"}, TypeError, "WeightStream.config must be a golden.bsfp.BSFPConfig, "
+                                    "not 'E3M0'"),
+])
+def test_rejects_bad_parameters(change, exc, message):
+    with pytest.raises(exc) as info:
+        WeightStream(**(SMALL | change))
+    assert str(info.value) == message
+
+
+def test_parameters_are_keyword_only():
+    with pytest.raises(TypeError):
+        WeightStream(4, 512, 16, 64, 16, 4, 64)
+
+
+@pytest.mark.parametrize("board", ["vck190", "vhk158"])
+def test_from_config_follows_the_board(board):
+    config = preset(board)
+    ws = WeightStream.from_config(config)
+    ws._MustUse__silence = True     # built for its sizes only
+    assert ws.rows == config.linear.rows
+    assert ws.master.data_width == config.board.memory_port_bits
+    # One sub-beat (64 weights x 4 bits) per cycle per plane, or a port beat of two.
+    assert ws.sub_beat_bits == 256
+    assert ws.word_width == max(256, config.board.memory_port_bits)
+    assert ws.rate == 1 and ws.latency == 1
+    # Each plane's port carries its sub-beat per fabric cycle: port bandwidth >= 4 bits
+    # x rows x fabric clock.
+    assert config.board.memory_port_gbs >= ws.sub_beat_bits / 8 * config.board.clock_mhz / 1e3
+
+
+# --- the bench --------------------------------------------------------------------------
+
+def _bench_params(ws, **extra):
+    return dict(rows=ws.rows, cols=3, ports=2, max_k=40, max_beats=ws.max_beats,
+                addr_width=ws.master.addr_width, data_width=ws.master.data_width,
+                word_bits=ws.word_width, max_burst=ws.master.max_burst,
+                sync_mhz=SIM.clock_mhz, mem_mhz=SIM.memory_clock_mhz, **STRESS) | extra
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("rows,data_width", [pytest.param(4, 64, id="r4-d64"),
+                                             pytest.param(16, 32, id="r16-d32")])
+def test_weight_stream_verilator(rows, data_width):
+    """Both passes mixed, random latency-200 ns memory, stalls on every channel and the
+    output, and a reset in mid-burst; sub-beats four to a word, and words of two beats."""
+    ws = WeightStream(**(SMALL | dict(rows=rows, data_width=data_width)))
+    run_bench(ws, name=ws.module_name, module="sim.weight_stream",
+              testcase=["random_jobs", "reset_mid_burst"],
+              params=_bench_params(ws, jobs=10, reset_at=200))
+
+
+@pytest.mark.sim
+def test_weight_stream_bench_catches_a_corrupt_byte():
+    """One flipped byte in the memory image is caught, in the beat it belongs to."""
+    ws = WeightStream(**SMALL)
+    run_bench(ws, name=ws.module_name, module="sim.weight_stream",
+              testcase="corrupt_byte_caught", params=_bench_params(ws))
+
+
+# --- beat efficiency at board scale (gen/bench/memory.py), short --------------------------
+
+@pytest.mark.sim
+@pytest.mark.slow
+def test_weight_stream_efficiency_at_200ns_vhk158():
+    """vhk158 scale (64 weights a beat, four 256-bit HBM ports at 450 MHz, fabric at
+    250 MHz), 200 ns of read latency, 10 % stalls: at least 95 % of the output's ready
+    cycles carry a beat in both passes, and the draft requests a quarter of the bytes."""
+    from gen.bench.memory import measure_weight_stream
+    got = {mode: measure_weight_stream("vhk158", mode=mode, k=512, jobs=2)[2]
+           for mode in ("verify", "draft")}
+    for stats in got.values():
+        assert stats["efficiency"] >= 0.95, stats
+    verify, draft = sum(got["verify"]["ar_bytes"]), sum(got["draft"]["ar_bytes"])
+    # 1,024 beats of 64 nibbles (32 B) per plane slice; verify reads four slices.
+    assert draft == 1024 * 32 and verify == 4 * draft
+
+
+@pytest.mark.sim
+@pytest.mark.slow
+def test_weight_stream_efficiency_check_can_fail():
+    """Masters with a 64-beat FIFO (2 KB, less than the 2,880 B a port keeps in flight at
+    200 ns) miss the target: the figure measures latency hiding."""
+    from gen.bench.memory import measure_weight_stream
+    _, _, stats = measure_weight_stream("vhk158", mode="verify", k=512, jobs=2, fifo_depth=64)
+    assert stats["efficiency"] < 0.95, stats
+
+
+def test_from_config_rejects_the_exact_array():
+    with pytest.raises(ValueError) as info:
+        WeightStream.from_config(preset("sim"))
+    assert str(info.value) == ("WeightStream.from_config needs linear.contract 'dspfp32' (the "
+                               "DSPLinearUnit's weight beats), not 'exact'")
+
+
+@pytest.mark.parametrize("board", ["vhk158", "vck190"])
+def test_board_scale_stream_passes_lint(board, tmp_path):
+    """The board-scale stream's Verilog, every module linted with -Wall and the project's
+    waivers only."""
+    from sim.lint import lint_modules
+    from sim.runner import emit_verilog
+    ws = WeightStream.from_config(preset(board))
+    path = tmp_path / f"{ws.module_name}.v"
+    path.write_text(emit_verilog(ws, name=ws.module_name))
+    ok, output = lint_modules(path)
+    assert ok, output
+
+
+@pytest.mark.sim
+@pytest.mark.slow
+def test_weight_stream_long():
+    """The random and reset benches at six times the jobs."""
+    ws = WeightStream(**SMALL)
+    run_bench(ws, name=ws.module_name, module="sim.weight_stream",
+              testcase=["random_jobs", "reset_mid_burst"],
+              params=_bench_params(ws, jobs=60, reset_at=1500))
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("corrupt", [False, True], ids=["exact", "corrupt-byte-caught"])
+def test_weight_stream_feeds_the_dsp_linear_unit_verilator(corrupt):
+    """The stream drives a DSPLinearUnit's weight port from memory (latency 200 ns, stalls
+    on every channel): every result of both passes equals golden.dsp; with one exponent
+    bit flipped in memory, a result differs."""
+    from sim.weight_stream import streamed_linear_unit
+    unit = dict(rows=2, cols=4, max_tokens=3, max_k=12)
+    stream = SMALL | dict(rows=2, data_width=32, max_beats=unit["max_k"] * unit["cols"])
+    top = streamed_linear_unit(unit_args=unit, stream_args=stream)
+    run_bench(top, name=top.module_name, module="sim.weight_stream",
+              testcase="feeds_dsp_linear_unit",
+              params=dict(unit, jobs=12, max_beats=stream["max_beats"], corrupt=corrupt,
+                          addr_width=stream["addr_width"], data_width=32,
+                          word_bits=top.stream.word_width, sync_mhz=SIM.clock_mhz,
+                          mem_mhz=SIM.memory_clock_mhz, **STRESS))
