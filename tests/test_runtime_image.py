@@ -207,3 +207,13 @@ def test_missing_and_misshapen_tensors_are_named():
     tensors["backbone.norm_f.weight"] = np.ones(3)
     with pytest.raises(ImageError, match=r"'backbone.norm_f.weight' must have shape \(16,\), not \(3,\)"):
         build_image(tensors, model=model, config=preset("sim"))
+
+
+def test_runtime_lays_out_the_loaded_model():
+    from gen.runtime.runtime import Runtime
+    config = preset("sim")
+    rt = Runtime(config=config)
+    lm = rt.load_model("tiny", seed=2)
+    got = read_back(rt.image(), lm.tensors, config)
+    name = "backbone.layers.0.mixer.in_proj.weight"
+    np.testing.assert_array_equal(got[name], fp16_bits(lm.tensors[name]))

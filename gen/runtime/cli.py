@@ -28,7 +28,9 @@ DEFAULT_TOKENS = 32
 
 def add_parser(sub):
     """Add ``specgen generate`` to ``sub`` (an argparse subparsers object)."""
-    from gen.runtime.runtime import ENGINES, SPEQ
+    from golden.speculative import DEFAULT_GAMMA
+
+    from gen.runtime.runtime import DEFAULT_TREE, ENGINES, SPEQ
 
     p = sub.add_parser("generate", help="generate tokens from a prompt by speculative decoding "
                                         "(golden engine; the RTL engine is not built yet)")
@@ -51,10 +53,11 @@ def add_parser(sub):
                    help="'speq': SPEQ self-speculation from the BSFP nibble plane (default); or a "
                         "draft model, named as --model")
     p.add_argument("--tree", metavar="SHAPE",
-                   help="per-depth branching, e.g. 2,2,1,1 (default), or chainN")
+                   help=f"per-depth branching, e.g. {','.join(map(str, DEFAULT_TREE))} "
+                        f"(default), or chainN")
     p.add_argument("--gamma", type=float, metavar="G",
                    help="SPEQ early stopping: a node whose draft probability is below G is not "
-                        "expanded (0 disables; default 0.6)")
+                        f"expanded (0 disables; default {DEFAULT_GAMMA})")
     p.add_argument("--json", action="store_true",
                    help="print JSON: tokens, tokens_per_step, cycles_per_token")
     p.set_defaults(func=run)

@@ -207,6 +207,18 @@ class Runtime:
         if self.model is None:
             raise RuntimeError(f"Runtime.{what}: load a model first (Runtime.load_model)")
 
+    def image(self, *, policy=None):
+        """The loaded model laid out for the design (:func:`gen.runtime.image.image_of`): one
+        weight copy, which serves both SPEQ passes (the nibble planes are the draft's).
+
+        Returns
+        -------
+        gen.runtime.image.ModelImage
+        """
+        from gen.runtime.image import image_of
+        self._require_model("image")
+        return image_of(self.model, config=self.config, policy=policy)
+
     @property
     def target(self):
         """The model the target pass runs: the BSFP-reconstructed FP16 one under SPEQ."""
