@@ -217,3 +217,23 @@ def test_runtime_lays_out_the_loaded_model():
     got = read_back(rt.image(), lm.tensors, config)
     name = "backbone.layers.0.mixer.in_proj.weight"
     np.testing.assert_array_equal(got[name], fp16_bits(lm.tensors[name]))
+
+
+def test_dimensions_are_checked_against_the_built_geometry():
+    from hw.regmap import accelerator_regmap
+    from gen.runtime.image import check_fits
+    from gen.models import load_model
+    regmap = accelerator_regmap(preset("vhk158"))
+    check_fits(lm_preset("2.7B"), regmap=regmap)           # the SSM unit is built for it
+    with pytest.raises(ImageError, match=r"d_state = 256 \(from tensor "
+                       r"'backbone.layers.0.mixer.conv1d.weight'\) does not fit the accelerator: "
+                       r"at most 128, CAPS_SSM.D_STATE"):
+        check_fits(lm_preset("2.7B", d_state=256), regmap=regmap)
+    with pytest.raises(ImageError, match=r"n_layer = 300 .* at most 255, the 8-bit field "
+                       r"DIM_MODEL.N_LAYER"):
+        check_fits(lm_preset("2.7B", n_layer=300), regmap=regmap)
+    # The sim preset's SSM unit (2 heads of 2 rows, 8 columns) is smaller than the shipped model.
+    with pytest.raises(ImageError, match=r"nheads = 8 .* at most 2, CAPS_SSM.NHEADS"):
+        check_fits(load_model("target").config, regmap=accelerator_regmap(preset("sim")))
+    check_fits(load_model("target").config, regmap=accelerator_regmap(preset("sim")),
+               caps={"NHEADS": 8, "HEADDIM": 32, "D_STATE": 32})

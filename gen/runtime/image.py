@@ -43,7 +43,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["MATRICES", "ImageError", "ModelImage", "pack_residue", "build_image", "image_of"]
+__all__ = ["MATRICES", "ImageError", "ModelImage", "pack_residue", "build_image", "image_of",
+           "check_fits"]
 
 #: Map matrix name -> tensor name (``{i}``: the layer), in the order of the weights class.
 MATRICES = {"embedding": "backbone.embedding.weight",
@@ -259,3 +260,50 @@ def build_image(tensors, *, model, config, policy=None):
 def image_of(lm, *, config, policy=None):
     """:func:`build_image` of a :class:`golden.lm.MambaLM`'s tensors and config."""
     return build_image(lm.tensors, model=lm.config, config=config, policy=policy)
+
+
+#: The model dimensions the accelerator is told (``DIM_*`` registers), the capability each must
+#: not exceed (``None``: only the field's width), and the tensor whose shape gives it.
+_DIMENSIONS = (
+    ("nheads", "DIM_SSM", "NHEADS", ("CAPS_SSM", "NHEADS"), "backbone.layers.0.mixer.A_log"),
+    ("headdim", "DIM_SSM", "HEADDIM", ("CAPS_SSM", "HEADDIM"),
+     "backbone.layers.0.mixer.out_proj.weight"),
+    ("d_state", "DIM_SSM", "D_STATE", ("CAPS_SSM", "D_STATE"),
+     "backbone.layers.0.mixer.conv1d.weight"),
+    ("d_model", "DIM_MODEL", "D_MODEL", None, "backbone.embedding.weight"),
+    ("n_layer", "DIM_MODEL", "N_LAYER", None, "backbone.layers.*"),
+)
+
+
+def check_fits(model, *, regmap, caps=None):
+    """Raise unless ``model``'s dimensions fit the accelerator built with ``regmap``.
+
+    ``DIM_SSM`` may not exceed the SSM unit's built geometry ``CAPS_SSM`` (heads,
+    rows per head, state columns), and every dimension must fit its ``DIM_*`` field.
+
+    Parameters
+    ----------
+    model : golden.lm.LMConfig
+    regmap : hw.regmap.RegisterMap
+        The design's map (:func:`hw.regmap.accelerator_regmap`).
+    caps : mapping of str to int, optional
+        ``{"NHEADS": …, "HEADDIM": …, "D_STATE": …}`` as read from a device's
+        ``CAPS_SSM`` (:meth:`gen.runtime.regbus.Registers.fields`); default the
+        map's constants.
+
+    Raises
+    ------
+    ImageError
+        Naming the dimension, the tensor that gives it and the limit.
+    """
+    for dim, reg, fname, cap, tensor in _DIMENSIONS:
+        value = getattr(model, dim)
+        width = regmap[reg].field(fname).width
+        limit, why = (1 << width) - 1, f"the {width}-bit field {reg}.{fname}"
+        if cap is not None:
+            built = (caps or {}).get(cap[1], regmap[cap[0]].field(cap[1]).reset)
+            if built < limit:
+                limit, why = built, f"{cap[0]}.{cap[1]}, the SSM unit's built geometry"
+        if value > limit:
+            raise ImageError(f"{dim} = {value} (from tensor {tensor!r}) does not fit the "
+                             f"accelerator: at most {limit}, {why}")
