@@ -63,6 +63,7 @@ def build_parser():
     from gen.emit.cli import add_parser as add_emit
     from gen.estimate.cli import add_parser as add_estimate
     from gen.perf.cli import add_parser as add_perf
+    from gen.runtime.cli import add_parser as add_generate
     from gen.studies.cli import add_parser as add_studies
     from gen.sweep.cli import add_parser as add_sweep
 
@@ -78,6 +79,7 @@ def build_parser():
                 add_bench,       # bench (gen/bench/cli.py)
                 add_perf,        # perf (gen/perf/cli.py)
                 add_sweep,       # sweep (gen/sweep/cli.py)
+                add_generate,    # generate (gen/runtime/cli.py)
                 add_estimate,    # estimate (gen/estimate/cli.py)
                 add_docs,        # docs (gen/cli/docs.py)
                 add_config):     # config show|schema (gen/cli/design.py)

@@ -1,0 +1,263 @@
+"""The host runtime: one API that turns a prompt into tokens, over interchangeable engines.
+
+::
+
+    rt = Runtime(config=preset("sim"), engine="golden")
+    rt.load_model("target")                 # shipped name, seeded preset or weight file
+    rt.load_draft("speq")                   # SPEQ self-speculation, or a draft model
+    result = rt.generate(prompt_ids, tokens=32, tree=(2, 2, 1, 1))
+    result.tokens, result.tokens_per_step
+
+Engines (:data:`ENGINES`):
+
+``golden``
+    :class:`GoldenEngine`: :func:`golden.speculative.speculative_generate`,
+    greedy, the draft tree verified in SpecMamba's FIFO schedule (arXiv
+    2509.19873) with the tile size and ring depth of the design's
+    ``TreeConfig``, states restored by the backtracking policy the memory map
+    is laid out for (:data:`golden.memory_map.DEFAULT_POLICY`). The reference
+    every other engine must match token for token.
+``rtl``
+    The whole decoder on the accelerator (simulated, or a board through
+    :mod:`gen.runtime.regbus` and :mod:`gen.runtime.image`). Not available
+    in this revision: the on-chip layer sequencer, conv1d, norms, embedding
+    and LM head are not built yet, so :func:`make_engine` refuses it
+    (:class:`EngineUnavailable`) instead of pretending.
+
+An engine is any object with ``name`` and ``generate(*, target, draft,
+prompt, tokens, tree, gamma) -> GenerateResult``; the RTL engine will plug in
+here, and ``cycles_per_token`` is the field it fills.
+
+SPEQ self-speculation (arXiv 2510.18525) builds both models from one FP16
+weight copy in the design's BSFP v1 format (:func:`golden.lm.speq_pair`): the
+target reads both planes, the draft only the nibble plane. With a separate
+draft model the target is the model as loaded.
+"""
+
+from dataclasses import dataclass, field
+
+__all__ = ["ENGINES", "SPEQ", "DEFAULT_TREE", "RTL_UNAVAILABLE", "EngineUnavailable", "GenerateResult",
+           "GoldenEngine", "make_engine", "Runtime"]
+
+#: Engines :class:`Runtime` knows, in the order of ``specgen generate --help``.
+ENGINES = ("rtl", "golden")
+#: The ``draft`` that asks for SPEQ self-speculation instead of a draft model.
+SPEQ = "speq"
+#: Default per-depth branching: the tree SpecMamba's notes use (branching 2, depth 4).
+DEFAULT_TREE = (2, 2, 1, 1)
+
+
+class EngineUnavailable(RuntimeError):
+    """An engine this revision does not provide (one line: which, and why)."""
+
+
+@dataclass(frozen=True)
+class GenerateResult:
+    """What :meth:`Runtime.generate` returns.
+
+    Attributes
+    ----------
+    tokens : tuple of int
+        The generated tokens (the prompt excluded).
+    tokens_per_step : tuple of int
+        Tokens each target pass committed (accepted draft tokens + 1).
+    engine : str
+        The engine that ran.
+    cycles_per_token : float or None
+        Accelerator cycles per generated token (RTL engine); ``None`` for golden.
+    accepted_per_step, nodes_per_step : tuple of int
+        Accepted draft tokens and drafted tree nodes (root included) per step.
+    """
+
+    tokens: tuple
+    tokens_per_step: tuple
+    engine: str
+    cycles_per_token: float | None = None
+    accepted_per_step: tuple = ()
+    nodes_per_step: tuple = field(default=())
+
+    @property
+    def mean_tokens_per_step(self):
+        """Tokens committed per target pass, averaged over the steps."""
+        n = len(self.tokens_per_step)
+        return sum(self.tokens_per_step) / n if n else 0.0
+
+    def to_dict(self):
+        """JSON-ready: ``tokens``, ``tokens_per_step``, ``cycles_per_token`` and the rest."""
+        return {"tokens": list(self.tokens), "tokens_per_step": list(self.tokens_per_step),
+                "cycles_per_token": self.cycles_per_token, "engine": self.engine,
+                "mean_tokens_per_step": self.mean_tokens_per_step,
+                "accepted_per_step": list(self.accepted_per_step),
+                "nodes_per_step": list(self.nodes_per_step)}
+
+
+class GoldenEngine:
+    """The golden engine (module docstring) for the design ``config``.
+
+    Parameters
+    ----------
+    config : golden.config.Config
+        Gives the tree verifier's tile size and ring depth.
+    """
+
+    name = "golden"
+
+    def __init__(self, *, config):
+        from golden.config import Config
+        if not isinstance(config, Config):
+            raise TypeError(f"GoldenEngine.config must be a golden.config.Config, not {config!r}")
+        self.config = config
+
+    def generate(self, *, target, draft, prompt, tokens, tree, gamma):
+        """Greedy tree speculative decoding; see :class:`Runtime.generate`."""
+        from golden.memory_map import DEFAULT_POLICY
+        from golden.speculative import speculative_generate
+
+        t = self.config.tree
+        res = speculative_generate(target, draft, prompt, tokens, tree=tree, mode="greedy",
+                                   gamma=gamma, verify="fifo", tile_size=t.tile_size,
+                                   fifo_depth=t.fifo_depth, backtrack=DEFAULT_POLICY)
+        return GenerateResult(tokens=res.tokens, tokens_per_step=res.tokens_per_step,
+                              engine=self.name, accepted_per_step=res.accepted_per_step,
+                              nodes_per_step=res.nodes_per_step)
+
+
+#: Why the RTL engine is refused, in one line.
+RTL_UNAVAILABLE = ("the on-chip decoder (layer sequencer, conv1d, gated norm, residual, embedding "
+                   "and LM head) is not available in this revision, so there is no RTL run to "
+                   "report")
+
+
+def make_engine(name, *, config):
+    """The engine ``name`` (one of :data:`ENGINES`) for the design ``config``.
+
+    Raises
+    ------
+    ValueError
+        An unknown name (listing :data:`ENGINES`).
+    EngineUnavailable
+        ``"rtl"`` in this revision.
+    """
+    from golden.validate import check_choice
+    check_choice("Runtime", "engine", name, ENGINES)
+    if name == "rtl":
+        raise EngineUnavailable(f"engine 'rtl': {RTL_UNAVAILABLE}; use engine 'golden'")
+    return GoldenEngine(config=config)
+
+
+class Runtime:
+    """Load a model and a draft, then generate tokens on an engine.
+
+    Parameters
+    ----------
+    config : golden.config.Config
+        The accelerator design (its tree verifier, BSFP format and memory map).
+    engine : str or engine
+        A name of :data:`ENGINES` or an engine object (``name``, ``generate``).
+    """
+
+    def __init__(self, *, config, engine="golden"):
+        from golden.config import Config
+        if not isinstance(config, Config):
+            raise TypeError(f"Runtime.config must be a golden.config.Config, not {config!r}")
+        self.config = config
+        self.engine = make_engine(engine, config=config) if isinstance(engine, str) else engine
+        self.model = self.model_label = None
+        self.draft = self.draft_label = None
+        self._pair = None
+
+    def load_model(self, path_or_name, *, seed=0):
+        """Load the target (:func:`gen.runtime.model.load_model`); the draft is reset to SPEQ.
+
+        Returns
+        -------
+        golden.lm.MambaLM
+        """
+        from gen.runtime.model import load_model
+        self.model, self.model_label = load_model(path_or_name, seed=seed)
+        self.load_draft(SPEQ)
+        return self.model
+
+    def load_draft(self, draft, *, seed=0):
+        """``"speq"`` (self-speculation from the nibble plane) or a draft model of the same vocabulary.
+
+        Raises
+        ------
+        gen.runtime.model.ModelError
+            A draft whose vocabulary differs from the target's.
+        """
+        from golden.lm import speq_pair
+
+        from gen.runtime.model import ModelError, load_model
+        self._require_model("load_draft")
+        if str(draft) == SPEQ:
+            self._pair = speq_pair(self.model, bsfp=self.config.bsfp)
+            self.draft, self.draft_label = self._pair.draft, "speq (BSFP v1 nibble plane)"
+            return self.draft
+        lm, label = load_model(draft, seed=seed)
+        if lm.vocab != self.model.vocab:
+            raise ModelError(f"draft {label}: vocab {lm.vocab} differs from the target's "
+                             f"{self.model.vocab}; allowed: a draft with vocab {self.model.vocab} "
+                             f"or 'speq'")
+        self._pair = None
+        self.draft, self.draft_label = lm, label
+        return lm
+
+    def _require_model(self, what):
+        if self.model is None:
+            raise RuntimeError(f"Runtime.{what}: load a model first (Runtime.load_model)")
+
+    def image(self, *, policy=None):
+        """The loaded model laid out for the design (:func:`gen.runtime.image.image_of`): one
+        weight copy, which serves both SPEQ passes (the nibble planes are the draft's).
+
+        Returns
+        -------
+        gen.runtime.image.ModelImage
+        """
+        from gen.runtime.image import image_of
+        self._require_model("image")
+        return image_of(self.model, config=self.config, policy=policy)
+
+    @property
+    def target(self):
+        """The model the target pass runs: the BSFP-reconstructed FP16 one under SPEQ."""
+        self._require_model("target")
+        return self._pair.target if self._pair is not None else self.model
+
+    def generate(self, prompt_ids, tokens, *, tree=DEFAULT_TREE, gamma=None):
+        """Generate ``tokens`` tokens after ``prompt_ids``, greedily.
+
+        Parameters
+        ----------
+        prompt_ids : sequence of int
+            At least one token in ``[0, vocab)``; the last is the first tree's root.
+        tokens : int
+            Tokens to generate (>= 1).
+        tree : sequence of int or golden.tree.TreeShape
+            Per-depth branching; it must fit the design's tree verifier
+            (``TreeConfig.max_nodes`` nodes with the root, a FIFO schedule within
+            ``TreeConfig.fifo_depth`` slots).
+        gamma : float, optional
+            SPEQ early stopping (default :data:`golden.speculative.DEFAULT_GAMMA`).
+
+        Returns
+        -------
+        GenerateResult
+        """
+        from golden.speculative import DEFAULT_GAMMA
+        from golden.tree import TreeShape, fifo_schedule
+        from golden.validate import check_int
+
+        self._require_model("generate")
+        tokens = check_int("Runtime.generate", "tokens", tokens, min=1)
+        shape = tree if isinstance(tree, TreeShape) else TreeShape(tuple(tree))
+        t = self.config.tree
+        if shape.num_nodes > t.max_nodes:
+            raise ValueError(f"Runtime.generate tree {list(shape.branching)} has "
+                             f"{shape.num_nodes} nodes with the root; the design's tree verifier "
+                             f"holds at most TreeConfig.max_nodes = {t.max_nodes}")
+        fifo_schedule(shape.parents, fifo_depth=t.fifo_depth)
+        gamma = DEFAULT_GAMMA if gamma is None else gamma
+        return self.engine.generate(target=self.target, draft=self.draft, prompt=list(prompt_ids),
+                                    tokens=tokens, tree=shape, gamma=gamma)

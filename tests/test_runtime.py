@@ -1,0 +1,189 @@
+"""The host runtime and ``specgen generate``: tokens equal to a plain greedy loop; one-line errors.
+
+The oracle is the target stepped token by token with ``MambaLM.step`` and ``argmax``: no tree,
+no draft, no backtracking, so it shares nothing with the speculative path but the model.
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from golden.config import preset
+from golden.lm import MambaLM, lm_preset, save_tensors, speq_pair
+
+from gen.cli.commands import main
+from gen.runtime.model import ModelError, infer_config, load_model
+from gen.runtime.runtime import EngineUnavailable, Runtime, make_engine
+
+CONFIG = preset("sim")
+
+
+def greedy(lm, prompt, n):
+    """``n`` tokens of plain greedy decoding."""
+    state = lm.initial_state()
+    for tok in prompt[:-1]:
+        _, state = lm.step(state, tok)
+    out, tok = [], prompt[-1]
+    for _ in range(n):
+        logits, state = lm.step(state, tok)
+        tok = int(np.argmax(logits))
+        out.append(tok)
+    return out
+
+
+def seeded(name="tiny", seed=0):
+    return MambaLM.from_seed(lm_preset(name), seed=seed)
+
+
+def test_speq_self_speculation_is_the_bsfp_targets_greedy_sequence():
+    rt = Runtime(config=CONFIG)
+    lm = rt.load_model("tiny", seed=0)
+    res = rt.generate([1, 2, 3], 16, tree=(2, 2, 1, 1))
+    target = speq_pair(lm, bsfp=CONFIG.bsfp).target
+    assert list(res.tokens) == greedy(target, [1, 2, 3], 16)
+    assert sum(res.tokens_per_step) >= 16 and res.cycles_per_token is None
+    assert res.nodes_per_step and max(res.nodes_per_step) > 1      # a tree was drafted
+
+
+def test_a_draft_model_with_a_branching_tree_gives_the_targets_greedy_sequence():
+    rt = Runtime(config=CONFIG)
+    lm = rt.load_model("tiny", seed=0)
+    draft = rt.load_draft("tiny", seed=1)
+    res = rt.generate([4, 5], 16, tree=(3, 2, 1), gamma=0.0)
+    want = greedy(lm, [4, 5], 16)
+    assert list(res.tokens) == want
+    # The check can fail: the draft alone decodes differently, so agreement is not free.
+    assert greedy(draft, [4, 5], 16) != want
+    assert max(res.nodes_per_step) == 1 + 3 + 6 + 6
+
+
+def test_the_rtl_engine_is_refused_not_faked():
+    with pytest.raises(EngineUnavailable, match="not available in this revision"):
+        make_engine("rtl", config=CONFIG)
+    with pytest.raises(ValueError, match="Runtime.engine must be one of 'rtl', 'golden'"):
+        make_engine("fpga", config=CONFIG)
+
+
+def test_runtime_checks_the_tree_against_the_design():
+    rt = Runtime(config=CONFIG)
+    rt.load_model("tiny")
+    with pytest.raises(ValueError, match="holds at most TreeConfig.max_nodes = 64"):
+        rt.generate([1], 4, tree=(4, 4, 4))
+    with pytest.raises(ValueError, match="vocab 64 differs from the target's 16"):
+        rt.load_draft("small")
+
+
+def test_generate_json_on_the_shipped_model(capsys):
+    assert main(["generate", "--board", "sim", "--tokens", "12", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    lm, _ = load_model("target")
+    prompt = list(b"def __init__(self")
+    assert doc["prompt_tokens"] == prompt
+    assert doc["tokens"] == greedy(speq_pair(lm, bsfp=CONFIG.bsfp).target, prompt, 12)
+    assert doc["text"] == bytes(doc["tokens"]).decode("utf-8", errors="replace")
+    assert doc["cycles_per_token"] is None and doc["engine"] == "golden"
+    assert sum(doc["tokens_per_step"]) >= 12
+
+
+def test_generate_text_output_with_a_draft_file(tmp_path, capsys):
+    draft = seeded(seed=1)
+    save_tensors(tmp_path / "draft.safetensors", draft.tensors, dtype="float32")
+    assert main(["generate", "--board", "sim", "--model", "tiny", "--draft",
+                 str(tmp_path / "draft.safetensors"), "--prompt-ids", "3,1", "--tokens", "8",
+                 "--tree", "2,1"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("specgen generate: golden engine, model tiny (seed 0) (2 layers")
+    want = greedy(seeded(), [3, 1], 8)
+    assert f"tokens: {' '.join(map(str, want))}" in lines
+    assert any(line.startswith("tokens per step: ") for line in lines)
+
+
+def test_weight_file_config_is_inferred_from_the_shapes():
+    from gen.models import manifest, model_path
+    from golden.lm import LMConfig, load_tensors
+    for name, record in manifest()["models"].items():
+        assert infer_config(load_tensors(model_path(name))) == LMConfig(**record["config"])
+    untied = lm_preset("small", tie_embeddings=False, expand=3, headdim=4, d_conv=3)
+    assert infer_config(MambaLM.from_seed(untied, seed=0).tensors) == untied
+
+
+def run_cli(*args, cwd):
+    return subprocess.run([sys.executable, "-m", "gen", *args], capture_output=True, text=True,
+                          cwd=cwd, env=dict(os.environ, PYTHONPATH=os.getcwd()))
+
+
+def test_rtl_engine_is_one_line_exit_2(tmp_path):
+    proc = run_cli("generate", "--board", "sim", "--engine", "rtl", cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stdout == "" and len(proc.stderr.strip().splitlines()) == 1
+    assert proc.stderr.startswith("specgen generate: error: --engine rtl: the on-chip decoder")
+    assert "not available in this revision" in proc.stderr
+
+
+def bad_files(tmp_path):
+    (tmp_path / "short.safetensors").write_bytes(b"\x10\x00")
+    (tmp_path / "junk.npz").write_bytes(b"not a zip")
+    t = dict(seeded().tensors)
+    t["backbone.layers.1.mixer.in_proj.weight"] = np.where(
+        np.arange(88 * 16).reshape(88, 16) == 17, np.nan, t["backbone.layers.1.mixer.in_proj.weight"])
+    save_tensors(tmp_path / "nan.npz", t)
+    t = dict(seeded().tensors)
+    del t["backbone.layers.1.mixer.D"]
+    save_tensors(tmp_path / "missing.npz", t)
+
+
+@pytest.mark.parametrize("argv,fragments", [
+    (["--engine", "asic"], ["unknown --engine 'asic'; allowed: rtl, golden"]),
+    (["--model", "nosuch"], ["--model: model 'nosuch': not a shipped or seeded model (target, "
+                             "draft, tiny, small) and not a .npz or .safetensors file"]),
+    (["--model", "gone.npz"], ["--model: model 'gone.npz': no such file"]),
+    (["--model", "short.safetensors"], ["malformed weight file", "shorter than its 8-byte header"]),
+    (["--model", "junk.npz"], ["--model: model 'junk.npz': malformed weight file"]),
+    (["--model", "nan.npz"], ["tensor 'backbone.layers.1.mixer.in_proj.weight' has 1 value(s)",
+                              "first nan at index (1, 1)", "allowed: finite values with |w| <= "
+                              "65504 (FP16)"]),
+    (["--model", "missing.npz"], ["missing tensor 'backbone.layers.1.mixer.D' (shape (8,))"]),
+    (["--model", "tiny", "--draft", "small"], ["--draft: draft small (seed 0): vocab 64 differs"]),
+    (["--model", "tiny", "--prompt", "hi"], ["--prompt: a text prompt needs a byte-level model"]),
+    (["--model", "tiny", "--prompt-ids", "1,16"], ["--prompt-ids must be comma-separated "
+                                                   "integers in [0, 15]"]),
+    (["--prompt", "a", "--prompt-ids", "1"], ["give --prompt TEXT or --prompt-ids IDS, not both"]),
+    (["--model", "tiny", "--tree", "2,2,1", "--set", "tree.max_nodes=8"],
+     ["--tree 2,2,1:", "has 11 nodes with the root", "TreeConfig.max_nodes = 8"]),
+    (["--tree", "2,x"], ["--tree must be a comma-separated branching list"]),
+    (["--tokens", "0"], ["argument --tokens: must be an integer >= 1, not 0"]),
+    (["--gamma", "1.5"], ["--gamma must be in [0, 1], not 1.5"]),
+])
+def test_bad_input_is_one_line_exit_2(argv, fragments, tmp_path, capsys, monkeypatch):
+    bad_files(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    try:
+        status = main(["generate", "--board", "sim", *argv])
+    except SystemExit as exc:       # argparse's own errors (a flag's type) exit from the parser
+        status = exc.code
+    assert status == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1, err
+    assert err.startswith("specgen generate: error: ")
+    for fragment in fragments:
+        assert fragment in err, err
+
+
+def test_load_model_errors_are_model_errors(tmp_path):
+    bad_files(tmp_path)
+    with pytest.raises(ModelError, match="shorter than its 8-byte header"):
+        load_model(tmp_path / "short.safetensors")
+
+
+def test_the_docs_page_shows_what_the_command_prints(capsys):
+    """docs/runtime.md's first example is this command's output, verbatim."""
+    from pathlib import Path
+    page = (Path(__file__).parent.parent / "docs" / "runtime.md").read_text()
+    command = "$ specgen generate --board sim --tokens 32\n"
+    shown = page.split(command, 1)[1].split("\n\n", 1)[0]
+    assert main(["generate", "--board", "sim", "--tokens", "32"]) == 0
+    assert capsys.readouterr().out.rstrip("\n") == shown

@@ -1,0 +1,239 @@
+"""The model image: every weight read back from the bytes, at the header's addresses, bit for bit.
+
+The reader here is independent of the writer: addresses come from the ``#define``s of
+``specgen_regs.h`` (``gen.emit.memory_map_doc.c_defines``), planes are unpacked with
+Python integers, and the FP16 words are rebuilt with ``golden.bsfp.merge_planes``,
+``restore_stored`` and ``unscale``, then compared with the FP16 rounding of the
+original tensors.
+"""
+
+import re
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from golden.bsfp import BSFPConfig, expand_scales, merge_planes, restore_stored, unscale
+from golden.config import preset
+from golden.lm import MambaLM, lm_preset
+from golden.memory_map import MemoryMap, layer_param_words, plane_bytes
+
+from gen.emit.memory_map_doc import c_defines
+from gen.runtime import image as image_mod
+from gen.runtime.image import ImageError, build_image, image_of, pack_residue
+
+MATRIX_TENSORS = {"EMBEDDING": "backbone.embedding.weight",
+                  "IN_PROJ": "backbone.layers.{i}.mixer.in_proj.weight",
+                  "OUT_PROJ": "backbone.layers.{i}.mixer.out_proj.weight",
+                  "LM_HEAD": "lm_head.weight"}
+
+
+def defines(mm):
+    """``{macro: value}`` of the header's memory-map lines."""
+    return {m.group(1): int(m.group(2), 16 if m.group(2).startswith("0x") else 10)
+            for m in re.finditer(r"#define SPECGEN_MEM_(\w+) (0x[0-9a-f]+|\d+)u", c_defines(mm))}
+
+
+def at(d, cls, region, layer=0):
+    """Byte address of a region's entry, from the header alone."""
+    stride = d.get(f"{cls}_{region}_LAYER_STRIDE", 0)
+    return d[f"{cls}_DEFAULT_BASE"] + d[f"{cls}_{region}_OFFSET"] + layer * stride
+
+
+def read_plane(data, addr, rows, cols, bits):
+    """A ``rows × cols`` plane of ``bits``-bit values, each row little-endian from its first byte."""
+    row_bytes = -(-cols * bits // 8)
+    out = np.empty((rows, cols), np.uint16)
+    for r in range(rows):
+        word = int.from_bytes(data[addr + r * row_bytes: addr + (r + 1) * row_bytes], "little")
+        for c in range(cols):
+            out[r, c] = (word >> (bits * c)) & ((1 << bits) - 1)
+    return out
+
+
+def read_back(img, tensors, config):
+    """Every matrix of the image as FP16 bit patterns, rebuilt from its planes and scales."""
+    mm = img.memory_map
+    d = defines(mm)
+    data = bytes(img.data)
+    bsfp = config.bsfp
+    out = {}
+    for macro, pattern in MATRIX_TENSORS.items():
+        if f"WEIGHTS_{macro}_NIBBLE_OFFSET" not in d:
+            continue
+        for i in range(mm.model.n_layer if "{i}" in pattern else 1):
+            name = pattern.format(i=i)
+            rows, cols = np.shape(tensors[name])
+            nib = read_plane(data, at(d, "WEIGHTS", f"{macro}_NIBBLE", i), rows, cols, 4)
+            res = read_plane(data, at(d, "WEIGHTS", f"{macro}_RESIDUE", i), rows, cols, 12)
+            n_scales = 1 if bsfp.group_size is None else rows * -(-cols // bsfp.group_size)
+            assert d[f"WEIGHTS_{macro}_SCALES_SIZE"] == n_scales
+            s_at = at(d, "WEIGHTS", f"{macro}_SCALES", i)
+            k = np.frombuffer(data[s_at:s_at + n_scales], np.uint8)
+            k = k[0] if bsfp.group_size is None else k.reshape(rows, -1)
+            stored = merge_planes(nib, res)
+            scaled = restore_stored(stored, config=bsfp)
+            k_each = expand_scales(k, shape=(rows, cols), group_size=bsfp.group_size)
+            out[name] = unscale(scaled, k_each)
+    return out
+
+
+def fp16_bits(a):
+    return np.asarray(a, dtype=np.float64).astype(np.float16).view(np.uint16)
+
+
+def tiny_tensors(scale_in_proj=1.0, tie=True):
+    lm = MambaLM.from_seed(lm_preset("tiny", tie_embeddings=tie), seed=3, head_gain=4.0)
+    t = dict(lm.tensors)
+    name = "backbone.layers.1.mixer.in_proj.weight"
+    t[name] = t[name] * scale_in_proj
+    return lm.config, t
+
+
+@pytest.mark.parametrize("case", ["plain", "scaled", "groups", "untied"])
+def test_every_weight_reads_back_bit_for_bit(case):
+    config = preset("sim")
+    if case == "groups":
+        config = replace(config, bsfp=BSFPConfig(group_size=8))
+    model, tensors = tiny_tensors(scale_in_proj=16.0 if case in ("scaled", "groups") else 1.0,
+                                  tie=case != "untied")
+    img = build_image(tensors, model=model, config=config)
+    # Every weight kept exactly by Algorithm 1, so the FP16 words must come back unchanged.
+    assert set(img.inexact.values()) == {0}
+    if case in ("scaled", "groups"):
+        assert int(np.max(img.encoded["backbone.layers.1.mixer.in_proj.weight"].scales)) > 0
+    got = read_back(img, tensors, config)
+    expect = {n for n in MATRIX_TENSORS.values() if "{i}" not in n and n in tensors} | \
+        {p.format(i=i) for p in MATRIX_TENSORS.values() if "{i}" in p for i in range(model.n_layer)}
+    assert set(got) == expect
+    for name, bits in got.items():
+        np.testing.assert_array_equal(bits, fp16_bits(tensors[name]), err_msg=name)
+
+
+def test_the_read_back_can_fail(monkeypatch):
+    """A residue packer with its two weights of a group swapped is caught."""
+    def swapped(residue):
+        r = np.asarray(residue, np.uint16).copy()
+        r[..., 0::2], r[..., 1::2] = residue[..., 1::2], residue[..., 0::2]
+        return pack_residue(r)
+    config = preset("sim")
+    model, tensors = tiny_tensors()
+    monkeypatch.setattr(image_mod, "pack_residue", swapped)
+    got = read_back(build_image(tensors, model=model, config=config), tensors, config)
+    name = "backbone.embedding.weight"
+    assert not np.array_equal(got[name], fp16_bits(tensors[name]))
+
+
+def test_residue_packing_of_an_odd_row():
+    # Weights 0xABC, 0x123, 0x456: groups are little-endian 24-bit words, the even weight low.
+    packed = pack_residue(np.array([[0xABC, 0x123, 0x456]], np.uint16))
+    assert packed.tolist() == [[0xBC, 0x3A, 0x12, 0x56, 0x04]]
+    assert packed.shape[-1] == plane_bytes(1, 3, 12)
+    with pytest.raises(ValueError, match="below 2\\*\\*12"):
+        pack_residue(np.array([0x1000], np.uint16))
+
+
+def test_layer_parameters_states_and_tokens():
+    config = preset("sim")
+    model, tensors = tiny_tensors()
+    img = build_image(tensors, model=model, config=config)
+    d, data = defines(img.memory_map), bytes(img.data)
+    m = model
+    for i in range(m.n_layer):
+        p = f"backbone.layers.{i}."
+        a = at(d, "WEIGHTS", "LAYER_PARAMS", i)
+        words = np.frombuffer(data[a:a + 4 * layer_param_words(m)], "<f4")
+        want = np.concatenate([
+            np.float32(tensors[p + "mixer.conv1d.weight"][:, 0, :]).ravel(),
+            np.float32(tensors[p + "mixer.conv1d.bias"]), np.float32(tensors[p + "mixer.dt_bias"]),
+            np.float32(-np.exp(tensors[p + "mixer.A_log"])), np.float32(tensors[p + "mixer.D"]),
+            np.float32(tensors[p + "norm.weight"]), np.float32(tensors[p + "mixer.norm.weight"])])
+        np.testing.assert_array_equal(words, want)
+    a = at(d, "WEIGHTS", "NORM_F")
+    np.testing.assert_array_equal(np.frombuffer(data[a:a + 4 * m.d_model], "<f4"),
+                                  np.float32(tensors["backbone.norm_f.weight"]))
+    # A state after three tokens, and the tokens of a tree.
+    lm = MambaLM(model, tensors)
+    _, state = lm.prefill([1, 2, 3])
+    img.write_state("draft", state)
+    img.write_tokens([5, 7, 9])
+    data = bytes(img.data)
+    for i in range(m.n_layer):
+        a = at(d, "STATE", "DRAFT_SSM", i)
+        np.testing.assert_array_equal(
+            np.frombuffer(data[a:a + 4 * m.state_elems], "<f4"), np.float32(state.ssm[i]).ravel())
+        a = at(d, "STATE", "DRAFT_CONV", i)
+        np.testing.assert_array_equal(
+            np.frombuffer(data[a:a + 4 * m.conv_elems], "<f4"), np.float32(state.conv[i]).ravel())
+        a = at(d, "STATE", "TARGET_SSM", i)
+        assert not any(data[a:a + 4 * m.state_elems])     # the target's is still the zero state
+    a = at(d, "IO", "TOKENS_IN")
+    assert np.frombuffer(data[a:a + 12], "<u4").tolist() == [5, 7, 9]
+    assert img.bases(1 << 32) == {k: (1 << 32) + v for k, v in img.memory_map.class_offsets}
+
+
+def test_shipped_target_fits_its_map():
+    from gen.models import load_model
+    lm = load_model("target")
+    img = image_of(lm, config=preset("sim"))
+    assert img.size == MemoryMap.build(config=preset("sim"), model=lm.config).total_bytes
+    assert set(img.inexact.values()) == {0}
+
+
+@pytest.mark.parametrize("bad,fragment", [
+    (float("nan"), "first nan at index (0, 2)"),
+    (float("inf"), "first inf at index (0, 2)"),
+    (1e6, "first 1000000.0 at index (0, 2)"),
+])
+def test_a_weight_without_fp16_form_is_named(bad, fragment):
+    model, tensors = tiny_tensors()
+    w = np.array(tensors["backbone.layers.0.mixer.out_proj.weight"])
+    w[0, 2] = bad
+    tensors["backbone.layers.0.mixer.out_proj.weight"] = w
+    with pytest.raises(ImageError) as exc:
+        build_image(tensors, model=model, config=preset("sim"))
+    msg = str(exc.value)
+    assert "'backbone.layers.0.mixer.out_proj.weight' has 1 value(s)" in msg
+    assert fragment in msg
+    assert "allowed: finite values with |w| <= 65504 (FP16)" in msg
+
+
+def test_missing_and_misshapen_tensors_are_named():
+    model, tensors = tiny_tensors()
+    del tensors["backbone.layers.1.mixer.D"]
+    with pytest.raises(ImageError, match=r"missing tensor 'backbone.layers.1.mixer.D' \(shape \(8,\)\)"):
+        build_image(tensors, model=model, config=preset("sim"))
+    model, tensors = tiny_tensors()
+    tensors["backbone.norm_f.weight"] = np.ones(3)
+    with pytest.raises(ImageError, match=r"'backbone.norm_f.weight' must have shape \(16,\), not \(3,\)"):
+        build_image(tensors, model=model, config=preset("sim"))
+
+
+def test_runtime_lays_out_the_loaded_model():
+    from gen.runtime.runtime import Runtime
+    config = preset("sim")
+    rt = Runtime(config=config)
+    lm = rt.load_model("tiny", seed=2)
+    got = read_back(rt.image(), lm.tensors, config)
+    name = "backbone.layers.0.mixer.in_proj.weight"
+    np.testing.assert_array_equal(got[name], fp16_bits(lm.tensors[name]))
+
+
+def test_dimensions_are_checked_against_the_built_geometry():
+    from hw.regmap import accelerator_regmap
+    from gen.runtime.image import check_fits
+    from gen.models import load_model
+    regmap = accelerator_regmap(preset("vhk158"))
+    check_fits(lm_preset("2.7B"), regmap=regmap)           # the SSM unit is built for it
+    with pytest.raises(ImageError, match=r"d_state = 256 \(from tensor "
+                       r"'backbone.layers.0.mixer.conv1d.weight'\) does not fit the accelerator: "
+                       r"at most 128, CAPS_SSM.D_STATE"):
+        check_fits(lm_preset("2.7B", d_state=256), regmap=regmap)
+    with pytest.raises(ImageError, match=r"n_layer = 300 .* at most 255, the 8-bit field "
+                       r"DIM_MODEL.N_LAYER"):
+        check_fits(lm_preset("2.7B", n_layer=300), regmap=regmap)
+    # The sim preset's SSM unit (2 heads of 2 rows, 8 columns) is smaller than the shipped model.
+    with pytest.raises(ImageError, match=r"nheads = 8 .* at most 2, CAPS_SSM.NHEADS"):
+        check_fits(load_model("target").config, regmap=accelerator_regmap(preset("sim")))
+    check_fits(load_model("target").config, regmap=accelerator_regmap(preset("sim")),
+               caps={"NHEADS": 8, "HEADDIM": 32, "D_STATE": 32})
