@@ -38,7 +38,7 @@ async def start(dut):
 
 
 async def run_stream(dut, rng, *, inputs, expected, stages, idle, stall, reset_every=None,
-                     labels=None, max_cycles=None):
+                     labels=None, max_cycles=None, capacity=None):
     """Stream ``inputs`` through the DUT's ``i`` port and check ``o`` against ``expected``.
 
     The source presents item ``n`` (holding ``valid`` and ``payload`` until it is
@@ -48,7 +48,9 @@ async def run_stream(dut, rng, *, inputs, expected, stages, idle, stall, reset_e
     an output with nothing in flight fails, an item leaves no earlier than
     ``stages`` cycles after it entered, and with ``stages = 0`` valid and ready
     pass straight through. A reset cycle (probability ``1 / reset_every``) voids
-    the items in flight.
+    the items in flight. At most ``capacity`` items (default ``stages``) may be in
+    flight: a block with an output FIFO holds more than its latency under
+    back-pressure.
 
     Returns
     -------
@@ -113,7 +115,8 @@ async def run_stream(dut, rng, *, inputs, expected, stages, idle, stall, reset_e
             stats["resets"] += 1
             stats["dropped"] += len(inflight)
             inflight.clear()
-        assert len(inflight) <= stages, f"cycle {cycle}: {len(inflight)} items in {stages} stages"
+        cap = stages if capacity is None else capacity
+        assert len(inflight) <= cap, f"cycle {cycle}: {len(inflight)} items in {cap} stages"
 
         if clocked:
             await RisingEdge(dut.clk)
