@@ -44,6 +44,16 @@ def test_gated_norm_bench_can_fail():
         _run(GatedRMSNorm.from_config(SIM), testcase="random_flow", corrupt=True)
 
 
+@pytest.mark.sim
+def test_gated_norm_dspfp32_bench_tells_the_contracts_apart():
+    """The DSPFP32 block checked against the "ieee" golden fails: the vectors'
+    subnormals and tiny squares reach the flushes."""
+    dut = GatedRMSNorm(size=12, gate=False, silu_lut=SIM.ssm.silu_lut, contract="dspfp32")
+    with pytest.raises(BenchFailure, match="1 of 1 cocotb tests failed"):
+        run_bench(dut, name=dut.module_name, module="sim.gated_norm", testcase="random_flow",
+                  params={**_params(dut), "contract": "ieee"})
+
+
 def test_gated_norm_lint(tmp_path):
     dut = GatedRMSNorm(size=4, silu_lut=LUTSpec(function="silu", lo=-2.0, hi=2.0, step_log2=3),
                        rsqrt_lut=LUTSpec(function="rsqrt", lo=1.0, hi=4.0, step_log2=3),
