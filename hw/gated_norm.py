@@ -1,7 +1,8 @@
 """``GatedRMSNorm``: ``RMSNorm(y ⊙ SiLU(z))·w_norm`` of one vector, bit for bit.
 
 The hardware image of :func:`golden.rmsnorm.gated_rmsnorm_hw`, in two passes
-over an on-chip buffer of the vector:
+over an on-chip buffer of two banks (a vector loads into one while the other's
+is normalized and emitted):
 
 * **load**: one element per cycle: the gate ``g = fl(y·silu_lut(z))``
   (:class:`hw.ssm_nonlinear.LUTFunction` and one multiply), ``g`` and ``w``
@@ -71,9 +72,10 @@ class GatedRMSNorm(wiring.Component):
     Attributes
     ----------
     i : In(stream.Signature(norm_in_layout(gate)))
-        The vector's elements in order, ``size`` beats per vector. ``i.ready`` is
-        high while a vector loads and low from its last beat until the vector's
-        last output has been read from the buffer.
+        The vectors' elements in order, ``size`` beats per vector. ``i.ready`` is
+        high while a bank is free: low from a vector's last beat while both banks
+        hold vectors whose last element has not been read back (a registered
+        condition; no path from ``o.ready``).
     o : Out(stream.Signature(32))
         The normalized elements in order; held while ``o.valid`` and not ``o.ready``.
 
@@ -81,10 +83,10 @@ class GatedRMSNorm(wiring.Component):
     -----
     A vector whose last beat is taken in cycle ``t`` shows its first output in
     cycle ``t +`` :attr:`latency` and, while ``o.ready`` is high, one output per
-    cycle after it; the next vector's first beat is taken ``size`` cycles after
-    the first output at the earliest: :attr:`vector_cycles` per vector at full
-    rate. A synchronous reset abandons the vector in flight; the next beat
-    starts a new vector.
+    cycle after it. At full rate two vectors take :attr:`pair_cycles` cycles
+    (``size`` cycles each when ``latency`` is small against ``size``). A
+    synchronous reset abandons the vectors in flight; the next beat starts a new
+    vector.
     """
 
     def __init__(self, *, size, silu_lut, gate=True, rsqrt_lut=RSQRT_LUT, eps=NORM_EPS,
@@ -161,11 +163,12 @@ class GatedRMSNorm(wiring.Component):
                 + self._emit_latency + 1)
 
     @property
-    def vector_cycles(self):
-        """Cycles per vector at full rate, first input to the next vector's first input:
-        ``2·size − 2 + latency − emit`` (the next vector loads in the cycle after the
-        buffer's last read, ``emit = 1 + 2·mul`` cycles before that element's result
-        enters the output FIFO)."""
+    def pair_cycles(self):
+        """Cycles per two vectors at full rate, first input of a vector to that of the
+        vector after next: ``2·size − 2 + latency − emit``. A vector's bank is free in
+        the cycle after its last read, ``emit = 1 + 2·mul`` cycles before that element's
+        result enters the output FIFO; the vector in between loads into the other bank
+        without waiting."""
         return 2 * self._n - 2 + self.latency - self._emit_latency
 
     @property
@@ -238,20 +241,30 @@ class GatedRMSNorm(wiring.Component):
         m = Module()
         ops, n, en = self._ops, self._n, ALWAYS
         p = self.i.payload
-        cw = index_width(n)
+        cw, aw = index_width(n), index_width(2 * n)
 
-        # -- load: one element per cycle while the buffer is free ----------------------
-        loading = Signal(init=1, name="loading")
-        emitting = Signal(name="emitting")
+        def bank_addr(bank, index):
+            """Buffer address of element ``index`` of bank ``bank``: ``bank·size + index``."""
+            a = Cat(index, C(0, aw))[:aw]
+            return Mux(bank, add_const(a, n, aw), a)
+
+        # Two banks of the buffer: a vector loads into one while the other's vector
+        # is normalized and emitted. full: loaded and not yet read back; ready: r known.
+        full = Signal(2, name="bank_full")
+        ready = Signal(2, name="bank_ready")
+        load_bank = Signal(name="load_bank")
+        emit_bank = Signal(name="emit_bank")
+
+        # -- load: one element per cycle into a free bank --------------------------------
         cnt_in = Signal(cw, name="cnt_in")
-        m.d.comb += self.i.ready.eq(loading)
-        accept = self.i.valid & loading
+        m.d.comb += self.i.ready.eq(~Mux(load_bank, full[1], full[0]))
+        accept = self.i.valid & self.i.ready
         in_last = eq_const(cnt_in, n - 1)
         with m.If(accept):
             m.d.sync += cnt_in.eq(Mux(in_last, 0, add_const(cnt_in, 1, cw)))
             with m.If(in_last):
-                m.d.sync += loading.eq(0)
-        tag = Cat(accept, accept & eq_const(cnt_in, 0), accept & in_last, cnt_in)
+                m.d.sync += load_bank.eq(~load_bank)
+        tag = Cat(accept, accept & eq_const(cnt_in, 0), accept & in_last, load_bank, cnt_in)
         lg = self._gate_latency
         if self._gate:
             silu = submodule(m, "silu", self._lut(self._silu_spec))
@@ -262,32 +275,37 @@ class GatedRMSNorm(wiring.Component):
             g = p.y
         w_g = delay_line(m, en, p.w, lg, "w_g", reset_less=True)
         tag_g = delay_line(m, en, tag, lg, "tag_g")
-        buf = Memory(shape=64, depth=n, init=[])
+        buf = Memory(shape=64, depth=2 * n, init=[])
         m.submodules.buffer = buf
         wp = buf.write_port()
-        m.d.comb += [wp.addr.eq(tag_g[3:]), wp.data.eq(Cat(g, w_g)), wp.en.eq(tag_g[0])]
+        m.d.comb += [wp.addr.eq(bank_addr(tag_g[3], tag_g[4:])), wp.data.eq(Cat(g, w_g)),
+                     wp.en.eq(tag_g[0])]
         total = self._accumulate(m, g, tag_g[1], tag_g[0])
-        done = delay_line(m, en, tag_g[2], self._acc_latency, "sum_done")
+        # (the vector's last element, its bank), when the sum including it is on `total`
+        done = delay_line(m, en, Cat(tag_g[2], tag_g[3]), self._acc_latency, "sum_done")
 
-        # -- tail: ms, t, rsqrt ----------------------------------------------------------
-        ss = delay_line(m, done, total, 1, "sumsq_reg", reset_less=True)
+        # -- tail: ms, t, rsqrt, with the bank travelling beside ---------------------------
+        ss = delay_line(m, done[0], total, 1, "sumsq_reg", reset_less=True)
         ss_valid = delay_line(m, en, done, 1, "sumsq_valid_reg")
         ms = ops.mul(m, "mean", ss, C(_bits(inv_n32(n)), 32), en)
         t = ops.add(m, "eps_add", ms, C(_bits(self._eps), 32), en)
         t_valid = delay_line(m, en, ss_valid, ops.mul_latency + ops.add_latency, "t_valid")
         r, r_valid = self._rsqrt(m, t, t_valid)
-        r_hold = Signal(32, name="r_hold", reset_less=True)
-        with m.If(r_valid):
-            m.d.sync += [r_hold.eq(r), emitting.eq(1)]
+        r_hold = [Signal(32, name=f"r_hold{b}", reset_less=True) for b in range(2)]
+        for b in range(2):
+            with m.If(r_valid[0] & eq_const(r_valid[1], b)):
+                m.d.sync += r_hold[b].eq(r)
 
-        # -- emit: one element per cycle from the buffer, under the output's credit -----
+        # -- emit: one element per cycle from a ready bank, under the output's credit ------
         cnt_out = Signal(cw, name="cnt_out")
         issue_port = SimpleNamespace(valid=Signal(name="emit_valid"), ready=Signal(name="emit_ready"))
-        m.d.comb += issue_port.valid.eq(emitting)
+        m.d.comb += issue_port.valid.eq(Mux(emit_bank, ready[1], ready[0]))
         rp = buf.read_port(domain="sync")
-        m.d.comb += [rp.addr.eq(cnt_out), rp.en.eq(1)]
+        m.d.comb += [rp.addr.eq(bank_addr(emit_bank, cnt_out)), rp.en.eq(1)]
         g_e, w_e = rp.data[:32], rp.data[32:]
-        scaled = ops.mul(m, "scale", g_e, r_hold, en)
+        # r of the bank, registered with the read (the bank may switch after a last read).
+        r_e = delay_line(m, en, Mux(emit_bank, r_hold[1], r_hold[0]), 1, "r_e", reset_less=True)
+        scaled = ops.mul(m, "scale", g_e, r_e, en)
         out = ops.mul(m, "weight", scaled,
                       delay_line(m, en, w_e, ops.mul_latency, "w_e", reset_less=True), en)
         canon = Signal(32, name="out_canon")
@@ -298,5 +316,15 @@ class GatedRMSNorm(wiring.Component):
         with m.If(issue):
             m.d.sync += cnt_out.eq(Mux(out_last, 0, add_const(cnt_out, 1, cw)))
             with m.If(out_last):
-                m.d.sync += [emitting.eq(0), loading.eq(1)]
+                m.d.sync += emit_bank.eq(~emit_bank)
+
+        # -- bank bookkeeping: a bank fills at its last load, is ready with its r, and is
+        # free again after its last read (a bank is never loaded and read out at once).
+        for b in range(2):
+            with m.If(accept & in_last & eq_const(load_bank, b)):
+                m.d.sync += full[b].eq(1)
+            with m.If(issue & out_last & eq_const(emit_bank, b)):
+                m.d.sync += [full[b].eq(0), ready[b].eq(0)]
+            with m.If(r_valid[0] & eq_const(r_valid[1], b)):
+                m.d.sync += ready[b].eq(1)
         return m

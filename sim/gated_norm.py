@@ -121,18 +121,20 @@ async def random_flow(dut):
 @cocotb.test()
 async def full_rate(dut):
     """No idle, no back-pressure: the first output ``latency`` cycles after a vector's last
-    input, one output per cycle, a new vector every ``vector_cycles`` cycles."""
+    input, one output per cycle, the second vector loaded without a wait (the other
+    bank), and two vectors every ``pair_cycles`` cycles."""
     tb, p, rng = await _start(dut)
-    n, count = p["size"], 4
+    n, count = p["size"], 6
     vec = _Vectors(rng, count, p)
     t_in, t_out = await run_vectors(tb, vec.beats, vec.expected, n=n, idle=0, stall=0)
+    first = [t_in[v * n] for v in range(count)]
     for v in range(count):
         ins, outs = t_in[v * n:(v + 1) * n], t_out[v * n:(v + 1) * n]
         assert outs[0] - ins[-1] == p["latency"], (v, outs[0] - ins[-1], p["latency"])
         assert outs[-1] - outs[0] == n - 1 and ins[-1] - ins[0] == n - 1, (v, ins, outs)
-        if v:
-            assert ins[0] - t_in[(v - 1) * n] == p["vector_cycles"], (
-                v, ins[0] - t_in[(v - 1) * n], p["vector_cycles"])
+        if v >= 2:
+            assert first[v] - first[v - 2] == p["pair_cycles"], (v, first, p["pair_cycles"])
+    assert first[1] - first[0] == n, first
 
 
 @cocotb.test()

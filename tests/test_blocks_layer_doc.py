@@ -23,4 +23,4 @@ def test_figures_table_matches_the_blocks():
     rows = dict(re.findall(r"^\| `(\w+)` \| (\d+) \|", DOC.read_text(), re.M))
     assert rows == {b.module_name: str(b.latency) for b in blocks}
     norm = blocks[1]
-    assert f"{norm.vector_cycles:,} cycles" in DOC.read_text()
+    assert f"two 5,120-vectors per {norm.pair_cycles:,} cycles" in DOC.read_text()

@@ -16,7 +16,7 @@ def _params(dut, **extra):
     return {"size": dut.size, "gate": dut.gate, "contract": dut._ops.contract,
             "silu_lut": dataclasses.asdict(dut._silu_spec),
             "rsqrt_lut": dataclasses.asdict(dut._rsqrt_spec), "eps": dut._eps,
-            "latency": dut.latency, "vector_cycles": dut.vector_cycles, **extra}
+            "latency": dut.latency, "pair_cycles": dut.pair_cycles, **extra}
 
 
 def _run(dut, *, testcase=None, **extra):
@@ -73,7 +73,7 @@ def test_gated_norm_properties_and_errors():
     tail = 1 + 2 + 3 + 1 + lut + 1
     emit = 1 + 2 * 2
     assert dut.latency == gate + acc + tail + 1 + emit + 1
-    assert dut.vector_cycles == 2 * 16 - 2 + dut.latency - emit
+    assert dut.pair_cycles == 2 * 16 - 2 + dut.latency - emit
     dsp = GatedRMSNorm(size=16, silu_lut=silu, gate=False, contract="dspfp32")
     assert dsp.latency == 0 + 4 + (1 + 3 + 4 + 1 + (5 + 2 + 12) + 1) + 1 + (1 + 6) + 1
     assert dsp.module_name == "GatedRMSNorm_n16_nogate_rsqrt_s7_dsp"
