@@ -12,7 +12,7 @@ import numpy as np
 from golden.argmax import argmax_hw_bits
 from hw.argmax import argmax_out_layout
 from sim.bench import TB, params
-from sim.gated_norm import abandon_and_reset, run_vectors
+from sim.streams import abandon_and_reset, run_vectors
 
 __all__ = ["logit_vectors", "argmax_vectors"]
 

@@ -13,7 +13,7 @@ from cocotb.triggers import ReadOnly, RisingEdge
 from golden.embedding import embedding_command
 from hw.axi_master import command_layout
 from sim.bench import TB, params
-from sim.gated_norm import abandon_and_reset, run_vectors
+from sim.streams import abandon_and_reset, run_vectors
 
 __all__ = ["embedding_vectors"]
 
