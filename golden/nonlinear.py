@@ -56,12 +56,17 @@ import numpy as np
 from .validate import check_choice, check_float, check_int
 
 __all__ = [
-    "FUNCTIONS", "SATURATION", "LUTSpec", "DEFAULT_LUTS", "COARSE_LUTS", "ERROR_BOUNDS",
+    "FUNCTIONS", "TABLE_FUNCTIONS", "SATURATION", "LUTSpec", "DEFAULT_LUTS", "COARSE_LUTS", "ERROR_BOUNDS",
     "CANONICAL_NAN32", "lut_tables", "lut_eval", "exact_fp32", "reference64",
     "measure_lut_error",
 ]
 
 FUNCTIONS = ("exp", "softplus", "silu")
+
+#: Every function a :class:`LUTSpec` may tabulate: the SSM unit's three and the
+#: reciprocal square root of the RMSNorm blocks (:mod:`golden.rmsnorm`), which
+#: evaluates it on a mantissa already reduced into ``[1, 4]``.
+TABLE_FUNCTIONS = FUNCTIONS + ("rsqrt",)
 
 #: Canonical quiet NaN of binary32: every NaN the SSM unit produces has these bits.
 CANONICAL_NAN32 = np.uint32(0x7FC00000)
@@ -82,6 +87,9 @@ SATURATION = {
     # sign. Above hi = 20, silu(x) = x(1 − e^−x·…) with relative gap < 2.1e-9
     # < 2^-25, so the identity is correctly rounded.
     "silu": ("-zero", "identity"),
+    # rsqrt: golden.rmsnorm reduces its argument into [1, 4) before the table, so
+    # neither end is reached; these values only make a misuse visible.
+    "rsqrt": ("zero", "inf"),
 }
 
 _MAX_NODES = 1 << 17
@@ -95,7 +103,7 @@ class LUTSpec:
     Parameters
     ----------
     function : str
-        ``"exp"``, ``"softplus"`` or ``"silu"``.
+        ``"exp"``, ``"softplus"``, ``"silu"`` or ``"rsqrt"`` (:data:`TABLE_FUNCTIONS`).
     lo, hi : float
         Input range covered by the table, both multiples of the step.
         Outside it the function saturates (:data:`SATURATION`).
@@ -113,7 +121,7 @@ class LUTSpec:
     degree: int = 3
 
     def __post_init__(self):
-        check_choice("LUTSpec", "function", self.function, FUNCTIONS)
+        check_choice("LUTSpec", "function", self.function, TABLE_FUNCTIONS)
         check_float("LUTSpec", "lo", self.lo, min=-126.0, max=126.0)
         check_float("LUTSpec", "hi", self.hi, min=-126.0, max=126.0)
         check_int("LUTSpec", "step_log2", self.step_log2, min=0, max=12)
@@ -194,6 +202,10 @@ def _taylor_rows(function, x):
     if function == "exp":
         e = x.exp()
         return (e, e, e, e)
+    if function == "rsqrt":
+        # x**-1/2 and its derivatives -1/2 x**-3/2, 3/4 x**-5/2, -15/8 x**-7/2 (x > 0).
+        r = one / x.sqrt()
+        return (r, -r / (2 * x), 3 * r / (4 * x * x), -15 * r / (8 * x * x * x))
     s = one / (one + (-x).exp())      # σ(x)
     q = one / (one + x.exp())         # 1 − σ(x), without cancellation
     s1 = s * q                        # σ'
@@ -315,11 +327,13 @@ def reference64(function, x):
         ``exp``, ``logaddexp(0, x)``, ``x·σ(x)``; limits at ±Inf
         (``silu(−Inf) = −0``), NaN for NaN.
     """
-    check_choice("reference64", "function", function, FUNCTIONS)
+    check_choice("reference64", "function", function, TABLE_FUNCTIONS)
     x = np.asarray(x, dtype=np.float64)
     with np.errstate(all="ignore"):
         if function == "exp":
             return np.exp(x)
+        if function == "rsqrt":
+            return 1.0 / np.sqrt(x)
         if function == "softplus":
             return np.logaddexp(0.0, x)
         sig = np.where(x >= 0, 1.0 / (1.0 + np.exp(-x)), np.exp(x) / (1.0 + np.exp(x)))

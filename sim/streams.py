@@ -14,7 +14,8 @@ from cocotb.triggers import ReadOnly, RisingEdge, Timer
 from golden.bsfp import BSFPConfig
 from sim.bench import TB, params, seed
 
-__all__ = ["start", "run_stream", "config_from", "shuffled_words", "word_stream_tests"]
+__all__ = ["start", "run_stream", "config_from", "shuffled_words", "word_stream_tests",
+           "run_vectors", "abandon_and_reset"]
 
 WORDS = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16)
 
@@ -38,7 +39,7 @@ async def start(dut):
 
 
 async def run_stream(dut, rng, *, inputs, expected, stages, idle, stall, reset_every=None,
-                     labels=None, max_cycles=None):
+                     labels=None, max_cycles=None, capacity=None):
     """Stream ``inputs`` through the DUT's ``i`` port and check ``o`` against ``expected``.
 
     The source presents item ``n`` (holding ``valid`` and ``payload`` until it is
@@ -48,7 +49,9 @@ async def run_stream(dut, rng, *, inputs, expected, stages, idle, stall, reset_e
     an output with nothing in flight fails, an item leaves no earlier than
     ``stages`` cycles after it entered, and with ``stages = 0`` valid and ready
     pass straight through. A reset cycle (probability ``1 / reset_every``) voids
-    the items in flight.
+    the items in flight. At most ``capacity`` items (default ``stages``) may be in
+    flight: a block with an output FIFO holds more than its latency under
+    back-pressure.
 
     Returns
     -------
@@ -113,7 +116,8 @@ async def run_stream(dut, rng, *, inputs, expected, stages, idle, stall, reset_e
             stats["resets"] += 1
             stats["dropped"] += len(inflight)
             inflight.clear()
-        assert len(inflight) <= stages, f"cycle {cycle}: {len(inflight)} items in {stages} stages"
+        cap = stages if capacity is None else capacity
+        assert len(inflight) <= cap, f"cycle {cycle}: {len(inflight)} items in {cap} stages"
 
         if clocked:
             await RisingEdge(dut.clk)
@@ -191,3 +195,85 @@ def word_stream_tests(vectors, labels, *, module):
         fn.__qualname__ = fn.__name__
         tests.append(cocotb.test()(fn))
     return tuple(tests)
+
+
+# -- blocks whose outputs are not one per input (vectors in, results out) -------------
+
+async def run_vectors(tb, beats, expected, *, n, idle, stall):
+    """Drive ``beats`` on ``i``, check ``o`` against ``expected`` in order.
+
+    For blocks whose outputs are not one per input (a vector in, its elements or one
+    result out). The source idles with probability ``idle`` per cycle, the sink
+    stalls with probability ``stall``. Whenever ``o.valid`` is high, ``o.payload``
+    must be the next expected output (so it holds under back-pressure); after the
+    last one, eight cycles must pass with no output. ``n`` is the outputs per
+    vector, for the failure messages.
+
+    Returns
+    -------
+    (t_in, t_out) : lists of int
+        The cycles of every input and output transfer.
+    """
+    dut, rng = tb.dut, tb.rng
+    sent, got, cycle = 0, 0, 0
+    t_in, t_out = [], []
+    offered = False
+    limit = 40 * len(beats) + 2000
+    while got < len(expected):
+        assert cycle < limit, f"cycle {cycle}: stalled, {sent} sent, {got} received"
+        if not offered and sent < len(beats) and rng.random() >= idle:
+            offered = True
+            dut.i__payload.value = beats[sent]
+        dut.i__valid.value = int(offered)
+        dut.o__ready.value = int(rng.random() >= stall)
+        await ReadOnly()
+        if int(dut.o__valid.value):
+            # The head output, whether or not it moves (it must hold under back-pressure).
+            value = int(dut.o__payload.value)
+            v, j = divmod(got, n)
+            assert value == expected[got], (f"cycle {cycle}: vector {v} element {j}: "
+                                            f"{value:#010x}, golden says {expected[got]:#010x}")
+            if int(dut.o__ready.value):
+                got += 1
+                t_out.append(cycle)
+        if offered and int(dut.i__ready.value):
+            sent += 1
+            offered = False
+            t_in.append(cycle)
+        await RisingEdge(dut.clk)
+        cycle += 1
+    dut.i__valid.value = 0
+    for _ in range(8):
+        await ReadOnly()
+        assert not int(dut.o__valid.value), "an output beyond the expected ones"
+        await RisingEdge(dut.clk)
+    return t_in, t_out
+
+
+async def abandon_and_reset(tb, beats, cut):
+    """Send up to ``cut`` of ``beats`` with the sink stalled (results pile up), let the
+    pipeline run a random while, reset for one cycle, and check that no output
+    survived and that the input is ready again."""
+    dut = tb.dut
+    dut.o__ready.value = 0
+    sent = 0
+    for _ in range(40 * len(beats)):
+        dut.i__valid.value = int(sent < cut)
+        if sent < cut:
+            dut.i__payload.value = beats[sent]
+        await ReadOnly()
+        took = sent < cut and int(dut.i__ready.value)
+        await RisingEdge(dut.clk)
+        sent += int(took)
+        if sent >= cut:
+            break
+    dut.i__valid.value = 0
+    for _ in range(tb.rng.randrange(0, 60)):                # let the pipeline run on
+        await RisingEdge(dut.clk)
+    dut.rst.value = 1
+    await RisingEdge(dut.clk)
+    dut.rst.value = 0
+    await ReadOnly()
+    assert not int(dut.o__valid.value), "an output survived the reset"
+    assert int(dut.i__ready.value), "the input is not ready after a reset"
+    await RisingEdge(dut.clk)

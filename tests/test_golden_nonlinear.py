@@ -18,7 +18,7 @@ def bits(a):
 
 @pytest.mark.parametrize("kwargs,exc,message", [
     (dict(function="tanh", lo=-1.0, hi=1.0), ValueError,
-     "LUTSpec.function must be one of 'exp', 'softplus', 'silu', not 'tanh'"),
+     "LUTSpec.function must be one of 'exp', 'softplus', 'silu', 'rsqrt', not 'tanh'"),
     (dict(function="exp", lo=1.0, hi=-1.0), ValueError, "LUTSpec.lo must be < hi (-1.0), not 1.0"),
     (dict(function="exp", lo=-1.001, hi=1.0), ValueError,
      "LUTSpec.lo must be a multiple of the step 2**-7, not -1.001"),

@@ -1,0 +1,95 @@
+import dataclasses
+
+import pytest
+
+from golden.config import preset
+from golden.nonlinear import LUTSpec
+from golden.rmsnorm import RSQRT_LUT
+from hw.gated_norm import GatedRMSNorm
+from sim.lint import lint
+from sim.runner import BenchFailure, emit_verilog, run_bench
+
+SIM = preset("sim")
+
+
+def _params(dut, **extra):
+    return {"size": dut.size, "gate": dut.gate, "contract": dut._ops.contract,
+            "silu_lut": dataclasses.asdict(dut._silu_spec),
+            "rsqrt_lut": dataclasses.asdict(dut._rsqrt_spec), "eps": dut._eps,
+            "latency": dut.latency, "pair_cycles": dut.pair_cycles, **extra}
+
+
+def _run(dut, *, testcase=None, **extra):
+    return run_bench(dut, name=dut.module_name, module="sim.gated_norm", testcase=testcase,
+                     params=_params(dut, **extra))
+
+
+@pytest.mark.sim
+def test_gated_norm_sim_preset():
+    """The sim preset's layer norm (d_inner = 4, "ieee") under every scenario."""
+    _run(GatedRMSNorm.from_config(SIM))
+
+
+@pytest.mark.sim
+def test_gated_norm_dspfp32_odd_size():
+    """DSPFP32 slices (flush to zero, the sum of squares on one slice's P), 12 elements
+    (1/12 rounded), no gate (the final norm)."""
+    _run(GatedRMSNorm(size=12, gate=False, silu_lut=SIM.ssm.silu_lut, contract="dspfp32"))
+
+
+@pytest.mark.sim
+def test_gated_norm_bench_can_fail():
+    """A wrong sign in one expected output makes the bench fail."""
+    with pytest.raises(BenchFailure, match="1 of 1 cocotb tests failed"):
+        _run(GatedRMSNorm.from_config(SIM), testcase="random_flow", corrupt=True)
+
+
+@pytest.mark.sim
+def test_gated_norm_dspfp32_bench_tells_the_contracts_apart():
+    """The DSPFP32 block checked against the "ieee" golden fails: the vectors'
+    subnormals and tiny squares reach the flushes."""
+    dut = GatedRMSNorm(size=12, gate=False, silu_lut=SIM.ssm.silu_lut, contract="dspfp32")
+    with pytest.raises(BenchFailure, match="1 of 1 cocotb tests failed"):
+        run_bench(dut, name=dut.module_name, module="sim.gated_norm", testcase="random_flow",
+                  params={**_params(dut), "contract": "ieee"})
+
+
+def test_gated_norm_lint(tmp_path):
+    dut = GatedRMSNorm(size=4, silu_lut=LUTSpec(function="silu", lo=-2.0, hi=2.0, step_log2=3),
+                       rsqrt_lut=LUTSpec(function="rsqrt", lo=1.0, hi=4.0, step_log2=3),
+                       mul_stages=1, add_stages=1)
+    path = tmp_path / f"{dut.module_name}.v"
+    path.write_text(emit_verilog(dut, name=dut.module_name))
+    ok, out = lint(path, top=dut.module_name)
+    assert ok, out
+
+
+@pytest.mark.filterwarnings("ignore::amaranth.hdl.UnusedElaboratable")
+def test_gated_norm_properties_and_errors():
+    silu = SIM.ssm.silu_lut
+    dut = GatedRMSNorm(size=16, silu_lut=silu, mul_stages=2, add_stages=3)
+    lut = 5 + 2 + 3 * 5                                   # a LUTFunction with m2a3
+    gate, acc = lut + 2, 2 + 1
+    tail = 1 + 2 + 3 + 1 + lut + 1
+    emit = 1 + 2 * 2
+    assert dut.latency == gate + acc + tail + 1 + emit + 1
+    assert dut.pair_cycles == 2 * 16 - 2 + dut.latency - emit
+    dsp = GatedRMSNorm(size=16, silu_lut=silu, gate=False, contract="dspfp32")
+    assert dsp.latency == 0 + 4 + (1 + 3 + 4 + 1 + (5 + 2 + 12) + 1) + 1 + (1 + 6) + 1
+    assert dsp.module_name == "GatedRMSNorm_n16_nogate_rsqrt_s7_dsp"
+    board = GatedRMSNorm.from_config(preset("vck190"))
+    assert board.size == 5120 and board.module_name.endswith("_dsp")
+    with pytest.raises(ValueError, match=r"^GatedRMSNorm.size must be an integer >= 2, not 1$"):
+        GatedRMSNorm(size=1, silu_lut=silu)
+    with pytest.raises(TypeError, match=r"^GatedRMSNorm.rsqrt_lut must be a LUTSpec of 'rsqrt'"):
+        GatedRMSNorm(size=4, silu_lut=silu, rsqrt_lut=silu)
+    with pytest.raises(ValueError, match=r"^GatedRMSNorm.rsqrt_lut must cover \[1.0, 4.0\], "
+                                         r"not \[1.0, 2.0\]$"):
+        GatedRMSNorm(size=4, silu_lut=silu,
+                     rsqrt_lut=LUTSpec(function="rsqrt", lo=1.0, hi=2.0))
+    with pytest.raises(TypeError, match=r"^GatedRMSNorm.gate must be True or False, not 1$"):
+        GatedRMSNorm(size=4, silu_lut=silu, gate=1)
+    with pytest.raises(ValueError, match=r"^GatedRMSNorm.eps must be a finite number in "
+                                         r"\[0.0, 1.0\], not 2.0$"):
+        GatedRMSNorm(size=4, silu_lut=silu, eps=2.0)
+    assert RSQRT_LUT.nodes == 385
