@@ -279,8 +279,9 @@ class SSMDatapath(wiring.Component):
         ``state_format="fp32"`` and ``lanes <= d_state``.
     mul_stages, add_stages : int
         Registers of the ``"ieee"`` contract's fabric units (:class:`hw.fp_ops.FPOps`).
-    members : dict
-        The subclass's signature members.
+    members : callable
+        ``members(cfg)``: the subclass's signature members (called once ``cfg`` is
+        checked).
     """
 
     def __init__(self, *, cfg, mul_stages, add_stages, members):
@@ -296,7 +297,7 @@ class SSMDatapath(wiring.Component):
         self._ops = FPOps(contract=cfg.contract, mul_stages=mul_stages, add_stages=add_stages,
                           owner=owner)
         self._lm, self._la = mul_stages, add_stages
-        super().__init__(members)
+        super().__init__(members(cfg))
 
     @property
     def cfg(self):
@@ -518,7 +519,7 @@ class SSMUnit(SSMDatapath):
 
     def __init__(self, *, cfg, mul_stages=2, add_stages=2):
         super().__init__(cfg=cfg, mul_stages=mul_stages, add_stages=add_stages,
-                         members={**host_members(cfg), **state_members(cfg)})
+                         members=lambda c: {**host_members(c), **state_members(c)})
         self._tiles = cfg.nheads * cfg.headdim * cfg.groups_per_row
 
     @classmethod

@@ -133,20 +133,25 @@ class TreeSSMUnit(SSMDatapath):
     def __init__(self, *, cfg, max_nodes, fifo_depth, mul_stages=2, add_stages=2):
         self._max_nodes = check_int("TreeSSMUnit", "max_nodes", max_nodes, min=1, max=1024)
         self._depth = check_int("TreeSSMUnit", "fifo_depth", fifo_depth, min=1, max=256)
-        H, P, N = cfg.state_shape if hasattr(cfg, "state_shape") else (0, 0, 0)
         nb = index_width(self._max_nodes)
-        W = getattr(cfg, "input_words", 1)
-        super().__init__(cfg=cfg, mul_stages=mul_stages, add_stages=add_stages, members={
-            "wr_en": In(1), "wr_sel": In(3), "wr_node": In(nb),
-            "wr_addr": In(index_width(max(H * P, N, H, 2) // W)),
-            "wr_data": In(32 * W),
-            "tbl_we": In(1), "tbl_node": In(nb), "tbl_entry": In(table_layout(self._depth)),
-            "cmd": In(stream.Signature(pass_layout(self._max_nodes))),
-            "st_in": In(stream.Signature(32 * cfg.lanes)),
-            "st_out": Out(stream.Signature(32 * cfg.lanes)),
-            "y": Out(stream.Signature(32)),
-            "busy": Out(1),
-        })
+
+        def members(c):
+            H, P, N = c.state_shape
+            W = c.input_words
+            return {
+                "wr_en": In(1), "wr_sel": In(3), "wr_node": In(nb),
+                "wr_addr": In(index_width(max(H * P, N, H, 2) // W)),
+                "wr_data": In(32 * W),
+                "tbl_we": In(1), "tbl_node": In(nb), "tbl_entry": In(table_layout(self._depth)),
+                "cmd": In(stream.Signature(pass_layout(self._max_nodes))),
+                "st_in": In(stream.Signature(32 * c.lanes)),
+                "st_out": Out(stream.Signature(32 * c.lanes)),
+                "y": Out(stream.Signature(32)),
+                "busy": Out(1),
+            }
+
+        super().__init__(cfg=cfg, mul_stages=mul_stages, add_stages=add_stages, members=members)
+        H, P, _N = cfg.state_shape
         rows, K = H * P, cfg.groups_per_row
         # The smallest tile (in whole rows, dividing the state) whose issue covers
         # the read-to-write-back distance: then a child never waits for its parent.

@@ -90,6 +90,74 @@ def tree_memory_table(cfg=None, *, state_elems=MAMBA2_2P7B_STATE_ELEMS, bytes_pe
     return "\n".join(lines)
 
 
+def rtl_peak_level(parents, *, fifo_depth, max_nodes=64):
+    """Most ring slots live at once in one pass of ``parents``, read from the RTL:
+    :class:`hw.tree_verifier.TreeVerifier`'s ``peak_level`` after scheduling the tree
+    on amaranth.sim (the slots :class:`hw.tree_ssm.TreeSSMUnit` then holds)."""
+    from amaranth.sim import Simulator
+
+    from hw.tree_verifier import TreeVerifier
+    dut = TreeVerifier(max_nodes=max_nodes, fifo_depth=fifo_depth, max_passes=1)
+    out = {}
+
+    async def bench(ctx):
+        ctx.set(dut.passes, 1)
+        ctx.set(dut.schedule.ready, 1)
+        for i, parent in enumerate(parents):
+            ctx.set(dut.tree.valid, 1)
+            ctx.set(dut.tree.payload, {"parent": max(int(parent), 0), "last": i == len(parents) - 1})
+            await ctx.tick().until(dut.tree.ready)
+        ctx.set(dut.tree.valid, 0)
+        for _ in range(4 * len(parents) + 8):
+            await ctx.tick()
+        out["peak"] = ctx.get(dut.peak_level)
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.run()
+    return out["peak"]
+
+
+def tile_ring_table(config):
+    """Markdown: the RTL's tile ring (:class:`hw.tree_ssm.TreeSSMUnit` of ``config``)
+    against storing every node's state and against the full-state checkpoint slots
+    of :class:`hw.state_controller.StateController`, per notes' tree shape."""
+    from hw.tree_ssm import TreeSSMUnit
+    unit = TreeSSMUnit.from_config(config)
+    unit._MustUse__silence = True       # built for its sizes only, never elaborated
+    c = config.ssm
+    tile_bytes = unit.tile_elems * 4
+    state_bytes = c.nheads * c.headdim * c.d_state * 4
+    slots = config.tree.fifo_depth + 1
+    lines = [
+        f"`TreeSSMUnit` of the `{config.board.name}` preset: a ring tile is "
+        f"{unit.rows_per_tile} state rows × {c.d_state} = {unit.tile_elems:,} elements "
+        f"({tile_bytes:,} B; the fewest whole rows whose issue covers the unit's "
+        f"{unit.gap}-cycle read-to-write-back distance), {unit.tiles:,} tiles per layer; "
+        f"the ring is {config.tree.fifo_depth} slots = {unit.ring_bits() / 8e3:,.1f} kB. "
+        f"Peak live slots are the RTL's (`TreeVerifier.peak_level`, amaranth.sim), equal "
+        f"to golden's `fifo_schedule` on every shape. The `StateController` it replaces "
+        f"held {slots} full states ({slots * state_bytes / 1e6:.1f} MB).",
+        "",
+        "| shape | nodes N | peak live (RTL) | = golden | ring in use | all N states, one layer "
+        "| ring / all | fair ratio peak / N |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for shape in seed_shapes():
+        sched = fifo_schedule(shape.parents, fifo_depth=len(shape.parents))
+        golden = int(sched.peak_live)
+        if golden > config.tree.fifo_depth:
+            continue
+        rtl = rtl_peak_level(shape.parents, fifo_depth=config.tree.fifo_depth,
+                             max_nodes=config.tree.max_nodes)
+        n = len(shape.parents)
+        used, whole = rtl * tile_bytes, n * state_bytes
+        lines.append(f"| {shape} | {n} | {rtl} | {'yes' if rtl == golden else '**no**'} "
+                     f"| {used:,} B | {_mb(whole)} | 1/{whole / used:,.0f} | {rtl}/{n} = {rtl / n:.2f} |")
+    return "\n".join(lines)
+
+
 def write_tree_memory(*, out, cfg=None):
     """Replace the generated part of ``tree.md`` in ``out`` (a folder or the file itself).
 
@@ -107,7 +175,10 @@ def write_tree_memory(*, out, cfg=None):
         raise ValueError(f"{path} must hold the markers {BEGIN!r} and {END!r} once each, in order")
     head, rest = text.split(BEGIN)
     _, tail = rest.split(END)
-    new = f"{head}{BEGIN}\n\n{tree_memory_table(cfg)}\n\n{END}{tail}"
+    from golden.config import preset
+    rings = "\n\n".join(["### The RTL's tile ring, per board", "",
+                          *[tile_ring_table(preset(b)) for b in ("vck190", "vhk158")]])
+    new = f"{head}{BEGIN}\n\n{tree_memory_table(cfg)}\n\n{rings}\n\n{END}{tail}"
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_text(new)
     tmp.replace(path)
