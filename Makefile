@@ -55,12 +55,12 @@ figures: $(STAMP)
 # weights and manifest in gen/models/data; not part of make test.
 models: $(STAMP)
 	$(PY) -m pip install --quiet torch==2.13.0    # the [train] extra
-	$(PY) -m gen.models.train
-	$(PY) -m gen.models.card --out docs
+	$(PY) -m specgen.gen.models.train
+	$(PY) -m specgen.gen.models.card --out docs
 
 # The acceptance studies on the shipped models (docs/acceptance.md).
 acceptance: $(STAMP)
-	$(PY) -m gen.models.study --out docs
+	$(PY) -m specgen.gen.models.study --out docs
 
 clean:
 	rm -rf build sim_build .pytest_cache .hypothesis

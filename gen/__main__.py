@@ -1,5 +1,5 @@
 import sys
 
-from gen.cli.commands import main
+from specgen.gen.cli.commands import main
 
 sys.exit(main())

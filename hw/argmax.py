@@ -13,11 +13,11 @@ from amaranth import C, Cat, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from golden.mamba2 import MAMBA2_VOCAB
-from golden.nonlinear import CANONICAL_NAN32
-from golden.validate import check_int
-from hw.bits import eq_const, index_width
-from hw.fp_arith import add_const
+from specgen.golden.mamba2 import MAMBA2_VOCAB
+from specgen.golden.nonlinear import CANONICAL_NAN32
+from specgen.golden.validate import check_int
+from specgen.hw.bits import eq_const, index_width
+from specgen.hw.fp_arith import add_const
 
 __all__ = ["Argmax", "argmax_out_layout"]
 

@@ -10,7 +10,7 @@ from amaranth.lib import wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from golden.validate import check_int
+from specgen.golden.validate import check_int
 
 from .regmap import RegisterMap
 

@@ -27,8 +27,8 @@ from amaranth.lib.cdc import FFSynchronizer
 from amaranth.lib.fifo import AsyncFIFO, SyncFIFO
 from amaranth.lib.wiring import In, Out
 
-from golden.config import MEMORY_PORT_BITS, READ_REORDER_BYTES
-from golden.validate import check_choice, check_int
+from specgen.golden.config import MEMORY_PORT_BITS, READ_REORDER_BYTES
+from specgen.golden.validate import check_choice, check_int
 
 __all__ = ["AXI4ReadMaster", "AXI4WriteMaster", "axi4_read_signature", "axi4_write_signature",
            "command_layout", "PAGE_BYTES", "AXI4_MAX_BURST"]

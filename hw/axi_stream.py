@@ -14,7 +14,7 @@ from amaranth import Cat, Const, Shape, Value
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from golden.validate import check_int
+from specgen.golden.validate import check_int
 
 __all__ = ["AXI4StreamSignature", "tdata_width", "payload_width", "stream_to_axis",
            "axis_to_stream"]

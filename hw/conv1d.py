@@ -16,15 +16,15 @@ from amaranth import Cat, Module
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from golden.conv1d import D_CONV_RANGE
-from golden.mamba2 import MAMBA2_DEFAULTS
-from golden.nonlinear import LUTSpec
-from golden.validate import check_int
-from hw.fp_arith import delay_line
-from hw.fp_ops import FPOps
-from hw.hierarchy import submodule
-from hw.ssm_nonlinear import LUTFunction
-from hw.stream_pipe import ALWAYS, credit_depth, credited_output
+from specgen.golden.conv1d import D_CONV_RANGE
+from specgen.golden.mamba2 import MAMBA2_DEFAULTS
+from specgen.golden.nonlinear import LUTSpec
+from specgen.golden.validate import check_int
+from specgen.hw.fp_arith import delay_line
+from specgen.hw.fp_ops import FPOps
+from specgen.hw.hierarchy import submodule
+from specgen.hw.ssm_nonlinear import LUTFunction
+from specgen.hw.stream_pipe import ALWAYS, credit_depth, credited_output
 
 __all__ = ["Conv1d", "conv1d_in_layout", "conv1d_out_layout"]
 

@@ -47,7 +47,7 @@ from amaranth import C, Cat, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from golden.fp import FP16, FP32
+from specgen.golden.fp import FP16, FP32
 
 from .fp_arith import FPAdd, FPMul
 

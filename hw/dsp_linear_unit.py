@@ -35,9 +35,9 @@ from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from golden.bsfp import BSFPConfig
-from golden.fp import FP16, FP32
-from golden.validate import check_choice, check_int
+from specgen.golden.bsfp import BSFPConfig
+from specgen.golden.fp import FP16, FP32
+from specgen.golden.validate import check_choice, check_int
 
 from .bits import index_width
 from .dsp58 import DSPFP32, OP_ACC_C, OP_ACC_P, OP_START

@@ -24,10 +24,10 @@ from amaranth import Array, C, Cat, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from golden.bsfp import BSFPConfig, draft_product_range, draft_table
-from golden.dot import accumulator_spec
-from golden.fp import FP16, FP32, FPFormat
-from golden.validate import check_choice, check_int
+from specgen.golden.bsfp import BSFPConfig, draft_product_range, draft_table
+from specgen.golden.dot import accumulator_spec
+from specgen.golden.fp import FP16, FP32, FPFormat
+from specgen.golden.validate import check_choice, check_int
 
 from .fp_datapath import (
     ExactAccumulator,

@@ -10,12 +10,12 @@ from amaranth import C, Module
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from golden.embedding import row_beats
-from golden.mamba2 import MAMBA2_VOCAB
-from golden.validate import check_int
-from hw.axi_master import command_layout
-from hw.bits import index_width, zero_extend
-from hw.fp_datapath import ge_const
+from specgen.golden.embedding import row_beats
+from specgen.golden.mamba2 import MAMBA2_VOCAB
+from specgen.golden.validate import check_int
+from specgen.hw.axi_master import command_layout
+from specgen.hw.bits import index_width, zero_extend
+from specgen.hw.fp_datapath import ge_const
 
 __all__ = ["EmbeddingReader"]
 

@@ -14,8 +14,8 @@ detection is generated from the config's remap table (``docs/bsfp.md`` §5,
 from amaranth import Cat, Module, Signal
 from amaranth.lib import data
 
-from golden.bsfp import draft_exponent_table
-from golden.validate import check_choice
+from specgen.golden.bsfp import draft_exponent_table
+from specgen.golden.validate import check_choice
 
 from .pipeline import stream_stages
 from .remap_logic import BSFPStream, nor_cover, prime_cover, remap_slug

@@ -12,7 +12,7 @@ product's exponent, which is exact (``golden.bsfp.full_terms``).
 from amaranth import C, Cat, Module, Signal
 from amaranth.lib import data
 
-from golden.bsfp import restore_exponent_table
+from specgen.golden.bsfp import restore_exponent_table
 
 from .pipeline import stream_stages
 from .remap_logic import BSFPStream, nor_cover, prime_cover, remap_slug

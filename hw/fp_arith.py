@@ -19,8 +19,8 @@ these units with one signal. ``valid`` travels beside the data.
 from amaranth import C, Cat, Module, Mux, Signal
 from amaranth.lib.wiring import In, Out
 
-from hw.bits import shift_left, wire, zero_extend
-from hw.fp_datapath import StagedFPUnit, fp_fields, ge_const, pipeline_stage
+from specgen.hw.bits import shift_left, wire, zero_extend
+from specgen.hw.fp_datapath import StagedFPUnit, fp_fields, ge_const, pipeline_stage
 
 __all__ = [
     "FPAdd",

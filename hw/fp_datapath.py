@@ -25,11 +25,11 @@ from amaranth import C, Cat, Module, Mux, Signal, Value, signed
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
-from golden.dot import AccumulatorSpec
-from golden.fp import FPFormat
-from golden.validate import check_int
-from hw.bits import shift_left
-from hw.pipeline import Staged
+from specgen.golden.dot import AccumulatorSpec
+from specgen.golden.fp import FPFormat
+from specgen.golden.validate import check_int
+from specgen.hw.bits import shift_left
+from specgen.hw.pipeline import Staged
 
 __all__ = [
     "ExactAccumulator",

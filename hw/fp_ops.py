@@ -20,9 +20,9 @@ every ``CE*`` pin of the slice), so a pipeline built from these stalls as one.
 
 from amaranth import C
 
-from golden.dsp import SSM_CONTRACTS
-from golden.fp import FP32
-from golden.validate import check_choice, check_int
+from specgen.golden.dsp import SSM_CONTRACTS
+from specgen.golden.fp import FP32
+from specgen.golden.validate import check_choice, check_int
 
 from .dsp58 import DSPFP32, OP_ACC_C
 from .fp_arith import FPAdd, FPMul, delay_line

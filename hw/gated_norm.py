@@ -27,17 +27,17 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from golden.fp import FP32
-from golden.nonlinear import CANONICAL_NAN32, LUTSpec
-from golden.rmsnorm import NORM_EPS, RSQRT_LUT, inv_n32
-from golden.validate import check_float, check_int
-from hw.bits import eq_const, index_width
-from hw.dsp58 import DSPFP32, OP_ACC_P, OP_START
-from hw.fp_arith import FPAdd, add_const, delay_line, sub_mod
-from hw.fp_ops import FPOps
-from hw.hierarchy import submodule
-from hw.ssm_nonlinear import LUTFunction
-from hw.stream_pipe import ALWAYS, credited_output
+from specgen.golden.fp import FP32
+from specgen.golden.nonlinear import CANONICAL_NAN32, LUTSpec
+from specgen.golden.rmsnorm import NORM_EPS, RSQRT_LUT, inv_n32
+from specgen.golden.validate import check_float, check_int
+from specgen.hw.bits import eq_const, index_width
+from specgen.hw.dsp58 import DSPFP32, OP_ACC_P, OP_START
+from specgen.hw.fp_arith import FPAdd, add_const, delay_line, sub_mod
+from specgen.hw.fp_ops import FPOps
+from specgen.hw.hierarchy import submodule
+from specgen.hw.ssm_nonlinear import LUTFunction
+from specgen.hw.stream_pipe import ALWAYS, credited_output
 
 __all__ = ["GatedRMSNorm", "norm_in_layout"]
 

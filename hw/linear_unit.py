@@ -22,8 +22,8 @@ from amaranth import Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from golden.fp import FORMATS, FP32
-from golden.validate import check_int
+from specgen.golden.fp import FORMATS, FP32
+from specgen.golden.validate import check_int
 
 from .dual_mode_pe import SCALE_BITS, WEIGHT_BITS, DualModePE
 from .hierarchy import submodule, template

@@ -12,7 +12,7 @@ from amaranth import Cat, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from golden.validate import check_int
+from specgen.golden.validate import check_int
 
 __all__ = ["PerfCounter"]
 

@@ -21,9 +21,9 @@ region classes of the off-chip memory map (:mod:`golden.memory_map`).
 import re
 from dataclasses import dataclass
 
-from golden.memory_map import ALIGN, REGION_CLASSES
-from golden.validate import check_choice, check_int
-from hw.bits import index_width, value_width
+from specgen.golden.memory_map import ALIGN, REGION_CLASSES
+from specgen.golden.validate import check_choice, check_int
+from specgen.hw.bits import index_width, value_width
 
 __all__ = ["ACCESS", "Enum", "Field", "Register", "RegisterMap", "accelerator_regmap",
            "ERROR_CODES", "REGMAP_VERSION", "MEM_BASE_OFFSETS"]
@@ -406,7 +406,7 @@ def accelerator_regmap(config):
     -------
     RegisterMap
     """
-    from golden.config import Config
+    from specgen.golden.config import Config
     if not isinstance(config, Config):
         raise TypeError(f"accelerator_regmap: config must be a golden.config.Config, "
                         f"not {config!r}")

@@ -10,8 +10,8 @@ from amaranth import C, Cat, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from golden.bsfp import BSFPConfig
-from golden.validate import check_int
+from specgen.golden.bsfp import BSFPConfig
+from specgen.golden.validate import check_int
 
 from .pipeline import Staged
 
@@ -53,7 +53,7 @@ class BSFPStream(Staged, wiring.Component):
     def from_config(cls, config, *, stages=1):
         """The block of a ``golden.config.Config``'s BSFP config, with ``stages`` registers
         (1: the draft and the full pass each register their output once)."""
-        from golden.config import Config
+        from specgen.golden.config import Config
         if not isinstance(config, Config):
             raise TypeError(f"{cls.__name__}.from_config needs a golden.config.Config, "
                             f"not {config!r}")

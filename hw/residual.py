@@ -10,9 +10,9 @@ from amaranth import Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from golden.nonlinear import CANONICAL_NAN32
-from hw.fp_ops import FPOps
-from hw.stream_pipe import ALWAYS, credit_depth, credited_output
+from specgen.golden.nonlinear import CANONICAL_NAN32
+from specgen.hw.fp_ops import FPOps
+from specgen.hw.stream_pipe import ALWAYS, credit_depth, credited_output
 
 __all__ = ["Residual", "RESIDUAL_IN"]
 

@@ -12,7 +12,7 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from golden.validate import check_int
+from specgen.golden.validate import check_int
 
 __all__ = ["RingFIFO"]
 
@@ -139,7 +139,7 @@ class RingFIFO(wiring.Component):
     def from_config(cls, config):
         """The ring of live state-slot indices of a ``golden.config.Config``'s tree
         verification: ``tree.slot_bits`` wide, ``tree.fifo_depth`` deep."""
-        from golden.config import Config
+        from specgen.golden.config import Config
         if not isinstance(config, Config):
             raise TypeError(f"RingFIFO.from_config needs a golden.config.Config, not {config!r}")
         return cls(width=config.tree.slot_bits, depth=config.tree.fifo_depth)

@@ -30,14 +30,14 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out, connect
 
-from golden.config import Config
-from golden.validate import check_int
-from hw.axi_master import AXI4ReadMaster, AXI4WriteMaster
-from hw.bits import index_width
-from hw.fp_arith import add_const
-from hw.hierarchy import submodule
-from hw.ssm_unit import SEL_A, SEL_B, SEL_C, SEL_D, SEL_DT, SEL_DT_BIAS, SEL_X
-from hw.tree_ssm import TreeSSMUnit, table_layout
+from specgen.golden.config import Config
+from specgen.golden.validate import check_int
+from specgen.hw.axi_master import AXI4ReadMaster, AXI4WriteMaster
+from specgen.hw.bits import index_width
+from specgen.hw.fp_arith import add_const
+from specgen.hw.hierarchy import submodule
+from specgen.hw.ssm_unit import SEL_A, SEL_B, SEL_C, SEL_D, SEL_DT, SEL_DT_BIAS, SEL_X
+from specgen.hw.tree_ssm import TreeSSMUnit, table_layout
 
 __all__ = ["SSMEngine", "StreamDownsizer", "descriptor_layout"]
 

@@ -17,19 +17,19 @@ from amaranth.lib import wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from golden.fp import FP32
-from golden.nonlinear import CANONICAL_NAN32, SATURATION, LUTSpec, lut_tables
-from hw.bits import eq_const, shift_left, zero_extend
-from hw.fp_arith import (
+from specgen.golden.fp import FP32
+from specgen.golden.nonlinear import CANONICAL_NAN32, SATURATION, LUTSpec, lut_tables
+from specgen.hw.bits import eq_const, shift_left, zero_extend
+from specgen.hw.fp_arith import (
     add_const,
     count_leading_zeros,
     delay_line,
     shift_right_sticky,
     sub_mod,
 )
-from hw.fp_datapath import ge_const
-from hw.fp_ops import FPOps
-from hw.hierarchy import submodule
+from specgen.hw.fp_datapath import ge_const
+from specgen.hw.fp_ops import FPOps
+from specgen.hw.hierarchy import submodule
 
 __all__ = ["CoefficientROM", "LUTFunction", "order_key"]
 

@@ -27,16 +27,16 @@ from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from golden.fp import FP32
-from golden.mamba2 import SSMConfig
-from golden.validate import check_int
-from hw.bits import eq_const, index_width
-from hw.dsp58 import DSPFP32, OP_ACC_P, OP_START
-from hw.fp_arith import FPAdd, add_const, delay_line
-from hw.fp_datapath import ge_const
-from hw.fp_ops import ONE32, FPOps
-from hw.hierarchy import submodule
-from hw.ssm_nonlinear import LUTFunction
+from specgen.golden.fp import FP32
+from specgen.golden.mamba2 import SSMConfig
+from specgen.golden.validate import check_int
+from specgen.hw.bits import eq_const, index_width
+from specgen.hw.dsp58 import DSPFP32, OP_ACC_P, OP_START
+from specgen.hw.fp_arith import FPAdd, add_const, delay_line
+from specgen.hw.fp_datapath import ge_const
+from specgen.hw.fp_ops import ONE32, FPOps
+from specgen.hw.hierarchy import submodule
+from specgen.hw.ssm_nonlinear import LUTFunction
 
 __all__ = [
     "SEL_A",

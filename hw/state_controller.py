@@ -33,13 +33,13 @@ from amaranth.lib import data, enum, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from golden.mamba2 import MAMBA2_DEFAULTS, SSMConfig
-from golden.validate import check_int
-from hw.bits import index_width, zero_extend
-from hw.fp_arith import add_const
-from hw.fp_datapath import ge_const
-from hw.hierarchy import submodule
-from hw.ssm_unit import (
+from specgen.golden.mamba2 import MAMBA2_DEFAULTS, SSMConfig
+from specgen.golden.validate import check_int
+from specgen.hw.bits import index_width, zero_extend
+from specgen.hw.fp_arith import add_const
+from specgen.hw.fp_datapath import ge_const
+from specgen.hw.hierarchy import submodule
+from specgen.hw.ssm_unit import (
     SEL_B,
     SEL_DT,
     SEL_X,

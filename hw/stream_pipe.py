@@ -12,8 +12,8 @@ one counter, with no combinational path from ``o.ready``.
 from amaranth import C, Signal, Value
 from amaranth.lib.fifo import SyncFIFO
 
-from hw.bits import eq_const
-from hw.fp_arith import add_const, delay_line
+from specgen.hw.bits import eq_const
+from specgen.hw.fp_arith import add_const, delay_line
 
 __all__ = ["ALWAYS", "credited_output", "credit_depth"]
 

@@ -35,12 +35,12 @@ from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from golden.validate import check_int
-from hw.bits import eq_const, index_width
-from hw.fp_arith import add_const, delay_line
-from hw.fp_datapath import ge_const
-from hw.hierarchy import submodule
-from hw.ssm_unit import (
+from specgen.golden.validate import check_int
+from specgen.hw.bits import eq_const, index_width
+from specgen.hw.fp_arith import add_const, delay_line
+from specgen.hw.fp_datapath import ge_const
+from specgen.hw.hierarchy import submodule
+from specgen.hw.ssm_unit import (
     SEL_A,
     SEL_B,
     SEL_C,

@@ -15,10 +15,10 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from golden.config import Config
-from golden.validate import check_int
-from hw.bits import OneHot, index_width
-from hw.ring_fifo import RingFIFO
+from specgen.golden.config import Config
+from specgen.golden.validate import check_int
+from specgen.hw.bits import OneHot, index_width
+from specgen.hw.ring_fifo import RingFIFO
 
 __all__ = ["TreeVerifier"]
 

@@ -19,9 +19,9 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
-from golden.bsfp import BSFPConfig
-from golden.validate import check_int
-from golden.weight_planes import PLANE_SLICES, SLICE_BITS
+from specgen.golden.bsfp import BSFPConfig
+from specgen.golden.validate import check_int
+from specgen.golden.weight_planes import PLANE_SLICES, SLICE_BITS
 
 from .axi_master import AXI4ReadMaster, axi4_read_signature
 from .dsp_linear_unit import weight_layout

@@ -29,17 +29,17 @@ from cocotb.triggers import RisingEdge
 from cocotbext.axi import AxiLiteBus, AxiLiteMaster, AxiStreamBus, AxiStreamFrame, \
     AxiStreamSink, AxiStreamSource
 
-from golden import tree as gtree
-from golden.config import preset
-from golden.fp import FORMATS
-from golden.mamba2 import SSMParams, mamba2_init_params, ssm_step_hw_bits
-from hw.accelerator import ERROR
-from hw.linear_unit import result_layout
-from hw.regmap import accelerator_regmap
-from hw.ssm_unit import SEL_A, SEL_B, SEL_C, SEL_D, SEL_DT, SEL_DT_BIAS, SEL_X
-from sim.bench import TB, params, random_pattern
-from sim.linear_unit import Job
-from sim.ssm_unit import make_tokens
+from specgen.golden import tree as gtree
+from specgen.golden.config import preset
+from specgen.golden.fp import FORMATS
+from specgen.golden.mamba2 import SSMParams, mamba2_init_params, ssm_step_hw_bits
+from specgen.hw.accelerator import ERROR
+from specgen.hw.linear_unit import result_layout
+from specgen.hw.regmap import accelerator_regmap
+from specgen.hw.ssm_unit import SEL_A, SEL_B, SEL_C, SEL_D, SEL_DT, SEL_DT_BIAS, SEL_X
+from specgen.sim.bench import TB, params, random_pattern
+from specgen.sim.linear_unit import Job
+from specgen.sim.ssm_unit import make_tokens
 
 __all__ = ["AccelTB", "token_frame", "param_frame"]
 

@@ -9,10 +9,10 @@ cycles per vector) and after resets in mid-vector and with a result waiting.
 import cocotb
 import numpy as np
 
-from golden.argmax import argmax_hw_bits
-from hw.argmax import argmax_out_layout
-from sim.bench import TB, params
-from sim.streams import abandon_and_reset, run_vectors
+from specgen.golden.argmax import argmax_hw_bits
+from specgen.hw.argmax import argmax_out_layout
+from specgen.sim.bench import TB, params
+from specgen.sim.streams import abandon_and_reset, run_vectors
 
 __all__ = ["logit_vectors", "argmax_vectors"]
 

@@ -14,10 +14,10 @@ import cocotb
 from cocotb.triggers import ReadOnly, RisingEdge, Timer
 from cocotbext.axi import AxiLiteBus, AxiLiteMaster, AxiResp
 
-from golden.config import preset
-from hw.axi_lite import field_port_name
-from hw.regmap import accelerator_regmap
-from sim.bench import TB, params, random_pattern
+from specgen.golden.config import preset
+from specgen.hw.axi_lite import field_port_name
+from specgen.hw.regmap import accelerator_regmap
+from specgen.sim.bench import TB, params, random_pattern
 
 __all__ = ["RegFileModel"]
 

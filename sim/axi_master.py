@@ -34,8 +34,8 @@ from cocotbext.axi.axi_channels import AxiARSink, AxiRSource
 from cocotbext.axi.axi_slave import AxiSlaveWrite
 from cocotbext.axi.reset import Reset
 
-from sim.bench import params, random_pattern
-from sim.bench import seed as bench_seed
+from specgen.sim.bench import params, random_pattern
+from specgen.sim.bench import seed as bench_seed
 
 PAGE = 4096
 #: Fabric cycles a command may wait for ``cmd.ready`` (a stuck master fails, not hangs).

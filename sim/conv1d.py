@@ -12,10 +12,10 @@ cycle), and across synchronous resets in mid-stream.
 import cocotb
 import numpy as np
 
-from golden.conv1d import conv1d_hw
-from golden.nonlinear import LUTSpec
-from sim.bench import params
-from sim.streams import run_stream, start
+from specgen.golden.conv1d import conv1d_hw
+from specgen.golden.nonlinear import LUTSpec
+from specgen.sim.bench import params
+from specgen.sim.streams import run_stream, start
 
 __all__ = ["channel_inputs", "conv1d_vectors"]
 

@@ -15,9 +15,9 @@ import cocotb
 import numpy as np
 from cocotb.triggers import ReadOnly, RisingEdge
 
-from golden import bsfp, dsp
-from hw.dsp_linear_unit import act_layout, cmd_layout, result_layout, weight_layout
-from sim.bench import TB, drive_stream, field, pack, params, reset_mid_stream
+from specgen.golden import bsfp, dsp
+from specgen.hw.dsp_linear_unit import act_layout, cmd_layout, result_layout, weight_layout
+from specgen.sim.bench import TB, drive_stream, field, pack, params, reset_mid_stream
 
 #: FP16 activations that exercise the contract's edges: NaN, ±Inf, ±0, the
 #: subnormals the DSP flushes, the smallest normal, the largest finite.

@@ -20,7 +20,7 @@ import cocotb
 import numpy as np
 from amaranth import Shape
 
-from golden.bsfp import (
+from specgen.golden.bsfp import (
     BSFPConfig,
     BSFPTensor,
     draft_dot,
@@ -28,11 +28,11 @@ from golden.bsfp import (
     restore_stored,
     split_planes,
 )
-from golden.dot import Terms, round_sum
-from golden.fp import FP16, FPFormat
-from hw.dual_mode_pe import MODE_FULL, MODE_QUANT, SCALE_BITS, WEIGHT_BITS, input_layout
-from sim.bench import TB, params
-from sim.fp_datapath import random_operands
+from specgen.golden.dot import Terms, round_sum
+from specgen.golden.fp import FP16, FPFormat
+from specgen.hw.dual_mode_pe import MODE_FULL, MODE_QUANT, SCALE_BITS, WEIGHT_BITS, input_layout
+from specgen.sim.bench import TB, params
+from specgen.sim.fp_datapath import random_operands
 
 
 def pack_beat(layout, fields):

@@ -10,10 +10,10 @@ import cocotb
 import numpy as np
 from cocotb.triggers import ReadOnly, RisingEdge
 
-from golden.embedding import embedding_command
-from hw.axi_master import command_layout
-from sim.bench import TB, params
-from sim.streams import abandon_and_reset, run_vectors
+from specgen.golden.embedding import embedding_command
+from specgen.hw.axi_master import command_layout
+from specgen.sim.bench import TB, params
+from specgen.sim.streams import abandon_and_reset, run_vectors
 
 __all__ = ["embedding_vectors"]
 

@@ -15,8 +15,8 @@ flight, and checks that nothing is lost, duplicated, reordered or early.
 
 import numpy as np
 
-from golden.bsfp import draft_index, draft_table, split_planes
-from sim.streams import word_stream_tests
+from specgen.golden.bsfp import draft_index, draft_table, split_planes
+from specgen.sim.streams import word_stream_tests
 
 def vectors(config, words):
     """``(inputs, expected)`` for the decoder: lists of ints, one per stored word."""

@@ -9,8 +9,8 @@ remaps. The expected word is :func:`golden.bsfp.restore_stored` of
 
 import numpy as np
 
-from golden.bsfp import merge_planes, restore_stored
-from sim.streams import word_stream_tests
+from specgen.golden.bsfp import merge_planes, restore_stored
+from specgen.sim.streams import word_stream_tests
 
 
 def vectors(config, words):

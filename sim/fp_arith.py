@@ -15,9 +15,9 @@ from collections import deque
 import cocotb
 import numpy as np
 
-from golden.fp import add, mul
-from sim.bench import params
-from sim.fp_datapath import fmt_of, make_tb, random_operands, special_operands
+from specgen.golden.fp import add, mul
+from specgen.sim.bench import params
+from specgen.sim.fp_datapath import fmt_of, make_tb, random_operands, special_operands
 
 __all__ = ["operand_pairs"]
 

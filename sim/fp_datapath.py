@@ -20,15 +20,15 @@ from collections import deque
 import cocotb
 import numpy as np
 
-from golden.dot import (
+from specgen.golden.dot import (
     Accumulator,
     accumulate,
     accumulator_spec,
     product_terms,
     round_accumulator,
 )
-from golden.fp import FPFormat
-from sim.bench import TB, params, seed
+from specgen.golden.fp import FPFormat
+from specgen.sim.bench import TB, params, seed
 
 
 class CombTB:

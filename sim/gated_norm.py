@@ -13,10 +13,10 @@ out right.
 import cocotb
 import numpy as np
 
-from golden.nonlinear import LUTSpec
-from golden.rmsnorm import gated_rmsnorm_hw
-from sim.bench import TB, params
-from sim.streams import abandon_and_reset, run_vectors
+from specgen.golden.nonlinear import LUTSpec
+from specgen.golden.rmsnorm import gated_rmsnorm_hw
+from specgen.sim.bench import TB, params
+from specgen.sim.streams import abandon_and_reset, run_vectors
 
 __all__ = ["norm_vectors"]
 

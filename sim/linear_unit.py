@@ -15,11 +15,11 @@ import cocotb
 import numpy as np
 from cocotb.triggers import ReadOnly, RisingEdge
 
-from golden import bsfp
-from golden.fp import FORMATS
-from hw.dual_mode_pe import SCALE_BITS
-from hw.linear_unit import act_layout, cmd_layout, result_layout, weight_layout
-from sim.bench import TB, drive_stream, field, pack, params, reset_mid_stream
+from specgen.golden import bsfp
+from specgen.golden.fp import FORMATS
+from specgen.hw.dual_mode_pe import SCALE_BITS
+from specgen.hw.linear_unit import act_layout, cmd_layout, result_layout, weight_layout
+from specgen.sim.bench import TB, drive_stream, field, pack, params, reset_mid_stream
 
 
 

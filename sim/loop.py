@@ -15,7 +15,7 @@ resets the design (the ``sync`` domain) in that cycle.
 from amaranth import ClockDomain, Elaboratable, Module, Signal, Value
 from amaranth.lib.wiring import In
 
-from hw.hierarchy import port_name
+from specgen.hw.hierarchy import port_name
 
 __all__ = ["Loop", "Sink", "ports", "run_amaranth", "run_cocotb"]
 
@@ -138,8 +138,8 @@ async def run_cocotb(dut, top, participants, *, max_cycles=500_000):
     """
     from cocotb.triggers import ReadOnly, RisingEdge
 
-    from hw.hierarchy import template
-    from sim.bench import TB
+    from specgen.hw.hierarchy import template
+    from specgen.sim.bench import TB
 
     template(top)
     ins, outs = ports(top)

@@ -4,7 +4,7 @@ Each probe is a participant of :mod:`sim.loop`: it drives its block without
 idle cycles or back-pressure, records the cycle of every event the cycle
 model predicts and leaves them in ``result``. :func:`run_amaranth` runs it on
 Amaranth's simulator; the cocotb tests below run the same probe on an HDL
-simulator (:func:`sim.runner.run_bench`, ``module="sim.perf_probes"``) and
+simulator (:func:`sim.runner.run_bench`, ``module="specgen.sim.perf_probes"``) and
 write ``result`` as JSON to ``params()["result_file"]``. They check timing
 only; the correctness benches are the other modules of ``sim/``.
 """
@@ -14,8 +14,8 @@ import json
 import cocotb
 from amaranth import Shape
 
-from sim.bench import params
-from sim.loop import run_amaranth, run_cocotb
+from specgen.sim.bench import params
+from specgen.sim.loop import run_amaranth, run_cocotb
 
 __all__ = ["LinearProbe", "TreeProbe", "RingProbe", "run_amaranth"]
 
@@ -192,8 +192,8 @@ async def _probe(dut, top, probe):
 @cocotb.test()
 async def linear_timing(dut):
     """:class:`LinearProbe` on the HDL simulator."""
-    from golden.fp import FORMATS
-    from hw.linear_unit import LinearUnit
+    from specgen.golden.fp import FORMATS
+    from specgen.hw.linear_unit import LinearUnit
 
     p = params()
     top = LinearUnit(rows=p["rows"], cols=p["cols"], quant_lanes=p["lanes"], max_k=p["max_k"],
@@ -204,7 +204,7 @@ async def linear_timing(dut):
 @cocotb.test()
 async def tree_timing(dut):
     """:class:`TreeProbe` on the HDL simulator."""
-    from hw.tree_verifier import TreeVerifier
+    from specgen.hw.tree_verifier import TreeVerifier
 
     p = params()
     top = TreeVerifier(max_nodes=p["max_nodes"], fifo_depth=p["fifo_depth"],
@@ -215,7 +215,7 @@ async def tree_timing(dut):
 @cocotb.test()
 async def ring_timing(dut):
     """:class:`RingProbe` on the HDL simulator."""
-    from hw.ring_fifo import RingFIFO
+    from specgen.hw.ring_fifo import RingFIFO
 
     p = params()
     top = RingFIFO(width=p["width"], depth=p["depth"])

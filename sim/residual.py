@@ -8,9 +8,9 @@ and back-pressure, at full rate and across resets in mid-stream.
 import cocotb
 import numpy as np
 
-from golden.residual import residual_hw_bits
-from sim.bench import params
-from sim.streams import run_stream, start
+from specgen.golden.residual import residual_hw_bits
+from specgen.sim.bench import params
+from specgen.sim.streams import run_stream, start
 
 __all__ = ["SPECIALS", "residual_inputs", "residual_vectors"]
 

@@ -11,8 +11,8 @@ from collections import deque
 
 import cocotb
 
-from golden.ring_fifo import RingFIFOModel
-from sim.bench import TB, params
+from specgen.golden.ring_fifo import RingFIFOModel
+from specgen.sim.bench import TB, params
 
 
 def _check(dut, model, cycle):
@@ -134,8 +134,8 @@ async def reset_mid_stream(dut):
 @cocotb.test()
 async def replay_vectors(dut):
     """Replay a ``specgen golden`` ring_fifo trace: stored inputs, stored expected outputs."""
-    from sim.bench import TB
-    from sim.vectors import load_set
+    from specgen.sim.bench import TB
+    from specgen.sim.vectors import load_set
 
     v = load_set(params()["vectors"], "ring_fifo")
     tb = TB(dut)

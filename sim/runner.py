@@ -132,7 +132,7 @@ def emit_verilog(component, *, name):
     Verilog. Source-location attributes are left out, so the text (and the build
     hash) does not depend on where the project is checked out.
     """
-    from hw.hierarchy import convert
+    from specgen.hw.hierarchy import convert
     return convert(component, name=name)[0]
 
 

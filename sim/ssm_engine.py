@@ -21,15 +21,15 @@ from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge
 from cocotbext.axi import AxiReadBus, AxiWriteBus
 from cocotbext.axi.axi_slave import AxiSlaveWrite
 
-from golden.mamba2 import SSMParams, mamba2_init_params
-from hw.ssm_engine import descriptor_layout
-from hw.tree_ssm import table_layout
-from sim.axi_master import LatencyReadSlave, Memory, period_ps
-from sim.bench import pack, params, random_pattern
-from sim.bench import seed as bench_seed
-from sim.ssm_unit import config_from_params, initial_state, make_tokens
-from sim.ssm_unit_bfm import pack_tiles, unpack_tiles
-from sim.tree_ssm import expected, node_table
+from specgen.golden.mamba2 import SSMParams, mamba2_init_params
+from specgen.hw.ssm_engine import descriptor_layout
+from specgen.hw.tree_ssm import table_layout
+from specgen.sim.axi_master import LatencyReadSlave, Memory, period_ps
+from specgen.sim.bench import pack, params, random_pattern
+from specgen.sim.bench import seed as bench_seed
+from specgen.sim.ssm_unit import config_from_params, initial_state, make_tokens
+from specgen.sim.ssm_unit_bfm import pack_tiles, unpack_tiles
+from specgen.sim.tree_ssm import expected, node_table
 
 __all__ = ["Layout"]
 

@@ -12,9 +12,9 @@ from collections import deque
 import cocotb
 import numpy as np
 
-from golden.dsp import Binary32Ops
-from golden.nonlinear import LUTSpec, lut_eval
-from sim.bench import TB, params
+from specgen.golden.dsp import Binary32Ops
+from specgen.golden.nonlinear import LUTSpec, lut_eval
+from specgen.sim.bench import TB, params
 
 __all__ = ["lut_inputs"]
 

@@ -23,11 +23,11 @@ import cocotb
 import numpy as np
 from cocotb.triggers import ReadOnly, RisingEdge
 
-from golden.mamba2 import SSMConfig, SSMParams, mamba2_init_params, ssm_step_hw_bits
-from golden.nonlinear import LUTSpec
-from hw.ssm_unit import SEL_A, SEL_B, SEL_C, SEL_D, SEL_DT, SEL_DT_BIAS, SEL_X
-from sim.bench import TB, params
-from sim.ssm_unit_bfm import pack_tiles, unpack_tiles
+from specgen.golden.mamba2 import SSMConfig, SSMParams, mamba2_init_params, ssm_step_hw_bits
+from specgen.golden.nonlinear import LUTSpec
+from specgen.hw.ssm_unit import SEL_A, SEL_B, SEL_C, SEL_D, SEL_DT, SEL_DT_BIAS, SEL_X
+from specgen.sim.bench import TB, params
+from specgen.sim.ssm_unit_bfm import pack_tiles, unpack_tiles
 
 __all__ = ["config_from_params", "lut_params", "make_tokens", "pack_tiles", "unpack_tiles"]
 

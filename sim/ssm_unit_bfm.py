@@ -17,7 +17,7 @@ from collections import deque
 
 import numpy as np
 
-from hw.ssm_unit import SEL_B, SEL_C, SEL_DT, SEL_X
+from specgen.hw.ssm_unit import SEL_B, SEL_C, SEL_DT, SEL_X
 
 __all__ = ["SSMUnitBFM", "BFMHooks", "toy_step", "pack_tiles", "unpack_tiles", "get_tile", "set_tile"]
 

@@ -24,13 +24,13 @@ from collections import deque
 import cocotb
 import numpy as np
 
-from golden.mamba2 import SSMParams, mamba2_init_params, ssm_step_hw_bits
-from hw.state_controller import StateController
-from sim.loop import Sink, run_amaranth, run_cocotb
-from sim.ssm_unit_bfm import BFMHooks, SSMUnitBFM, toy_step
-from sim.state_controller_top import DebugHooks, StateControllerTop
-from sim.ssm_unit import config_from_params, make_tokens
-from sim.state_scenario import HostProgram, Scoreboard, check_latencies, make_scenario, summary
+from specgen.golden.mamba2 import SSMParams, mamba2_init_params, ssm_step_hw_bits
+from specgen.hw.state_controller import StateController
+from specgen.sim.loop import Sink, run_amaranth, run_cocotb
+from specgen.sim.ssm_unit_bfm import BFMHooks, SSMUnitBFM, toy_step
+from specgen.sim.state_controller_top import DebugHooks, StateControllerTop
+from specgen.sim.ssm_unit import config_from_params, make_tokens
+from specgen.sim.state_scenario import HostProgram, Scoreboard, check_latencies, make_scenario, summary
 
 __all__ = ["bfm_setup", "system_setup", "run_bfm_pysim", "run_system_pysim"]
 
@@ -148,7 +148,7 @@ def _report(dut, p, ctrl, host, sb, cycles):
 
 def _setup_kwargs(p, *, steps):
     """Keyword arguments of :func:`bfm_setup` / :func:`system_setup` from the run's parameters."""
-    from sim.bench import seed
+    from specgen.sim.bench import seed
     return dict(slots=p["slots"], records=p.get("records", 0), conv_width=p.get("conv_width"),
                 conv_depth=p.get("conv_depth"), seed=seed(), steps=p.get("steps", steps),
                 stall=p.get("stall", 0.3), idle=p.get("idle", 0.1), resets=p.get("resets", 1))
@@ -157,7 +157,7 @@ def _setup_kwargs(p, *, steps):
 @cocotb.test()
 async def bfm(dut):
     """StateController alone against SSMUnitBFM: the scenario of make_scenario."""
-    from sim.bench import params
+    from specgen.sim.bench import params
     p = params()
     ctrl, parts, host, sb, _bfm = bfm_setup(config_from_params(p), **_setup_kwargs(p, steps=6))
     cycles = await run_cocotb(dut, ctrl, parts)
@@ -167,7 +167,7 @@ async def bfm(dut):
 @cocotb.test()
 async def system(dut):
     """SSMUnit + StateController: every y and the state bit for bit ssm_step_hw_bits."""
-    from sim.bench import params
+    from specgen.sim.bench import params
     p = params()
     top, parts, host, sb = system_setup(config_from_params(p), **_setup_kwargs(p, steps=4),
                                         mul_stages=p.get("mul_stages", 1),

@@ -14,10 +14,10 @@ from amaranth.lib import wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from hw.bits import index_width
-from hw.hierarchy import submodule
-from hw.ssm_unit import SSMUnit
-from hw.state_controller import StateController, connect_ssm
+from specgen.hw.bits import index_width
+from specgen.hw.hierarchy import submodule
+from specgen.hw.ssm_unit import SSMUnit
+from specgen.hw.state_controller import StateController, connect_ssm
 
 __all__ = ["StateControllerTop", "DebugHooks"]
 

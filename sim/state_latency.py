@@ -12,12 +12,12 @@ import random
 
 import numpy as np
 
-from golden.mamba2 import SSMConfig, SSMParams, mamba2_init_params, ssm_step_hw_bits
-from golden.nonlinear import COARSE_LUTS
-from hw.state_controller import Op
-from sim.loop import Sink, run_amaranth
-from sim.state_controller_top import DebugHooks, StateControllerTop
-from sim.state_scenario import (Expect, HostProgram, IdleItem, LoadItem, ParamItem, Scoreboard,
+from specgen.golden.mamba2 import SSMConfig, SSMParams, mamba2_init_params, ssm_step_hw_bits
+from specgen.golden.nonlinear import COARSE_LUTS
+from specgen.hw.state_controller import Op
+from specgen.sim.loop import Sink, run_amaranth
+from specgen.sim.state_controller_top import DebugHooks, StateControllerTop
+from specgen.sim.state_scenario import (Expect, HostProgram, IdleItem, LoadItem, ParamItem, Scoreboard,
                                 check_latencies, summary)
 
 __all__ = ["measure_latency", "latency_table", "LATENCY_CONFIGS"]
@@ -41,7 +41,7 @@ def measure_latency(cfg, *, slots=2, records=2, conv_width=None, conv_depth=None
         and its ``wait``, ``replay`` (to the response) and ``replay_done``
         (to ``busy`` low), all in cycles from the command being taken.
     """
-    from sim.ssm_unit import make_tokens
+    from specgen.sim.ssm_unit import make_tokens
 
     rng = np.random.default_rng(seed)
     pyrng = random.Random(seed)

@@ -23,10 +23,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hw.bits import index_width
-from hw.ssm_unit import SEL_A, SEL_B, SEL_C, SEL_D, SEL_DT, SEL_DT_BIAS, SEL_X
-from hw.state_controller import Op
-from sim.ssm_unit_bfm import pack_tiles, unpack_tiles
+from specgen.hw.bits import index_width
+from specgen.hw.ssm_unit import SEL_A, SEL_B, SEL_C, SEL_D, SEL_DT, SEL_DT_BIAS, SEL_X
+from specgen.hw.state_controller import Op
+from specgen.sim.ssm_unit_bfm import pack_tiles, unpack_tiles
 
 __all__ = [
     "Expect", "make_scenario", "HostProgram", "Scoreboard", "summary", "check_latencies",

@@ -11,8 +11,8 @@ import cocotb
 import numpy as np
 from cocotb.triggers import ReadOnly, RisingEdge, Timer
 
-from golden.bsfp import BSFPConfig
-from sim.bench import TB, params, seed
+from specgen.golden.bsfp import BSFPConfig
+from specgen.sim.bench import TB, params, seed
 
 __all__ = ["start", "run_stream", "config_from", "shuffled_words", "word_stream_tests",
            "run_vectors", "abandon_and_reset"]

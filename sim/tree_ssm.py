@@ -22,18 +22,18 @@ import numpy as np
 from amaranth.lib import data
 from cocotb.triggers import ReadOnly, RisingEdge
 
-from golden.mamba2 import SSMParams, mamba2_init_params, ssm_step_hw_bits
-from golden.tree import ROOT, fifo_schedule
-from hw.tree_ssm import TreeSSMUnit, pass_layout, table_layout
-from sim.bench import TB, pack, params
-from sim.ssm_unit import (
+from specgen.golden.mamba2 import SSMParams, mamba2_init_params, ssm_step_hw_bits
+from specgen.golden.tree import ROOT, fifo_schedule
+from specgen.hw.tree_ssm import TreeSSMUnit, pass_layout, table_layout
+from specgen.sim.bench import TB, pack, params
+from specgen.sim.ssm_unit import (
     config_from_params,
     initial_state,
     make_tokens,
     param_beats,
     token_beats,
 )
-from sim.ssm_unit_bfm import pack_tiles, unpack_tiles
+from specgen.sim.ssm_unit_bfm import pack_tiles, unpack_tiles
 
 __all__ = ["CocotbIO", "PySimIO", "check", "expected", "make_plans", "node_table", "run_pysim",
            "tree_passes"]

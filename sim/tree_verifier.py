@@ -14,10 +14,10 @@ import random
 
 import cocotb
 
-from golden.tree import (TreeShape, accepted_path, fifo_schedule, overflow_node, schedule_beats,
+from specgen.golden.tree import (TreeShape, accepted_path, fifo_schedule, overflow_node, schedule_beats,
                          seed_shapes)
-from hw.bits import index_width
-from sim.bench import TB, params, seed
+from specgen.hw.bits import index_width
+from specgen.sim.bench import TB, params, seed
 
 FIELDS = ("node_valid", "node", "root", "parent_slot", "write_slot", "release", "release_slot", "last")
 

@@ -23,13 +23,13 @@ import numpy as np
 from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge
 from cocotbext.axi import AxiReadBus
 
-from golden.bsfp import BSFPConfig, encode
-from golden.weight_planes import (MODES, PLANE_SLICES, column_beats, expected_beats,
+from specgen.golden.bsfp import BSFPConfig, encode
+from specgen.golden.weight_planes import (MODES, PLANE_SLICES, column_beats, expected_beats,
                                   pack_jobs, region_bytes)
-from hw.dsp_linear_unit import weight_layout
-from hw.weight_stream import MODE_DRAFT, MODE_VERIFY, job_layout
-from sim.axi_master import PAGE, TB, LatencyReadSlave
-from sim.bench import params
+from specgen.hw.dsp_linear_unit import weight_layout
+from specgen.hw.weight_stream import MODE_DRAFT, MODE_VERIFY, job_layout
+from specgen.sim.axi_master import PAGE, TB, LatencyReadSlave
+from specgen.sim.bench import params
 
 #: Fabric cycles without progress before a run fails instead of hanging.
 STUCK = 50_000
@@ -302,8 +302,8 @@ def streamed_linear_unit(*, unit_args, stream_args):
     from amaranth.lib import wiring
     from amaranth.lib.wiring import Out
 
-    from hw.dsp_linear_unit import DSPLinearUnit
-    from hw.weight_stream import WeightStream
+    from specgen.hw.dsp_linear_unit import DSPLinearUnit
+    from specgen.hw.weight_stream import WeightStream
 
     class StreamedDSPLinearUnit(wiring.Component):
         def __init__(self):
@@ -343,9 +343,9 @@ async def feeds_dsp_linear_unit(dut):
     """Random jobs of both passes with all weights in memory: every result of the linear
     unit equals ``golden.dsp`` (``sim.dsp_linear_unit``'s check), under the memory's latency
     and stalls, idle activations and back-pressure on the results."""
-    from sim.bench import drive_stream, pack
-    from sim.dsp_linear_unit import Job, _monitor
-    from hw.dsp_linear_unit import result_layout
+    from specgen.sim.bench import drive_stream, pack
+    from specgen.sim.dsp_linear_unit import Job, _monitor
+    from specgen.hw.dsp_linear_unit import result_layout
 
     p = params()
     tb = TB(dut, p)

@@ -1,7 +1,7 @@
-"""``python -m specgen``: the ``specgen`` command (:func:`gen.cli.commands.main`)."""
+"""``python -m specgen``: the ``specgen`` command (:func:`specgen.gen.cli.commands.main`)."""
 
 import sys
 
-from gen.cli.commands import main
+from specgen.gen.cli.commands import main
 
 sys.exit(main())

@@ -4,8 +4,8 @@ the same way and run the same exhaustive cocotb benches (``sim/streams.py``)."""
 
 import pytest
 
-from sim.lint import lint
-from sim.runner import emit_verilog, run_bench, simulator_available
+from specgen.sim.lint import lint
+from specgen.sim.runner import emit_verilog, run_bench, simulator_available
 
 
 def bench_params(config, stages, **extra):

@@ -5,11 +5,11 @@ import json
 
 import pytest
 
-from golden.config import PRESETS, preset
-from hw.accelerator import Accelerator
-from hw.axi_stream import AXI4StreamSignature, tdata_width
-from sim.lint import lint_modules
-from sim.runner import emit_verilog, run_bench
+from specgen.golden.config import PRESETS, preset
+from specgen.hw.accelerator import Accelerator
+from specgen.hw.axi_stream import AXI4StreamSignature, tdata_width
+from specgen.sim.lint import lint_modules
+from specgen.sim.runner import emit_verilog, run_bench
 
 # Components whose constructor raised are never elaborated; amaranth warns when
 # the garbage collector frees them.
@@ -21,7 +21,7 @@ def _run(testcase, seed, **params):
     # Compiled at -O0: with Verilator's default -Os, g++ spends about 12 minutes
     # on the model (the DualModePE's exact datapath dominates) on a 2-core
     # machine; at -O0 the build takes about 1.5 minutes and the benches stay short.
-    return run_bench(dut, name=dut.module_name, module="sim.accelerator", testcase=testcase,
+    return run_bench(dut, name=dut.module_name, module="specgen.sim.accelerator", testcase=testcase,
                      params={"preset": "sim", **params}, seed=seed, cxx_opt="-O0")
 
 
@@ -77,7 +77,7 @@ def test_axi_stream_rejects_bad_widths(kwargs, exc, message):
 def test_axi_stream_adapter_rejects_narrow_tdata():
     from amaranth import Module
     from amaranth.lib import stream, wiring
-    from hw.axi_stream import stream_to_axis
+    from specgen.hw.axi_stream import stream_to_axis
 
     axis = AXI4StreamSignature(data_width=8).create()
     src = stream.Signature(12).flip().create()

@@ -1,15 +1,15 @@
 import pytest
 
-from golden.mamba2 import MAMBA2_VOCAB
-from hw.argmax import Argmax
-from sim.lint import lint
-from sim.runner import BenchFailure, emit_verilog, run_bench
+from specgen.golden.mamba2 import MAMBA2_VOCAB
+from specgen.hw.argmax import Argmax
+from specgen.sim.lint import lint
+from specgen.sim.runner import BenchFailure, emit_verilog, run_bench
 
 
 def _run(dut, *, testcase=None, **extra):
     params = {"size": dut.size, "latency": dut.latency, "vector_cycles": dut.vector_cycles,
               **extra}
-    return run_bench(dut, name=dut.module_name, module="sim.argmax", testcase=testcase,
+    return run_bench(dut, name=dut.module_name, module="specgen.sim.argmax", testcase=testcase,
                      params=params)
 
 

@@ -2,10 +2,10 @@
 
 import pytest
 
-from golden.config import preset
-from hw.axi_lite import AXI4LiteRegisterFile
-from hw.regmap import accelerator_regmap
-from sim.runner import run_bench, simulator_available
+from specgen.golden.config import preset
+from specgen.hw.axi_lite import AXI4LiteRegisterFile
+from specgen.hw.regmap import accelerator_regmap
+from specgen.sim.runner import run_bench, simulator_available
 
 TESTS = ["reset_values", "random_access", "full_speed", "unmapped_is_slverr",
          "concurrent_read_and_write"]
@@ -14,7 +14,7 @@ TESTS = ["reset_values", "random_access", "full_speed", "unmapped_is_slverr",
 @pytest.mark.sim
 def test_axi_lite_regfile_verilator():
     dut = AXI4LiteRegisterFile(regmap=accelerator_regmap(preset("sim")))
-    run_bench(dut, name="axi_lite_regfile_sim", module="sim.axi_lite", testcase=TESTS,
+    run_bench(dut, name="axi_lite_regfile_sim", module="specgen.sim.axi_lite", testcase=TESTS,
               params={"preset": "sim", "ops": 600})
 
 
@@ -24,7 +24,7 @@ def test_axi_lite_regfile_icarus():
     if not ok:
         pytest.skip(reason)
     dut = AXI4LiteRegisterFile(regmap=accelerator_regmap(preset("sim")))
-    run_bench(dut, name="axi_lite_regfile_sim", module="sim.axi_lite", simulator="icarus",
+    run_bench(dut, name="axi_lite_regfile_sim", module="specgen.sim.axi_lite", simulator="icarus",
               testcase=["reset_values", "random_access"], params={"preset": "sim", "ops": 300})
 
 
@@ -32,5 +32,5 @@ def test_axi_lite_regfile_icarus():
 @pytest.mark.slow
 def test_axi_lite_regfile_long():
     dut = AXI4LiteRegisterFile(regmap=accelerator_regmap(preset("sim")))
-    run_bench(dut, name="axi_lite_regfile_sim", module="sim.axi_lite",
+    run_bench(dut, name="axi_lite_regfile_sim", module="specgen.sim.axi_lite",
               testcase=["random_access"], params={"preset": "sim", "ops": 20_000})

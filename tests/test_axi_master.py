@@ -7,9 +7,9 @@ import math
 
 import pytest
 
-from golden.config import preset
-from hw.axi_master import AXI4ReadMaster, AXI4WriteMaster
-from sim.runner import run_bench
+from specgen.golden.config import preset
+from specgen.hw.axi_master import AXI4ReadMaster, AXI4WriteMaster
+from specgen.sim.runner import run_bench
 
 SIM = preset("sim").board
 
@@ -37,7 +37,7 @@ def _params(master, sync_mhz, mem_mhz, **extra):
 @pytest.mark.parametrize("sync_mhz,mem_mhz", CLOCKS)
 def test_read_master_verilator(sync_mhz, mem_mhz):
     rm = AXI4ReadMaster(**SMALL)
-    run_bench(rm, name=rm.module_name, module="sim.axi_master",
+    run_bench(rm, name=rm.module_name, module="specgen.sim.axi_master",
               testcase=["read_random", "read_reset_mid_burst"],
               params=_params(rm, sync_mhz, mem_mhz, regions=20, max_beats=200, reset_at=120))
 
@@ -47,7 +47,7 @@ def test_read_master_latency_verilator():
     """``latency`` bounds the R-to-``data.valid`` time at the sim preset's clocks
     (memory faster than the fabric), measured at random phases."""
     rm = AXI4ReadMaster(**SMALL)
-    run_bench(rm, name=rm.module_name, module="sim.axi_master",
+    run_bench(rm, name=rm.module_name, module="specgen.sim.axi_master",
               testcase="read_first_beat_latency",
               params=_params(rm, SIM.clock_mhz, SIM.memory_clock_mhz, latency_bound=rm.latency))
 
@@ -56,7 +56,7 @@ def test_read_master_latency_verilator():
 @pytest.mark.parametrize("sync_mhz,mem_mhz", CLOCKS)
 def test_write_master_verilator(sync_mhz, mem_mhz):
     wm = AXI4WriteMaster(**SMALL)
-    run_bench(wm, name=wm.module_name, module="sim.axi_master",
+    run_bench(wm, name=wm.module_name, module="specgen.sim.axi_master",
               testcase=["write_random", "write_reset_mid_burst"],
               params=_params(wm, sync_mhz, mem_mhz, regions=20, max_beats=200, reset_region=6))
 
@@ -69,7 +69,7 @@ def test_read_master_packs_words_verilator(ratio, sync_mhz, mem_mhz):
     """Beats packed into words of 2 and 4, across region boundaries, with a reset in
     mid-word."""
     rm = AXI4ReadMaster(**SMALL, out_width=SMALL["data_width"] * ratio)
-    run_bench(rm, name=rm.module_name, module="sim.axi_master",
+    run_bench(rm, name=rm.module_name, module="specgen.sim.axi_master",
               testcase=["read_random", "read_reset_mid_burst"],
               params=_params(rm, sync_mhz, mem_mhz, regions=12, max_beats=150, reset_at=100))
 
@@ -81,12 +81,12 @@ def test_read_master_bounds_verilator():
     (latency 1, an output that is almost always stalled; beats alone and packed two
     to a word), where a credit counted one beat short would overrun it."""
     rm = AXI4ReadMaster(**dict(SMALL, max_burst=8, max_outstanding=2))
-    run_bench(rm, name=rm.module_name, module="sim.axi_master", testcase="read_random",
+    run_bench(rm, name=rm.module_name, module="specgen.sim.axi_master", testcase="read_random",
               params=_params(rm, SIM.clock_mhz, SIM.memory_clock_mhz, regions=20, max_beats=200)
               | dict(latency=40, ar_stall=0.0, r_stall=0.0, out_stall=0.0, require_in_flight=2))
     for out_width in (64, 128):
         rm = AXI4ReadMaster(**dict(SMALL, fifo_depth=16, out_width=out_width))
-        run_bench(rm, name=rm.module_name, module="sim.axi_master", testcase="read_random",
+        run_bench(rm, name=rm.module_name, module="specgen.sim.axi_master", testcase="read_random",
                   params=_params(rm, SIM.clock_mhz, SIM.memory_clock_mhz, regions=20,
                                  max_beats=150)
                   | dict(latency=1, ar_stall=0.0, r_stall=0.0, out_stall=0.9, cmd_idle=0.0))
@@ -95,7 +95,7 @@ def test_read_master_bounds_verilator():
 # --- the beat-efficiency benchmark (gen/bench/memory.py), short --------------------------
 
 def _efficiency(**overrides):
-    from gen.bench.memory import measure
+    from specgen.gen.bench.memory import measure
     _, _, stats = measure(stream_beats=4096, **overrides)
     return stats["efficiency"]
 
@@ -117,7 +117,7 @@ def test_read_efficiency_check_can_fail():
 def test_littles_law_table_in_docs():
     from pathlib import Path
 
-    from gen.bench.memory import littles_law_markdown
+    from specgen.gen.bench.memory import littles_law_markdown
     text = (Path(__file__).resolve().parent.parent / "docs" / "memory.md").read_text()
     assert littles_law_markdown() in text
 
@@ -125,7 +125,7 @@ def test_littles_law_table_in_docs():
 def test_littles_law_rows_cover_the_targets():
     """Ports × width × clock reach each board's bandwidth; a port's bytes in flight at
     200 ns fit both its reorder buffer and the master's data FIFO."""
-    from gen.bench.memory import HBM_NMU_PORTS, littles_law_rows
+    from specgen.gen.bench.memory import HBM_NMU_PORTS, littles_law_rows
     for r in littles_law_rows():
         assert r["ports_gbs"] >= r["mem_bw_gbs"], r
         assert r["in_flight_bytes"] <= r["rrob_bytes"] <= r["fifo_bytes"], r
@@ -216,10 +216,10 @@ def test_module_names_encode_parameters():
 def test_masters_long(sync_mhz, mem_mhz):
     """The random and reset benches at ten times the regions."""
     rm, wm = AXI4ReadMaster(**SMALL), AXI4WriteMaster(**SMALL)
-    run_bench(rm, name=rm.module_name, module="sim.axi_master",
+    run_bench(rm, name=rm.module_name, module="specgen.sim.axi_master",
               testcase=["read_random", "read_reset_mid_burst"],
               params=_params(rm, sync_mhz, mem_mhz, regions=300, max_beats=300, reset_at=3000))
-    run_bench(wm, name=wm.module_name, module="sim.axi_master",
+    run_bench(wm, name=wm.module_name, module="specgen.sim.axi_master",
               testcase=["write_random", "write_reset_mid_burst"],
               params=_params(wm, sync_mhz, mem_mhz, regions=300, max_beats=300,
                              reset_region=150))

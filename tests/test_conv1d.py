@@ -2,11 +2,11 @@ import dataclasses
 
 import pytest
 
-from golden.config import preset
-from golden.nonlinear import LUTSpec
-from hw.conv1d import Conv1d
-from sim.lint import lint
-from sim.runner import BenchFailure, emit_verilog, run_bench
+from specgen.golden.config import preset
+from specgen.golden.nonlinear import LUTSpec
+from specgen.hw.conv1d import Conv1d
+from specgen.sim.lint import lint
+from specgen.sim.runner import BenchFailure, emit_verilog, run_bench
 
 #: A short SiLU table (step 1/8 over [−25, 20], as the sim preset's) keeps the build fast.
 SIM = preset("sim")
@@ -16,7 +16,7 @@ def _run(dut, *, name=None, testcase=None, **extra):
     params = {"silu_lut": dataclasses.asdict(SIM.ssm.silu_lut), "d_conv": dut.d_conv,
               "contract": dut._ops.contract, "latency": dut.latency,
               "capacity": dut.fifo_depth, **extra}
-    return run_bench(dut, name=name or dut.module_name, module="sim.conv1d", testcase=testcase,
+    return run_bench(dut, name=name or dut.module_name, module="specgen.sim.conv1d", testcase=testcase,
                      params=params)
 
 
@@ -48,7 +48,7 @@ def test_conv1d_dspfp32_bench_tells_the_contracts_apart():
     params = {"silu_lut": dataclasses.asdict(SIM.ssm.silu_lut), "d_conv": 3, "contract": "ieee",
               "latency": dut.latency, "capacity": dut.fifo_depth}
     with pytest.raises(BenchFailure, match="1 of 1 cocotb tests failed"):
-        run_bench(dut, name=dut.module_name, module="sim.conv1d", testcase="full_rate",
+        run_bench(dut, name=dut.module_name, module="specgen.sim.conv1d", testcase="full_rate",
                   params=params)
 
 

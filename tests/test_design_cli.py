@@ -5,9 +5,9 @@ import json
 
 import pytest
 
-from gen.cli.commands import build_parser, iter_commands, main
-from golden.config import preset
-from golden.config_io import config_from_dict
+from specgen.gen.cli.commands import build_parser, iter_commands, main
+from specgen.golden.config import preset
+from specgen.golden.config_io import config_from_dict
 
 MY_TOML = """\
 # A VCK190 variant: 300 MHz and half the PE rows.
@@ -64,9 +64,9 @@ def test_set_overrides_after_the_file(tmp_path, capsys):
 
 @pytest.mark.filterwarnings("ignore:.*created but never used")
 def test_manifest_config_reads_back(tmp_path, capsys, monkeypatch):
-    import gen.emit.verilog
-    from hw.ring_fifo import RingFIFO
-    monkeypatch.setattr(gen.emit.verilog, "blocks", lambda config: {"fifo": RingFIFO(width=4, depth=3)})
+    import specgen.gen.emit.verilog
+    from specgen.hw.ring_fifo import RingFIFO
+    monkeypatch.setattr(specgen.gen.emit.verilog, "blocks", lambda config: {"fifo": RingFIFO(width=4, depth=3)})
     out = tmp_path / "out"
     assert main(["verilog", "--board", "sim", "--set", "linear.rows=3", "--set",
                  "bsfp.remap=[[9, 0]]", "--out", str(out)]) == 0

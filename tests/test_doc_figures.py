@@ -13,7 +13,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.text import Text  # noqa: E402
 
-from golden.config import preset  # noqa: E402
+from specgen.golden.config import preset  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*created but never used")
 
@@ -52,8 +52,8 @@ def test_overlap_check_can_fail():
 # --- the roofline -----------------------------------------------------------------------
 
 def test_roofline_has_a_legend_every_point_and_no_overlapping_labels():
-    from gen.perf.report import BOARDS, PHASE_MARKERS, roofline_figure
-    from gen.perf.system import SIZINGS, accelerator, seed_step, speq_step, step_model
+    from specgen.gen.perf.report import BOARDS, PHASE_MARKERS, roofline_figure
+    from specgen.gen.perf.system import SIZINGS, accelerator, seed_step, speq_step, step_model
     fig = roofline_figure()
     labels = legend_labels(fig)
     for phase in PHASE_MARKERS:
@@ -81,8 +81,8 @@ def test_roofline_has_a_legend_every_point_and_no_overlapping_labels():
 # --- the acceptance plot ----------------------------------------------------------------
 
 def test_acceptance_plot_marks_specmamba_claim_on_vhk158_only():
-    from gen.perf.report import BOARDS, acceptance_figure
-    from gen.perf.claims import SEED
+    from specgen.gen.perf.report import BOARDS, acceptance_figure
+    from specgen.gen.perf.claims import SEED
     claim = SEED["specmamba_tok_s"]
     fig = acceptance_figure(alphas=(0.7, 0.95))
     for ax, board in zip(fig.axes, BOARDS):
@@ -110,7 +110,7 @@ def title_percent(title):
 
 @pytest.mark.parametrize("above", [0, 1, 5, 1000])
 def test_exponent_title_agrees_with_its_bars(above):
-    from gen.studies.bsfp import exponent_figure
+    from specgen.gen.studies.bsfp import exponent_figure
     hist = np.zeros(32, dtype=np.int64)
     hist[:16] = 1_419_576       # about 22.7 M weights, as all-MiniLM-L6-v2
     hist[16], hist[17] = above // 2, above - above // 2
@@ -133,7 +133,7 @@ def test_exponent_title_agrees_with_its_bars(above):
 
 @pytest.mark.parametrize("board", ["sim"])    # vhk158: the committed-bytes test
 def test_block_diagram_shows_every_block_and_port_of_the_design(board):
-    from gen.studies.figures import accelerator_children, block_diagram_figure
+    from specgen.gen.studies.figures import accelerator_children, block_diagram_figure
     config = preset(board)
     top, children = accelerator_children(config)
     # Read independently: the names Accelerator.elaborate gives its submodules.
@@ -153,7 +153,7 @@ def test_block_diagram_shows_every_block_and_port_of_the_design(board):
 # --- the utilization charts -------------------------------------------------------------
 
 def test_capacity_sources_read_the_presets():
-    from gen.studies.figures import capacity_sources
+    from specgen.gen.studies.figures import capacity_sources
     vck = capacity_sources(preset("vck190").board)
     assert vck["DSP58"][0] == "AMD"
     assert {vck[k][0] for k in ("LUT", "FF", "BRAM36", "URAM288")} == {"assumption"}
@@ -166,8 +166,8 @@ def test_capacity_sources_read_the_presets():
 
 @pytest.mark.parametrize("board", ["vck190", "vhk158"])
 def test_utilization_bars_are_the_fit_summary(board):
-    from gen.estimate.report import fit_summary
-    from gen.studies.figures import CLIP_PCT, capacity_sources, estimate_results, utilization_figure
+    from specgen.gen.estimate.report import fit_summary
+    from specgen.gen.studies.figures import CLIP_PCT, capacity_sources, estimate_results, utilization_figure
     config = preset(board)
     report = json.loads((DOCS / "estimate.json").read_text())[board]
     fig, fit = utilization_figure(config, report)
@@ -230,7 +230,7 @@ def transfers(sig, valid, ready):
 
 
 def test_stream_handshake_moves_each_item_once_in_order():
-    from gen.studies.figures import stream_handshake
+    from specgen.gen.studies.figures import stream_handshake
     w = waves(stream_handshake())
     sent = transfers(w["write (w) payload"], w["write (w) valid"], w["write (w) ready"])
     got = transfers(w["read (r) payload"], w["read (r) valid"], w["read (r) ready"])
@@ -242,8 +242,8 @@ def test_stream_handshake_moves_each_item_once_in_order():
 
 
 def test_axi_lite_sequence_reads_back_what_it_wrote():
-    from gen.studies.figures import axi_lite_sequence
-    from hw.regmap import accelerator_regmap
+    from specgen.gen.studies.figures import axi_lite_sequence
+    from specgen.hw.regmap import accelerator_regmap
     config = preset("sim")
     w = waves(axi_lite_sequence(config=config, register="MODE"))
     addr = transfers(w["write address awaddr"], w["write address awvalid"],
@@ -260,7 +260,7 @@ def test_axi_lite_sequence_reads_back_what_it_wrote():
 
 
 def test_axi_lite_sequence_refuses_a_register_without_rw_fields():
-    from gen.studies.figures import axi_lite_sequence
+    from specgen.gen.studies.figures import axi_lite_sequence
     with pytest.raises(ValueError, match="'ID' has no RW field"):
         axi_lite_sequence(config=preset("sim"), register="ID")
 
@@ -276,7 +276,7 @@ def test_docs_figures_rewrites_the_committed_pictures(tmp_path):
     committed timing diagrams byte for byte (wavedrom is pinned) and PNGs of the
     committed size (their bytes depend on the matplotlib release); twice the same bytes."""
     pytest.importorskip("wavedrom", reason="wavedrom not installed (dev extra)")
-    from gen.studies.figures import FIGURES, write_figures
+    from specgen.gen.studies.figures import FIGURES, write_figures
     paths = write_figures(out=tmp_path / "a", perf_plots=False)
     again = write_figures(out=tmp_path / "b", perf_plots=False)
     assert [p.name for p in paths] == list(FIGURES)
@@ -296,7 +296,7 @@ def test_docs_figures_rewrites_the_committed_pictures(tmp_path):
 
 
 def test_perf_doc_names_the_plots_command():
-    from gen.perf.report import PLOTS
+    from specgen.gen.perf.report import PLOTS
     head = "\n".join((DOCS / "perf.md").read_text().splitlines()[:4])
     assert "specgen docs figures" in head and "make bench" in head
     text = (DOCS / "perf.md").read_text()

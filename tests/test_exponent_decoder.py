@@ -6,9 +6,9 @@ import pytest
 
 from bsfp_streams import lint_block, run_icarus, run_verilator
 
-from golden.bsfp import BSFPConfig, draft_exponent_table
-from hw.exponent_decoder import ExponentDecoder
-from hw.remap_logic import prime_cover
+from specgen.golden.bsfp import BSFPConfig, draft_exponent_table
+from specgen.hw.exponent_decoder import ExponentDecoder
+from specgen.hw.remap_logic import prime_cover
 
 # (id, config, stages). The seed's table, no remapping, a non-default table (three
 # targets that merge into no common cube, "upper" pairs) and the 5-bit E3M0+W draft.

@@ -6,8 +6,8 @@ import pytest
 
 from bsfp_streams import lint_block, run_icarus, run_verilator
 
-from golden.bsfp import BSFPConfig
-from hw.fp16_reconstructor import FP16Reconstructor
+from specgen.golden.bsfp import BSFPConfig
+from specgen.hw.fp16_reconstructor import FP16Reconstructor
 
 # (id, config, stages): the seed's table, no remapping (W is only cleared), a
 # non-default three-target table, and four targets that merge into one cube.

@@ -1,9 +1,9 @@
 import pytest
 
-from golden.fp import BF16, FP16, FP32, FPFormat
-from hw.fp_arith import FPAdd, FPMul
-from sim.lint import lint
-from sim.runner import emit_verilog, run_bench
+from specgen.golden.fp import BF16, FP16, FP32, FPFormat
+from specgen.hw.fp_arith import FPAdd, FPMul
+from specgen.sim.lint import lint
+from specgen.sim.runner import emit_verilog, run_bench
 
 UNITS = {"mul": FPMul, "add": FPAdd}
 
@@ -19,7 +19,7 @@ UNITS = {"mul": FPMul, "add": FPAdd}
 ])
 def test_fp_arith(op, fmt, stages, count):
     dut = UNITS[op](fmt=fmt, stages=stages)
-    run_bench(dut, name=dut.module_name, module="sim.fp_arith", testcase="arith",
+    run_bench(dut, name=dut.module_name, module="specgen.sim.fp_arith", testcase="arith",
               params={"op": op, "fmt": [fmt.exp_bits, fmt.man_bits], "latency": dut.latency,
                       "count": count})
 
@@ -29,7 +29,7 @@ def test_fp_arith(op, fmt, stages, count):
 @pytest.mark.parametrize("op", ["mul", "add"])
 def test_fp_arith_long(op):
     dut = UNITS[op](fmt=FP32, stages=2)
-    run_bench(dut, name=dut.module_name, module="sim.fp_arith", testcase="arith",
+    run_bench(dut, name=dut.module_name, module="specgen.sim.fp_arith", testcase="arith",
               params={"op": op, "fmt": [8, 23], "latency": dut.latency, "count": 200_000})
 
 

@@ -1,11 +1,11 @@
 # amaranth: UnusedElaboratable=no
 import pytest
 
-from golden.dot import AccumulatorSpec, accumulator_spec
-from golden.fp import BF16, FP16, FP32
-from hw.fp_datapath import ExactAccumulator, ExactMultiplier, NormalizeRound
-from sim.lint import lint
-from sim.runner import emit_verilog, run_bench
+from specgen.golden.dot import AccumulatorSpec, accumulator_spec
+from specgen.golden.fp import BF16, FP16, FP32
+from specgen.hw.fp_datapath import ExactAccumulator, ExactMultiplier, NormalizeRound
+from specgen.sim.lint import lint
+from specgen.sim.runner import emit_verilog, run_bench
 
 
 def _fmt(fmt):
@@ -21,7 +21,7 @@ def _fmt(fmt):
 ])
 def test_exact_multiplier(fmt, stages, count):
     dut = ExactMultiplier(fmt=fmt, stages=stages)
-    run_bench(dut, name=dut.module_name, module="sim.fp_datapath", testcase="multiplier",
+    run_bench(dut, name=dut.module_name, module="specgen.sim.fp_datapath", testcase="multiplier",
               params={"fmt": _fmt(fmt), "latency": dut.latency, "count": count})
 
 
@@ -34,7 +34,7 @@ def test_exact_multiplier(fmt, stages, count):
 def test_exact_accumulator(lanes, n, stages):
     spec = accumulator_spec(FP16, n)
     dut = ExactAccumulator(spec=spec, sig_bits=2 * FP16.precision, lanes=lanes, stages=stages)
-    run_bench(dut, name=dut.module_name, module="sim.fp_datapath", testcase="accumulator",
+    run_bench(dut, name=dut.module_name, module="specgen.sim.fp_datapath", testcase="accumulator",
               params={"fmt": _fmt(FP16), "lanes": lanes, "n": n, "dots": 120})
 
 
@@ -47,7 +47,7 @@ def test_exact_accumulator(lanes, n, stages):
 ])
 def test_normalize_round(fmt_out, n, stages):
     dut = NormalizeRound(spec=accumulator_spec(FP16, n), fmt_out=fmt_out, stages=stages)
-    run_bench(dut, name=dut.module_name, module="sim.fp_datapath", testcase="normalize_round",
+    run_bench(dut, name=dut.module_name, module="specgen.sim.fp_datapath", testcase="normalize_round",
               params={"fmt": _fmt(FP16), "fmt_out": _fmt(fmt_out), "n": n,
                       "latency": dut.latency, "count": 1000})
 
@@ -57,13 +57,13 @@ def test_normalize_round(fmt_out, n, stages):
 @pytest.mark.parametrize("fmt_out", [pytest.param(FP16, id="fp16"), pytest.param(FP32, id="fp32")])
 def test_datapath_long(fmt_out):
     dut = ExactMultiplier(fmt=FP16, stages=1)
-    run_bench(dut, name=dut.module_name, module="sim.fp_datapath", testcase="multiplier",
+    run_bench(dut, name=dut.module_name, module="specgen.sim.fp_datapath", testcase="multiplier",
               params={"fmt": _fmt(FP16), "latency": 1, "count": 100_000})
     dut = ExactAccumulator(spec=accumulator_spec(FP16, 128), sig_bits=22, lanes=3)
-    run_bench(dut, name=dut.module_name, module="sim.fp_datapath", testcase="accumulator",
+    run_bench(dut, name=dut.module_name, module="specgen.sim.fp_datapath", testcase="accumulator",
               params={"fmt": _fmt(FP16), "lanes": 3, "n": 128, "dots": 5000})
     dut = NormalizeRound(spec=accumulator_spec(FP16, 128), fmt_out=fmt_out, stages=2)
-    run_bench(dut, name=dut.module_name, module="sim.fp_datapath", testcase="normalize_round",
+    run_bench(dut, name=dut.module_name, module="specgen.sim.fp_datapath", testcase="normalize_round",
               params={"fmt": _fmt(FP16), "fmt_out": _fmt(fmt_out), "n": 128, "latency": 2,
                       "count": 50_000})
 

@@ -5,10 +5,10 @@ import sys
 
 import pytest
 
-from gen.cli.commands import main
-from gen.cli.output import specgen_version
-from golden.config import preset
-from sim.runner import VERILATOR_WAIVERS
+from specgen.gen.cli.commands import main
+from specgen.gen.cli.output import specgen_version
+from specgen.golden.config import preset
+from specgen.sim.runner import VERILATOR_WAIVERS
 
 fusesoc = pytest.importorskip("fusesoc", reason="fusesoc not installed (dev extra)")
 
@@ -17,9 +17,9 @@ pytestmark = pytest.mark.filterwarnings("ignore:.*created but never used")
 
 @pytest.fixture
 def small_design(monkeypatch):
-    import gen.emit.verilog
-    from hw.ring_fifo import RingFIFO
-    monkeypatch.setattr(gen.emit.verilog, "blocks", lambda config: {"fifo": RingFIFO(width=4, depth=3)})
+    import specgen.gen.emit.verilog
+    from specgen.hw.ring_fifo import RingFIFO
+    monkeypatch.setattr(specgen.gen.emit.verilog, "blocks", lambda config: {"fifo": RingFIFO(width=4, depth=3)})
 
 
 def parse(path):
@@ -76,10 +76,10 @@ def test_fusesoc_command_lists_the_core(tmp_path, small_design, monkeypatch, cap
 
 @pytest.fixture
 def primitive_design(monkeypatch):
-    import gen.emit.verilog
-    from hw.dsp_linear_unit import DSPLinearUnit
+    import specgen.gen.emit.verilog
+    from specgen.hw.dsp_linear_unit import DSPLinearUnit
     # The smallest block that instantiates DSPFP32 (tests/test_dsp58.py builds the same).
-    monkeypatch.setattr(gen.emit.verilog, "blocks", lambda config: {
+    monkeypatch.setattr(specgen.gen.emit.verilog, "blocks", lambda config: {
         "dsp": DSPLinearUnit(rows=1, cols=1, max_tokens=1, max_k=2)})
 
 
@@ -99,5 +99,5 @@ def test_synth_reads_the_primitive_variant_and_simulation_the_behavioural_one(
     behavioural = (out / "dsp.v").read_text()
     assert "DSPFP32 #(" in primitive and "DSPFP32 #(" not in behavioural
     # The Vivado flow reads the same file as FuseSoC's synth target.
-    from gen.emit.vivado import SETTINGS_TCL
+    from specgen.gen.emit.vivado import SETTINGS_TCL
     assert "primitives/dsp.v" in (out / SETTINGS_TCL).read_text()

@@ -2,12 +2,12 @@ import dataclasses
 
 import pytest
 
-from golden.config import preset
-from golden.nonlinear import LUTSpec
-from golden.rmsnorm import RSQRT_LUT
-from hw.gated_norm import GatedRMSNorm
-from sim.lint import lint
-from sim.runner import BenchFailure, emit_verilog, run_bench
+from specgen.golden.config import preset
+from specgen.golden.nonlinear import LUTSpec
+from specgen.golden.rmsnorm import RSQRT_LUT
+from specgen.hw.gated_norm import GatedRMSNorm
+from specgen.sim.lint import lint
+from specgen.sim.runner import BenchFailure, emit_verilog, run_bench
 
 SIM = preset("sim")
 
@@ -20,7 +20,7 @@ def _params(dut, **extra):
 
 
 def _run(dut, *, testcase=None, **extra):
-    return run_bench(dut, name=dut.module_name, module="sim.gated_norm", testcase=testcase,
+    return run_bench(dut, name=dut.module_name, module="specgen.sim.gated_norm", testcase=testcase,
                      params=_params(dut, **extra))
 
 
@@ -50,7 +50,7 @@ def test_gated_norm_dspfp32_bench_tells_the_contracts_apart():
     subnormals and tiny squares reach the flushes."""
     dut = GatedRMSNorm(size=12, gate=False, silu_lut=SIM.ssm.silu_lut, contract="dspfp32")
     with pytest.raises(BenchFailure, match="1 of 1 cocotb tests failed"):
-        run_bench(dut, name=dut.module_name, module="sim.gated_norm", testcase="random_flow",
+        run_bench(dut, name=dut.module_name, module="specgen.sim.gated_norm", testcase="random_flow",
                   params={**_params(dut), "contract": "ieee"})
 
 

@@ -5,8 +5,8 @@ import math
 import numpy as np
 import pytest
 
-from golden.argmax import argmax_hw, argmax_hw_bits
-from sim.argmax import logit_vectors
+from specgen.golden.argmax import argmax_hw, argmax_hw_bits
+from specgen.sim.argmax import logit_vectors
 from tests.oracles import seeded_rng
 
 

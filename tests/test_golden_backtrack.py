@@ -14,17 +14,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gen.studies.backtrack_cost import FILENAME, backtrack_markdown, write_backtrack_table
-from gen.cli.commands import main
-from golden.backtrack import (POLICIES, SYSTEM_POLICIES, WHERE, BacktrackMemory, CostMeter, LMRecurrence,
+from specgen.gen.studies.backtrack_cost import FILENAME, backtrack_markdown, write_backtrack_table
+from specgen.gen.cli.commands import main
+from specgen.golden.backtrack import (POLICIES, SYSTEM_POLICIES, WHERE, BacktrackMemory, CostMeter, LMRecurrence,
                               Mamba2Mixer, MixerConfig, Recompute, SpeculativeBacktracking,
                               StoreIntermediates, StoreStates, Stepped, backtrack, check_path,
                               mixer_init_params, restore, sequential_run, speculative_backtrack, tree_pass)
-from golden.backtrack_cost import (SEED_TOKENS_PER_STEP, backtrack_cost, state_nbytes, step_macs,
+from specgen.golden.backtrack_cost import (SEED_TOKENS_PER_STEP, backtrack_cost, state_nbytes, step_macs,
                                    system_cost, update_macs)
-from golden.lm import MambaLM, lm_preset
-from golden.mamba2 import SSMConfig
-from golden.tree import TreeShape, accepted_path, seed_shapes, tree_depths
+from specgen.golden.lm import MambaLM, lm_preset
+from specgen.golden.mamba2 import SSMConfig
+from specgen.golden.tree import TreeShape, accepted_path, seed_shapes, tree_depths
 
 # (numerics, state_format): the SSM unit with both state formats, and the float64 oracle.
 NUMERICS = [("hw", "fp32"), ("hw", "fp16"), ("ref", "fp32")]

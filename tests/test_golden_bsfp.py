@@ -18,8 +18,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 
-from golden import bsfp
-from golden.bsfp import BSFPConfig, DRAFT_FORMATS, encode
+from specgen.golden import bsfp
+from specgen.golden.bsfp import BSFPConfig, DRAFT_FORMATS, encode
 
 HYPOTHESIS_SEED = int(os.environ["SPECGEN_SEED"]) if os.environ.get("SPECGEN_SEED") else \
     random.SystemRandom().randrange(1 << 31)
@@ -486,7 +486,7 @@ def activations(draw, n, batch):
        fp16_out=st.booleans())
 def test_draft_dot_matches_fraction_oracle(data, draft, group, fp16_out):
     print_hypothesis_seed()
-    from golden import fp
+    from specgen.golden import fp
     n = data.draw(st.integers(1, 9))
     out_rows = data.draw(st.integers(1, 3))
     bits = data.draw(st.lists(st.integers(0, 0xFFFF).filter(lambda b: (b & 0x7C00) != 0x7C00),
@@ -502,7 +502,7 @@ def test_draft_dot_matches_fraction_oracle(data, draft, group, fp16_out):
 
 
 def test_draft_dot_special_values(seed):
-    from golden import fp
+    from specgen.golden import fp
     rng = np.random.default_rng(seed)
     w = (rng.standard_normal((2, 6)) * 0.1).astype(np.float16)
     t = encode(w)
@@ -525,7 +525,7 @@ def test_draft_dot_special_values(seed):
 
 def test_full_dot_equals_exact_dot_of_original_weights(seed):
     """The full pass (planes -> FP16 reconstructor -> products with +k) is the FP16 dot."""
-    from golden import dot
+    from specgen.golden import dot
     rng = np.random.default_rng(seed)
     for group in (None, 16):
         w = (rng.standard_normal((5, 48)) * np.exp2(rng.integers(-8, 5, size=(5, 48)))).astype(np.float16)

@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 import softfloatpy as sf
 
-from golden.conv1d import conv1d_hw, conv1d_hw_bits, conv1d_ref
-from golden.dsp import Binary32Ops
-from golden.mamba2 import SSMConfig
-from golden.mixer import Mamba2Mixer, MixerConfig, mixer_init_params
-from golden.nonlinear import DEFAULT_LUTS, lut_eval
+from specgen.golden.conv1d import conv1d_hw, conv1d_hw_bits, conv1d_ref
+from specgen.golden.dsp import Binary32Ops
+from specgen.golden.mamba2 import SSMConfig
+from specgen.golden.mixer import Mamba2Mixer, MixerConfig, mixer_init_params
+from specgen.golden.nonlinear import DEFAULT_LUTS, lut_eval
 from tests.oracles import ftz_add32, ftz_mul32, is_nan32, seeded_rng
 
 SILU = DEFAULT_LUTS["silu"]

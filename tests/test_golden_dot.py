@@ -17,10 +17,10 @@ import softfloatpy as sf
 from oracles import pow2, ref_round, seeded_rng
 from hypothesis import given, settings, strategies as st
 
-from golden.dot import (Accumulator, AccumulatorSpec, Terms, acc_width, accumulate,
+from specgen.golden.dot import (Accumulator, AccumulatorSpec, Terms, acc_width, accumulate,
                         accumulator_spec, dot, merge, product_terms, round_accumulator,
                         round_sum)
-from golden.fp import BF16, FP16, FP32, FPFormat
+from specgen.golden.fp import BF16, FP16, FP32, FPFormat
 
 FP8 = FPFormat(exp_bits=4, man_bits=3)
 

@@ -15,8 +15,8 @@ import softfloatpy as sf
 
 from oracles import ftz32, ftz_add32, ftz_mul32, is_nan32, pow2, ref_round, seeded_rng
 
-from golden import bsfp, dsp
-from golden.fp import FP16, FP32
+from specgen.golden import bsfp, dsp
+from specgen.golden.fp import FP16, FP32
 
 N_PAIRS = 200_000
 

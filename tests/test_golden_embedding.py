@@ -2,7 +2,7 @@
 
 import pytest
 
-from golden.embedding import embedding_command
+from specgen.golden.embedding import embedding_command
 from tests.oracles import seeded_rng
 
 

@@ -22,7 +22,7 @@ import softfloatpy as sf
 
 from oracles import pow2, ref_round, seeded_rng
 
-from golden.fp import (BF16, FP16, FP32, FPClass, FPFormat, add, classify, convert, decode, mul,
+from specgen.golden.fp import (BF16, FP16, FP32, FPClass, FPFormat, add, classify, convert, decode, mul,
                        round_to)
 
 FP8 = FPFormat(exp_bits=4, man_bits=3)

@@ -16,10 +16,10 @@ import struct
 import numpy as np
 import pytest
 
-from golden.bsfp import BSFPConfig
-from golden.lm import (LM_PRESETS, MAMBA2_VOCAB, SPEQ_KINDS, LMConfig, LMState, MambaLM, lm_preset,
+from specgen.golden.bsfp import BSFPConfig
+from specgen.golden.lm import (LM_PRESETS, MAMBA2_VOCAB, SPEQ_KINDS, LMConfig, LMState, MambaLM, lm_preset,
                        load_tensors, save_tensors, speq_pair, ssm_tile, tensor_shapes)
-from golden.mamba2 import SSMParams, ssm_step_ref
+from specgen.golden.mamba2 import SSMParams, ssm_step_ref
 
 
 def sig(v):

@@ -4,9 +4,9 @@ import math
 import numpy as np
 import pytest
 
-from golden.mamba2 import (MAMBA2_SIZES, SSMConfig, SSMParams, mamba2_init_params, ssm_preset,
+from specgen.golden.mamba2 import (MAMBA2_SIZES, SSMConfig, SSMParams, mamba2_init_params, ssm_preset,
                            ssm_preset_names, ssm_step_hw, ssm_step_hw_bits, ssm_step_ref)
-from golden.nonlinear import DEFAULT_LUTS, LUTSpec, lut_eval
+from specgen.golden.nonlinear import DEFAULT_LUTS, LUTSpec, lut_eval
 
 SMALL = dict(nheads=3, headdim=4, d_state=8, lanes=4)
 
@@ -182,7 +182,7 @@ def test_hw_close_to_reference(state_format, tol_y, tol_h, seed):
 
 def test_error_budget_stays_bounded(seed):
     # The reduced version of docs/ssm-numerics.md: 100 steps on small dims.
-    from gen.studies.ssm_error_budget import run_error_budget
+    from specgen.gen.studies.ssm_error_budget import run_error_budget
     cfg = SSMConfig(nheads=4, headdim=8, d_state=32, lanes=8)
     res = run_error_budget(cfg, steps=100, seed=seed, variants=("hw",))
     rel_y, rel_h = res["hw"]["rel_y"], res["hw"]["rel_h"]
@@ -193,7 +193,7 @@ def test_error_budget_stays_bounded(seed):
 
 
 def test_write_error_budget_is_deterministic(tmp_path):
-    from gen.studies.ssm_error_budget import write_error_budget
+    from specgen.gen.studies.ssm_error_budget import write_error_budget
     cfg = SSMConfig(nheads=2, headdim=8, d_state=16, lanes=4)
     a = write_error_budget(out=tmp_path / "a", steps=12, seed=3, cfg=cfg).read_bytes()
     b = write_error_budget(out=tmp_path / "b", steps=12, seed=3, cfg=cfg).read_bytes()
@@ -442,6 +442,6 @@ def test_docs_ssm_numerics_is_current(tmp_path):
     # The full 1,000-step budget (about 30 s): docs/ssm-numerics.md must be what
     # the generator writes today.
     from pathlib import Path
-    from gen.studies.ssm_error_budget import write_error_budget
+    from specgen.gen.studies.ssm_error_budget import write_error_budget
     docs = Path(__file__).resolve().parent.parent / "docs" / "ssm-numerics.md"
     assert write_error_budget(out=tmp_path).read_bytes() == docs.read_bytes()

@@ -5,9 +5,9 @@ import math
 import numpy as np
 import pytest
 
-from golden.nonlinear import (CANONICAL_NAN32, DEFAULT_LUTS, ERROR_BOUNDS, FUNCTIONS, LUTSpec,
+from specgen.golden.nonlinear import (CANONICAL_NAN32, DEFAULT_LUTS, ERROR_BOUNDS, FUNCTIONS, LUTSpec,
                               exact_fp32, lut_eval, lut_tables, measure_lut_error, reference64)
-from golden.nonlinear import _tables_cached
+from specgen.golden.nonlinear import _tables_cached
 
 
 def bits(a):

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 import softfloatpy as sf
 
-from golden.residual import residual_hw, residual_hw_bits
-from sim.residual import residual_inputs
+from specgen.golden.residual import residual_hw, residual_hw_bits
+from specgen.sim.residual import residual_inputs
 from tests.oracles import ftz_add32, seeded_rng
 
 

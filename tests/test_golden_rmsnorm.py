@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 import softfloatpy as sf
 
-from golden.dsp import Binary32Ops
-from golden.nonlinear import DEFAULT_LUTS, LUTSpec, lut_eval
-from golden.rmsnorm import (
+from specgen.golden.dsp import Binary32Ops
+from specgen.golden.nonlinear import DEFAULT_LUTS, LUTSpec, lut_eval
+from specgen.golden.rmsnorm import (
     NORM_EPS,
     RSQRT_ERROR_BOUND,
     RSQRT_LUT,

@@ -24,13 +24,13 @@ from statistics import NormalDist
 import numpy as np
 import pytest
 
-from golden.backtrack import (POLICIES, SYSTEM_POLICIES, LMRecurrence, Recompute, SpeculativeBacktracking,
+from specgen.golden.backtrack import (POLICIES, SYSTEM_POLICIES, LMRecurrence, Recompute, SpeculativeBacktracking,
                               StoreIntermediates)
-from golden.lm import MambaLM, lm_preset, speq_pair
-from golden.speculative import (TokenTree, candidate_acceptance, draft_tree, evaluate_tree,
+from specgen.golden.lm import MambaLM, lm_preset, speq_pair
+from specgen.golden.speculative import (TokenTree, candidate_acceptance, draft_tree, evaluate_tree,
                                 expected_tokens_chain, greedy_accept, path_logits, sample_accept,
                                 sample_index, softmax, speculative_generate, verify_candidates)
-from golden.tree import ROOT, TreeShape, fifo_schedule, flatten
+from specgen.golden.tree import ROOT, TreeShape, fifo_schedule, flatten
 
 ALPHA = 1e-3
 

@@ -13,8 +13,8 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from golden.mamba2 import SSMConfig, SSMParams, mamba2_init_params, ssm_step_hw
-from golden.nonlinear import SATURATION, lut_tables
+from specgen.golden.mamba2 import SSMConfig, SSMParams, mamba2_init_params, ssm_step_hw
+from specgen.golden.nonlinear import SATURATION, lut_tables
 from oracles import ftz_add32, ftz_mul32, is_nan32, seeded_rng
 
 NAN = 0x7FC0_0000

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from golden.tree import (MAMBA2_2P7B_STATE_ELEMS, ROOT, TreeShape, accepted_path, dead_times, fifo_schedule,
+from specgen.golden.tree import (MAMBA2_2P7B_STATE_ELEMS, ROOT, TreeShape, accepted_path, dead_times, fifo_schedule,
                          flatten, live_profile, overflow_node, schedule_beats, seed_shapes, tree_depths,
                          tree_memory, validate_parents)
 

@@ -5,11 +5,11 @@ import sys
 import numpy as np
 import pytest
 
-from gen.emit.golden_vectors import SETS, write_golden
-from golden.config import preset
-from hw.ring_fifo import RingFIFO
-from sim.runner import run_bench
-from sim.vectors import VectorError, load_set
+from specgen.gen.emit.golden_vectors import SETS, write_golden
+from specgen.golden.config import preset
+from specgen.hw.ring_fifo import RingFIFO
+from specgen.sim.runner import run_bench
+from specgen.sim.vectors import VectorError, load_set
 
 
 @pytest.fixture(scope="module")
@@ -85,5 +85,5 @@ def test_cli_negative_seed_exit_2(tmp_path):
 def test_ring_fifo_bench_replays_golden_vectors(vectors):
     tree = preset("sim").tree
     run_bench(RingFIFO(width=tree.slot_bits, depth=tree.fifo_depth),
-              name=f"ring_fifo_w{tree.slot_bits}_d{tree.fifo_depth}", module="sim.ring_fifo",
+              name=f"ring_fifo_w{tree.slot_bits}_d{tree.fifo_depth}", module="specgen.sim.ring_fifo",
               testcase="replay_vectors", params={"vectors": str(vectors)})

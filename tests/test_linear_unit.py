@@ -1,8 +1,8 @@
 import pytest
 
-from golden.fp import FORMATS
-from hw.linear_unit import LinearUnit
-from sim.runner import run_bench
+from specgen.golden.fp import FORMATS
+from specgen.hw.linear_unit import LinearUnit
+from specgen.sim.runner import run_bench
 
 TESTS = ["random_jobs", "special_values", "boundary_jobs", "reset_mid_job"]
 
@@ -25,7 +25,7 @@ def _unit(rows, cols, lanes, max_k, fmt_out):
 def test_linear_unit(rows, cols, lanes, max_k, fmt_out):
     run_bench(_unit(rows, cols, lanes, max_k, fmt_out),
               name=f"linear_unit_r{rows}_c{cols}_q{lanes}_k{max_k}_{fmt_out}",
-              module="sim.linear_unit", testcase=TESTS,
+              module="specgen.sim.linear_unit", testcase=TESTS,
               params={"rows": rows, "cols": cols, "lanes": lanes, "max_k": max_k,
                       "fmt_out": fmt_out, "jobs": 10})
 
@@ -50,6 +50,6 @@ def test_linear_unit_long():
     rows, cols, lanes, max_k, fmt_out = 2, 3, 3, 8, "fp32"
     run_bench(_unit(rows, cols, lanes, max_k, fmt_out),
               name=f"linear_unit_r{rows}_c{cols}_q{lanes}_k{max_k}_{fmt_out}",
-              module="sim.linear_unit", testcase=["random_jobs"],
+              module="specgen.sim.linear_unit", testcase=["random_jobs"],
               params={"rows": rows, "cols": cols, "lanes": lanes, "max_k": max_k,
                       "fmt_out": fmt_out, "jobs": 300})

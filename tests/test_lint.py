@@ -1,9 +1,9 @@
 import pytest
 
-from gen.cli.commands import main
-from golden.config import preset_names
-from sim.lint import lint, lint_modules, split_modules
-from sim.runner import VERILATOR_WAIVERS
+from specgen.gen.cli.commands import main
+from specgen.golden.config import preset_names
+from specgen.sim.lint import lint, lint_modules, split_modules
+from specgen.sim.runner import VERILATOR_WAIVERS
 
 
 @pytest.mark.parametrize("board", preset_names())
@@ -70,8 +70,8 @@ def test_zero_memories_get_a_loop_not_a_word_list(tmp_path):
     from amaranth.lib.memory import Memory
     from amaranth.lib.wiring import In, Out
 
-    from hw.hierarchy import convert, strip_zero_init_loops
-    from sim.runner import simulator_available
+    from specgen.hw.hierarchy import convert, strip_zero_init_loops
+    from specgen.sim.runner import simulator_available
 
     class TwoMemories(wiring.Component):
         addr: In(10)

@@ -9,13 +9,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gen.emit.memory_map_doc import render_memory_map_doc
-from gen.emit.regmap_doc import c_header
-from golden.bsfp import pack_nibbles, split_planes
-from golden.config import PRESETS, BoardConfig, preset
-from golden.lm import LMConfig, lm_preset
-from golden.memory_map import MAP_POLICIES, REGION_CLASSES, MemoryMap, unit_checkpoint
-from hw.regmap import accelerator_regmap
+from specgen.gen.emit.memory_map_doc import render_memory_map_doc
+from specgen.gen.emit.regmap_doc import c_header
+from specgen.golden.bsfp import pack_nibbles, split_planes
+from specgen.golden.config import PRESETS, BoardConfig, preset
+from specgen.golden.lm import LMConfig, lm_preset
+from specgen.golden.memory_map import MAP_POLICIES, REGION_CLASSES, MemoryMap, unit_checkpoint
+from specgen.hw.regmap import accelerator_regmap
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = 4096
@@ -105,7 +105,7 @@ def test_unit_checkpoint():
     # The board presets' SSM unit is one Mamba2-2.7B layer: 80 heads × 64 × 128.
     assert unit_checkpoint(preset("vhk158")) == unit_checkpoint(preset("vck190")) == "2.7B"
     assert unit_checkpoint(preset("sim")) is None  # 2 heads × 2 × 8
-    from golden.mamba2 import SSMConfig
+    from specgen.golden.mamba2 import SSMConfig
     cfg = preset("sim").replace(ssm=SSMConfig(nheads=32, headdim=64, d_state=128, lanes=64))
     assert unit_checkpoint(cfg) == "370M"
     with pytest.raises(TypeError, match="unit_checkpoint: config must be a golden.config.Config"):

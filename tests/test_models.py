@@ -11,14 +11,14 @@ import sys
 import numpy as np
 import pytest
 
-import gen.models
-from gen.studies.acceptance import heldout_prompts, per_depth_acceptance
-from gen.cli.commands import main
-from gen.models import DATA_DIR, MANIFEST_NAME, load_model
-from golden.lm import LMConfig, MambaLM, speq_pair
-from golden.speculative import SpecResult, speculative_generate
+import specgen.gen.models
+from specgen.gen.studies.acceptance import heldout_prompts, per_depth_acceptance
+from specgen.gen.cli.commands import main
+from specgen.gen.models import DATA_DIR, MANIFEST_NAME, load_model
+from specgen.golden.lm import LMConfig, MambaLM, speq_pair
+from specgen.golden.speculative import SpecResult, speculative_generate
 
-# Read here, not through gen.models: the test checks the package's reading of it.
+# Read here, not through specgen.gen.models: the test checks the package's reading of it.
 MANIFEST = json.loads((DATA_DIR / MANIFEST_NAME).read_text())
 RECORDS = MANIFEST["models"]
 
@@ -85,7 +85,7 @@ def test_sha256_mismatch_is_reported(tmp_path, monkeypatch):
     for rec in RECORDS.values():
         shutil.copy(DATA_DIR / rec["file"], tmp_path / rec["file"])
     shutil.copy(DATA_DIR / MANIFEST_NAME, tmp_path / MANIFEST_NAME)
-    monkeypatch.setattr(gen.models, "DATA_DIR", tmp_path)
+    monkeypatch.setattr(specgen.gen.models, "DATA_DIR", tmp_path)
     load_model("target")                        # intact copy: loads
     path = tmp_path / RECORDS["target"]["file"]
     data = bytearray(path.read_bytes())
@@ -99,7 +99,7 @@ def test_sha256_mismatch_is_reported(tmp_path, monkeypatch):
 
 
 def test_golden_reaches_the_recorded_heldout_perplexity(models):
-    from gen.models.corpus import load_corpus
+    from specgen.gen.models.corpus import load_corpus
     held = load_corpus(expect={"heldout": MANIFEST["corpus"]["sha256"]["heldout"]})["heldout"]
     for name, rec in RECORDS.items():
         s = rec["heldout_slice"]
@@ -201,13 +201,13 @@ def test_acceptance_cli_text_and_errors(capsys):
 
 
 def test_runtime_does_not_import_torch():
-    code = ("import sys, gen.cli.commands, gen.studies.acceptance, gen.models, gen.models.card, gen.models.corpus; "
+    code = ("import sys, gen.cli.commands, gen.studies.acceptance, specgen.gen.models, specgen.gen.models.card, specgen.gen.models.corpus; "
             "gen.cli.commands.build_parser(); sys.exit('torch' in sys.modules)")
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0
 
 
 def test_hw_numerics_model_follows_the_float64_model(models):
-    from gen.models.study import HwLM
+    from specgen.gen.models.study import HwLM
     lm = models["draft"]
     toks = heldout_prompts(n=1, length=24)[0]
     ref, _ = lm.prefill(toks)
@@ -218,13 +218,13 @@ def test_hw_numerics_model_follows_the_float64_model(models):
 
 
 def test_model_card_is_up_to_date(tmp_path):
-    from gen.models.card import write_card
+    from specgen.gen.models.card import write_card
     write_card(out=tmp_path)
     assert (tmp_path / "models.md").read_text() == (DATA_DIR.parents[2] / "docs" / "models.md").read_text()
 
 
 def test_acceptance_page_is_up_to_date_and_describes_the_shipped_models(tmp_path):
-    from gen.models.study import write_page
+    from specgen.gen.models.study import write_page
     docs = DATA_DIR.parents[2] / "docs"
     res = json.loads((docs / "acceptance.json").read_text())
     assert res["models"] == {n: RECORDS[n]["sha256"] for n in ("target", "draft")}

@@ -5,10 +5,10 @@ import json
 import numpy as np
 import pytest
 
-from gen.cli.commands import main
-from gen.emit.verilog import block_kind, blocks
-from gen.emit.golden_vectors import BLOCK_SETS, SETS
-from golden.config import preset
+from specgen.gen.cli.commands import main
+from specgen.gen.emit.verilog import block_kind, blocks
+from specgen.gen.emit.golden_vectors import BLOCK_SETS, SETS
+from specgen.golden.config import preset
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*created but never used")
 
@@ -89,7 +89,7 @@ def test_tree_verifier_set_follows_the_ring_discipline(tmp_path):
 
 
 def test_ssm_unit_set_is_close_to_the_float64_reference(tmp_path):
-    from golden.mamba2 import SSMParams, ssm_step_ref
+    from specgen.golden.mamba2 import SSMParams, ssm_step_ref
     cfg = preset("sim").ssm
     assert main(["golden", "--block", "ssm_unit", "--out", str(tmp_path / "s"), "-q"]) == 0
     v = np.load(tmp_path / "s" / "ssm_unit.npz")

@@ -7,17 +7,17 @@ import sys
 
 import pytest
 
-from gen.cli.commands import main
-from gen.cli.output import MANIFEST
+from specgen.gen.cli.commands import main
+from specgen.gen.cli.output import MANIFEST
 
 
 @pytest.fixture
 def small_design(monkeypatch):
     """Emit one small block instead of the whole sim design: the folder logic is under test."""
-    import gen.emit.verilog
-    from hw.ring_fifo import RingFIFO
+    import specgen.gen.emit.verilog
+    from specgen.hw.ring_fifo import RingFIFO
     modules = {"fifo": RingFIFO(width=4, depth=3)}
-    monkeypatch.setattr(gen.emit.verilog, "blocks", lambda config: dict(modules))
+    monkeypatch.setattr(specgen.gen.emit.verilog, "blocks", lambda config: dict(modules))
     return modules
 
 
@@ -97,7 +97,7 @@ def test_rerun_keeps_vivado_run_and_notes(tmp_path, capsys, small_design):
 
 def test_rerun_drops_specgen_files_no_longer_written(tmp_path, small_design):
     out = tmp_path / "v"
-    from hw.ring_fifo import RingFIFO
+    from specgen.hw.ring_fifo import RingFIFO
     small_design["fifo2"] = RingFIFO(width=2, depth=2)
     assert verilog(out) == 0
     assert (out / "fifo2.v").exists()
@@ -120,7 +120,7 @@ def test_user_file_where_a_new_output_goes_is_refused(tmp_path, capsys, small_de
     assert verilog(out) == 0
     (out / "fifo2.v").write_text("// the user's own module")
     before = snapshot(out)
-    from hw.ring_fifo import RingFIFO
+    from specgen.hw.ring_fifo import RingFIFO
     small_design["fifo2"] = RingFIFO(width=2, depth=2)
     assert verilog(out) == 2
     one_line_error(capsys, "fifo2.v not written by specgen would be overwritten")
@@ -137,7 +137,7 @@ def test_legacy_manifest_without_command_is_replaced(tmp_path, small_design):
         "old.v": "8b1a9953c4611296a827abf8c47804d7e6c49c6b2b3fb1bd3e0c3f6d8b0a5a9c"}}))
     # The digest above is not old.v's: an edited output is refused, the legacy kind is not.
     assert verilog(out) == 2
-    from gen.cli.output import sha256_file
+    from specgen.gen.cli.output import sha256_file
     (out / MANIFEST).write_text(json.dumps({"generator": "specgen",
                                             "files": {"old.v": sha256_file(out / "old.v")}}))
     assert verilog(out) == 0
@@ -176,9 +176,9 @@ def test_output_folder_has_a_new_folders_permissions(tmp_path, small_design):
 
 def test_estimate_report_is_written_whole(tmp_path, monkeypatch):
     # The synthesis is stubbed: only how the report reaches the disk is under test.
-    import gen.estimate.report as est
-    from gen.cli.errors import CLIError
-    from golden.config import preset
+    import specgen.gen.estimate.report as est
+    from specgen.gen.cli.errors import CLIError
+    from specgen.golden.config import preset
     report = {"board": "sim", "clock_mhz": 100.0, "budget_levels": 19, "blocks": [],
               "dsp58": est.analytical_dsp58(preset("sim"))}
     monkeypatch.setattr(est, "estimate", lambda *args, **kwargs: report)

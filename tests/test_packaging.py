@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from gen.cli.commands import main
+from specgen.gen.cli.commands import main
 
 ROOT = Path(__file__).resolve().parents[1]
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
@@ -51,14 +51,24 @@ def test_license_matches_pyproject():
 
 def test_entry_point_package_is_installed():
     assert "specgen" in PYPROJECT["tool"]["setuptools"]["packages"]
-    assert PYPROJECT["project"]["scripts"]["specgen"] == "gen.cli:main"
+    assert PYPROJECT["project"]["scripts"]["specgen"] == "specgen.gen.cli:main"
+
+
+def test_one_install_namespace():
+    """Every room installs under ``specgen`` from its own folder (package-dir), and nothing
+    else goes to the top of site-packages."""
+    setup = PYPROJECT["tool"]["setuptools"]
+    assert all(p == "specgen" or p.startswith("specgen.") for p in setup["packages"])
+    assert setup["package-dir"] == {"specgen": "specgen", **{f"specgen.{r}": r for r in
+                                                            ("hw", "gen", "sim", "golden")}}
 
 
 def test_every_package_is_in_the_wheel():
     """Each folder with an ``__init__.py`` is in setuptools' list: one missing (a new room of
     gen/) would be absent from an installed specgen."""
     listed = set(PYPROJECT["tool"]["setuptools"]["packages"])
-    found = {".".join(p.parent.relative_to(ROOT).parts)
+    found = {".".join(("specgen", *p.parent.relative_to(ROOT).parts)).replace("specgen.specgen",
+                                                                                "specgen")
              for folder in ("hw", "gen", "sim", "golden", "specgen")
              for p in (ROOT / folder).rglob("__init__.py")}
     assert found - listed == set()
@@ -75,9 +85,9 @@ def test_no_unused_board_package():
 
 @pytest.mark.filterwarnings("ignore:.*created but never used")
 def test_manifests_record_the_version(tmp_path, monkeypatch):
-    import gen.emit.verilog
-    from hw.ring_fifo import RingFIFO
-    monkeypatch.setattr(gen.emit.verilog, "blocks", lambda config: {"fifo": RingFIFO(width=4, depth=3)})
+    import specgen.gen.emit.verilog
+    from specgen.hw.ring_fifo import RingFIFO
+    monkeypatch.setattr(specgen.gen.emit.verilog, "blocks", lambda config: {"fifo": RingFIFO(width=4, depth=3)})
     assert main(["verilog", "--board", "sim", "--out", str(tmp_path / "v")]) == 0
     manifest = json.loads((tmp_path / "v" / "manifest.json").read_text())
     assert manifest["version"] == installed_version() and manifest["generator"] == "specgen"
@@ -85,6 +95,6 @@ def test_manifests_record_the_version(tmp_path, monkeypatch):
 
 
 def test_ip_version_is_the_package_version():
-    from gen.emit.vivado import ip_version
+    from specgen.gen.emit.vivado import ip_version
     major, minor, patch = (int(x) for x in PYPROJECT["project"]["version"].split(".")[:3])
     assert ip_version() == (f"{major}.{minor}", patch)

@@ -9,7 +9,7 @@ path) by more than that. Small configs run by default, the rest in ``slow``.
 
 import pytest
 
-from gen.perf.calibrate import FAST, SLOW, TOLERANCE, VERILATOR, calibrate
+from specgen.gen.perf.calibrate import FAST, SLOW, TOLERANCE, VERILATOR, calibrate
 
 # Verilator cases of the default suite: builds shared with tests/test_ring_fifo.py and
 # tests/test_tree_verifier.py, so they cost a cocotb start-up each.
@@ -48,7 +48,7 @@ def test_model_matches_verilator(block, index):
 
 
 def test_at_least_five_configs_per_block():
-    from gen.perf import calibrate as pc
+    from specgen.gen.perf import calibrate as pc
     for configs in (pc.LINEAR_CONFIGS, pc.SSM_CONFIGS, pc.TREE_CONFIGS, pc.RING_CONFIGS):
         assert len(configs) >= 5
     for block in ("linear", "ssm", "tree", "ring"):

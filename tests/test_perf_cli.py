@@ -2,8 +2,8 @@
 
 import pytest
 
-from gen.cli.commands import main
-from golden.config import preset
+from specgen.gen.cli.commands import main
+from specgen.golden.config import preset
 
 BASE = ["perf", "--board", "vhk158", "--target", "2.7B", "--draft", "370M"]
 

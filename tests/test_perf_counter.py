@@ -5,7 +5,7 @@ import random
 import pytest
 from amaranth.sim import Simulator
 
-from hw.perf_counter import PerfCounter
+from specgen.hw.perf_counter import PerfCounter
 
 
 def _run(dut, stimulus):

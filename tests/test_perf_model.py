@@ -7,16 +7,16 @@ import math
 import numpy as np
 import pytest
 
-from gen.cli.commands import main
-from gen.perf.blocks import (LinearJob, SSMTiming, linear_schedule, matmul_jobs, pe_latency,
+from specgen.gen.cli.commands import main
+from specgen.gen.perf.blocks import (LinearJob, SSMTiming, linear_schedule, matmul_jobs, pe_latency,
                              ssm_stream)
-from gen.perf.claims import SEED
-from gen.perf.system import (JSON_KEYS, StepConfig, accelerator, expected_tokens,
+from specgen.gen.perf.claims import SEED
+from specgen.gen.perf.system import (JSON_KEYS, StepConfig, accelerator, expected_tokens,
                              mamba_dims, model_names, paper_rows, perf_board_names, seed_step,
                              speq_step, step_model, weight_bytes)
-from golden.config import LinearConfig, preset
-from golden.mamba2 import SSMConfig
-from golden.tree import TreeShape
+from specgen.golden.config import LinearConfig, preset
+from specgen.golden.mamba2 import SSMConfig
+from specgen.golden.tree import TreeShape
 
 BOARDS = perf_board_names()
 
@@ -85,7 +85,7 @@ def test_monotone_in_rows_and_overlap():
 
 def test_speq_draft_reads_the_nibble_plane():
     """The SPEQ draft's linear weights cost exactly the packed nibble plane: 4 bits per weight."""
-    from golden.bsfp import encode, pack_nibbles
+    from specgen.golden.bsfp import encode, pack_nibbles
 
     dims = mamba_dims("2.7B")
     nibble_bytes = sum(o * math.ceil(i / 2) * n for _, o, i, n in dims.matrices())
@@ -120,10 +120,10 @@ def test_expected_tokens():
 
 def test_block_models_use_the_rtl_latencies():
     """The model's constants are the RTL's properties, not copies that can drift."""
-    from golden.fp import FP32
-    from hw.dual_mode_pe import DualModePE
-    from hw.linear_unit import LinearUnit
-    from hw.ssm_unit import SSMUnit
+    from specgen.golden.fp import FP32
+    from specgen.hw.dual_mode_pe import DualModePE
+    from specgen.hw.linear_unit import LinearUnit
+    from specgen.hw.ssm_unit import SSMUnit
 
     # The model's PE latency is the one of the PEs built from the same config: it follows
     # pipeline.pe_round_stages one for one (a constant in the model would not).
@@ -178,7 +178,7 @@ def test_ssm_period_is_the_stream_steady_state():
 
 def test_bigger_trees_pay_for_more_lanes():
     """A tree with more nodes than token lanes needs a second weight pass in the exact array."""
-    from golden.config import LinearConfig
+    from specgen.golden.config import LinearConfig
     acc = accelerator(dataclasses.replace(preset("vhk158"),
                                           linear=LinearConfig(rows=64, cols=16, max_k=8192)))
     small = step_model(acc, StepConfig(target="2.7B", draft="370M", tree=(3, 1, 1, 1),

@@ -11,11 +11,11 @@ import math
 
 import pytest
 
-from golden.config import preset
+from specgen.golden.config import preset
 
-from gen.cli.commands import main
-from gen.perf.roofline import LUT_PER_FP16_MAC, LUT_SHARE_FOR_MACS, lut_macs, roofline
-from gen.perf.system import StepConfig, accelerator, step_model
+from specgen.gen.cli.commands import main
+from specgen.gen.perf.roofline import LUT_PER_FP16_MAC, LUT_SHARE_FOR_MACS, lut_macs, roofline
+from specgen.gen.perf.system import StepConfig, accelerator, step_model
 
 # Mamba2 checkpoints: (d_model, n_layer); vocabulary 50,288; expand 2, headdim 64,
 # d_state 128, d_conv 4, ngroups 1.

@@ -6,8 +6,8 @@ import json
 import numpy as np
 import pytest
 
-from gen.cli.commands import main
-from gen.perf.tree_search import (AcceptanceProfile, candidate_shapes, expected_tokens_profile,
+from specgen.gen.cli.commands import main
+from specgen.gen.perf.tree_search import (AcceptanceProfile, candidate_shapes, expected_tokens_profile,
                                   top1_from_measured)
 
 

@@ -8,12 +8,12 @@ import sys
 
 import pytest
 
-import gen.cli.progress
-from gen.cli.commands import main
-from gen.emit.verilog import fit_notes
-from gen.cli.progress import Progress, summary_lines
-from golden.config import preset
-from golden.config_io import apply_overrides
+import specgen.gen.cli.progress
+from specgen.gen.cli.commands import main
+from specgen.gen.emit.verilog import fit_notes
+from specgen.gen.cli.progress import Progress, summary_lines
+from specgen.golden.config import preset
+from specgen.golden.config_io import apply_overrides
 
 
 class FakeTTY(io.StringIO):
@@ -22,7 +22,7 @@ class FakeTTY(io.StringIO):
 
 
 def test_progress_shows_only_on_a_terminal(monkeypatch):
-    monkeypatch.setattr(gen.cli.progress, "BAR_DELAY_S", 0.0)
+    monkeypatch.setattr(specgen.gen.cli.progress, "BAR_DELAY_S", 0.0)
     tty, pipe = FakeTTY(), io.StringIO()
     shown = Progress("golden", stream=tty)
     assert list(shown.bar(range(3), desc="sets", total=3)) == [0, 1, 2]
@@ -39,7 +39,7 @@ def test_progress_shows_only_on_a_terminal(monkeypatch):
 def test_a_short_job_draws_no_bar():
     # The bar waits BAR_DELAY_S: a loop that ends sooner leaves the terminal untouched.
     tty = FakeTTY()
-    assert gen.cli.progress.BAR_DELAY_S >= 1.0
+    assert specgen.gen.cli.progress.BAR_DELAY_S >= 1.0
     list(Progress("verilog", stream=tty).bar(range(1000), desc="converting", total=1000))
     assert tty.getvalue() == ""
 
@@ -66,9 +66,9 @@ def test_fit_verdict_from_the_dsp_count():
 
 @pytest.fixture
 def small_design(monkeypatch):
-    import gen.emit.verilog
-    from hw.ring_fifo import RingFIFO
-    monkeypatch.setattr(gen.emit.verilog, "blocks", lambda config: {"fifo": RingFIFO(width=4, depth=3)})
+    import specgen.gen.emit.verilog
+    from specgen.hw.ring_fifo import RingFIFO
+    monkeypatch.setattr(specgen.gen.emit.verilog, "blocks", lambda config: {"fifo": RingFIFO(width=4, depth=3)})
 
 
 @pytest.mark.filterwarnings("ignore:.*created but never used")
@@ -86,7 +86,7 @@ def test_verilog_ends_with_a_summary_and_quiet_silences_it(tmp_path, capsys, sma
 
 
 def test_every_command_takes_quiet():
-    from gen.cli.commands import build_parser, iter_commands
+    from specgen.gen.cli.commands import build_parser, iter_commands
     for name, sub in iter_commands(build_parser()):
         flags = {s for a in sub._actions for s in a.option_strings}
         assert "--quiet" in flags, name

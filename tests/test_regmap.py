@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from gen.emit.regmap_doc import c_header, render_regmap_doc
-from golden.config import PRESETS, preset
-from hw.axi_lite import AXI4LiteRegisterFile, AXI4LiteSignature, field_port_name
-from hw.regmap import ERROR_CODES, Enum, Field, Register, RegisterMap, accelerator_regmap
+from specgen.gen.emit.regmap_doc import c_header, render_regmap_doc
+from specgen.golden.config import PRESETS, preset
+from specgen.hw.axi_lite import AXI4LiteRegisterFile, AXI4LiteSignature, field_port_name
+from specgen.hw.regmap import ERROR_CODES, Enum, Field, Register, RegisterMap, accelerator_regmap
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -200,8 +200,8 @@ def test_register_file_verilog_lints_and_packages(tmp_path):
     """The emitted register file passes Verilator's lint, and the Vivado flow sees its AXI port."""
     from amaranth.back import verilog
 
-    from gen.emit.vivado import bus_interfaces, verilog_ports
-    from sim.lint import lint
+    from specgen.gen.emit.vivado import bus_interfaces, verilog_ports
+    from specgen.sim.lint import lint
     text = verilog.convert(AXI4LiteRegisterFile(regmap=accelerator_regmap(preset("sim"))),
                            name="regfile", emit_src=False)
     path = tmp_path / "regfile.v"

@@ -6,11 +6,11 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from golden.config import PRESETS, preset
-from hw.regmap import ACCESS, accelerator_regmap
+from specgen.golden.config import PRESETS, preset
+from specgen.hw.regmap import ACCESS, accelerator_regmap
 
 pytest.importorskip("systemrdl", reason="systemrdl-compiler not installed")
-from gen.emit.regmap_rdl import (RDL_ACCESS, check_against, compile_rdl, rdl_text,  # noqa: E402
+from specgen.gen.emit.regmap_rdl import (RDL_ACCESS, check_against, compile_rdl, rdl_text,  # noqa: E402
                                  write_regmap_files)
 
 
@@ -102,10 +102,10 @@ def test_ipxact_holds_every_register(written):
 
 @pytest.mark.filterwarnings("ignore:.*created but never used")
 def test_emitted_readme_describes_the_register_files(tmp_path, monkeypatch):
-    import gen.emit.verilog
-    from gen.cli.commands import main
-    from hw.ring_fifo import RingFIFO
-    monkeypatch.setattr(gen.emit.verilog, "blocks", lambda config: {"fifo": RingFIFO(width=4, depth=3)})
+    import specgen.gen.emit.verilog
+    from specgen.gen.cli.commands import main
+    from specgen.hw.ring_fifo import RingFIFO
+    monkeypatch.setattr(specgen.gen.emit.verilog, "blocks", lambda config: {"fifo": RingFIFO(width=4, depth=3)})
     assert main(["verilog", "--board", "vck190", "--out", str(tmp_path / "v"), "-q"]) == 0
     readme = (tmp_path / "v" / "README.md").read_text()
     files = [p.relative_to(tmp_path / "v").as_posix() for p in (tmp_path / "v").rglob("*")

@@ -1,15 +1,15 @@
 import pytest
 
-from golden.config import preset
-from hw.residual import Residual
-from sim.lint import lint
-from sim.runner import BenchFailure, emit_verilog, run_bench
+from specgen.golden.config import preset
+from specgen.hw.residual import Residual
+from specgen.sim.lint import lint
+from specgen.sim.runner import BenchFailure, emit_verilog, run_bench
 
 
 def _run(dut, *, testcase=None, contract=None, **extra):
     params = {"contract": contract or dut._ops.contract, "latency": dut.latency,
               "capacity": dut.fifo_depth, **extra}
-    return run_bench(dut, name=dut.module_name, module="sim.residual", testcase=testcase,
+    return run_bench(dut, name=dut.module_name, module="specgen.sim.residual", testcase=testcase,
                      params=params)
 
 

@@ -1,8 +1,8 @@
 import pytest
 
-from golden.ring_fifo import RingFIFOModel
-from hw.ring_fifo import RingFIFO
-from sim.runner import run_bench, simulator_available
+from specgen.golden.ring_fifo import RingFIFOModel
+from specgen.hw.ring_fifo import RingFIFO
+from specgen.sim.runner import run_bench, simulator_available
 
 RANDOM_TESTS = ["random_traffic", "boundaries", "full_throughput", "reset_mid_stream"]
 
@@ -22,7 +22,7 @@ def test_ring_fifo_verilator(width, depth):
     # A one-entry FIFO is always full or empty, so it cannot stream at full rate.
     tests = RANDOM_TESTS if depth >= 2 else [t for t in RANDOM_TESTS if t != "full_throughput"]
     run_bench(RingFIFO(width=width, depth=depth), name=f"ring_fifo_w{width}_d{depth}",
-              module="sim.ring_fifo", testcase=tests,
+              module="specgen.sim.ring_fifo", testcase=tests,
               params={"width": width, "depth": depth, "cycles": 3000})
 
 
@@ -33,7 +33,7 @@ def test_ring_fifo_icarus(width, depth):
     if not ok:
         pytest.skip(reason)
     run_bench(RingFIFO(width=width, depth=depth), name=f"ring_fifo_w{width}_d{depth}",
-              module="sim.ring_fifo", simulator="icarus", testcase=RANDOM_TESTS,
+              module="specgen.sim.ring_fifo", simulator="icarus", testcase=RANDOM_TESTS,
               params={"width": width, "depth": depth, "cycles": 1500})
 
 
@@ -42,7 +42,7 @@ def test_ring_fifo_icarus(width, depth):
 @pytest.mark.parametrize("width,depth", [pytest.param(8, 3, id="w8-d3"), pytest.param(16, 16, id="w16-d16")])
 def test_ring_fifo_long(width, depth):
     run_bench(RingFIFO(width=width, depth=depth), name=f"ring_fifo_w{width}_d{depth}",
-              module="sim.ring_fifo", testcase=["random_traffic", "reset_mid_stream"],
+              module="specgen.sim.ring_fifo", testcase=["random_traffic", "reset_mid_stream"],
               params={"width": width, "depth": depth, "cycles": 200_000})
 
 

@@ -5,8 +5,8 @@ import stat
 
 import pytest
 
-import sim.runner as runner
-from sim.runner import fst_available, run_folder_name
+import specgen.sim.runner as runner
+from specgen.sim.runner import fst_available, run_folder_name
 
 
 def fake_compiler(tmp_path, *, missing):
@@ -43,15 +43,15 @@ def test_without_fst_headers_waves_fall_back_to_vcd_in_one_line(monkeypatch, cap
 
 
 def test_run_folder_names():
-    assert run_folder_name(module="sim.ring_fifo", testcase="boundaries", seed=42) == \
+    assert run_folder_name(module="specgen.sim.ring_fifo", testcase="boundaries", seed=42) == \
         "ring_fifo-boundaries-seed42"
-    assert run_folder_name(module="sim.ring_fifo", seed=7) == "ring_fifo-all-seed7"
-    assert run_folder_name(module="sim.ring_fifo", testcase=["a", "b"], seed=1) == \
+    assert run_folder_name(module="specgen.sim.ring_fifo", seed=7) == "ring_fifo-all-seed7"
+    assert run_folder_name(module="specgen.sim.ring_fifo", testcase=["a", "b"], seed=1) == \
         "ring_fifo-a+b-seed1"
-    assert run_folder_name(module="sim.x", testcase=["a", "b", "c", "d"], seed=1) == \
+    assert run_folder_name(module="specgen.sim.x", testcase=["a", "b", "c", "d"], seed=1) == \
         "x-a+3more-seed1"
-    a = run_folder_name(module="sim.x", seed=1, params={"width": 8})
-    b = run_folder_name(module="sim.x", seed=1, params={"width": 16})
+    a = run_folder_name(module="specgen.sim.x", seed=1, params={"width": 8})
+    b = run_folder_name(module="specgen.sim.x", seed=1, params={"width": 16})
     assert a.startswith("x-all-seed1-p") and a != b
 
 
@@ -71,12 +71,12 @@ def test_a_replay_gets_its_own_folder_and_latest_follows(tmp_path):
 @pytest.mark.slow
 def test_waves_on_a_real_bench(tmp_path, monkeypatch, capsys):
     """A RingFIFO bench with waves: the dump is where the message says (about 30 s)."""
-    from hw.ring_fifo import RingFIFO
+    from specgen.hw.ring_fifo import RingFIFO
     ok, reason = runner.simulator_available("verilator")
     if not ok:
         pytest.skip(reason)
     monkeypatch.setattr(runner, "SIM_BUILD", tmp_path)
-    runner.run_bench(RingFIFO(width=8, depth=3), name="ring_fifo_w8_d3", module="sim.ring_fifo",
+    runner.run_bench(RingFIFO(width=8, depth=3), name="ring_fifo_w8_d3", module="specgen.sim.ring_fifo",
                      testcase=["boundaries"], params={"width": 8, "depth": 3, "cycles": 200},
                      waves=True, seed=5)
     latest = (tmp_path / "latest").resolve()

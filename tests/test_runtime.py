@@ -12,12 +12,12 @@ import sys
 import numpy as np
 import pytest
 
-from golden.config import preset
-from golden.lm import MambaLM, lm_preset, save_tensors, speq_pair
+from specgen.golden.config import preset
+from specgen.golden.lm import MambaLM, lm_preset, save_tensors, speq_pair
 
-from gen.cli.commands import main
-from gen.runtime.model import ModelError, infer_config, load_model
-from gen.runtime.runtime import EngineUnavailable, Runtime, make_engine
+from specgen.gen.cli.commands import main
+from specgen.gen.runtime.model import ModelError, infer_config, load_model
+from specgen.gen.runtime.runtime import EngineUnavailable, Runtime, make_engine
 
 CONFIG = preset("sim")
 
@@ -103,8 +103,8 @@ def test_generate_text_output_with_a_draft_file(tmp_path, capsys):
 
 
 def test_weight_file_config_is_inferred_from_the_shapes():
-    from gen.models import manifest, model_path
-    from golden.lm import LMConfig, load_tensors
+    from specgen.gen.models import manifest, model_path
+    from specgen.golden.lm import LMConfig, load_tensors
     for name, record in manifest()["models"].items():
         assert infer_config(load_tensors(model_path(name))) == LMConfig(**record["config"])
     untied = lm_preset("small", tie_embeddings=False, expand=3, headdim=4, d_conv=3)

@@ -13,14 +13,14 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from golden.bsfp import BSFPConfig, expand_scales, merge_planes, restore_stored, unscale
-from golden.config import preset
-from golden.lm import MambaLM, lm_preset
-from golden.memory_map import MemoryMap, layer_param_words, plane_bytes
+from specgen.golden.bsfp import BSFPConfig, expand_scales, merge_planes, restore_stored, unscale
+from specgen.golden.config import preset
+from specgen.golden.lm import MambaLM, lm_preset
+from specgen.golden.memory_map import MemoryMap, layer_param_words, plane_bytes
 
-from gen.emit.memory_map_doc import c_defines
-from gen.runtime import image as image_mod
-from gen.runtime.image import ImageError, build_image, image_of, pack_residue
+from specgen.gen.emit.memory_map_doc import c_defines
+from specgen.gen.runtime import image as image_mod
+from specgen.gen.runtime.image import ImageError, build_image, image_of, pack_residue
 
 MATRIX_TENSORS = {"EMBEDDING": "backbone.embedding.weight",
                   "IN_PROJ": "backbone.layers.{i}.mixer.in_proj.weight",
@@ -173,7 +173,7 @@ def test_layer_parameters_states_and_tokens():
 
 
 def test_shipped_target_fits_its_map():
-    from gen.models import load_model
+    from specgen.gen.models import load_model
     lm = load_model("target")
     img = image_of(lm, config=preset("sim"))
     assert img.size == MemoryMap.build(config=preset("sim"), model=lm.config).total_bytes
@@ -210,7 +210,7 @@ def test_missing_and_misshapen_tensors_are_named():
 
 
 def test_runtime_lays_out_the_loaded_model():
-    from gen.runtime.runtime import Runtime
+    from specgen.gen.runtime.runtime import Runtime
     config = preset("sim")
     rt = Runtime(config=config)
     lm = rt.load_model("tiny", seed=2)
@@ -220,9 +220,9 @@ def test_runtime_lays_out_the_loaded_model():
 
 
 def test_dimensions_are_checked_against_the_built_geometry():
-    from hw.regmap import accelerator_regmap
-    from gen.runtime.image import check_fits
-    from gen.models import load_model
+    from specgen.hw.regmap import accelerator_regmap
+    from specgen.gen.runtime.image import check_fits
+    from specgen.gen.models import load_model
     regmap = accelerator_regmap(preset("vhk158"))
     check_fits(lm_preset("2.7B"), regmap=regmap)           # the SSM unit is built for it
     with pytest.raises(ImageError, match=r"d_state = 256 \(from tensor "

@@ -11,12 +11,12 @@ import struct
 import numpy as np
 import pytest
 
-from golden.config import preset
-from golden.memory_map import ALIGN, REGION_CLASSES
-from hw.regmap import accelerator_regmap
+from specgen.golden.config import preset
+from specgen.golden.memory_map import ALIGN, REGION_CLASSES
+from specgen.hw.regmap import accelerator_regmap
 
-from gen.emit.regmap_doc import c_header
-from gen.runtime.regbus import MMIO, RegisterBus, Registers, uio_map
+from specgen.gen.emit.regmap_doc import c_header
+from specgen.gen.runtime.regbus import MMIO, RegisterBus, Registers, uio_map
 
 CONFIG = preset("sim")
 REGMAP = accelerator_regmap(CONFIG)
@@ -163,7 +163,7 @@ def replay_on_register_file(writes, reads):
     read ``reads``; return the words read and the RTL's base-address outputs."""
     from amaranth.sim import Simulator
 
-    from hw.axi_lite import AXI4LiteRegisterFile
+    from specgen.hw.axi_lite import AXI4LiteRegisterFile
 
     dut = AXI4LiteRegisterFile(regmap=REGMAP)
     bus = dut.s_axi

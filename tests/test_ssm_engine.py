@@ -4,12 +4,12 @@ import dataclasses
 
 import pytest
 
-from golden.config import preset
-from golden.mamba2 import SSMConfig
-from golden.nonlinear import COARSE_LUTS
-from hw.ssm_engine import SSMEngine, StreamDownsizer
-from sim.runner import BenchFailure, run_bench
-from sim.ssm_unit import lut_params
+from specgen.golden.config import preset
+from specgen.golden.mamba2 import SSMConfig
+from specgen.golden.nonlinear import COARSE_LUTS
+from specgen.hw.ssm_engine import SSMEngine, StreamDownsizer
+from specgen.sim.runner import BenchFailure, run_bench
+from specgen.sim.ssm_unit import lut_params
 
 GEOM = {"nheads": 2, "headdim": 4, "d_state": 8, "lanes": 4}
 
@@ -37,7 +37,7 @@ def test_ssm_engine_steps_verilator(seed):
     reads, stalls on every AXI channel, one pass cut by a reset in mid-burst."""
     config = _config(GEOM)
     eng = SSMEngine(config=config, addr_width=20)
-    run_bench(eng, name=eng.module_name, module="sim.ssm_engine", testcase="steps",
+    run_bench(eng, name=eng.module_name, module="specgen.sim.ssm_engine", testcase="steps",
               params=_params(eng, config, GEOM, parents=[-1, 0, 0, 1, 2], layers=2, steps=3,
                              cut_step=1), seed=seed)
 
@@ -48,7 +48,7 @@ def test_ssm_engine_bench_catches_a_flipped_state_bit(seed):
     config = _config(GEOM)
     eng = SSMEngine(config=config, addr_width=20)
     with pytest.raises(BenchFailure, match="in memory, golden"):
-        run_bench(eng, name=eng.module_name, module="sim.ssm_engine", testcase="steps",
+        run_bench(eng, name=eng.module_name, module="specgen.sim.ssm_engine", testcase="steps",
                   params=_params(eng, config, GEOM, parents=[-1, 0, 0, 1, 2], layers=1, steps=1,
                                  corrupt=True), seed=seed)
 

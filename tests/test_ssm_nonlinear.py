@@ -2,10 +2,10 @@ import dataclasses
 
 import pytest
 
-from golden.nonlinear import DEFAULT_LUTS, LUTSpec
-from hw.ssm_nonlinear import LUTFunction
-from sim.lint import lint
-from sim.runner import emit_verilog, run_bench
+from specgen.golden.nonlinear import DEFAULT_LUTS, LUTSpec
+from specgen.hw.ssm_nonlinear import LUTFunction
+from specgen.sim.lint import lint
+from specgen.sim.runner import emit_verilog, run_bench
 
 
 def _spec_params(spec):
@@ -21,7 +21,7 @@ def _spec_params(spec):
 ])
 def test_lut_function(function, mul_stages, add_stages, count):
     dut = LUTFunction(spec=DEFAULT_LUTS[function], mul_stages=mul_stages, add_stages=add_stages)
-    run_bench(dut, name=dut.module_name, module="sim.ssm_nonlinear", testcase="lut",
+    run_bench(dut, name=dut.module_name, module="specgen.sim.ssm_nonlinear", testcase="lut",
               params={"spec": _spec_params(dut.spec), "latency": dut.latency, "count": count})
 
 
@@ -30,7 +30,7 @@ def test_lut_function_small_table():
     """A non-default geometry: degree 2, step 2^-3, positive lo."""
     spec = LUTSpec(function="exp", lo=0.5, hi=3.0, step_log2=3, degree=2)
     dut = LUTFunction(spec=spec, mul_stages=1, add_stages=2)
-    run_bench(dut, name=dut.module_name + "_lo0p5", module="sim.ssm_nonlinear", testcase="lut",
+    run_bench(dut, name=dut.module_name + "_lo0p5", module="specgen.sim.ssm_nonlinear", testcase="lut",
               params={"spec": _spec_params(spec), "latency": dut.latency, "count": 1500})
 
 
@@ -40,7 +40,7 @@ def test_lut_function_dspfp32_small_table():
     same contract; the inputs include subnormals and the smallest normals."""
     spec = LUTSpec(function="softplus", lo=-4.0, hi=3.0, step_log2=3, degree=3)
     dut = LUTFunction(spec=spec, contract="dspfp32")
-    run_bench(dut, name=dut.module_name + "_lo_m4", module="sim.ssm_nonlinear", testcase="lut",
+    run_bench(dut, name=dut.module_name + "_lo_m4", module="specgen.sim.ssm_nonlinear", testcase="lut",
               params={"spec": _spec_params(spec), "latency": dut.latency, "count": 1500,
                       "contract": "dspfp32"})
 
@@ -50,7 +50,7 @@ def test_lut_function_dspfp32_small_table():
 @pytest.mark.parametrize("function", ["exp", "softplus", "silu"])
 def test_lut_function_long(function):
     dut = LUTFunction(spec=DEFAULT_LUTS[function])
-    run_bench(dut, name=dut.module_name, module="sim.ssm_nonlinear", testcase="lut",
+    run_bench(dut, name=dut.module_name, module="specgen.sim.ssm_nonlinear", testcase="lut",
               params={"spec": _spec_params(dut.spec), "latency": dut.latency, "count": 100_000})
 
 

@@ -3,12 +3,12 @@ import dataclasses
 
 import pytest
 
-from golden.mamba2 import SSMConfig
-from golden.nonlinear import COARSE_LUTS
-from hw.ssm_unit import SSMUnit
-from sim.lint import lint
-from sim.runner import emit_verilog, run_bench
-from sim.ssm_unit import check_pysim, lut_params, run_pysim
+from specgen.golden.mamba2 import SSMConfig
+from specgen.golden.nonlinear import COARSE_LUTS
+from specgen.hw.ssm_unit import SSMUnit
+from specgen.sim.lint import lint
+from specgen.sim.runner import emit_verilog, run_bench
+from specgen.sim.ssm_unit import check_pysim, lut_params, run_pysim
 
 # Coarse tables (step 1/8, full ranges): the same contract (ssm_step_hw reads
 # cfg's tables), a fraction of the ROM and build time. One slow run uses the
@@ -79,8 +79,8 @@ def test_bench_tokens_reach_the_flush_boundary(seed):
     missing flush): the dspfp32 golden model flushes and its state differs from IEEE's."""
     import numpy as np
 
-    from golden.mamba2 import mamba2_init_params, ssm_step_hw
-    from sim.ssm_unit import initial_state, make_tokens
+    from specgen.golden.mamba2 import mamba2_init_params, ssm_step_hw
+    from specgen.sim.ssm_unit import initial_state, make_tokens
     geom = {"nheads": 2, "headdim": 2, "d_state": 8, "lanes": 4}
     rng = np.random.default_rng(seed)
     cfgs = [SSMConfig(**geom, **COARSE, contract=c) for c in ("ieee", "dspfp32")]
@@ -111,7 +111,7 @@ def test_ssm_unit_long(geom, lm, la, seed):
 @pytest.mark.slow
 def test_ssm_unit_default_tables(seed):
     """The default 1/128 tables (DEFAULT_LUTS), 12 tokens."""
-    from golden.nonlinear import DEFAULT_LUTS
+    from specgen.golden.nonlinear import DEFAULT_LUTS
     luts = {"exp_lut": DEFAULT_LUTS["exp"], "softplus_lut": DEFAULT_LUTS["softplus"],
             "silu_lut": DEFAULT_LUTS["silu"]}
     _pysim({"nheads": 2, "headdim": 2, "d_state": 4, "lanes": 2}, lm=1, la=1, tokens=12,
@@ -171,6 +171,6 @@ def test_ssm_unit_verilator(geom, seed):
     """cocotb on Verilator, the shipped (hierarchical) Verilog: 12 tokens under y
     back-pressure and input idles, specials in the last 4; every y and the final state."""
     dut = SSMUnit(cfg=SSMConfig(**geom, **COARSE), mul_stages=1, add_stages=1)
-    run_bench(dut, name=dut.module_name, module="sim.ssm_unit", testcase="tokens",
+    run_bench(dut, name=dut.module_name, module="specgen.sim.ssm_unit", testcase="tokens",
               params={"cfg": geom, "luts": lut_params(COARSE), "tokens": 12, "stall": 0.3,
                       "idle": 0.1}, seed=seed)

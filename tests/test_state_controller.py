@@ -11,15 +11,15 @@ import json
 
 import pytest
 
-from golden.mamba2 import SSMConfig
-from golden.nonlinear import COARSE_LUTS
-from hw.state_controller import Op, StateController
-from sim.lint import lint
-from sim.runner import emit_verilog, run_bench
-from sim.state_controller import run_bfm_pysim, run_system_pysim
-from sim.ssm_unit import lut_params
-from sim.state_controller_top import StateControllerTop
-from sim.state_scenario import check_latencies
+from specgen.golden.mamba2 import SSMConfig
+from specgen.golden.nonlinear import COARSE_LUTS
+from specgen.hw.state_controller import Op, StateController
+from specgen.sim.lint import lint
+from specgen.sim.runner import emit_verilog, run_bench
+from specgen.sim.state_controller import run_bfm_pysim, run_system_pysim
+from specgen.sim.ssm_unit import lut_params
+from specgen.sim.state_controller_top import StateControllerTop
+from specgen.sim.state_scenario import check_latencies
 
 # Coarse tables as tests/test_ssm_unit.py: the same contract, a fraction of the ROM.
 COARSE = COARSE_LUTS
@@ -148,7 +148,7 @@ def test_bfm_verilator(geom, kw, seed, tmp_path):
     """The BFM bench through cocotb on Verilator (the emitted Verilog)."""
     dut = StateController(ssm_cfg=SSMConfig(**geom), **kw)
     res = tmp_path / "result.json"
-    run_bench(dut, name=dut.module_name, module="sim.state_controller", testcase="bfm",
+    run_bench(dut, name=dut.module_name, module="specgen.sim.state_controller", testcase="bfm",
               params={"cfg": geom, **kw, "steps": 6, "resets": 2, "result_file": str(res)},
               seed=seed)
     out = json.loads(res.read_text())
@@ -191,7 +191,7 @@ def test_system_verilator(seed, tmp_path):
     """SSMUnit + StateController on Verilator (about 2 minutes of build)."""
     top = StateControllerTop(ssm_cfg=SSMConfig(**G4, **COARSE), slots=3, records=4)
     res = tmp_path / "result.json"
-    run_bench(top, name=top.module_name, module="sim.state_controller", testcase="system",
+    run_bench(top, name=top.module_name, module="specgen.sim.state_controller", testcase="system",
               params={"cfg": G4, "luts": lut_params(COARSE), "slots": 3, "records": 4,
                       "steps": 6, "resets": 2, "result_file": str(res)}, seed=seed)
     out = json.loads(res.read_text())

@@ -21,6 +21,12 @@ def test_pyflakes_clean():
 ROOMS = ("golden", "hw", "sim", "gen")
 
 
+def _project(name):
+    """``specgen.golden.x`` -> ``golden.x``: the project module an absolute import names
+    (the rooms install under one namespace, ``specgen``)."""
+    return name.removeprefix("specgen.")
+
+
 def _import_graph():
     """``module -> set of project modules it imports`` over the rooms, every import
     counted (module level or inside a function; relative ones resolved)."""
@@ -33,8 +39,8 @@ def _import_graph():
 
     def targets(module, node):
         if isinstance(node, ast.Import):
-            return [a.name for a in node.names]
-        base = node.module or ""
+            return [_project(a.name) for a in node.names]
+        base = _project(node.module or "")
         if node.level:
             package = module.split(".")
             if mods[module].name != "__init__.py":
@@ -118,5 +124,22 @@ def test_golden_imports_nothing_else_of_the_project():
             elif isinstance(node, ast.ImportFrom) and node.level == 0:
                 names = [node.module or ""]
             for name in names:
-                assert name.split(".")[0] not in ("hw", "sim", "gen", "tests"), \
+                assert _project(name).split(".")[0] not in ("hw", "sim", "gen", "tests"), \
                     f"{path.name} imports {name}"
+
+
+def test_every_project_import_is_in_the_specgen_namespace():
+    """``from golden.x`` beside ``from specgen.golden.x`` would load the module twice (two
+    ``Config`` classes), and the first is absent from an installed wheel."""
+    import ast
+    bad = []
+    for folder in (*ROOMS, "tests", "specgen"):
+        for path in (ROOT / folder).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text())):
+                names = []
+                if isinstance(node, ast.Import):
+                    names = [a.name for a in node.names]
+                elif isinstance(node, ast.ImportFrom) and node.level == 0:
+                    names = [node.module or ""]
+                bad += [f"{path.relative_to(ROOT)}: {n}" for n in names if n.split(".")[0] in ROOMS]
+    assert bad == []

@@ -7,12 +7,12 @@ import pytest
 
 pytest.importorskip("dask.distributed", reason="dask[distributed] not installed (dev extra)")
 
-from golden.config import preset  # noqa: E402
+from specgen.golden.config import preset  # noqa: E402
 
-from gen.cli.commands import main  # noqa: E402
-from gen.sweep.point import evaluate_point, fit_estimate  # noqa: E402
-from gen.sweep.run import pareto_front, read_results, run_sweep  # noqa: E402
-from gen.sweep.spec import SpecError, load_spec, point_id  # noqa: E402
+from specgen.gen.cli.commands import main  # noqa: E402
+from specgen.gen.sweep.point import evaluate_point, fit_estimate  # noqa: E402
+from specgen.gen.sweep.run import pareto_front, read_results, run_sweep  # noqa: E402
+from specgen.gen.sweep.spec import SpecError, load_spec, point_id  # noqa: E402
 
 SPEC = """
 [sweep]

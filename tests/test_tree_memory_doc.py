@@ -3,7 +3,7 @@
 import shutil
 from pathlib import Path
 
-from gen.studies.tree_memory import write_tree_memory
+from specgen.gen.studies.tree_memory import write_tree_memory
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "tree.md"
 

@@ -2,14 +2,14 @@
 
 import pytest
 
-import sim.tree_ssm as bench
-from golden.config import preset
-from golden.mamba2 import SSMConfig
-from golden.nonlinear import COARSE_LUTS
-from hw.tree_ssm import TreeSSMUnit
-from sim.lint import lint
-from sim.runner import emit_verilog, run_bench
-from sim.ssm_unit import lut_params
+import specgen.sim.tree_ssm as bench
+from specgen.golden.config import preset
+from specgen.golden.mamba2 import SSMConfig
+from specgen.golden.nonlinear import COARSE_LUTS
+from specgen.hw.tree_ssm import TreeSSMUnit
+from specgen.sim.lint import lint
+from specgen.sim.runner import emit_verilog, run_bench
+from specgen.sim.ssm_unit import lut_params
 
 CASES = [
     # A chain (each node its predecessor's child): the parent-to-child read-after-
@@ -103,7 +103,7 @@ def test_tree_ssm_verilator(seed):
     DSP accumulator, stalls on every port and a reset in mid-pass."""
     geom = {"nheads": 2, "headdim": 4, "d_state": 8, "lanes": 4}
     _cfg, unit = _unit(geom, 1, 1, "dspfp32", 4)
-    run_bench(unit, name=unit.module_name, module="sim.tree_ssm", testcase="passes",
+    run_bench(unit, name=unit.module_name, module="specgen.sim.tree_ssm", testcase="passes",
               params={"cfg": {**geom, "contract": "dspfp32"}, "luts": lut_params(COARSE_LUTS),
                       "max_nodes": 8, "fifo_depth": 4, "lm": 1, "la": 1,
                       "parents": [-1, 0, 0, 1, 2], "out_node": 3, "passes": 2, "stall": 0.3,

@@ -5,10 +5,10 @@ import dataclasses
 import pytest
 from amaranth.hdl import Fragment
 
-from golden.config import TreeConfig, preset
-from hw.tree_verifier import TreeVerifier
-from sim.lint import lint
-from sim.runner import emit_verilog, run_bench, simulator_available
+from specgen.golden.config import TreeConfig, preset
+from specgen.hw.tree_verifier import TreeVerifier
+from specgen.sim.lint import lint
+from specgen.sim.runner import emit_verilog, run_bench, simulator_available
 
 TESTS = ["random_trees", "full_rate", "reset_mid_stream", "errors"]
 
@@ -27,7 +27,7 @@ def _dut(max_nodes, fifo_depth):
 def test_tree_verifier_verilator(max_nodes, fifo_depth):
     name = f"tree_verifier_n{max_nodes}_d{fifo_depth}"
     run_bench(emit_verilog(_dut(max_nodes, fifo_depth), name=name), name=name,
-              module="sim.tree_verifier", testcase=TESTS,
+              module="specgen.sim.tree_verifier", testcase=TESTS,
               params={"max_nodes": max_nodes, "fifo_depth": fifo_depth, "max_passes": 4, "trees": 60})
 
 
@@ -37,7 +37,7 @@ def test_tree_verifier_icarus():
     if not ok:
         pytest.skip(reason)
     name = "tree_verifier_n12_d3"
-    run_bench(emit_verilog(_dut(12, 3), name=name), name=name, module="sim.tree_verifier",
+    run_bench(emit_verilog(_dut(12, 3), name=name), name=name, module="specgen.sim.tree_verifier",
               simulator="icarus", testcase=TESTS,
               params={"max_nodes": 12, "fifo_depth": 3, "max_passes": 4, "trees": 30})
 
@@ -49,7 +49,7 @@ def test_tree_verifier_icarus():
 def test_tree_verifier_long(max_nodes, fifo_depth):
     name = f"tree_verifier_n{max_nodes}_d{fifo_depth}"
     run_bench(emit_verilog(_dut(max_nodes, fifo_depth), name=name), name=name,
-              module="sim.tree_verifier", testcase=["random_trees", "reset_mid_stream", "errors"],
+              module="specgen.sim.tree_verifier", testcase=["random_trees", "reset_mid_stream", "errors"],
               params={"max_nodes": max_nodes, "fifo_depth": fifo_depth, "max_passes": 4, "trees": 2000})
 
 

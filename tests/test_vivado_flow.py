@@ -14,15 +14,15 @@ from pathlib import Path
 
 import pytest
 
-from gen.emit.vivado import FLOW_FILES, bus_interfaces, verilog_ports, write_vivado_flow
-from golden.config import preset
+from specgen.gen.emit.vivado import FLOW_FILES, bus_interfaces, verilog_ports, write_vivado_flow
+from specgen.golden.config import preset
 
 TCLSH = shutil.which("tclsh")
 STUBS = Path(__file__).with_name("vivado_stubs.tcl")
 
 pytestmark = [
     pytest.mark.skipif(TCLSH is None, reason="tclsh not installed (apt-get install tcl)"),
-    # The board-scale arrays are built by gen.emit.verilog.blocks and dropped unelaborated.
+    # The board-scale arrays are built by specgen.gen.emit.verilog.blocks and dropped unelaborated.
     pytest.mark.filterwarnings("ignore:.*created but never used"),
 ]
 
@@ -50,13 +50,13 @@ class FlowError(AssertionError):
 
 
 def _small_blocks(blocks):
-    """``gen.emit.verilog.blocks`` with the small blocks only: the board-scale arrays and the
+    """``specgen.gen.emit.verilog.blocks`` with the small blocks only: the board-scale arrays and the
     top level that holds them take minutes to emit."""
     def small(config):
-        from hw.exponent_decoder import ExponentDecoder
-        from hw.fp16_reconstructor import FP16Reconstructor
-        from hw.ring_fifo import RingFIFO
-        from hw.tree_verifier import TreeVerifier
+        from specgen.hw.exponent_decoder import ExponentDecoder
+        from specgen.hw.fp16_reconstructor import FP16Reconstructor
+        from specgen.hw.ring_fifo import RingFIFO
+        from specgen.hw.tree_verifier import TreeVerifier
         keep = (RingFIFO, TreeVerifier, ExponentDecoder, FP16Reconstructor)
         out = {}
         for name, c in blocks(config).items():
@@ -69,11 +69,11 @@ def _small_blocks(blocks):
 
 
 def emit(board, out):
-    """``gen.emit.verilog.write_verilog`` for ``board`` with the small blocks only."""
-    import gen.emit.verilog
+    """``specgen.gen.emit.verilog.write_verilog`` for ``board`` with the small blocks only."""
+    import specgen.gen.emit.verilog
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(gen.emit.verilog, "blocks", _small_blocks(gen.emit.verilog.blocks))
-        modules = gen.emit.verilog.write_verilog(board=board, out=out)
+        mp.setattr(specgen.gen.emit.verilog, "blocks", _small_blocks(specgen.gen.emit.verilog.blocks))
+        modules = specgen.gen.emit.verilog.write_verilog(board=board, out=out)
     return sorted(modules)
 
 
@@ -315,7 +315,7 @@ def test_axi_ports_become_bus_interfaces(tmp_path):
 
 
 def test_memory_map_holds_the_registers(tmp_path):
-    from hw.regmap import accelerator_regmap
+    from specgen.hw.regmap import accelerator_regmap
     out = tmp_path / "out"
     out.mkdir()
     (out / "axi_top.v").write_text(AXI_TOP)
@@ -432,7 +432,7 @@ def test_parameters_are_keyword_only(tmp_path):
 @pytest.mark.slow
 def test_full_vck190_emission_flow(tmp_path):
     """The real ``write_verilog`` output, board-scale arrays included (minutes)."""
-    from gen.emit.verilog import write_verilog
+    from specgen.gen.emit.verilog import write_verilog
     out = tmp_path / "vck190"
     modules = sorted(write_verilog(board="vck190", out=out))
     sources = [f"{m}.v" for m in modules]

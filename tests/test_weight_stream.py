@@ -5,11 +5,11 @@ the cocotb bench of sim/weight_stream.py on Verilator."""
 import numpy as np
 import pytest
 
-from golden import weight_planes as wp
-from golden.bsfp import BSFPConfig, encode, merge_planes, pack_nibbles, split_planes
-from golden.config import preset
-from hw.weight_stream import WeightStream
-from sim.runner import run_bench
+from specgen.golden import weight_planes as wp
+from specgen.golden.bsfp import BSFPConfig, encode, merge_planes, pack_nibbles, split_planes
+from specgen.golden.config import preset
+from specgen.hw.weight_stream import WeightStream
+from specgen.sim.runner import run_bench
 
 SIM = preset("sim").board
 
@@ -105,9 +105,9 @@ def test_verify_beats_are_what_the_dsp_linear_unit_bench_drives(monkeypatch, por
     expected_beats, sim.weight_stream.beat_value), equal the weight beats that the
     DSPLinearUnit's own bench drives into the RTL for that tile (sim.dsp_linear_unit.Job,
     checked there against golden.dsp): same order, same bits."""
-    from golden import bsfp
-    from sim.dsp_linear_unit import Job
-    from sim.weight_stream import beat_value
+    from specgen.golden import bsfp
+    from specgen.sim.dsp_linear_unit import Job
+    from specgen.sim.weight_stream import beat_value
     tensors = []
     real = bsfp.encode
 
@@ -189,7 +189,7 @@ def test_weight_stream_verilator(rows, data_width):
     """Both passes mixed, random latency-200 ns memory, stalls on every channel and the
     output, and a reset in mid-burst; sub-beats four to a word, and words of two beats."""
     ws = WeightStream(**(SMALL | dict(rows=rows, data_width=data_width)))
-    run_bench(ws, name=ws.module_name, module="sim.weight_stream",
+    run_bench(ws, name=ws.module_name, module="specgen.sim.weight_stream",
               testcase=["random_jobs", "reset_mid_burst"],
               params=_bench_params(ws, jobs=10, reset_at=200))
 
@@ -198,7 +198,7 @@ def test_weight_stream_verilator(rows, data_width):
 def test_weight_stream_bench_catches_a_corrupt_byte():
     """One flipped byte in the memory image is caught, in the beat it belongs to."""
     ws = WeightStream(**SMALL)
-    run_bench(ws, name=ws.module_name, module="sim.weight_stream",
+    run_bench(ws, name=ws.module_name, module="specgen.sim.weight_stream",
               testcase="corrupt_byte_caught", params=_bench_params(ws))
 
 
@@ -210,7 +210,7 @@ def test_weight_stream_efficiency_at_200ns_vhk158():
     """vhk158 scale (64 weights a beat, four 256-bit HBM ports at 450 MHz, fabric at
     250 MHz), 200 ns of read latency, 10 % stalls: at least 95 % of the output's ready
     cycles carry a beat in both passes, and the draft requests a quarter of the bytes."""
-    from gen.bench.memory import measure_weight_stream
+    from specgen.gen.bench.memory import measure_weight_stream
     got = {mode: measure_weight_stream("vhk158", mode=mode, k=512, jobs=2)[2]
            for mode in ("verify", "draft")}
     for stats in got.values():
@@ -225,7 +225,7 @@ def test_weight_stream_efficiency_at_200ns_vhk158():
 def test_weight_stream_efficiency_check_can_fail():
     """Masters with a 64-beat FIFO (2 KB, less than the 2,880 B a port keeps in flight at
     200 ns) miss the target: the figure measures latency hiding."""
-    from gen.bench.memory import measure_weight_stream
+    from specgen.gen.bench.memory import measure_weight_stream
     _, _, stats = measure_weight_stream("vhk158", mode="verify", k=512, jobs=2, fifo_depth=64)
     assert stats["efficiency"] < 0.95, stats
 
@@ -241,8 +241,8 @@ def test_from_config_rejects_the_exact_array():
 def test_board_scale_stream_passes_lint(board, tmp_path):
     """The board-scale stream's Verilog, every module linted with -Wall and the project's
     waivers only."""
-    from sim.lint import lint_modules
-    from sim.runner import emit_verilog
+    from specgen.sim.lint import lint_modules
+    from specgen.sim.runner import emit_verilog
     ws = WeightStream.from_config(preset(board))
     path = tmp_path / f"{ws.module_name}.v"
     path.write_text(emit_verilog(ws, name=ws.module_name))
@@ -255,7 +255,7 @@ def test_board_scale_stream_passes_lint(board, tmp_path):
 def test_weight_stream_long():
     """The random and reset benches at six times the jobs."""
     ws = WeightStream(**SMALL)
-    run_bench(ws, name=ws.module_name, module="sim.weight_stream",
+    run_bench(ws, name=ws.module_name, module="specgen.sim.weight_stream",
               testcase=["random_jobs", "reset_mid_burst"],
               params=_bench_params(ws, jobs=60, reset_at=1500))
 
@@ -266,11 +266,11 @@ def test_weight_stream_feeds_the_dsp_linear_unit_verilator(corrupt):
     """The stream drives a DSPLinearUnit's weight port from memory (latency 200 ns, stalls
     on every channel): every result of both passes equals golden.dsp; with one exponent
     bit flipped in memory, a result differs."""
-    from sim.weight_stream import streamed_linear_unit
+    from specgen.sim.weight_stream import streamed_linear_unit
     unit = dict(rows=2, cols=4, max_tokens=3, max_k=12)
     stream = SMALL | dict(rows=2, data_width=32, max_beats=unit["max_k"] * unit["cols"])
     top = streamed_linear_unit(unit_args=unit, stream_args=stream)
-    run_bench(top, name=top.module_name, module="sim.weight_stream",
+    run_bench(top, name=top.module_name, module="specgen.sim.weight_stream",
               testcase="feeds_dsp_linear_unit",
               params=dict(unit, jobs=12, max_beats=stream["max_beats"], corrupt=corrupt,
                           addr_width=stream["addr_width"], data_width=32,

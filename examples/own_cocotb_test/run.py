@@ -12,7 +12,7 @@ import json
 import sys
 from pathlib import Path
 
-from sim.runner import run_bench
+from specgen.sim.runner import run_bench
 
 
 def main(folder):

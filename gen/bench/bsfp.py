@@ -10,9 +10,9 @@ k = 1 and the subnormal path runs. Times are the best of 3 ``perf_counter`` runs
 
 import numpy as np
 
-from gen.bench.timing import best_of
+from specgen.gen.bench.timing import best_of
 
-from golden.bsfp import BSFPConfig, encode
+from specgen.golden.bsfp import BSFPConfig, encode
 
 __all__ = ["benchmarks", "SHAPE"]
 

@@ -6,8 +6,8 @@ __all__ = ["add_parser"]
 def _cmd_bench(args):
     import json
 
-    from gen.bench.suite import run_named, write_bench
-    from gen.cli.progress import Progress, summarize
+    from specgen.gen.bench.suite import run_named, write_bench
+    from specgen.gen.cli.progress import Progress, summarize
     if args.only:
         # Some benchmarks only: print their records; docs/perf.md keeps all of them.
         rows = run_named(args.only)
@@ -26,7 +26,7 @@ def _cmd_bench(args):
 
 def add_parser(sub):
     """Add ``specgen bench`` to the CLI's subparsers."""
-    from gen.bench.suite import NAMED
+    from specgen.gen.bench.suite import NAMED
     p = sub.add_parser("bench", help="run the benchmarks and rewrite docs/perf.md")
     p.add_argument("--out", default="docs/perf.md", metavar="FILE", help="report path")
     p.add_argument("--only", metavar="NAME", action="append",

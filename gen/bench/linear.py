@@ -10,7 +10,7 @@ import json
 import tempfile
 from pathlib import Path
 
-from golden.config import preset
+from specgen.golden.config import preset
 
 __all__ = ["benchmarks", "measure", "measure_dsp"]
 
@@ -18,10 +18,10 @@ COMMAND = "specgen bench (sim.linear_unit utilization)"
 
 
 def measure(*, steps=16, jobs=8):
-    from hw.linear_unit import LinearUnit
-    from sim.runner import run_bench
+    from specgen.hw.linear_unit import LinearUnit
+    from specgen.sim.runner import run_bench
 
-    from golden.fp import FORMATS as FP_FORMATS
+    from specgen.golden.fp import FORMATS as FP_FORMATS
 
     lin = preset("sim").linear
     with tempfile.TemporaryDirectory() as tmp:
@@ -30,7 +30,7 @@ def measure(*, steps=16, jobs=8):
                              max_k=lin.max_k, fmt_out=FP_FORMATS[lin.fmt_out]),
                   name=f"linear_unit_r{lin.rows}_c{lin.cols}_q{lin.quant_lanes}_k{lin.max_k}"
                        f"_{lin.fmt_out}",
-                  module="sim.linear_unit", testcase="utilization", seed=1,
+                  module="specgen.sim.linear_unit", testcase="utilization", seed=1,
                   params={"rows": lin.rows, "cols": lin.cols, "lanes": lin.quant_lanes,
                           "max_k": lin.max_k, "fmt_out": lin.fmt_out, "steps": min(steps, lin.max_k),
                           "jobs": jobs, "tokens": list(range(1, lin.cols + 1)),
@@ -63,17 +63,17 @@ DSP_COMMAND = "specgen bench (sim.dsp_linear_unit utilization)"
 def measure_dsp(*, steps=256, jobs=3, tokens=DSP_TOKENS):
     """Run the DSPLinearUnit's ``utilization`` test on Verilator; return its report with the
     cycle model's prediction of each run beside it."""
-    from golden.config import LinearConfig
-    from hw.dsp_linear_unit import DSPLinearUnit
-    from sim.runner import run_bench
+    from specgen.golden.config import LinearConfig
+    from specgen.hw.dsp_linear_unit import DSPLinearUnit
+    from specgen.sim.runner import run_bench
 
-    from gen.perf.blocks import LinearJob, dsp_linear_schedule
+    from specgen.gen.perf.blocks import LinearJob, dsp_linear_schedule
 
     a = DSP_ARRAY
     unit = DSPLinearUnit(**a)
     with tempfile.TemporaryDirectory() as tmp:
         report = Path(tmp) / "utilization.json"
-        run_bench(unit, name=unit.module_name, module="sim.dsp_linear_unit",
+        run_bench(unit, name=unit.module_name, module="specgen.sim.dsp_linear_unit",
                   testcase="utilization", seed=1,
                   params=dict(a, weight_ports=unit.weight_ports, steps=steps, jobs=jobs,
                               tokens=list(tokens), report=str(report)), cxx_opt="-O0")

@@ -20,7 +20,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from golden.config import HBM_NMU_PORTS, MEMORY_LATENCY_NS, READ_REORDER_BYTES, preset
+from specgen.golden.config import HBM_NMU_PORTS, MEMORY_LATENCY_NS, READ_REORDER_BYTES, preset
 
 __all__ = ["LATENCY_NS", "STALL", "CLOCKS", "CASES", "bench_params", "measure", "benchmarks", "latency_cycles", "littles_law_rows",
            "littles_law_markdown", "RROB_BYTES", "HBM_NMU_PORTS", "measure_weight_stream",
@@ -84,8 +84,8 @@ def measure(board_name="vhk158", *, clocks="memory", latency_ns=LATENCY_NS, stal
     ``overrides`` replace ``from_config``'s sizes (``fifo_depth=32`` shows what
     too few bytes in flight cost).
     """
-    from hw.axi_master import AXI4ReadMaster
-    from sim.runner import run_bench
+    from specgen.hw.axi_master import AXI4ReadMaster
+    from specgen.sim.runner import run_bench
 
     config = preset(board_name)
     if clocks == "memory":
@@ -96,7 +96,7 @@ def measure(board_name="vhk158", *, clocks="memory", latency_ns=LATENCY_NS, stal
                           stall=stall, stream_beats=stream_beats)
     with tempfile.TemporaryDirectory() as tmp, _progress_to_stderr():
         report = Path(tmp) / "efficiency.json"
-        run_bench(master, name=master.module_name, module="sim.axi_master",
+        run_bench(master, name=master.module_name, module="specgen.sim.axi_master",
                   testcase="read_efficiency", seed=seed, params=dict(params, report=str(report)))
         stats = json.loads(report.read_text())
     return master, params, stats
@@ -132,7 +132,7 @@ def benchmarks():
 def littles_law_rows(latency_ns=LATENCY_NS):
     """Per board: a port's bandwidth, the bytes it keeps in flight at ``latency_ns``,
     the ports the board's bandwidth needs, and the master's default sizes."""
-    from hw.axi_master import AXI4ReadMaster
+    from specgen.hw.axi_master import AXI4ReadMaster
 
     rows = []
     for name in ("vck190", "vhk158"):
@@ -200,8 +200,8 @@ def measure_weight_stream(board_name="vhk158", *, mode="verify", latency_ns=LATE
     ``stats`` holds ``efficiency`` (beats ÷ ready cycles of the output while streaming)
     and ``ar_bytes``, the bytes requested on each port's AR.
     """
-    from hw.weight_stream import WeightStream
-    from sim.runner import run_bench
+    from specgen.hw.weight_stream import WeightStream
+    from specgen.sim.runner import run_bench
 
     config = preset(board_name)
     board = config.board
@@ -215,7 +215,7 @@ def measure_weight_stream(board_name="vhk158", *, mode="verify", latency_ns=LATE
                   out_stall=stall, jobs=jobs, mode=mode)
     with tempfile.TemporaryDirectory() as tmp, _progress_to_stderr():
         report = Path(tmp) / "weight_stream.json"
-        run_bench(ws, name=ws.module_name, module="sim.weight_stream", testcase="stream",
+        run_bench(ws, name=ws.module_name, module="specgen.sim.weight_stream", testcase="stream",
                   seed=seed, params=dict(params, report=str(report)))
         stats = json.loads(report.read_text())
     return ws, params, stats

@@ -11,10 +11,10 @@ import sys
 
 import numpy as np
 
-from gen.bench.timing import best_of
+from specgen.gen.bench.timing import best_of
 
-from golden.dot import dot
-from golden.fp import FP16, FP32, add, mul
+from specgen.golden.dot import dot
+from specgen.golden.fp import FP16, FP32, add, mul
 
 __all__ = ["benchmarks"]
 

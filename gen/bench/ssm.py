@@ -37,10 +37,10 @@ def measure(geom, mul_stages, add_stages, *, tokens=6, seed=0):
     """
     import numpy as np
 
-    from golden.mamba2 import SSMConfig
-    from golden.nonlinear import COARSE_LUTS
-    from hw.ssm_unit import SSMUnit
-    from sim.ssm_unit import check_pysim, run_pysim
+    from specgen.golden.mamba2 import SSMConfig
+    from specgen.golden.nonlinear import COARSE_LUTS
+    from specgen.hw.ssm_unit import SSMUnit
+    from specgen.sim.ssm_unit import check_pysim, run_pysim
 
     cfg = SSMConfig(**geom, **COARSE_LUTS)
     dut = SSMUnit(cfg=cfg, mul_stages=mul_stages, add_stages=add_stages)

@@ -22,18 +22,18 @@ import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from gen.cli.errors import CLIError
+from specgen.gen.cli.errors import CLIError
 
 __all__ = ["write_bench", "collect", "run_named", "NAMED", "bench_rtl", "bench_emission",
            "bench_emission_sizes", "calibration_section", "model_section", "EMISSION_SIZES", "emit_linear_unit"]
 
 #: Modules with a ``benchmarks()`` function returning records
 #: ``{"name", "value", "unit", "command", "note"}``.
-BENCH_MODULES = ["gen.bench.numerics", "gen.bench.bsfp", "gen.bench.linear", "gen.bench.ssm",
-                 "gen.bench.memory"]
+BENCH_MODULES = ["specgen.gen.bench.numerics", "specgen.gen.bench.bsfp", "specgen.gen.bench.linear",
+                 "specgen.gen.bench.ssm", "specgen.gen.bench.memory"]
 
 #: Named benchmarks of ``specgen bench --only NAME``: each one of :data:`BENCH_MODULES`.
-NAMED = {name.removeprefix("gen.bench."): name for name in BENCH_MODULES}
+NAMED = {name.removeprefix("specgen.gen.bench."): name for name in BENCH_MODULES}
 
 
 def run_named(names):
@@ -88,12 +88,12 @@ def bench_rtl(cycles=50_000):
     Verilator build is affordable on this machine: ``RingFIFO``,
     ``TreeVerifier``, the smallest ``LinearUnit``. There is no top level yet.
     """
-    from hw.linear_unit import LinearUnit
-    from hw.ring_fifo import RingFIFO
-    from hw.tree_verifier import TreeVerifier
-    from sim.runner import emit_verilog, run_bench
+    from specgen.hw.linear_unit import LinearUnit
+    from specgen.hw.ring_fifo import RingFIFO
+    from specgen.hw.tree_verifier import TreeVerifier
+    from specgen.sim.runner import emit_verilog, run_bench
 
-    from golden.fp import FORMATS as FP_FORMATS
+    from specgen.golden.fp import FORMATS as FP_FORMATS
 
     rows = []
     for width, depth in ((4, 16), (32, 1024)):
@@ -101,7 +101,7 @@ def bench_rtl(cycles=50_000):
         name = dut.module_name
         with tempfile.TemporaryDirectory() as tmp:
             results = run_bench(dut, name=name,
-                                module="sim.ring_fifo", testcase="random_traffic",
+                                module="specgen.sim.ring_fifo", testcase="random_traffic",
                                 params={"width": width, "depth": depth, "cycles": cycles},
                                 seed=1, test_dir=tmp)
             n, wall = _throughput(results)
@@ -112,7 +112,7 @@ def bench_rtl(cycles=50_000):
     dut = TreeVerifier(max_nodes=64, fifo_depth=16, max_passes=4)
     name = dut.module_name
     with tempfile.TemporaryDirectory() as tmp:
-        results = run_bench(emit_verilog(dut, name=name), name=name, module="sim.tree_verifier",
+        results = run_bench(emit_verilog(dut, name=name), name=name, module="specgen.sim.tree_verifier",
                             testcase="random_trees", seed=1, test_dir=tmp,
                             params={"max_nodes": 64, "fifo_depth": 16, "max_passes": 4,
                                     "trees": 200})
@@ -125,7 +125,7 @@ def bench_rtl(cycles=50_000):
     with tempfile.TemporaryDirectory() as tmp:
         results = run_bench(LinearUnit(rows=rows_, cols=cols, quant_lanes=lanes, max_k=max_k,
                                        fmt_out=FP_FORMATS[fmt]), name=name,
-                            module="sim.linear_unit", testcase="random_jobs", seed=1, test_dir=tmp,
+                            module="specgen.sim.linear_unit", testcase="random_jobs", seed=1, test_dir=tmp,
                             params={"rows": rows_, "cols": cols, "lanes": lanes, "max_k": max_k,
                                     "fmt_out": fmt, "jobs": 100})
         n, wall = _throughput(results)
@@ -189,7 +189,7 @@ def _module_count(verilog_text):
 
 def bench_emission():
     """Verilog emission time and peak memory of each preset (``specgen verilog``)."""
-    from golden.config import preset_names
+    from specgen.golden.config import preset_names
 
     rows = []
     for board in preset_names():
@@ -217,8 +217,8 @@ EMISSION_SIZES = ((1, 1), (2, 2), (4, 4), (8, 8), (16, 16), (64, 16), (64, 64))
 
 def emit_linear_unit(rows, cols, out):
     """Write the Verilog of a ``rows × cols`` ``LinearUnit`` (q3, max_k 8192) to ``out``."""
-    from hw.hierarchy import convert
-    from hw.linear_unit import LinearUnit
+    from specgen.hw.hierarchy import convert
+    from specgen.hw.linear_unit import LinearUnit
 
     text, _ = convert(LinearUnit(rows=rows, cols=cols, quant_lanes=3, max_k=8192),
                       name=f"linear_unit_r{rows}_c{cols}")
@@ -269,8 +269,8 @@ def _git_rev():
 
 def calibration_section():
     """Markdown of the calibration table (every config; Verilator where builds are cheap)."""
-    from gen.perf.calibrate import TOLERANCE, calibration_rows
-    from gen.perf.report import calibration_markdown
+    from specgen.gen.perf.calibrate import TOLERANCE, calibration_rows
+    from specgen.gen.perf.report import calibration_markdown
 
     records = calibration_rows()
     worst = max(r["error"] for r in records)
@@ -290,8 +290,8 @@ def calibration_section():
 
 def model_section(plot_dir):
     """Markdown of the performance model beside the papers; writes the plots into ``plot_dir``."""
-    from gen.perf.system import paper_rows
-    from gen.perf.report import model_markdown, write_plots
+    from specgen.gen.perf.system import paper_rows
+    from specgen.gen.perf.report import model_markdown, write_plots
 
     plots = write_plots(plot_dir)
     return model_markdown(paper_rows(), plots=plots) + "\n"

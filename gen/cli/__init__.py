@@ -5,6 +5,6 @@ files (:mod:`.design`).
 ``gen.cli:main`` is the installed entry point.
 """
 
-from gen.cli.commands import main
+from specgen.gen.cli.commands import main
 
 __all__ = ["main"]

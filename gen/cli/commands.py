@@ -16,7 +16,7 @@ import argparse
 import os
 import sys
 
-from gen.cli.errors import CLIError
+from specgen.gen.cli.errors import CLIError
 
 __all__ = ["main", "build_parser", "iter_commands", "EXIT_USAGE", "EXIT_INTERRUPTED",
            "EXIT_BROKEN_PIPE"]
@@ -56,16 +56,16 @@ def build_parser():
     Each room's ``add_parser(sub)`` adds its commands to ``sub``; their handlers import the
     room's heavy modules only when they run, so ``specgen --help`` stays fast.
     """
-    from gen.bench.cli import add_parser as add_bench
-    from gen.cli.design import add_parser as add_config
-    from gen.cli.docs import add_parser as add_docs
-    from gen.cli.output import specgen_version
-    from gen.emit.cli import add_parser as add_emit
-    from gen.estimate.cli import add_parser as add_estimate
-    from gen.perf.cli import add_parser as add_perf
-    from gen.runtime.cli import add_parser as add_generate
-    from gen.studies.cli import add_parser as add_studies
-    from gen.sweep.cli import add_parser as add_sweep
+    from specgen.gen.bench.cli import add_parser as add_bench
+    from specgen.gen.cli.design import add_parser as add_config
+    from specgen.gen.cli.docs import add_parser as add_docs
+    from specgen.gen.cli.output import specgen_version
+    from specgen.gen.emit.cli import add_parser as add_emit
+    from specgen.gen.estimate.cli import add_parser as add_estimate
+    from specgen.gen.perf.cli import add_parser as add_perf
+    from specgen.gen.runtime.cli import add_parser as add_generate
+    from specgen.gen.studies.cli import add_parser as add_studies
+    from specgen.gen.sweep.cli import add_parser as add_sweep
 
     parser = _Parser(
         prog="specgen",

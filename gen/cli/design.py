@@ -27,11 +27,11 @@ import sys
 import tomllib
 from pathlib import Path
 
-from golden.config import preset, preset_names
-from golden.config_io import ConfigError, apply_overrides, config_from_dict, config_schema, \
+from specgen.golden.config import preset, preset_names
+from specgen.golden.config_io import ConfigError, apply_overrides, config_from_dict, config_schema, \
     parse_override
 
-from gen.cli.errors import CLIError
+from specgen.gen.cli.errors import CLIError
 
 __all__ = ["add_design_args", "resolve_config", "load_design_file", "add_parser", "int_at_least",
            "FORMATS"]

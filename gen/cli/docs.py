@@ -5,25 +5,25 @@ the command of its study (``bsfp-study``, ``ssm-budget``, ``backtrack-cost``, ``
 ``bench``) or a make target (``make models``, ``make acceptance``).
 """
 
-from gen.cli.errors import CLIError
+from specgen.gen.cli.errors import CLIError
 
 __all__ = ["PAGES", "add_parser", "write_page"]
 
 
 def _regmap(out, progress):
-    from gen.cli.output import write_files
-    from gen.emit.regmap_doc import render_regmap_doc
+    from specgen.gen.cli.output import write_files
+    from specgen.gen.emit.regmap_doc import render_regmap_doc
     return write_files(out, {"regmap.md": render_regmap_doc().encode()})
 
 
 def _memory_map(out, progress):
-    from gen.cli.output import write_files
-    from gen.emit.memory_map_doc import render_memory_map_doc
+    from specgen.gen.cli.output import write_files
+    from specgen.gen.emit.memory_map_doc import render_memory_map_doc
     return write_files(out, {"memory-map.md": render_memory_map_doc().encode()})
 
 
 def _tree_memory(out, progress):
-    from gen.studies.tree_memory import write_tree_memory
+    from specgen.gen.studies.tree_memory import write_tree_memory
     try:
         return [write_tree_memory(out=out)]
     except ValueError as exc:
@@ -31,14 +31,14 @@ def _tree_memory(out, progress):
 
 
 def _estimate(out, progress):
-    from gen.estimate.report import write_estimate_doc
+    from specgen.gen.estimate.report import write_estimate_doc
     path = out / "estimate.md"
     write_estimate_doc(out=path, progress=progress)
     return [path, path.with_suffix(".json")]
 
 
 def _figures(out, progress):
-    from gen.studies.figures import write_figures
+    from specgen.gen.studies.figures import write_figures
     return write_figures(out=out)
 
 
@@ -67,7 +67,7 @@ def write_page(page, *, out="docs", progress=None):
 
 
 def _cmd_docs(args):
-    from gen.cli.progress import Progress, summarize
+    from specgen.gen.cli.progress import Progress, summarize
     progress = Progress.from_args(args)
     paths = []
     for page in args.page:

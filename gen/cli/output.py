@@ -29,7 +29,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from gen.cli.errors import CLIError
+from specgen.gen.cli.errors import CLIError
 
 __all__ = ["atomic_dir", "check_out", "write_files", "write_manifest", "sha256_file",
            "specgen_version", "MANIFEST"]

@@ -3,7 +3,7 @@
 
 import re
 
-from gen.cli.errors import CLIError
+from specgen.gen.cli.errors import CLIError
 
 __all__ = ["blocks", "block_kind", "select_blocks", "top_block"]
 
@@ -11,13 +11,13 @@ __all__ = ["blocks", "block_kind", "select_blocks", "top_block"]
 def _builders():
     """The functions that build each block of a design from its config, in hierarchy order
     (the top level last), with why each block is there."""
-    from hw.accelerator import Accelerator
-    from hw.exponent_decoder import ExponentDecoder
-    from hw.fp16_reconstructor import FP16Reconstructor
-    from hw.linear_unit import linear_unit_for
-    from hw.ring_fifo import RingFIFO
-    from hw.ssm_unit import SSMUnit
-    from hw.tree_verifier import TreeVerifier
+    from specgen.hw.accelerator import Accelerator
+    from specgen.hw.exponent_decoder import ExponentDecoder
+    from specgen.hw.fp16_reconstructor import FP16Reconstructor
+    from specgen.hw.linear_unit import linear_unit_for
+    from specgen.hw.ring_fifo import RingFIFO
+    from specgen.hw.ssm_unit import SSMUnit
+    from specgen.hw.tree_verifier import TreeVerifier
 
     def ssm_unit(config):
         pipe = config.pipeline
@@ -50,14 +50,14 @@ def blocks(config):
 def top_block(modules):
     """The name of the block of ``modules`` that the Vivado flow and the FuseSoC core build:
     the highest in the hierarchy (the accelerator, unless ``--only`` left it out)."""
-    from hw.accelerator import Accelerator
-    from hw.dsp_linear_unit import DSPLinearUnit
-    from hw.exponent_decoder import ExponentDecoder
-    from hw.fp16_reconstructor import FP16Reconstructor
-    from hw.linear_unit import LinearUnit
-    from hw.ring_fifo import RingFIFO
-    from hw.ssm_unit import SSMUnit
-    from hw.tree_verifier import TreeVerifier
+    from specgen.hw.accelerator import Accelerator
+    from specgen.hw.dsp_linear_unit import DSPLinearUnit
+    from specgen.hw.exponent_decoder import ExponentDecoder
+    from specgen.hw.fp16_reconstructor import FP16Reconstructor
+    from specgen.hw.linear_unit import LinearUnit
+    from specgen.hw.ring_fifo import RingFIFO
+    from specgen.hw.ssm_unit import SSMUnit
+    from specgen.hw.tree_verifier import TreeVerifier
     rank = (RingFIFO, TreeVerifier, ExponentDecoder, FP16Reconstructor, LinearUnit, DSPLinearUnit,
             SSMUnit, Accelerator)
     return max(modules, key=lambda name: rank.index(type(modules[name])))

@@ -1,22 +1,22 @@
 """``specgen verilog`` and ``specgen golden``: their arguments and their commands."""
 
-from gen.cli.design import add_design_args, int_at_least
+from specgen.gen.cli.design import add_design_args, int_at_least
 
 __all__ = ["add_parser"]
 
 
 def _cmd_verilog(args):
-    from gen.cli.design import resolve_config
-    from gen.cli.progress import Progress
-    from gen.emit.verilog import write_verilog
+    from specgen.gen.cli.design import resolve_config
+    from specgen.gen.cli.progress import Progress
+    from specgen.gen.emit.verilog import write_verilog
     write_verilog(config=resolve_config(args), out=args.out, progress=Progress.from_args(args),
                   only=args.only)
 
 
 def _cmd_golden(args):
-    from gen.cli.design import resolve_config
-    from gen.cli.progress import Progress
-    from gen.emit.golden_vectors import DEFAULT_CONFIG, write_golden
+    from specgen.gen.cli.design import resolve_config
+    from specgen.gen.cli.progress import Progress
+    from specgen.gen.emit.golden_vectors import DEFAULT_CONFIG, write_golden
     write_golden(out=args.out, seed=args.seed, config=resolve_config(args) or DEFAULT_CONFIG,
                  progress=Progress.from_args(args), only=args.block)
 

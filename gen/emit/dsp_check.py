@@ -11,9 +11,9 @@ three commands.
 
 import numpy as np
 
-from golden import dsp
-from golden.fp import FP16, FP32
-from hw.dsp58 import DSPFP32, OP_ACC_C, OP_START
+from specgen.golden import dsp
+from specgen.golden.fp import FP16, FP32
+from specgen.hw.dsp58 import DSPFP32, OP_ACC_C, OP_START
 
 __all__ = ["dsp_vectors", "write_dsp_check"]
 

@@ -16,7 +16,7 @@ is JSON-quoted, which YAML reads as it is.
 
 import json
 
-from gen.cli.output import specgen_version
+from specgen.gen.cli.output import specgen_version
 
 __all__ = ["core_name", "core_text", "CORE_VENDOR", "CORE_LIBRARY"]
 
@@ -49,7 +49,7 @@ def core_text(config, *, top, sources, synth_sources=None, xdc=None):
     xdc : str, optional
         Constraints file, relative to the core file (designs with a part).
     """
-    from sim.runner import VERILATOR_WAIVERS
+    from specgen.sim.runner import VERILATOR_WAIVERS
 
     board = config.board
     synth_sources = list(sources if synth_sources is None else synth_sources)

@@ -21,13 +21,13 @@ import zipfile
 
 import numpy as np
 
-from golden import bsfp, dot, fp
-from golden.config import Config, preset
-from golden.ring_fifo import RingFIFOModel
+from specgen.golden import bsfp, dot, fp
+from specgen.golden.config import Config, preset
+from specgen.golden.ring_fifo import RingFIFOModel
 
-from gen.cli.errors import CLIError
-from gen.cli.output import MANIFEST, atomic_dir, write_manifest
-from gen.cli.progress import Progress, summary_lines
+from specgen.gen.cli.errors import CLIError
+from specgen.gen.cli.output import MANIFEST, atomic_dir, write_manifest
+from specgen.gen.cli.progress import Progress, summary_lines
 
 __all__ = ["SETS", "BLOCK_SETS", "generate", "write_golden", "save_npz"]
 
@@ -146,7 +146,7 @@ def _set_ring_fifo(config, rng):
 
 def _set_tree_verifier(config, rng):
     """Random draft trees that fit the config's verifier, and their FIFO schedules."""
-    from golden.tree import ROOT, fifo_schedule, flatten
+    from specgen.golden.tree import ROOT, fifo_schedule, flatten
     tree = config.tree
     trees, shapes = [], []
     while len(trees) < 32:
@@ -186,7 +186,7 @@ def _set_tree_verifier(config, rng):
 
 def _set_ssm_unit(config, rng):
     """Decode steps of the config's SSM unit (golden.mamba2.ssm_step_hw), bit for bit."""
-    from golden.mamba2 import mamba2_init_params, ssm_step_hw
+    from specgen.golden.mamba2 import mamba2_init_params, ssm_step_hw
     cfg = config.ssm
     steps = 4
     H, P, N = cfg.nheads, cfg.headdim, cfg.d_state

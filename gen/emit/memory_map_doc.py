@@ -11,9 +11,9 @@ Regenerate with ``specgen docs memory-map`` (``tests/test_memory_map.py`` fails
 while ``docs/memory-map.md`` is stale).
 """
 
-from golden.config import PRESETS, preset
-from golden.lm import LMConfig
-from golden.memory_map import (
+from specgen.golden.config import PRESETS, preset
+from specgen.golden.lm import LMConfig
+from specgen.golden.memory_map import (
     ALIGN,
     DEFAULT_POLICY,
     MAP_POLICIES,

@@ -9,7 +9,7 @@ Regenerate with ``specgen docs regmap`` (``tests/test_regmap.py`` fails while
 """
 
 
-from golden.config import PRESETS, Config, preset
+from specgen.golden.config import PRESETS, Config, preset
 
 __all__ = ["render_regmap_doc", "c_header", "DOC_PRESET"]
 
@@ -22,8 +22,8 @@ HEADER_NAME = "specgen_regs.h"
 def c_header(config):
     """The C header (``specgen_regs.h``) of the accelerator built from ``config``: the
     registers, then the memory map's layout (:func:`gen.emit.memory_map_doc.c_defines`)."""
-    from gen.emit.memory_map_doc import c_defines, preset_map
-    from hw.regmap import accelerator_regmap
+    from specgen.gen.emit.memory_map_doc import c_defines, preset_map
+    from specgen.hw.regmap import accelerator_regmap
     if not isinstance(config, Config):
         raise TypeError(f"c_header: config must be a golden.config.Config, not {config!r}")
     regmap = accelerator_regmap(config)
@@ -35,7 +35,7 @@ def c_header(config):
 
 def _differences():
     """``[(what, {preset: value})]`` for every reset value or table size that differs."""
-    from hw.regmap import accelerator_regmap
+    from specgen.hw.regmap import accelerator_regmap
     maps = {name: accelerator_regmap(cfg) for name, cfg in PRESETS.items()}
     ref = maps[DOC_PRESET]
     rows = []
@@ -53,7 +53,7 @@ def _differences():
 
 def render_regmap_doc():
     """The text of ``docs/regmap.md``."""
-    from hw.regmap import accelerator_regmap
+    from specgen.hw.regmap import accelerator_regmap
     regmap = accelerator_regmap(preset(DOC_PRESET))
     names = list(PRESETS)
     diff = ["| value | " + " | ".join(f"`{n}`" for n in names) + " |",

@@ -28,7 +28,7 @@ Access kinds (:data:`hw.regmap.ACCESS`) map to SystemRDL properties as
 
 from pathlib import Path
 
-from hw.regmap import ACCESS
+from specgen.hw.regmap import ACCESS
 
 __all__ = ["RDL_ACCESS", "rdl_text", "compile_rdl", "check_against", "access_macros",
            "write_regmap_files",

@@ -7,19 +7,19 @@ source of truth.
 
 import importlib.metadata
 
-from golden.config import preset
-from hw.hierarchy import ModuleLibrary, convert
-from hw.regmap import accelerator_regmap
+from specgen.golden.config import preset
+from specgen.hw.hierarchy import ModuleLibrary, convert
+from specgen.hw.regmap import accelerator_regmap
 
-from gen.emit.blocks import block_kind, blocks, select_blocks, top_block  # noqa: F401 (re-exported)
-from gen.emit.dsp_check import write_dsp_check
-from gen.cli.errors import CLIError
-from gen.emit.regmap_doc import c_header
-from gen.emit.regmap_rdl import write_regmap_files
-from gen.emit.fusesoc import core_text
-from gen.emit.vivado import XDC, write_vivado_flow
-from gen.cli.output import MANIFEST, atomic_dir, write_manifest
-from gen.cli.progress import summary_lines
+from specgen.gen.emit.blocks import block_kind, blocks, select_blocks, top_block  # noqa: F401 (re-exported)
+from specgen.gen.emit.dsp_check import write_dsp_check
+from specgen.gen.cli.errors import CLIError
+from specgen.gen.emit.regmap_doc import c_header
+from specgen.gen.emit.regmap_rdl import write_regmap_files
+from specgen.gen.emit.fusesoc import core_text
+from specgen.gen.emit.vivado import XDC, write_vivado_flow
+from specgen.gen.cli.output import MANIFEST, atomic_dir, write_manifest
+from specgen.gen.cli.progress import summary_lines
 
 __all__ = ["blocks", "write_verilog"]
 
@@ -45,8 +45,8 @@ def fit_notes(config):
     depth needs a synthesis, so the timing line names the budget and the command
     that measures it.
     """
-    from gen.estimate.depth import level_budget
-    from gen.estimate.dsp_model import analytical_dsp58
+    from specgen.gen.estimate.depth import level_budget
+    from specgen.gen.estimate.dsp_model import analytical_dsp58
     d = analytical_dsp58(config)
     mhz = config.board.clock_mhz
     if d["budget"]:

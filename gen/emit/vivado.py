@@ -34,9 +34,9 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from golden.config import PRESETS, Config
+from specgen.golden.config import PRESETS, Config
 
-from gen.cli.output import specgen_version
+from specgen.gen.cli.output import specgen_version
 
 __all__ = ["write_vivado_flow", "verilog_ports", "bus_interfaces", "Port", "BusInterface",
            "FLOW_FILES", "IP_VENDOR", "IP_LIBRARY", "STAGES"]

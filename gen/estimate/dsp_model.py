@@ -2,7 +2,7 @@
 
 import math
 
-from golden.config import Config
+from specgen.golden.config import Config
 
 __all__ = ["DSP58_UNSIGNED", "dsp58_per_multiply", "analytical_dsp58"]
 

@@ -18,13 +18,13 @@ import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from golden.config import Config, preset
+from specgen.golden.config import Config, preset
 
-from gen.cli.errors import CLIError
-from gen.estimate.depth import ModuleDepth, NS_PER_LEVEL, OVERHEAD_NS, level_budget, logic_depth
-from gen.estimate.dsp_model import analytical_dsp58
-from gen.estimate.yosys import RESOURCES, cell_counts, synthesize
-from gen.perf.claims import SEED_VHK158
+from specgen.gen.cli.errors import CLIError
+from specgen.gen.estimate.depth import ModuleDepth, NS_PER_LEVEL, OVERHEAD_NS, level_budget, logic_depth
+from specgen.gen.estimate.dsp_model import analytical_dsp58
+from specgen.gen.estimate.yosys import RESOURCES, cell_counts, synthesize
+from specgen.gen.perf.claims import SEED_VHK158
 
 __all__ = ["PROXY_LABEL", "BlockEstimate", "estimate_block", "pipeline_depths",
            "pipeline_depth_markdown", "FIT_BLOCKS", "FULL_SSM_MAX_LANES", "estimate_fit", "estimate",
@@ -87,9 +87,9 @@ def estimate_block(component, *, name, scale=1.0, note="", workdir=None, stub=()
     ``stub``: module-name prefixes of sub-blocks to leave out as black boxes
     (:func:`stub_modules`); their resources are then not counted.
     """
-    from hw.hierarchy import convert
+    from specgen.hw.hierarchy import convert
 
-    from gen.estimate.fanout import net_fanout
+    from specgen.gen.estimate.fanout import net_fanout
     _, library = convert(component, name=name)
     # Device primitives (DSPFP32) and the tables' ROMs as black boxes: each DSPFP32
     # counts as one DSP58, each ROM as block RAM from its geometry.
@@ -115,10 +115,10 @@ def pipeline_depths(progress=None):
     list of dict
         ``{"module", "pipeline", "levels", "stage", "LUT", "FF"}`` per module.
     """
-    from golden.config import PipelineConfig
-    from golden.fp import FP32
-    from hw.dual_mode_pe import DualModePE
-    from hw.fp_arith import FPAdd, FPMul
+    from specgen.golden.config import PipelineConfig
+    from specgen.golden.fp import FP32
+    from specgen.hw.dual_mode_pe import DualModePE
+    from specgen.hw.fp_arith import FPAdd, FPMul
 
     sim, board = PipelineConfig(), preset("vhk158").pipeline
     units = [("sim", FPMul(fmt=FP32, stages=sim.fp_mul_stages)),
@@ -195,8 +195,8 @@ def _plan(config, *, fit=False):
     ``(target_lanes, [(lanes, component, name), ...])``: two smaller
     configurations, and every resource extrapolated affinely in ``lanes``).
     """
-    from gen.emit.blocks import blocks
-    from hw.ssm_unit import SSMUnit
+    from specgen.gen.emit.blocks import blocks
+    from specgen.hw.ssm_unit import SSMUnit
     plan = []
     for name, comp in blocks(config).items():
         if fit and isinstance(comp, SSMUnit) and name.startswith(FIT_BLOCKS):
@@ -277,7 +277,7 @@ def estimate(board, *, only=None, workdir=None, progress=None, fit=None, kinds=N
             raise CLIError(str(exc)) from None
     if fit is None:
         fit = config.ssm.lanes > FULL_SSM_MAX_LANES
-    from gen.emit.blocks import block_kind
+    from specgen.gen.emit.blocks import block_kind
     plan = _plan(config, fit=fit)
     if kinds:
         allowed = [block_kind(w if h == "full" else w[1][0][1]) for _, h, w, _ in plan]
@@ -456,7 +456,7 @@ def write_estimate(*, board, out=None, progress=None, fit=None, kinds=None, as_j
     report = estimate(board, progress=progress, fit=fit, kinds=kinds, stub=stub)
     text = render_markdown(report)
     if fanout:
-        from gen.estimate.fanout import FANOUT_LIMIT, fanout_markdown
+        from specgen.gen.estimate.fanout import FANOUT_LIMIT, fanout_markdown
         text += (f"\nHighest-fanout nets per module (loads of a net's most loaded bit; "
                  f"**!** above {FANOUT_LIMIT} loads, unless the parent drives it):\n\n"
                  + fanout_markdown(report["blocks"]))
@@ -465,7 +465,7 @@ def write_estimate(*, board, out=None, progress=None, fit=None, kinds=None, as_j
     elif out is None:
         print(text)
     else:
-        from gen.cli.output import check_out, write_files
+        from specgen.gen.cli.output import check_out, write_files
         out = check_out(out, folder=False)
         if out.is_dir():
             raise CLIError(f"--out {str(out)!r} is a folder; give a file path")

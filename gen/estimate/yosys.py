@@ -15,7 +15,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from gen.cli.errors import CLIError
+from specgen.gen.cli.errors import CLIError
 
 __all__ = ["synthesize", "cell_counts", "RESOURCES", "LUT_CELLS", "CARRY_CELLS"]
 
@@ -50,7 +50,7 @@ def synthesize(verilog_text, *, top, workdir=None, timeout=1800):
     The zero loops of all-zero memories are dropped first
     (:func:`hw.hierarchy.strip_zero_init_loops`): Yosys would unroll them word by word.
     """
-    from hw.hierarchy import strip_zero_init_loops
+    from specgen.hw.hierarchy import strip_zero_init_loops
 
     own = workdir is None
     work = Path(tempfile.mkdtemp(prefix="specgen-estimate-")) if own else Path(workdir)

@@ -38,7 +38,7 @@ def model_names():
 
 def model_path(name):
     """The weight file of shipped model ``name``."""
-    from golden.validate import check_choice
+    from specgen.golden.validate import check_choice
     check_choice("gen.models", "model", name, model_names())
     return DATA_DIR / manifest()["models"][name]["file"]
 
@@ -58,7 +58,7 @@ def load_model(name, *, verify=True):
     ValueError
         Unknown name (listing the shipped ones), or a sha256 mismatch.
     """
-    from golden.lm import LMConfig, MambaLM
+    from specgen.golden.lm import LMConfig, MambaLM
     path = model_path(name)
     record = manifest()["models"][name]
     if verify:

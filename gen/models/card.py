@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from gen.cli.output import write_files
+from specgen.gen.cli.output import write_files
 from . import load_model, manifest, model_names
 
 __all__ = ["write_card", "bsfp_profile", "LOSS_PLOT"]
@@ -26,7 +26,7 @@ def bsfp_profile(lm):
     """What the model's FP16 weights look like to BSFP v1: per tensor kind, the range of
     biased FP16 exponents, the E3M0 misreads (remapped exponent collisions) and the
     scaling's inexact weights (:func:`golden.lm.speq_pair`, per-tensor scale)."""
-    from golden.lm import speq_pair
+    from specgen.golden.lm import speq_pair
     pair = speq_pair(lm)
     rows = []
     for name, t in pair.encoded.items():

@@ -28,10 +28,10 @@ from pathlib import Path
 
 import numpy as np
 
-from golden.speculative import DEFAULT_GAMMA
+from specgen.golden.speculative import DEFAULT_GAMMA
 
-from gen.studies.acceptance import agreement, heldout_prompts, measure
-from gen.cli.output import write_files
+from specgen.gen.studies.acceptance import agreement, heldout_prompts, measure
+from specgen.gen.cli.output import write_files
 from . import load_model, manifest
 
 __all__ = ["run_studies", "write_page", "HwLM", "dynamic_gamma", "SETTINGS"]
@@ -75,7 +75,7 @@ class HwLM:
     :mod:`golden.speculative` (``vocab``, ``initial_state``, ``step``)."""
 
     def __init__(self, lm, *, state_format):
-        from golden.mixer import Mamba2Mixer
+        from specgen.golden.mixer import Mamba2Mixer
         mix = lm.config.mixer
         mix = replace(mix, ssm=replace(mix.ssm, state_format=state_format))
         self.lm, self.vocab = lm, lm.vocab
@@ -130,9 +130,9 @@ def _slim(rep):
 
 def run_studies(*, log=print):
     """Measure every study; a JSON-able dict."""
-    from golden.bsfp import BSFPConfig
-    from golden.lm import speq_pair
-    from golden.speculative import speculative_generate
+    from specgen.golden.bsfp import BSFPConfig
+    from specgen.golden.lm import speq_pair
+    from specgen.golden.speculative import speculative_generate
     s = SETTINGS
     target, small = load_model("target"), load_model("draft")
     prompts = heldout_prompts(n=s["prompts"], length=s["prompt_len"])
@@ -281,8 +281,8 @@ def _plots(res):
 
 def _max_scales():
     """Largest Algorithm 1 scale exponent over the target's SPEQ-encoded tensors, per scaling."""
-    from golden.bsfp import BSFPConfig
-    from golden.lm import speq_pair
+    from specgen.golden.bsfp import BSFPConfig
+    from specgen.golden.lm import speq_pair
     target = load_model("target")
     return {g: max(int(np.max(t.scales)) for t in speq_pair(target, bsfp=BSFPConfig(group_size=g))
                    .encoded.values()) for g in (None, GROUP)}
@@ -297,7 +297,7 @@ def _dmodel():
 
 
 def _dinner():
-    from golden.lm import LMConfig
+    from specgen.golden.lm import LMConfig
     return LMConfig(**manifest()["models"]["target"]["config"]).d_inner
 
 
@@ -311,10 +311,10 @@ PERF = dict(board="vhk158", target="2.7B", draft="370M", sizings=("preset", "dsp
 
 def _perf_rows(res):
     """``(draft, tree, γ, tokens/step, source, [tokens/s per sizing])`` rows."""
-    from gen.perf.cli import DEFAULT_ACCEPT, SPEQ_DEFAULT_ALPHA, fit_continue_prob
-    from golden.config import preset
+    from specgen.gen.perf.cli import DEFAULT_ACCEPT, SPEQ_DEFAULT_ALPHA, fit_continue_prob
+    from specgen.golden.config import preset
 
-    from gen.perf.system import StepConfig, accelerator, step_model
+    from specgen.gen.perf.system import StepConfig, accelerator, step_model
     accs = [accelerator(preset(PERF["board"]), sizing=z) for z in PERF["sizings"]]
 
     def run(draft, tree, **kw):
@@ -504,7 +504,7 @@ def write_page(res, *, out):
 def _odd_remapped_share():
     """Fraction of the target's SPEQ-encoded weights whose FP16 exponent is 9 or 11 (the
     exponents BSFP v1's remap table decodes exactly; without it E3M0 halves them)."""
-    from golden.lm import speq_pair
+    from specgen.golden.lm import speq_pair
     pair = speq_pair(load_model("target"))
     exps = np.concatenate([(pair.target.tensors[n].astype(np.float16).view(np.uint16) >> 10 & 0x1F)
                            .ravel() for n in pair.encoded])

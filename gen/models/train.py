@@ -39,7 +39,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from golden.lm import LMConfig, MambaLM, save_tensors, tensor_shapes
+from specgen.golden.lm import LMConfig, MambaLM, save_tensors, tensor_shapes
 
 from . import DATA_DIR, MANIFEST_NAME
 from .corpus import load_corpus, sha256
@@ -253,7 +253,7 @@ def evaluate(lm, record, held, *, trained=None):
 def golden_hw_logits(lm, tokens, *, state_format="fp32"):
     """Logits of ``lm`` with every layer in golden's hardware numerics (binary32, the
     SSM unit's tables; :class:`golden.mixer.Mamba2Mixer` ``numerics="hw"``)."""
-    from golden.mixer import Mamba2Mixer
+    from specgen.golden.mixer import Mamba2Mixer
     mix = lm.config.mixer
     mix = replace(mix, ssm=replace(mix.ssm, state_format=state_format))
     mixers = [Mamba2Mixer(mix=mix, params=m.params, numerics="hw", eps=lm.config.norm_eps)

@@ -15,10 +15,10 @@
 
 from dataclasses import dataclass
 
-from golden.config import LinearConfig, PipelineConfig
-from golden.mamba2 import SSMConfig
-from golden.tree import fifo_schedule, schedule_beats
-from golden.validate import check_choice, check_int
+from specgen.golden.config import LinearConfig, PipelineConfig
+from specgen.golden.mamba2 import SSMConfig
+from specgen.golden.tree import fifo_schedule, schedule_beats
+from specgen.golden.validate import check_choice, check_int
 
 __all__ = ["pe_latency", "LinearJob", "LinearSchedule", "linear_schedule", "matmul_jobs",
            "dsp_linear_latency", "DSP_DRAIN_TO_Y", "dsp_linear_schedule", "dsp_matmul_jobs", "SSMTiming",
@@ -27,8 +27,8 @@ __all__ = ["pe_latency", "LinearJob", "LinearSchedule", "linear_schedule", "matm
 def pe_latency(config):
     """:attr:`hw.linear_unit.LinearUnit.pe_latency` of the ``LinearUnit`` built from a
     ``golden.config.Config`` (its PEs' pipeline, with ``pipeline.pe_round_stages``)."""
-    from hw.hierarchy import template
-    from hw.linear_unit import LinearUnit
+    from specgen.hw.hierarchy import template
+    from specgen.hw.linear_unit import LinearUnit
     return template(LinearUnit.from_config(config)).pe_latency
 
 
@@ -212,8 +212,8 @@ def matmul_jobs(*, linear, out_features, in_features, tokens, mode):
 def dsp_linear_latency():
     """:attr:`hw.dsp_linear_unit.DSPLinearUnit.latency`: cycles from a job's last
     operation to its first result beat."""
-    from hw.dsp_linear_unit import DSPLinearUnit
-    from hw.hierarchy import template
+    from specgen.hw.dsp_linear_unit import DSPLinearUnit
+    from specgen.hw.hierarchy import template
     return template(DSPLinearUnit(rows=1, cols=1, max_tokens=1, max_k=1)).latency
 
 
@@ -335,8 +335,8 @@ class SSMTiming:
     @property
     def _unit(self):
         # The RTL's own latency properties (no elaboration): the model never copies them.
-        from hw.hierarchy import template
-        from hw.ssm_unit import SSMUnit
+        from specgen.hw.hierarchy import template
+        from specgen.hw.ssm_unit import SSMUnit
         return template(SSMUnit(cfg=self.cfg, mul_stages=self.mul_stages,
                                 add_stages=self.add_stages))
 
@@ -468,7 +468,7 @@ def tree_verifier_cycles(parents, match, *, fifo_depth, passes=1):
         ``load``, ``schedule_beats``, ``first_schedule``, ``last_match``,
         ``first_path``, ``last_path`` (cycle numbers), ``cycles`` (last path + 1).
     """
-    from golden.tree import accepted_path
+    from specgen.golden.tree import accepted_path
 
     check_int("tree_verifier_cycles", "passes", passes, min=1)
     sched = fifo_schedule(parents, fifo_depth=fifo_depth)

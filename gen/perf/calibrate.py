@@ -31,7 +31,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from gen.perf.blocks import (LinearJob, SSMTiming, linear_schedule, matmul_jobs, ring_fifo_cycles,
+from specgen.gen.perf.blocks import (LinearJob, SSMTiming, linear_schedule, matmul_jobs, ring_fifo_cycles,
                              ssm_stream, tree_verifier_cycles)
 
 __all__ = [
@@ -75,7 +75,7 @@ FAST = {"linear": [0, 1, 2], "ssm": [0], "tree": [0, 1, 2, 3, 4], "ring": [0, 1,
 SLOW = {"linear": [3, 4, 5], "ssm": [1, 2, 3, 4, 5], "tree": [], "ring": []}
 
 def _fmt(name):
-    from golden.fp import FORMATS
+    from specgen.golden.fp import FORMATS
     return FORMATS[name]
 
 
@@ -86,7 +86,7 @@ def _fmt(name):
 def linear_jobs(rows, cols, lanes, max_k, *, seed=0, count=12):
     """A deterministic job mix: random jobs (both modes, 1 … max_k beats, short jobs that
     stall on the result buffer) followed by the runs of a small matrix product."""
-    from golden.config import LinearConfig
+    from specgen.golden.config import LinearConfig
 
     rng = random.Random(seed)
     jobs = [LinearJob(mode=rng.randint(0, 1), steps=rng.randint(1, max_k),
@@ -110,8 +110,8 @@ def measure_linear(rows, cols, lanes, max_k, fmt_out, jobs):
         (last ``y``), cycle 0 being the cycle in which the first command is taken;
         ``busy``, ``stall`` (the unit's counters); ``sim_seconds``.
     """
-    from hw.linear_unit import LinearUnit
-    from sim.perf_probes import LinearProbe, run_amaranth
+    from specgen.hw.linear_unit import LinearUnit
+    from specgen.sim.perf_probes import LinearProbe, run_amaranth
 
     dut = LinearUnit(rows=rows, cols=cols, quant_lanes=lanes, max_k=max_k, fmt_out=_fmt(fmt_out))
     probe = LinearProbe(dut, [(j.mode, j.steps, j.n_rows, j.n_tokens) for j in jobs])
@@ -127,8 +127,8 @@ def _linear_record(index, simulator="amaranth"):
         meas = measure_linear(rows, cols, lanes, max_k, fmt, jobs)
     else:
         meas = _verilator_linear(rows, cols, lanes, max_k, fmt, jobs)
-    from hw.hierarchy import template
-    from hw.linear_unit import LinearUnit
+    from specgen.hw.hierarchy import template
+    from specgen.hw.linear_unit import LinearUnit
     # The model reads the PE latency of the very unit it is compared with.
     unit = template(LinearUnit(rows=rows, cols=cols, quant_lanes=lanes, max_k=max_k,
                                fmt_out=_fmt(fmt)))
@@ -150,8 +150,8 @@ def _linear_record(index, simulator="amaranth"):
 # ---------------------------------------------------------------------------------
 
 def _ssm_config(geom):
-    from golden.mamba2 import SSMConfig
-    from golden.nonlinear import COARSE_LUTS
+    from specgen.golden.mamba2 import SSMConfig
+    from specgen.golden.nonlinear import COARSE_LUTS
     return SSMConfig(**geom, **COARSE_LUTS)
 
 
@@ -166,8 +166,8 @@ def measure_ssm(geom, mul_stages, add_stages, *, tokens, seed=0):
     dict
         ``last_y`` per token and ``first_y`` (cycles from the producer's first wait).
     """
-    from hw.ssm_unit import SSMUnit
-    from sim.ssm_unit import check_pysim, run_pysim
+    from specgen.hw.ssm_unit import SSMUnit
+    from specgen.sim.ssm_unit import check_pysim, run_pysim
 
     cfg = _ssm_config(geom)
     dut = SSMUnit(cfg=cfg, mul_stages=mul_stages, add_stages=add_stages)
@@ -205,7 +205,7 @@ def _ssm_record(index):
 
 def tree_jobs(max_nodes, fifo_depth, max_passes, *, seed=0, count=6):
     """Trees that fit the ring: the SpecMamba notes' tree shapes and random irregular trees, with match bits."""
-    from golden.tree import overflow_node, seed_shapes
+    from specgen.golden.tree import overflow_node, seed_shapes
 
     rng = random.Random(seed)
     out = []
@@ -237,8 +237,8 @@ def measure_tree(max_nodes, fifo_depth, max_passes, trees):
         Per tree, cycles from its first ``tree`` beat: ``last_match``,
         ``first_path``, ``last_path``; and ``schedule_beats``.
     """
-    from hw.tree_verifier import TreeVerifier
-    from sim.perf_probes import TreeProbe, run_amaranth
+    from specgen.hw.tree_verifier import TreeVerifier
+    from specgen.sim.perf_probes import TreeProbe, run_amaranth
 
     dut = TreeVerifier(max_nodes=max_nodes, fifo_depth=fifo_depth, max_passes=max_passes)
     probe = TreeProbe(dut, trees)
@@ -281,8 +281,8 @@ def _tree_record(index, simulator="amaranth"):
 def measure_ring(width, depth, cases):
     """Bursts ``cases`` (``(mode, items)``, each after a reset) through ``RingFIFO`` in
     amaranth.sim; per case, cycles from the first write to the last read."""
-    from hw.ring_fifo import RingFIFO
-    from sim.perf_probes import RingProbe, run_amaranth
+    from specgen.hw.ring_fifo import RingFIFO
+    from specgen.sim.perf_probes import RingProbe, run_amaranth
 
     dut = RingFIFO(width=width, depth=depth)
     probe = RingProbe(dut, cases)
@@ -312,18 +312,18 @@ def _ring_record(index, simulator="amaranth"):
 # ---------------------------------------------------------------------------------
 
 def _run_probe(component, *, name, testcase, params):
-    from sim.runner import run_bench
+    from specgen.sim.runner import run_bench
 
     with tempfile.TemporaryDirectory() as tmp:
         result = Path(tmp) / "result.json"
-        run_bench(component, name=name, module="sim.perf_probes", testcase=testcase, seed=1,
+        run_bench(component, name=name, module="specgen.sim.perf_probes", testcase=testcase, seed=1,
                   params={**params, "result_file": str(result)}, test_dir=Path(tmp) / "run")
         return json.loads(result.read_text())
 
 
 def _verilator_linear(rows, cols, lanes, max_k, fmt_out, jobs):
-    from hw.linear_unit import LinearUnit
-    from sim.runner import emit_verilog
+    from specgen.hw.linear_unit import LinearUnit
+    from specgen.sim.runner import emit_verilog
 
     name = f"linear_unit_r{rows}_c{cols}_q{lanes}_k{max_k}_{fmt_out}"
     dut = LinearUnit(rows=rows, cols=cols, quant_lanes=lanes, max_k=max_k, fmt_out=_fmt(fmt_out))
@@ -334,8 +334,8 @@ def _verilator_linear(rows, cols, lanes, max_k, fmt_out, jobs):
 
 
 def _verilator_tree(max_nodes, fifo_depth, max_passes, trees):
-    from hw.tree_verifier import TreeVerifier
-    from sim.runner import emit_verilog
+    from specgen.hw.tree_verifier import TreeVerifier
+    from specgen.sim.runner import emit_verilog
 
     dut = TreeVerifier(max_nodes=max_nodes, fifo_depth=fifo_depth, max_passes=max_passes)
     name = dut.module_name
@@ -345,7 +345,7 @@ def _verilator_tree(max_nodes, fifo_depth, max_passes, trees):
 
 
 def _verilator_ring(width, depth, cases):
-    from hw.ring_fifo import RingFIFO
+    from specgen.hw.ring_fifo import RingFIFO
 
     dut = RingFIFO(width=width, depth=depth)
     return _run_probe(dut, name=dut.module_name, testcase="ring_timing",

@@ -22,8 +22,8 @@ import json
 import sys
 from pathlib import Path
 
-from gen.cli.errors import CLIError
-from gen.perf.claims import SEED, SPEQ_ALPHA
+from specgen.gen.cli.errors import CLIError
+from specgen.gen.perf.claims import SEED, SPEQ_ALPHA
 
 __all__ = ["add_parser", "run", "parse_tree", "read_acceptance", "fit_continue_prob",
            "parse_profile", "read_profile", "run_tree_best"]
@@ -80,10 +80,10 @@ def fit_continue_prob(depth, draft_length):
 
 def add_parser(sub):
     """Add the ``perf`` subcommand to ``sub`` (an argparse subparsers object)."""
-    from gen.perf.system import (DRAFT_CHOICES, RESTORE_POLICIES, SIZINGS, model_names,
+    from specgen.gen.perf.system import (DRAFT_CHOICES, RESTORE_POLICIES, SIZINGS, model_names,
                                  perf_board_names)
 
-    from gen.cli.design import add_design_args
+    from specgen.gen.cli.design import add_design_args
 
     p = sub.add_parser("perf", help="model tokens/s, time split and tokens/J of one decoding step")
     # --config/--set change every fact of the design the model reads: the board's clock,
@@ -177,9 +177,9 @@ def check_step(args, *, tree, accept, cont, config):
     ------
     CLIError
     """
-    from golden.tree import TreeShape, fifo_schedule
+    from specgen.golden.tree import TreeShape, fifo_schedule
 
-    from gen.perf.system import DRAFT_CHOICES, model_names
+    from specgen.gen.perf.system import DRAFT_CHOICES, model_names
 
     names = model_names()
     _check_range("--overlap", args.overlap, 0.0, 1.0)
@@ -221,12 +221,12 @@ def check_step(args, *, tree, accept, cont, config):
 
 def run(args, *, out=None):
     """Evaluate the model for parsed ``args`` and print the result."""
-    from gen.perf.system import (DRAFT_CHOICES, RESTORE_POLICIES, SIZINGS, StepConfig, accelerator,
+    from specgen.gen.perf.system import (DRAFT_CHOICES, RESTORE_POLICIES, SIZINGS, StepConfig, accelerator,
                                  model_names, perf_board_names, step_model)
-    from gen.perf.report import format_result
-    from gen.perf.roofline import format_roofline, roofline
+    from specgen.gen.perf.report import format_result
+    from specgen.gen.perf.roofline import format_roofline, roofline
 
-    from gen.cli.design import resolve_config
+    from specgen.gen.cli.design import resolve_config
 
     out = sys.stdout if out is None else out
     if args.board is not None:
@@ -290,7 +290,7 @@ def run(args, *, out=None):
 
 def parse_profile(text):
     """``"0.9,0.85"`` -> :class:`gen.perf.tree_search.AcceptanceProfile` (``--profile``)."""
-    from gen.perf.tree_search import AcceptanceProfile
+    from specgen.gen.perf.tree_search import AcceptanceProfile
     try:
         rates = tuple(float(x) for x in text.split(","))
         if not rates or not all(0.0 <= r <= 1.0 for r in rates):
@@ -304,7 +304,7 @@ def parse_profile(text):
 def read_profile(path):
     """The top-1 profile of a ``specgen acceptance --json`` report (its tree and per-depth
     acceptance, :func:`gen.perf.tree_search.top1_from_measured`)."""
-    from gen.perf.tree_search import top1_from_measured
+    from specgen.gen.perf.tree_search import top1_from_measured
     try:
         rep = json.loads(Path(path).read_text())
         tree = tuple(int(b) for b in rep["tree"])
@@ -319,8 +319,8 @@ def read_profile(path):
 def run_tree_best(args, *, config, out):
     """``specgen perf --tree best``: the fastest tree shape under an acceptance profile, with
     the SpecMamba notes' (2,2,1,1) and chains beside it."""
-    from gen.perf.system import accelerator
-    from gen.perf.tree_search import (AcceptanceProfile, beside_shapes, candidate_shapes,
+    from specgen.gen.perf.system import accelerator
+    from specgen.gen.perf.tree_search import (AcceptanceProfile, beside_shapes, candidate_shapes,
                                       search_trees)
 
     if args.draft == "none":

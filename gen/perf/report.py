@@ -9,11 +9,11 @@ model output (``gen/perf/system.py``) or a claim of the papers or their design n
 
 from pathlib import Path
 
-from golden.config import preset
-from golden.tree import TreeShape
+from specgen.golden.config import preset
+from specgen.golden.tree import TreeShape
 
-from gen.perf.claims import SEED
-from gen.perf.system import (SIZINGS, StepConfig, accelerator, expected_tokens, mamba_dims,
+from specgen.gen.perf.claims import SEED
+from specgen.gen.perf.system import (SIZINGS, StepConfig, accelerator, expected_tokens, mamba_dims,
                              paper_rows, seed_step, speq_step, ssm_timing, step_model, weight_bytes)
 
 __all__ = ["format_result", "side_by_side_markdown", "gap_sentences", "calibration_markdown",
@@ -262,7 +262,7 @@ CEILING_STEPS = (
 def ceilings_markdown():
     """The step's ceilings on both boards (:mod:`gen.perf.roofline`), as ``specgen perf``
     prints them."""
-    from gen.perf.roofline import LUT_PER_FP16_MAC, LUT_SHARE_FOR_MACS, roofline
+    from specgen.gen.perf.roofline import LUT_PER_FP16_MAC, LUT_SHARE_FOR_MACS, roofline
     out = ["### The step's ceilings", "",
            "`specgen perf --board B --target 2.7B FLAGS` (model). Memory: the weights once at "
            "the board's bandwidth; compute: the linear MACs on every DSP58 at the board clock "
@@ -287,7 +287,7 @@ def ceilings_markdown():
 
 def tree_search_markdown(*, alpha=0.8):
     """``specgen perf --tree best`` on VHK158 at a constant top-1 acceptance ``alpha``."""
-    from gen.perf.tree_search import SEED_SHAPE, AcceptanceProfile, search_trees
+    from specgen.gen.perf.tree_search import SEED_SHAPE, AcceptanceProfile, search_trees
     acc = accelerator(preset("vhk158"))
     out = ["### Tree shape chosen by the model", "",
            f"`specgen perf --board vhk158 --target 2.7B --draft D --tree best --alpha A` (model): "
@@ -388,7 +388,7 @@ def roofline_figure():
     hollow SPEQ), all named in one legend below the panels, so no label covers another.
     """
     from matplotlib.lines import Line2D
-    from gen.perf.roofline import LUT_PER_FP16_MAC, lut_macs
+    from specgen.gen.perf.roofline import LUT_PER_FP16_MAC, lut_macs
     plt = _plt()
     fig, axes = plt.subplots(1, 2, figsize=(11, 5.6))
     xs = [10 ** (k / 20) for k in range(-20, 61)]

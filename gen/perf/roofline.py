@@ -31,9 +31,9 @@ that review: it runs on the SSM unit's own slices and is reported as
 
 from dataclasses import dataclass
 
-from golden.validate import check_float, check_int
+from specgen.golden.validate import check_float, check_int
 
-from gen.perf.system import StepResult
+from specgen.gen.perf.system import StepResult
 
 __all__ = ["LUT_PER_FP16_MAC", "LUT_SHARE_FOR_MACS", "PhaseCeiling", "Roofline", "roofline",
            "lut_macs", "format_roofline"]

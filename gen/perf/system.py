@@ -23,15 +23,15 @@ import json
 import math
 from dataclasses import asdict, dataclass, field, fields, replace
 
-from golden.config import Config, preset, preset_names
-from golden.lm import LMConfig
-from golden.mamba2 import MAMBA2_DEFAULTS, MAMBA2_SIZES, MAMBA2_VOCAB
-from golden.tree import TreeShape, fifo_schedule
-from golden.validate import check_choice, check_float, check_int
+from specgen.golden.config import Config, preset, preset_names
+from specgen.golden.lm import LMConfig
+from specgen.golden.mamba2 import MAMBA2_DEFAULTS, MAMBA2_SIZES, MAMBA2_VOCAB
+from specgen.golden.tree import TreeShape, fifo_schedule
+from specgen.golden.validate import check_choice, check_float, check_int
 
-from gen.perf.blocks import (SSMTiming, pe_latency, dsp_linear_schedule, dsp_matmul_jobs,
+from specgen.gen.perf.blocks import (SSMTiming, pe_latency, dsp_linear_schedule, dsp_matmul_jobs,
                              linear_schedule, matmul_jobs, ssm_stream, tree_verifier_cycles)
-from gen.perf.claims import SEED, SEED_TREE, SPEQ_ALPHA, SPEQ_CHAIN
+from specgen.gen.perf.claims import SEED, SEED_TREE, SPEQ_ALPHA, SPEQ_CHAIN
 
 __all__ = ["VOCAB", "MambaDims", "model_names", "mamba_dims", "Calibration", "PowerModel",
            "PAPER_BOARD", "SIZINGS", "RESTORE_POLICIES", "Accelerator", "perf_board_names",

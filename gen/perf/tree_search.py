@@ -17,11 +17,11 @@ is turned into top-1 rates by inverting that (:func:`top1_from_measured`).
 
 from dataclasses import dataclass
 
-from golden.tree import TreeShape, fifo_schedule
-from golden.validate import check_float, check_int
+from specgen.golden.tree import TreeShape, fifo_schedule
+from specgen.golden.validate import check_float, check_int
 
-from gen.perf.claims import SEED_TREE
-from gen.perf.system import StepConfig, step_model
+from specgen.gen.perf.claims import SEED_TREE
+from specgen.gen.perf.system import StepConfig, step_model
 
 __all__ = ["AcceptanceProfile", "expected_tokens_profile", "top1_from_measured",
            "candidate_shapes", "TreeCandidate", "search_trees", "SEED_SHAPE", "BESIDE_CHAINS",

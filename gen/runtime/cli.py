@@ -13,8 +13,8 @@ decoder is not built in this revision (:data:`gen.runtime.runtime.RTL_UNAVAILABL
 import json
 import sys
 
-from gen.cli.design import add_design_args, int_at_least
-from gen.cli.errors import CLIError
+from specgen.gen.cli.design import add_design_args, int_at_least
+from specgen.gen.cli.errors import CLIError
 
 __all__ = ["add_parser", "run", "DEFAULT_MODEL", "DEFAULT_PROMPT", "DEFAULT_TOKENS"]
 
@@ -28,9 +28,9 @@ DEFAULT_TOKENS = 32
 
 def add_parser(sub):
     """Add ``specgen generate`` to ``sub`` (an argparse subparsers object)."""
-    from golden.speculative import DEFAULT_GAMMA
+    from specgen.golden.speculative import DEFAULT_GAMMA
 
-    from gen.runtime.runtime import DEFAULT_TREE, ENGINES, SPEQ
+    from specgen.gen.runtime.runtime import DEFAULT_TREE, ENGINES, SPEQ
 
     p = sub.add_parser("generate", help="generate tokens from a prompt by speculative decoding "
                                         "(golden engine; the RTL engine is not built yet)")
@@ -65,7 +65,7 @@ def add_parser(sub):
 
 
 def _prompt_ids(args, lm):
-    from gen.runtime.model import ModelError, encode_prompt, is_byte_level
+    from specgen.gen.runtime.model import ModelError, encode_prompt, is_byte_level
     if args.prompt is not None and args.prompt_ids is not None:
         raise CLIError("give --prompt TEXT or --prompt-ids IDS, not both")
     if args.prompt_ids is not None:
@@ -87,11 +87,11 @@ def _prompt_ids(args, lm):
 
 def run(args, *, out=None):
     """Run ``specgen generate`` for parsed ``args``; print and return the result."""
-    from gen.cli.design import resolve_config
-    from gen.cli.progress import Progress
-    from gen.perf.cli import parse_tree
-    from gen.runtime.model import ModelError, decode_tokens
-    from gen.runtime.runtime import DEFAULT_TREE, ENGINES, RTL_UNAVAILABLE, EngineUnavailable, Runtime
+    from specgen.gen.cli.design import resolve_config
+    from specgen.gen.cli.progress import Progress
+    from specgen.gen.perf.cli import parse_tree
+    from specgen.gen.runtime.model import ModelError, decode_tokens
+    from specgen.gen.runtime.runtime import DEFAULT_TREE, ENGINES, RTL_UNAVAILABLE, EngineUnavailable, Runtime
 
     out = sys.stdout if out is None else out
     progress = Progress.from_args(args)

@@ -112,7 +112,7 @@ class ModelImage:
 
     def bases(self, at=0):
         """``{class: address}`` for the base registers when the image is copied to address ``at``."""
-        from golden.memory_map import ALIGN
+        from specgen.golden.memory_map import ALIGN
         if isinstance(at, bool) or not isinstance(at, int) or at < 0 or at % ALIGN:
             raise ValueError(f"ModelImage.bases: at must be a multiple of {ALIGN} (>= 0), "
                              f"not {at!r}")
@@ -144,8 +144,8 @@ class ModelImage:
     def write_state(self, who, state):
         """The committed state ``state`` (:class:`golden.lm.LMState`) of pass ``who``
         (``"target"`` or ``"draft"``), in the design's ``state_format`` and binary32."""
-        from golden.memory_map import MODELS
-        from golden.validate import check_choice
+        from specgen.golden.memory_map import MODELS
+        from specgen.golden.validate import check_choice
         check_choice("ModelImage.write_state", "who", who, MODELS)
         m = self.memory_map.model
         fmt = _STATE_DTYPES[self.memory_map.config.ssm.state_format]
@@ -175,7 +175,7 @@ def _binary(values, dtype, what):
 
 
 def _check_tensors(tensors, model):
-    from golden.lm import tensor_shapes
+    from specgen.golden.lm import tensor_shapes
     shapes = tensor_shapes(model)
     for name in tensors:
         if name not in shapes:
@@ -215,10 +215,10 @@ def build_image(tensors, *, model, config, policy=None):
     ValueError
         A layout larger than the board's memory (:meth:`golden.memory_map.MemoryMap.build`).
     """
-    from golden.bsfp import encode, pack_nibbles
-    from golden.memory_map import DEFAULT_POLICY, MemoryMap
+    from specgen.golden.bsfp import encode, pack_nibbles
+    from specgen.golden.memory_map import DEFAULT_POLICY, MemoryMap
 
-    from gen.runtime.model import ModelError, check_weights
+    from specgen.gen.runtime.model import ModelError, check_weights
 
     _check_tensors(tensors, model)
     try:

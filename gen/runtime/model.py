@@ -41,9 +41,9 @@ class ModelError(ValueError):
 
 def model_choices():
     """Names :func:`load_model` takes besides paths: shipped models, then seeded presets."""
-    from golden.lm import LM_PRESETS
+    from specgen.golden.lm import LM_PRESETS
 
-    from gen.models import model_names
+    from specgen.gen.models import model_names
     return tuple(model_names()) + tuple(LM_PRESETS)
 
 
@@ -73,7 +73,7 @@ def infer_config(tensors, *, source="model"):
     ModelError
         Naming the tensor whose shape gives no valid dimension.
     """
-    from golden.lm import LMConfig
+    from specgen.golden.lm import LMConfig
 
     vocab, d_model = _shape(tensors, "backbone.embedding.weight", 2, source)
     layers = sorted({int(m.group(1)) for name in tensors if (m := _LAYER.match(name))})
@@ -135,7 +135,7 @@ def check_weights(tensors, *, source="model"):
 
 
 def _load_file(path):
-    from golden.lm import MambaLM, load_tensors
+    from specgen.golden.lm import MambaLM, load_tensors
 
     path = Path(path)
     if path.suffix not in (".npz", ".safetensors"):
@@ -180,10 +180,10 @@ def load_model(spec, *, seed=0):
     ------
     ModelError
     """
-    from golden.lm import LM_PRESETS, MambaLM, lm_preset
+    from specgen.golden.lm import LM_PRESETS, MambaLM, lm_preset
 
-    from gen.models import load_model as load_shipped
-    from gen.models import model_names
+    from specgen.gen.models import load_model as load_shipped
+    from specgen.gen.models import model_names
 
     text = str(spec)
     if text in model_names():

@@ -218,7 +218,7 @@ class Registers:
     """
 
     def __init__(self, *, bus, regmap):
-        from hw.regmap import RegisterMap
+        from specgen.hw.regmap import RegisterMap
         if not isinstance(bus, RegisterBus):
             raise TypeError(f"Registers.bus must be a RegisterBus, not {bus!r}")
         if not isinstance(regmap, RegisterMap):
@@ -299,7 +299,7 @@ class Registers:
             An unknown class, or an address that is not a 64-bit multiple of
             :data:`golden.memory_map.ALIGN` (the LO register keeps bits 31..12 only).
         """
-        from golden.memory_map import ALIGN, REGION_CLASSES
+        from specgen.golden.memory_map import ALIGN, REGION_CLASSES
         for kind, addr in bases.items():
             if kind not in REGION_CLASSES:
                 raise ValueError(f"Registers.set_bases: unknown class {kind!r}; allowed: "
@@ -315,7 +315,7 @@ class Registers:
 
     def bases(self):
         """``{class: address}`` as the base registers hold them."""
-        from golden.memory_map import REGION_CLASSES
+        from specgen.golden.memory_map import REGION_CLASSES
         out = {}
         for kind in REGION_CLASSES:
             name = f"MEM_{kind.upper()}_BASE"

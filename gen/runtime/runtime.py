@@ -103,15 +103,15 @@ class GoldenEngine:
     name = "golden"
 
     def __init__(self, *, config):
-        from golden.config import Config
+        from specgen.golden.config import Config
         if not isinstance(config, Config):
             raise TypeError(f"GoldenEngine.config must be a golden.config.Config, not {config!r}")
         self.config = config
 
     def generate(self, *, target, draft, prompt, tokens, tree, gamma):
         """Greedy tree speculative decoding; see :class:`Runtime.generate`."""
-        from golden.memory_map import DEFAULT_POLICY
-        from golden.speculative import speculative_generate
+        from specgen.golden.memory_map import DEFAULT_POLICY
+        from specgen.golden.speculative import speculative_generate
 
         t = self.config.tree
         res = speculative_generate(target, draft, prompt, tokens, tree=tree, mode="greedy",
@@ -138,7 +138,7 @@ def make_engine(name, *, config):
     EngineUnavailable
         ``"rtl"`` in this revision.
     """
-    from golden.validate import check_choice
+    from specgen.golden.validate import check_choice
     check_choice("Runtime", "engine", name, ENGINES)
     if name == "rtl":
         raise EngineUnavailable(f"engine 'rtl': {RTL_UNAVAILABLE}; use engine 'golden'")
@@ -157,7 +157,7 @@ class Runtime:
     """
 
     def __init__(self, *, config, engine="golden"):
-        from golden.config import Config
+        from specgen.golden.config import Config
         if not isinstance(config, Config):
             raise TypeError(f"Runtime.config must be a golden.config.Config, not {config!r}")
         self.config = config
@@ -173,7 +173,7 @@ class Runtime:
         -------
         golden.lm.MambaLM
         """
-        from gen.runtime.model import load_model
+        from specgen.gen.runtime.model import load_model
         self.model, self.model_label = load_model(path_or_name, seed=seed)
         self.load_draft(SPEQ)
         return self.model
@@ -186,9 +186,9 @@ class Runtime:
         gen.runtime.model.ModelError
             A draft whose vocabulary differs from the target's.
         """
-        from golden.lm import speq_pair
+        from specgen.golden.lm import speq_pair
 
-        from gen.runtime.model import ModelError, load_model
+        from specgen.gen.runtime.model import ModelError, load_model
         self._require_model("load_draft")
         if str(draft) == SPEQ:
             self._pair = speq_pair(self.model, bsfp=self.config.bsfp)
@@ -215,7 +215,7 @@ class Runtime:
         -------
         gen.runtime.image.ModelImage
         """
-        from gen.runtime.image import image_of
+        from specgen.gen.runtime.image import image_of
         self._require_model("image")
         return image_of(self.model, config=self.config, policy=policy)
 
@@ -245,9 +245,9 @@ class Runtime:
         -------
         GenerateResult
         """
-        from golden.speculative import DEFAULT_GAMMA
-        from golden.tree import TreeShape, fifo_schedule
-        from golden.validate import check_int
+        from specgen.golden.speculative import DEFAULT_GAMMA
+        from specgen.golden.tree import TreeShape, fifo_schedule
+        from specgen.golden.validate import check_int
 
         self._require_model("generate")
         tokens = check_int("Runtime.generate", "tokens", tokens, min=1)

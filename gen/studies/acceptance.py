@@ -29,7 +29,7 @@ import time
 
 import numpy as np
 
-from gen.cli.errors import CLIError
+from specgen.gen.cli.errors import CLIError
 
 __all__ = ["run", "heldout_prompts", "per_depth_acceptance", "agreement",
            "build_pair", "measure"]
@@ -41,8 +41,8 @@ DEFAULT_TREE = {SPEQ: (1,) * 8, "model": (2, 2, 1, 1)}
 def heldout_prompts(*, n, length, extra=0):
     """``n`` prompts of ``length`` bytes (plus ``extra`` following bytes) from the held-out
     split, evenly spaced, each starting at a line start."""
-    from gen.models import manifest
-    from gen.models.corpus import load_corpus
+    from specgen.gen.models import manifest
+    from specgen.gen.models.corpus import load_corpus
     data = load_corpus(expect={"heldout": manifest()["corpus"]["sha256"]["heldout"]})["heldout"]
     out = []
     for i in range(n):
@@ -82,10 +82,10 @@ def agreement(target, draft, sequences):
 
 def build_pair(*, model, draft, bsfp="E3M0", group_size=None):
     """``(target, draft)`` MambaLMs: a SPEQ pair of shipped ``model``, or two shipped models."""
-    from golden.bsfp import BSFPConfig
-    from golden.lm import speq_pair
+    from specgen.golden.bsfp import BSFPConfig
+    from specgen.golden.lm import speq_pair
 
-    from gen.models import load_model
+    from specgen.gen.models import load_model
     target = load_model(model)
     if draft == SPEQ:
         pair = speq_pair(target, bsfp=BSFPConfig(draft=bsfp, group_size=group_size))
@@ -95,7 +95,7 @@ def build_pair(*, model, draft, bsfp="E3M0", group_size=None):
 
 def measure(target, draft, prompts, *, tokens, tree, gamma, agree_len=None):
     """Run the golden speculative decoder over ``prompts``; the report as a dict."""
-    from golden.speculative import SpecResult, speculative_generate
+    from specgen.golden.speculative import SpecResult, speculative_generate
     t0 = time.perf_counter()
     runs = [speculative_generate(target, draft, p, tokens, tree=tree, gamma=gamma,
                                  tile_size=target.config.state_elems) for p in prompts]
@@ -126,10 +126,10 @@ def _positive(name, value):
 
 def run(args, *, out=None):
     """Measure for parsed ``args`` and print the report."""
-    from golden.bsfp import DRAFT_FORMATS
+    from specgen.golden.bsfp import DRAFT_FORMATS
 
-    from gen.models import model_names
-    from gen.perf.cli import parse_tree
+    from specgen.gen.models import model_names
+    from specgen.gen.perf.cli import parse_tree
     out = sys.stdout if out is None else out
     names = model_names()
     if args.model not in names:

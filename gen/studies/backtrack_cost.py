@@ -11,16 +11,16 @@ atomically.
 
 from collections import Counter
 
-from golden.backtrack import POLICIES, SYSTEM_POLICIES, MixerConfig
-from golden.backtrack_cost import (SEED_CLAIMS, SEED_TOKENS_PER_STEP, SEED_VHK158_ONCHIP_BYTES,
+from specgen.golden.backtrack import POLICIES, SYSTEM_POLICIES, MixerConfig
+from specgen.golden.backtrack_cost import (SEED_CLAIMS, SEED_TOKENS_PER_STEP, SEED_VHK158_ONCHIP_BYTES,
                                    backtrack_cost, input_nbytes, intermediates_nbytes, replay_macs,
                                    state_nbytes, step_macs, system_cost, update_macs)
-from golden.config import preset
-from golden.mamba2 import MAMBA2_SIZES
-from golden.tree import TreeShape, seed_shapes
+from specgen.golden.config import preset
+from specgen.golden.mamba2 import MAMBA2_SIZES
+from specgen.golden.tree import TreeShape, seed_shapes
 
-from gen.cli.output import write_files
-from gen.perf.claims import SEED
+from specgen.gen.cli.output import write_files
+from specgen.gen.perf.claims import SEED
 
 __all__ = ["COMMAND", "FILENAME", "SEED_PAIR", "backtrack_markdown", "write_backtrack_table"]
 

@@ -20,11 +20,11 @@ from pathlib import Path
 
 import numpy as np
 
-from golden import bsfp
-from golden.bsfp import BSFPConfig
+from specgen.golden import bsfp
+from specgen.golden.bsfp import BSFPConfig
 
-from gen.cli.errors import CLIError
-from gen.cli.output import write_files
+from specgen.gen.cli.errors import CLIError
+from specgen.gen.cli.output import write_files
 
 __all__ = ["write_study", "load_matrices", "weights_path", "VARIANTS", "STUDY_SEED",
            "COMMAND", "run_study"]

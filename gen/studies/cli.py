@@ -1,49 +1,49 @@
 """The studies' commands: ``bsfp-study``, ``ssm-budget``, ``backtrack-cost``, ``dsp-numerics``
 and ``acceptance``. Each writes (or prints) a table of the docs."""
 
-from gen.cli.design import int_at_least
+from specgen.gen.cli.design import int_at_least
 
 __all__ = ["add_parser"]
 
 
 def _cmd_bsfp_study(args):
-    from gen.cli.progress import Progress, summarize
-    from gen.studies.bsfp import write_study
+    from specgen.gen.cli.progress import Progress, summarize
+    from specgen.gen.studies.bsfp import write_study
     Progress.from_args(args).status("reading the weights and running the study")
     paths = write_study(out=args.out)["files"]
     summarize(args, "bsfp-study", paths, root=args.out)
 
 
 def _cmd_ssm_budget(args):
-    from gen.cli.progress import Progress
-    from gen.studies.ssm_error_budget import write_error_budget
+    from specgen.gen.cli.progress import Progress
+    from specgen.gen.studies.ssm_error_budget import write_error_budget
     write_error_budget(out=args.out, steps=args.steps, seed=args.seed,
                        progress=Progress.from_args(args))
 
 
 def _cmd_backtrack_cost(args):
-    from gen.cli.progress import summarize
-    from gen.studies.backtrack_cost import write_backtrack_table
+    from specgen.gen.cli.progress import summarize
+    from specgen.gen.studies.backtrack_cost import write_backtrack_table
     summarize(args, "backtrack-cost", [write_backtrack_table(out=args.out)])
 
 
 def _cmd_dsp_numerics(args):
-    from gen.studies.dsp_numerics import write_study
+    from specgen.gen.studies.dsp_numerics import write_study
     write_study(out=args.out, seed=args.seed)
 
 
 def _cmd_acceptance(args):
-    from gen.studies.acceptance import run
+    from specgen.gen.studies.acceptance import run
     run(args)
 
 
 def add_parser(sub):
     """Add the studies' commands to the CLI's subparsers."""
-    from golden.bsfp import DRAFT_FORMATS
-    from golden.speculative import DEFAULT_GAMMA
+    from specgen.golden.bsfp import DRAFT_FORMATS
+    from specgen.golden.speculative import DEFAULT_GAMMA
 
-    from gen.studies.acceptance import SPEQ
-    from gen.studies.ssm_error_budget import MIN_STEPS
+    from specgen.gen.studies.acceptance import SPEQ
+    from specgen.gen.studies.ssm_error_budget import MIN_STEPS
 
     p = sub.add_parser("bsfp-study", help="regenerate the BSFP study on real weights")
     p.add_argument("--out", default="docs", metavar="DIR", help="output folder (default docs)")

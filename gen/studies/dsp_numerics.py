@@ -21,9 +21,9 @@ from pathlib import Path
 
 import numpy as np
 
-from golden import bsfp, dsp
+from specgen.golden import bsfp, dsp
 
-from gen.cli.errors import CLIError
+from specgen.gen.cli.errors import CLIError
 
 __all__ = ["study", "render", "write_study"]
 
@@ -44,7 +44,7 @@ def _gelu(x):
 
 def study(*, seed=0, tokens=16):
     """The measurements, as a JSON-able dict."""
-    from gen.studies.bsfp import _embedding_inputs, load_matrices
+    from specgen.gen.studies.bsfp import _embedding_inputs, load_matrices
     matrices, extra = load_matrices()
     rng = np.random.default_rng(seed)
     x384 = _embedding_inputs(extra["tensors"], rng, tokens).astype(np.float16).view(np.uint16)

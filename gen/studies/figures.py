@@ -86,7 +86,7 @@ def accelerator_children(config):
         name), ``module`` (its ``module_name`` or None) and ``contents`` (a
         ``Counter`` of the class names of the blocks *it* adds).
     """
-    from hw.accelerator import Accelerator
+    from specgen.hw.accelerator import Accelerator
     top = Accelerator(config=config)
     children = []
     for name, block in _submodules(top).items():
@@ -202,8 +202,8 @@ def capacity_sources(board):
 
 def estimate_results(report):
     """:class:`gen.estimate.BlockEstimate` objects of one board of ``docs/estimate.json``."""
-    from gen.estimate.depth import ModuleDepth
-    from gen.estimate.report import BlockEstimate
+    from specgen.gen.estimate.depth import ModuleDepth
+    from specgen.gen.estimate.report import BlockEstimate
     return [BlockEstimate(**dict(b, depth=[ModuleDepth(**d) for d in b["depth"]]))
             for b in report["blocks"]]
 
@@ -216,7 +216,7 @@ def utilization_figure(config, report):
     """Resources of the estimated design against ``config``'s device, one bar per
     resource (:func:`gen.estimate.fit_summary`); hatched bars divide by an assumed
     capacity, and a resource whose capacity is unknown gets no bar."""
-    from gen.estimate.report import FIT_LIMITS, fit_summary
+    from specgen.gen.estimate.report import FIT_LIMITS, fit_summary
     plt = _plt()
     fit = fit_summary(estimate_results(report), config)
     sources = capacity_sources(config.board)
@@ -291,7 +291,7 @@ def stream_handshake(*, width=8, depth=4):
     """WaveDrom source of a ``RingFIFO`` write burst against a stalled reader."""
     from amaranth.sim import Simulator
 
-    from hw.ring_fifo import RingFIFO
+    from specgen.hw.ring_fifo import RingFIFO
     dut = RingFIFO(width=width, depth=depth)
     items = [0xA1, 0xB2, 0xC3]
     # Reader stalls for the first cycles, so the write side fills the ring and
@@ -351,8 +351,8 @@ def axi_lite_sequence(*, config, register="MODE"):
     value, so the read-back shows the write took effect."""
     from amaranth.sim import Simulator
 
-    from hw.axi_lite import AXI4LiteRegisterFile
-    from hw.regmap import accelerator_regmap
+    from specgen.hw.axi_lite import AXI4LiteRegisterFile
+    from specgen.hw.regmap import accelerator_regmap
     regmap = accelerator_regmap(config)
     reg = regmap[register]
     # Every RW field one above its reset value: the read-back differs from reset.
@@ -441,7 +441,7 @@ def render_svg(source):
     try:
         import wavedrom
     except ImportError:
-        from gen.cli.errors import CLIError
+        from specgen.gen.cli.errors import CLIError
         raise CLIError("the timing diagrams need the wavedrom package: "
                        "pip install 'wavedrom==2.0.3.post3' (make env installs it)") from None
     buf = io.StringIO()
@@ -459,7 +459,7 @@ def _png(fig):
 
 def _figures(estimates):
     """``{file name: bytes}`` of every figure but the performance plots."""
-    from golden.config import preset
+    from specgen.golden.config import preset
     out = {"accelerator-blocks.png": _png(block_diagram_figure(preset(DIAGRAM_PRESET)))}
     for board in BOARDS:
         out[f"utilization-{board}.png"] = _png(utilization_figure(preset(board),
@@ -493,9 +493,9 @@ def write_figures(*, out, estimates=None, perf_plots=True):
     list of pathlib.Path
         The files written.
     """
-    from gen.cli.errors import CLIError
-    from gen.cli.output import check_out, write_files
-    from gen.perf.report import write_plots
+    from specgen.gen.cli.errors import CLIError
+    from specgen.gen.cli.output import check_out, write_files
+    from specgen.gen.perf.report import write_plots
     path = Path(estimates) if estimates is not None else (
         Path(__file__).resolve().parents[2] / "docs" / "estimate.json")
     try:

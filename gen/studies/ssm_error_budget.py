@@ -14,13 +14,13 @@ from pathlib import Path
 
 import numpy as np
 
-from golden.mamba2 import (MAMBA2_DEFAULTS, MAMBA2_SIZES, SSMConfig, mamba2_init_params,
+from specgen.golden.mamba2 import (MAMBA2_DEFAULTS, MAMBA2_SIZES, SSMConfig, mamba2_init_params,
                            ssm_step_hw, ssm_step_ref)
-from golden.nonlinear import ERROR_BOUNDS, SATURATION, lut_eval, measure_lut_error
+from specgen.golden.nonlinear import ERROR_BOUNDS, SATURATION, lut_eval, measure_lut_error
 
-from gen.cli.errors import CLIError
-from gen.cli.output import check_out, write_files
-from gen.cli.progress import summary_lines
+from specgen.gen.cli.errors import CLIError
+from specgen.gen.cli.output import check_out, write_files
+from specgen.gen.cli.progress import summary_lines
 
 __all__ = ["run_error_budget", "write_error_budget", "VARIANTS"]
 

@@ -12,8 +12,8 @@ bytes.
 
 from pathlib import Path
 
-from golden.config import TreeConfig
-from golden.tree import (MAMBA2_2P7B_STATE_ELEMS, TreeShape, fifo_schedule, schedule_beats, seed_shapes,
+from specgen.golden.config import TreeConfig
+from specgen.golden.tree import (MAMBA2_2P7B_STATE_ELEMS, TreeShape, fifo_schedule, schedule_beats, seed_shapes,
                          tree_memory)
 
 __all__ = ["tree_memory_table", "write_tree_memory", "BEGIN", "END", "REFERENCE_SHAPES"]
@@ -96,7 +96,7 @@ def rtl_peak_level(parents, *, fifo_depth, max_nodes=64):
     on amaranth.sim (the slots :class:`hw.tree_ssm.TreeSSMUnit` then holds)."""
     from amaranth.sim import Simulator
 
-    from hw.tree_verifier import TreeVerifier
+    from specgen.hw.tree_verifier import TreeVerifier
     dut = TreeVerifier(max_nodes=max_nodes, fifo_depth=fifo_depth, max_passes=1)
     out = {}
 
@@ -123,7 +123,7 @@ def tile_ring_table(config):
     """Markdown: the RTL's tile ring (:class:`hw.tree_ssm.TreeSSMUnit` of ``config``)
     against storing every node's state and against the full-state checkpoint slots
     of :class:`hw.state_controller.StateController`, per notes' tree shape."""
-    from hw.tree_ssm import TreeSSMUnit
+    from specgen.hw.tree_ssm import TreeSSMUnit
     unit = TreeSSMUnit.from_config(config)
     unit._MustUse__silence = True       # built for its sizes only, never elaborated
     c = config.ssm
@@ -175,7 +175,7 @@ def write_tree_memory(*, out, cfg=None):
         raise ValueError(f"{path} must hold the markers {BEGIN!r} and {END!r} once each, in order")
     head, rest = text.split(BEGIN)
     _, tail = rest.split(END)
-    from golden.config import preset
+    from specgen.golden.config import preset
     rings = "\n\n".join(["### The RTL's tile ring, per board", "",
                           *[tile_ring_table(preset(b)) for b in ("vck190", "vhk158")]])
     new = f"{head}{BEGIN}\n\n{tree_memory_table(cfg)}\n\n{rings}\n\n{END}{tail}"

@@ -14,7 +14,7 @@ import re
 import sys
 from pathlib import Path
 
-from gen.cli.errors import CLIError
+from specgen.gen.cli.errors import CLIError
 
 __all__ = ["add_parser", "run"]
 
@@ -23,7 +23,7 @@ _SCHEDULER = re.compile(r"tcp://[A-Za-z0-9_.\-\[\]:]+:\d{1,5}\Z")
 
 def add_parser(sub):
     """Add ``specgen sweep`` to ``sub`` (an argparse subparsers object)."""
-    from gen.cli.design import int_at_least
+    from specgen.gen.cli.design import int_at_least
 
     p = sub.add_parser("sweep", help="evaluate a grid or random sample of designs on Dask: "
                                      "tokens/s, ceilings, fit; CSV/Parquet and a Pareto plot")
@@ -44,9 +44,9 @@ def add_parser(sub):
 
 def run(args, *, out=None):
     """Run the sweep of parsed ``args``; print one line per point and a summary."""
-    from gen.cli.output import check_out, write_files
-    from gen.sweep.run import FORMATS, pareto_figure, run_sweep
-    from gen.sweep.spec import SpecError, load_spec
+    from specgen.gen.cli.output import check_out, write_files
+    from specgen.gen.sweep.run import FORMATS, pareto_figure, run_sweep
+    from specgen.gen.sweep.spec import SpecError, load_spec
 
     out = sys.stdout if out is None else out
     try:

@@ -34,7 +34,7 @@ METRICS = ("id", "status", "error", "tokens_per_s", "tokens_per_step", "memory_t
 
 def fit_estimate(config):
     """``{"dsp58", "dsp58_budget", "lut", "lut_budget", "fits"}`` of a design (module docstring)."""
-    from gen.estimate.dsp_model import analytical_dsp58
+    from specgen.gen.estimate.dsp_model import analytical_dsp58
     dsp = analytical_dsp58(config)["Total"]
     lut = round(LUT_PER_LINEAR_SLOT * config.linear.pes + LUT_PER_SSM_LANE * config.ssm.lanes
                 + LUT_FIXED)
@@ -52,8 +52,8 @@ def design_of(point, *, board=None, overrides=()):
     ValueError
         An unknown preset or key, or a value the config refuses (golden.config_io's message).
     """
-    from golden.config import preset
-    from golden.config_io import apply_overrides, parse_override
+    from specgen.golden.config import preset
+    from specgen.golden.config_io import apply_overrides, parse_override
     config = preset(point.get("board", board))
     sets = list(overrides) + [f"{k}={v}" for k, v in sorted(point.items())
                               if k not in ("board", "tree")]
@@ -82,16 +82,16 @@ def evaluate_point(point, *, step, board=None, overrides=()):
         The point's axes and :data:`METRICS`; ``status`` is ``"ok"`` or ``"error"``
         (``error``: the exception's type and message, one line).
     """
-    from gen.sweep.spec import point_id
+    from specgen.gen.sweep.spec import point_id
     t0 = time.perf_counter()
     row = dict(point)
     row.update({k: None for k in METRICS})
     row["id"] = point_id(point)
     try:
-        from gen.perf.claims import SEED_TREE
-        from gen.perf.cli import parse_tree
-        from gen.perf.roofline import roofline
-        from gen.perf.system import StepConfig, accelerator, step_model
+        from specgen.gen.perf.claims import SEED_TREE
+        from specgen.gen.perf.cli import parse_tree
+        from specgen.gen.perf.roofline import roofline
+        from specgen.gen.perf.system import StepConfig, accelerator, step_model
         config = design_of(point, board=board, overrides=overrides)
         draft = step["draft"]
         tree = parse_tree(str(point["tree"])) if "tree" in point else SEED_TREE

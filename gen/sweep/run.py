@@ -14,8 +14,8 @@ import csv
 import io
 from pathlib import Path
 
-from gen.sweep.point import METRICS, evaluate_point
-from gen.sweep.spec import point_id
+from specgen.gen.sweep.point import METRICS, evaluate_point
+from specgen.gen.sweep.spec import point_id
 
 __all__ = ["run_sweep", "read_results", "encode_results", "pareto_front", "pareto_figure",
            "FORMATS"]
@@ -104,7 +104,7 @@ def run_sweep(spec, *, out, scheduler=None, workers=2, processes=True, progress=
     """
     from dask.distributed import Client, LocalCluster, as_completed
 
-    from gen.cli.output import write_files
+    from specgen.gen.cli.output import write_files
 
     out = Path(out)
     points = spec.points()
