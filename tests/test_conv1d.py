@@ -20,7 +20,9 @@ def _run(dut, *, name=None, testcase=None, **extra):
                      params=params)
 
 
+# The default suite builds the board contract's conv1d; the sim preset's build runs with the slow set.
 @pytest.mark.sim
+@pytest.mark.slow
 def test_conv1d_sim_preset():
     """The sim preset's block ("ieee", FP units of 2 stages) under every scenario."""
     _run(Conv1d.from_config(SIM))

@@ -30,7 +30,9 @@ def test_gated_norm_sim_preset():
     _run(GatedRMSNorm.from_config(SIM))
 
 
+# The default suite builds the norm once (sim preset); the board contract's build runs with the slow set.
 @pytest.mark.sim
+@pytest.mark.slow
 def test_gated_norm_dspfp32_odd_size():
     """DSPFP32 slices (flush to zero, the sum of squares on one slice's P), 12 elements
     (1/12 rounded), no gate (the final norm)."""

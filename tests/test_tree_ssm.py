@@ -97,7 +97,10 @@ def test_tree_ssm_lint(tmp_path):
     assert ok, out
 
 
+# The default suite runs the unit's Verilog inside SSMEngine (tests/test_ssm_engine.py) and
+# the unit alone on amaranth.sim; its own Verilator build runs with the slow set.
 @pytest.mark.sim
+@pytest.mark.slow
 def test_tree_ssm_verilator(seed):
     """cocotb on Verilator, the emitted Verilog: a (2, 1) tree twice, DSPFP32 models, the
     DSP accumulator, stalls on every port and a reset in mid-pass."""
