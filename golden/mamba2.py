@@ -1,6 +1,6 @@
 """Mamba2 decode step: the SpecMamba SSM unit's numerical specification.
 
-Two models of one token of the Mamba2 selective state update (SPEC §4;
+Two models of one token of the Mamba2 selective state update (SpecMamba, arXiv 2509.19873;
 ``Mamba2.step`` / ``selective_state_update`` in ``state-spaces/mamba``),
 for all heads at once, with ``ngroups = 1`` (B and C shared by the heads):
 
@@ -93,7 +93,7 @@ __all__ = [
     "CANONICAL_NAN16",
 ]
 
-#: (d_model, n_layer) of the Mamba2 checkpoints (SPEC §4).
+#: (d_model, n_layer) of the Mamba2 checkpoints (the ``state-spaces/mamba`` model cards).
 MAMBA2_SIZES = {
     "130M": (768, 24),
     "370M": (1024, 48),
@@ -102,7 +102,7 @@ MAMBA2_SIZES = {
     "2.7B": (2560, 64),
 }
 
-#: Vocabulary of the Mamba2 checkpoints (SPEC §4; 50,277 tokens padded to 50,288).
+#: Vocabulary of the Mamba2 checkpoints (SpecMamba arXiv 2509.19873 and the reference ``state-spaces/mamba`` ``Mamba2.step``; 50,277 tokens padded to 50,288).
 MAMBA2_VOCAB = 50_288
 
 #: Mamba2 defaults used by :meth:`SSMConfig.from_model` and
@@ -401,7 +401,7 @@ def silu64(x):
 
 
 def ssm_step_ref(cfg, params, state, x, B, C, dt, z=None):
-    """The Mamba2 decode step in float64: the paper's equations (SPEC §4).
+    """The Mamba2 decode step in float64: the paper's equations (SpecMamba arXiv 2509.19873; ``Mamba2.step``).
 
     Parameters
     ----------
@@ -546,7 +546,7 @@ def ssm_step_hw(cfg, params, state, x, B, C, dt, z=None, *, nonlinear="lut"):
 
 
 def ssm_step_hw_bits(cfg, params, state, x, B, C, dt, z=None):
-    """:func:`ssm_step_hw` on raw bit patterns (SPEC §2): what a bench compares.
+    """:func:`ssm_step_hw` on raw bit patterns: what a bench compares.
 
     Parameters
     ----------

@@ -1,7 +1,7 @@
 """``SSMUnit``: one Mamba2 decode step for all heads, bit for bit ``ssm_step_hw``.
 
 SpecMamba's SSM unit is a pipeline of element-wise multiply units (EMUs) that
-sweeps the ``nheads × P × N`` binary32 state once per token (SPEC §4). This
+sweeps the ``nheads × P × N`` binary32 state once per token (SpecMamba, arXiv 2509.19873). This
 implementation sweeps it in the order head → row → group of ``lanes`` columns,
 ``lanes`` state elements per enabled cycle, and follows the contract of
 ``docs/ssm-numerics.md`` operation for operation (``golden.mamba2``):
@@ -450,6 +450,24 @@ class SSMDatapath(wiring.Component):
         y_valid = delay_line(m, en, r_end, ops.add_latency, "y_valid")
         return y_val, y_valid
 
+    def _y_out(self, m, en, y_fifo, row, rows_in):
+        """``y`` through the output FIFO, and the rows in flight: counted from a row's last
+        tile issue (``rows_in``) to its ``y`` transfer. ``row`` is :meth:`_row_out`'s
+        ``(y, valid)``. Returns the in-flight count (zero: no state access pending, as a
+        row's write-backs come before its ``y``)."""
+        y_val, y_valid = row
+        # NaNs from the FP units and the DSP adders are canonical (0x7FC00000).
+        m.d.comb += [y_fifo.w_data.eq(y_val), y_fifo.w_en.eq(en & y_valid),
+                     self.y.payload.eq(y_fifo.r_data), self.y.valid.eq(y_fifo.r_rdy),
+                     y_fifo.r_en.eq(self.y.ready)]
+        inflight = Signal(range(self.latency + 4), name="inflight")
+        rows_out = self.y.valid & self.y.ready
+        with m.If(rows_in & ~rows_out):
+            m.d.sync += inflight.eq(add_const(inflight, 1, len(inflight)))
+        with m.Elif(rows_out & ~rows_in):
+            m.d.sync += inflight.eq(add_const(inflight, -1, len(inflight)))
+        return inflight
+
 
 class SSMUnit(SSMDatapath):
     """The SSM unit of one Mamba2 layer (``ngroups = 1``, binary32 state).
@@ -777,20 +795,9 @@ class SSMUnit(SSMDatapath):
         ]
         t_tree = self._t_tree
         t_acc = delay_line(m, en, t1, t_tree - 1, "stag_acc")
-        y_val, y_valid = self._row_out(m, en, tsum, t_acc, dx)
-        # NaNs from the FP units and the DSP adders are canonical (0x7FC00000).
-        m.d.comb += [y_fifo.w_data.eq(y_val), y_fifo.w_en.eq(en & y_valid),
-                     self.y.payload.eq(y_fifo.r_data), self.y.valid.eq(y_fifo.r_rdy),
-                     y_fifo.r_en.eq(self.y.ready)]
-
         # idle: nothing committed, nothing in flight in the sweep pipeline
-        inflight = Signal(range(self.latency + 4), name="inflight")
-        rows_in = sw_issue & k_c.last
-        rows_out = self.y.valid & self.y.ready
-        with m.If(rows_in & ~rows_out):
-            m.d.sync += inflight.eq(add_const(inflight, 1, len(inflight)))
-        with m.Elif(rows_out & ~rows_in):
-            m.d.sync += inflight.eq(add_const(inflight, -1, len(inflight)))
+        inflight = self._y_out(m, en, y_fifo, self._row_out(m, en, tsum, t_acc, dx),
+                               sw_issue & k_c.last)
         # A row is counted from its last tile's issue to its y transfer; its
         # write-backs all happen before its y, so idle means no state access.
         m.d.comb += self.idle.eq(~sw_run & ~inflight.any())

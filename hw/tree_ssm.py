@@ -452,19 +452,9 @@ class TreeSSMUnit(SSMDatapath):
                      self.st_out.payload.eq(st_fifo.r_data), self.st_out.valid.eq(st_fifo.r_rdy),
                      st_fifo.r_en.eq(self.st_out.ready)]
         t_acc = delay_line(m, en, t1, self._t_tree - 1, "stag_acc")
-        y_val, y_valid = self._row_out(m, en, tsum, t_acc, dx)
-        m.d.comb += [y_fifo.w_data.eq(y_val), y_fifo.w_en.eq(en & y_valid),
-                     self.y.payload.eq(y_fifo.r_data), self.y.valid.eq(y_fifo.r_rdy),
-                     y_fifo.r_en.eq(self.y.ready)]
-
         # end of pass: every row's y out and every st_out tile taken
-        inflight = Signal(range(self.latency + 4), name="inflight")
-        rows_in = issue & k_c.last
-        rows_out = self.y.valid & self.y.ready
-        with m.If(rows_in & ~rows_out):
-            m.d.sync += inflight.eq(add_const(inflight, 1, len(inflight)))
-        with m.Elif(rows_out & ~rows_in):
-            m.d.sync += inflight.eq(add_const(inflight, -1, len(inflight)))
+        inflight = self._y_out(m, en, y_fifo, self._row_out(m, en, tsum, t_acc, dx),
+                               issue & k_c.last)
         with m.If(drain & ~inflight.any() & ~st_fifo.r_rdy):
             m.d.sync += [drain.eq(0), busy.eq(0)]
         return m

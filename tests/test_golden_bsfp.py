@@ -1,6 +1,6 @@
 """BSFP v1 golden model (``golden/bsfp.py``) against independent oracles.
 
-The oracles here are written from SPEC §3 and first principles, not from the golden:
+The oracles here are written from BSFP v1 (``docs/bsfp.md``) and first principles, not from the golden:
 scaling is float64 arithmetic plus numpy's IEEE float64 -> float16 cast, the remap and
 decoder tables are typed in from the SPEC text, and dot products are exact
 ``fractions.Fraction`` sums rounded once by a rounding routine written below.
@@ -29,7 +29,7 @@ ALL = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16)
 FINITE = ALL[(ALL & 0x7C00) != 0x7C00]             # 63,488 finite FP16 patterns
 EXP = (ALL >> 10) & 0x1F
 
-# SPEC §3 read independently: remap 9 -> 0b000 and 11 -> 0b010 with W = 1; the draft
+# BSFP v1 (docs/bsfp.md) read independently: remap 9 -> 0b000 and 11 -> 0b010 with W = 1; the draft
 # decoder maps remap targets back (000 -> 9, 010 -> 11), the codes that lost a partner
 # to the one left (100 -> 8, 101 -> 10), every other code c to 2c+1 ("upper") or 2c.
 SPEC_REMAP = {9: 0b000, 11: 0b010}
@@ -119,7 +119,7 @@ def fp16_fraction(b):
 
 
 def oracle_draft_value(stored_bits, k, config):
-    """Draft weight from the stored word, read per SPEC §3 / the documented ablation bit maps."""
+    """Draft weight from the stored word, read per BSFP v1 (docs/bsfp.md) / the documented ablation bit maps."""
     s = stored_bits.astype(np.int64)
     sign = np.where(s >> 15, -1.0, 1.0)
     k = np.asarray(k, dtype=np.float64)

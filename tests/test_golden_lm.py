@@ -346,8 +346,8 @@ def test_load_rejects_bad_tensors(tmp_path):
 # -- SPEQ self-speculation -------------------------------------------------------------
 
 def e3m0_oracle(w16):
-    """SPEC §3 read by hand: the E3M0 draft value of FP16 weights below 2 in magnitude
-    (no scaling: k = 0), with the seed's remap table."""
+    """BSFP v1 (``docs/bsfp.md``) read by hand: the E3M0 draft value of FP16 weights below 2 in magnitude
+    (no scaling: k = 0), with the default remap table (``docs/bsfp.md``)."""
     bits = w16.view(np.uint16).astype(np.int64)
     assert (bits & 0x7FFF).max() >> 10 <= 15, "the oracle covers k = 0 only"
     e = (bits & 0x7FFF) >> 10

@@ -115,7 +115,7 @@ def test_shape_errors():
 # -- float64 reference vs an independent formulation ----------------------------
 
 def loop_reference(A, dt_bias, D, h, x, B, C, dt, z):
-    """SPEC §4 written out element by element with Python floats and math."""
+    """The Mamba2 step (``Mamba2.step``) written out element by element with Python floats and math."""
     H, P, N = len(h), len(h[0]), len(h[0][0])
     new = [[[0.0] * N for _ in range(P)] for _ in range(H)]
     y = [[0.0] * P for _ in range(H)]

@@ -484,7 +484,7 @@ def _device(board):
     return dict(caps, part=b.part.split("-")[0]) if b.part else None
 
 
-#: Which blocks of ours stand for which line of the seed's table.
+#: Which blocks of ours stand for which line of SpecMamba's VHK158 resource table.
 SEED_ROWS = (("Linear unit", ("LinearUnit",)), ("SSM unit", ("SSMUnit",)),
              ("State controller", ("tree_verifier", "ring_fifo")))
 
