@@ -14,6 +14,8 @@ pytestmark = pytest.mark.filterwarnings("ignore:.*created but never used")
 
 SIM_KINDS = ["ring_fifo", "tree_verifier", "exponent_decoder", "fp16_reconstructor",
              "linear_unit", "ssm_unit", "accelerator"]
+#: Blocks built only on request (gen.emit.blocks.library_blocks): not in the top level yet.
+LIBRARY_KINDS = ["ssm_engine", "conv1d", "gated_rms_norm", "residual"]
 
 
 def test_block_kinds_are_the_class_names():
@@ -40,8 +42,24 @@ def test_verilog_only_unknown_block_lists_them(tmp_path, capsys):
     assert main(["verilog", "--board", "sim", "--only", "pe", "--out", str(tmp_path / "x")]) == 2
     err = capsys.readouterr().err
     assert err.strip() == ("specgen verilog: error: --only 'pe' is no block of the design; "
-                           "allowed: " + ", ".join(SIM_KINDS))
+                           "allowed: " + ", ".join(SIM_KINDS + LIBRARY_KINDS))
     assert list(tmp_path.iterdir()) == []
+
+
+def test_verilog_only_library_blocks(tmp_path, capsys):
+    """A block the top level does not instantiate yet is emitted on request, alone or with
+    others, and is not part of the default design."""
+    out = tmp_path / "lib"
+    assert main(["verilog", "--board", "sim", "--only", "residual", "--only", "conv1d",
+                 "--out", str(out), "-q"]) == 0
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert sorted(manifest["only"]) == ["conv1d", "residual"] and len(manifest["modules"]) == 2
+    for module in manifest["modules"]:
+        assert f"module {module}(" in (out / f"{module}.v").read_text()
+    modules = blocks(preset("sim"))
+    assert not set(LIBRARY_KINDS) & {block_kind(c) for c in modules.values()}
+    for c in modules.values():
+        c._MustUse__silence = True
 
 
 def test_golden_block_writes_the_same_set_as_the_full_run(tmp_path, capsys):
@@ -57,13 +75,13 @@ def test_golden_unknown_block_lists_the_blocks_and_sets(tmp_path, capsys):
     assert main(["golden", "--block", "pe", "--out", str(tmp_path / "g")]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("specgen golden: error: --block 'pe' has no golden set; allowed: ")
-    for name in [*SIM_KINDS, *SETS]:
+    for name in [*SIM_KINDS, *LIBRARY_KINDS, *SETS]:
         assert name in err
 
 
-@pytest.mark.parametrize("kind", SIM_KINDS)
+@pytest.mark.parametrize("kind", SIM_KINDS + LIBRARY_KINDS)
 def test_golden_block_for_every_block(tmp_path, capsys, kind):
-    assert set(BLOCK_SETS) == set(SIM_KINDS)
+    assert set(BLOCK_SETS) == set(SIM_KINDS + LIBRARY_KINDS)
     assert main(["golden", "--block", kind, "--out", str(tmp_path / kind), "-q"]) == 0
     sets = json.loads((tmp_path / kind / "manifest.json").read_text())["sets"]
     assert sorted(sets) == sorted(BLOCK_SETS[kind])

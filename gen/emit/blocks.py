@@ -5,7 +5,7 @@ import re
 
 from specgen.gen.cli.errors import CLIError
 
-__all__ = ["blocks", "block_kind", "select_blocks", "top_block"]
+__all__ = ["block_kind", "blocks", "library_blocks", "select_blocks", "top_block"]
 
 
 def _builders():
@@ -41,6 +41,39 @@ def _builders():
     )
 
 
+def _library():
+    """Blocks built on request only (``--only``, ``--block``): finished and verified, but
+    not instantiated by the top level yet, so the default design does not emit them."""
+    from specgen.hw.conv1d import Conv1d
+    from specgen.hw.gated_norm import GatedRMSNorm
+    from specgen.hw.residual import Residual
+    from specgen.hw.ssm_engine import SSMEngine
+
+    return (
+        # SpecMamba's tile-streamed tree verification with the state in memory.
+        lambda config: SSMEngine(config=config),
+        # The Mamba2 layer's causal conv1d and SiLU, one channel per cycle.
+        Conv1d.from_config,
+        # The gated RMSNorm of the SSM output (d_inner wide).
+        GatedRMSNorm.from_config,
+        # The residual add of a layer's output.
+        Residual.from_config,
+    )
+
+
+def library_blocks(config):
+    """``{kind: builder}`` of the blocks of :func:`_library` (:func:`block_kind` names)."""
+    out = {}
+    for build in _library():
+        c = build(config)
+        # Built for its name only: neither it nor the parts it made may warn as unused.
+        for part in (c, *vars(c).values()):
+            if hasattr(part, "_MustUse__silence"):
+                part._MustUse__silence = True
+        out[block_kind(c)] = build
+    return out
+
+
 def blocks(config):
     """``{module_name: component}`` for every block of ``config``, each built from the config
     and named by its own ``module_name``."""
@@ -60,6 +93,9 @@ def top_block(modules):
     from specgen.hw.tree_verifier import TreeVerifier
     rank = (RingFIFO, TreeVerifier, ExponentDecoder, FP16Reconstructor, LinearUnit, DSPLinearUnit,
             SSMUnit, Accelerator)
+    if not all(type(c) in rank for c in modules.values()):
+        # Library blocks only: the last one asked for is the top (they do not nest).
+        return list(modules)[-1]
     return max(modules, key=lambda name: rank.index(type(modules[name])))
 
 
@@ -69,8 +105,9 @@ def block_kind(component):
     return re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", name).lower()
 
 
-def select_blocks(modules, only):
-    """The entries of ``modules`` whose :func:`block_kind` is in ``only`` (all if ``None``).
+def select_blocks(modules, only, *, config=None):
+    """The entries of ``modules`` whose :func:`block_kind` is in ``only`` (all if ``None``),
+    and, with ``config``, the library blocks ``only`` names (:func:`library_blocks`).
 
     Raises
     ------
@@ -80,7 +117,8 @@ def select_blocks(modules, only):
     if not only:
         return modules
     kinds = {name: block_kind(c) for name, c in modules.items()}
-    allowed = list(dict.fromkeys(kinds.values()))
+    library = library_blocks(config) if config is not None else {}
+    allowed = list(dict.fromkeys([*kinds.values(), *library]))
     unknown = [b for b in only if b not in allowed]
     if unknown:
         raise CLIError(f"--only {unknown[0]!r} is no block of the design; allowed: "
@@ -88,4 +126,9 @@ def select_blocks(modules, only):
     for name, c in modules.items():
         if kinds[name] not in only:
             c._MustUse__silence = True    # built for the list, not emitted
-    return {name: c for name, c in modules.items() if kinds[name] in only}
+    chosen = {name: c for name, c in modules.items() if kinds[name] in only}
+    for kind in only:
+        if kind in library and kind not in kinds.values():
+            c = library[kind](config)
+            chosen[c.module_name] = c
+    return chosen

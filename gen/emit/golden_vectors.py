@@ -218,6 +218,48 @@ def _set_ssm_unit(config, rng):
     }
 
 
+def _set_conv1d(config, rng):
+    """Tokens of the causal conv1d and SiLU (golden.conv1d.conv1d_hw) on the config's
+    channels, window carried across tokens, bit for bit."""
+    from specgen.golden.conv1d import conv1d_hw
+    cfg = config.ssm
+    steps, channels, d_conv = 4, cfg.d_inner + 2 * cfg.d_state, 4
+    f32 = np.float32
+    w = (rng.standard_normal((channels, d_conv)) * 0.5).astype(f32)
+    b = (rng.standard_normal(channels) * 0.1).astype(f32)
+    x = rng.standard_normal((steps, channels)).astype(f32)
+    window = np.zeros((d_conv - 1, channels), f32)
+    ys = []
+    for t in range(steps):
+        y, window = conv1d_hw(window, x[t], w, b, silu_lut=cfg.silu_lut, contract=cfg.contract)
+        ys.append(y)
+    return {
+        "w": (w.view(np.uint32), "binary32 taps per channel, oldest first"),
+        "b": (b.view(np.uint32), "binary32 bias per channel"),
+        "x": (x.view(np.uint32), f"binary32 raw xBC per step, {steps} x channels"),
+        "y": (np.stack(ys).view(np.uint32), "binary32 SiLU(conv) per step, from a zero window"),
+        "window": (window.view(np.uint32), "binary32 window after the steps"),
+    }
+
+
+def _set_gated_norm(config, rng):
+    """Gated RMSNorm vectors of the config's d_inner (golden.rmsnorm.gated_rmsnorm_hw)."""
+    from specgen.golden.rmsnorm import gated_rmsnorm_hw
+    cfg = config.ssm
+    vectors, n = 4, cfg.d_inner
+    f32 = np.float32
+    y = rng.standard_normal((vectors, n)).astype(f32)
+    z = rng.standard_normal((vectors, n)).astype(f32)
+    w = (1 + 0.1 * rng.standard_normal(n)).astype(f32)
+    out = gated_rmsnorm_hw(y, z, w, silu_lut=cfg.silu_lut, contract=cfg.contract)
+    return {
+        "y": (y.view(np.uint32), "binary32 SSM output rows per vector"),
+        "z": (z.view(np.uint32), "binary32 gate per vector"),
+        "w": (w.view(np.uint32), "binary32 w_norm"),
+        "out": (out.view(np.uint32), "binary32 RMSNorm(y * SiLU(z)) * w_norm, eps 1e-5"),
+    }
+
+
 #: name -> (generator, description)
 SETS = {
     "fp16_ops": (_set_fp("FP16", fp.FP16), "FP16 multiply and add, specials included"),
@@ -229,6 +271,8 @@ SETS = {
     "tree_verifier": (_set_tree_verifier, "random draft trees and their FIFO schedules "
                                           "(TreeVerifier)"),
     "ssm_unit": (_set_ssm_unit, "four SSMUnit decode steps of the config's SSM geometry"),
+    "conv1d": (_set_conv1d, "four conv1d + SiLU tokens of the config's channels"),
+    "gated_norm": (_set_gated_norm, "four gated RMSNorm vectors of the config's d_inner"),
 }
 
 #: ``specgen golden --block``: the sets that hold each block's golden behaviour (block
@@ -241,6 +285,11 @@ BLOCK_SETS = {
     "linear_unit": ("dot", "bsfp"),
     "ssm_unit": ("ssm_unit", "fp32_ops"),
     "accelerator": tuple(SETS),
+    # Library blocks (gen.emit.blocks.library_blocks), not in the top level yet.
+    "ssm_engine": ("ssm_unit", "tree_verifier"),
+    "conv1d": ("conv1d",),
+    "gated_rms_norm": ("gated_norm",),
+    "residual": ("fp32_ops",),
 }
 
 

@@ -93,7 +93,7 @@ def write_verilog(*, out, config=None, board=None, progress=None, only=None):
     except (TypeError, ValueError) as exc:
         # The blocks validate their parameters: a design file can ask for one they refuse.
         raise CLIError(f"the design {config.name!r} cannot be built: {exc}") from None
-    modules = select_blocks(modules, only)
+    modules = select_blocks(modules, only, config=config)
     # One library for every file: a block converted for its own file (the linear
     # unit, the SSM unit) is reused, not converted again, inside the top level.
     library = ModuleLibrary()
