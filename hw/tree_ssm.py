@@ -256,10 +256,19 @@ class TreeSSMUnit(SSMDatapath):
         nodew = index_width(T)
 
         def node_addr(per_node, index, name):
-            """``wr_node·per_node + index`` (a constant multiple: shifts and adds)."""
+            """``wr_node·per_node + index``. The product is a constant table indexed by
+            ``wr_node`` (one LUT level per 6 index bits), not a multiplier: Yosys maps a
+            constant multiply onto a DSP, 8 levels from the port to the RAM address."""
             width = index_width(max(T * per_node, 2))
+            base = Signal(width, name=f"{name}_base")
+            with m.Switch(self.wr_node):
+                for j in range(T):
+                    with m.Case(j):
+                        m.d.comb += base.eq(j * per_node)
+                with m.Default():
+                    m.d.comb += base.eq(0)
             a = Signal(width, name=name)
-            m.d.comb += a.eq(self.wr_node * per_node + index)
+            m.d.comb += a.eq(base + index)
             return a
 
         blocks = L // W
