@@ -284,6 +284,10 @@ class SSMDatapath(wiring.Component):
         checked).
     """
 
+    #: Depth of the output FIFO behind ``y``: the pipeline's clock enable is a
+    #: register that drops when the FIFO could not take one more row.
+    Y_FIFO_DEPTH = 8
+
     def __init__(self, *, cfg, mul_stages, add_stages, members):
         owner = type(self).__name__
         if not isinstance(cfg, SSMConfig):
@@ -530,10 +534,6 @@ class SSMUnit(SSMDatapath):
     (``P = T_0 + (−0)``, then ``P = T_k + P``), the single-cycle accumulation of
     AMD AM004. With one tile per row (``lanes == d_state``) there is none.
     """
-
-    #: Depth of the output FIFO behind ``y``: the pipeline's clock enable is a
-    #: register that drops when the FIFO could not take one more row.
-    Y_FIFO_DEPTH = 8
 
     def __init__(self, *, cfg, mul_stages=2, add_stages=2):
         super().__init__(cfg=cfg, mul_stages=mul_stages, add_stages=add_stages,

@@ -127,8 +127,8 @@ class TreeSSMUnit(SSMDatapath):
     (:meth:`pass_cycles`).
     """
 
-    Y_FIFO_DEPTH = 8
-    ST_FIFO_DEPTH = 8
+    #: Depth of the FIFO behind ``st_out`` (as ``y``'s, :attr:`SSMDatapath.Y_FIFO_DEPTH`).
+    ST_FIFO_DEPTH = SSMDatapath.Y_FIFO_DEPTH
 
     def __init__(self, *, cfg, max_nodes, fifo_depth, mul_stages=2, add_stages=2):
         self._max_nodes = check_int("TreeSSMUnit", "max_nodes", max_nodes, min=1, max=1024)

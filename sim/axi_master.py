@@ -22,7 +22,6 @@ once. A reset of both domains in mid-burst drops what was in flight and the
 commands after it complete exactly.
 """
 
-import json
 import math
 from collections import deque
 
@@ -34,7 +33,7 @@ from cocotbext.axi.axi_channels import AxiARSink, AxiRSource
 from cocotbext.axi.axi_slave import AxiSlaveWrite
 from cocotbext.axi.reset import Reset
 
-from specgen.sim.bench import params, random_pattern
+from specgen.sim.bench import expect_quiet, params, random_pattern, write_report
 from specgen.sim.bench import seed as bench_seed
 
 PAGE = 4096
@@ -357,10 +356,7 @@ async def _read_run(dut, *, regions, max_beats, reset_at=None, stream=None):
         waited = 0 if len(expected) < left else waited + 1
         left = len(expected)
         assert waited < 20 * (p["latency"] + 50), f"{len(expected)} beats never came"
-    for _ in range(2 * p["latency"] + 20):
-        await RisingEdge(dut.clk)
-        await ReadOnly()
-        assert not int(dut.data__valid.value), "a beat came out that no command asked for"
+    await expect_quiet(dut, dut.data__valid, 2 * p["latency"] + 20, "command")
     for first, beats in issued:
         tb.take_bursts_for(first * tb.bytes, beats)
     assert not tb.bursts, f"bursts no region asked for: {list(tb.bursts)[:4]}"
@@ -368,10 +364,7 @@ async def _read_run(dut, *, regions, max_beats, reset_at=None, stream=None):
     stats["efficiency"] = stats["words"] / max(1, stats["ready_cycles"])
     stats["max_in_flight"] = tb.max_in_flight
     dut._log.info("stats: %s", stats)
-    report = p.get("report")
-    if report:
-        with open(report, "w") as f:
-            json.dump(stats, f)
+    write_report(p, stats)
     return stats
 
 

@@ -75,6 +75,22 @@ def field(word, layout, name):
     return (word >> f.offset) & ((1 << f.width) - 1)
 
 
+async def expect_quiet(dut, valid, cycles, what):
+    """``cycles`` clock edges after the last expected beat with ``valid`` low throughout:
+    a beat then would be one ``what`` did not ask for."""
+    for _ in range(cycles):
+        await RisingEdge(dut.clk)
+        await ReadOnly()
+        assert not int(valid.value), f"a beat came out that no {what} asked for"
+
+
+def write_report(p, stats):
+    """Write ``stats`` as JSON to the file the bench parameter ``report`` names, if any."""
+    if p.get("report"):
+        with open(p["report"], "w") as f:
+            json.dump(stats, f)
+
+
 async def drive_stream(tb, port, beats, idle, stop):
     """Offer ``beats`` in order on the ``lib.stream`` port ``port`` (``<port>__valid``,
     ``__payload``, ``__ready``), idle with probability ``idle`` per cycle; stop early

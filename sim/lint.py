@@ -6,9 +6,9 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from .runner import simulator_env, waiver_flags
+from .runner import emit_verilog, simulator_env, waiver_flags
 
-__all__ = ["lint", "lint_modules", "split_modules"]
+__all__ = ["lint", "lint_component", "lint_modules", "split_modules"]
 
 _MODULE = re.compile(r"^(?:\(\*[^\n]*\*\)\n)*module\s+(\\\S+|\w+)\s*\(.*?^endmodule\n?",
                      re.M | re.S)
@@ -27,6 +27,22 @@ def lint(path, *, top):
     with simulator_env("verilator"):
         proc = subprocess.run(cmd, capture_output=True, text=True)
     return proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def lint_component(component, *, folder, name=None, hierarchical=False):
+    """Emit ``component`` as ``folder/<name>.v`` (:func:`sim.runner.emit_verilog`; ``name``
+    defaults to its ``module_name``) and lint it: as one top (:func:`lint`), or every
+    module of the file against stubs of the others (``hierarchical``, :func:`lint_modules`).
+
+    Returns
+    -------
+    (bool, str)
+        As :func:`lint`.
+    """
+    name = component.module_name if name is None else name
+    path = Path(folder) / f"{name}.v"
+    path.write_text(emit_verilog(component, name=name))
+    return lint_modules(path) if hierarchical else lint(path, top=name)
 
 
 def split_modules(text):

@@ -15,7 +15,6 @@ regions its jobs name (so a draft job reads the nibble plane alone); a reset of 
 domains in mid-burst drops what was in flight and the jobs after it arrive exactly.
 """
 
-import json
 from collections import deque
 
 import cocotb
@@ -29,7 +28,7 @@ from specgen.golden.weight_planes import (MODES, PLANE_SLICES, column_beats, exp
 from specgen.hw.dsp_linear_unit import weight_layout
 from specgen.hw.weight_stream import MODE_DRAFT, MODE_VERIFY, job_layout
 from specgen.sim.axi_master import PAGE, TB, LatencyReadSlave
-from specgen.sim.bench import params
+from specgen.sim.bench import expect_quiet, params, write_report
 
 #: Fabric cycles without progress before a run fails instead of hanging.
 STUCK = 50_000
@@ -240,19 +239,13 @@ async def run(dut, *, n_jobs, modes, reset_at=None, corrupt=False, layer_jobs=No
         waited = 0 if len(expected) < left else waited + 1
         left = len(expected)
         assert waited < STUCK, f"{len(expected)} beats never came"
-    for _ in range(2 * p["latency"] + 20):
-        await RisingEdge(dut.clk)
-        await ReadOnly()
-        assert not int(dut.w__valid.value), "a beat came out that no job asked for"
+    await expect_quiet(dut, dut.w__valid, 2 * p["latency"] + 20, "job")
     assert counts == stats["want_bytes"], (
         f"AR bytes per port {counts}, the jobs' regions {stats['want_bytes']}")
     assert not int(dut.overrun.value) and not int(dut.error.value)
     stats["efficiency"] = stats["beats"] / max(1, stats["ready_cycles"])
     dut._log.info("stats: %s", {k: v for k, v in stats.items() if k != "mismatches"})
-    report = p.get("report")
-    if report:
-        with open(report, "w") as f:
-            json.dump(stats, f)
+    write_report(p, stats)
     return stats
 
 

@@ -2,8 +2,8 @@ import pytest
 
 from specgen.golden.mamba2 import MAMBA2_VOCAB
 from specgen.hw.argmax import Argmax
-from specgen.sim.lint import lint
-from specgen.sim.runner import BenchFailure, emit_verilog, run_bench
+from specgen.sim.lint import lint_component
+from specgen.sim.runner import BenchFailure, run_bench
 
 
 def _run(dut, *, testcase=None, **extra):
@@ -28,9 +28,7 @@ def test_argmax_bench_can_fail():
 
 def test_argmax_lint(tmp_path):
     dut = Argmax(size=MAMBA2_VOCAB)
-    path = tmp_path / f"{dut.module_name}.v"
-    path.write_text(emit_verilog(dut, name=dut.module_name))
-    ok, out = lint(path, top=dut.module_name)
+    ok, out = lint_component(dut, folder=tmp_path)
     assert ok, out
 
 

@@ -5,8 +5,8 @@ import pytest
 from specgen.golden.config import preset
 from specgen.golden.nonlinear import LUTSpec
 from specgen.hw.conv1d import Conv1d
-from specgen.sim.lint import lint
-from specgen.sim.runner import BenchFailure, emit_verilog, run_bench
+from specgen.sim.lint import lint_component
+from specgen.sim.runner import BenchFailure, run_bench
 
 #: A short SiLU table (step 1/8 over [−25, 20], as the sim preset's) keeps the build fast.
 SIM = preset("sim")
@@ -57,9 +57,7 @@ def test_conv1d_dspfp32_bench_tells_the_contracts_apart():
 def test_conv1d_lint(tmp_path):
     dut = Conv1d(silu_lut=LUTSpec(function="silu", lo=-2.0, hi=2.0, step_log2=3),
                  mul_stages=1, add_stages=1)
-    path = tmp_path / f"{dut.module_name}.v"
-    path.write_text(emit_verilog(dut, name=dut.module_name))
-    ok, out = lint(path, top=dut.module_name)
+    ok, out = lint_component(dut, folder=tmp_path)
     assert ok, out
 
 

@@ -4,8 +4,8 @@ import pytest
 from specgen.golden.bsfp import BSFPConfig
 from specgen.golden.fp import BF16, FP16, FP32
 from specgen.hw.dual_mode_pe import DualModePE
-from specgen.sim.lint import lint
-from specgen.sim.runner import emit_verilog, run_bench
+from specgen.sim.lint import lint_component
+from specgen.sim.runner import run_bench
 
 TESTS = ["random_traffic", "full_rate", "reset_mid_stream"]
 
@@ -57,9 +57,7 @@ def test_dual_mode_pe_long(fmt_out):
 ])
 def test_dual_mode_pe_lint(kwargs, tmp_path):
     pe = DualModePE(**kwargs)
-    path = tmp_path / f"{pe.module_name}.v"
-    path.write_text(emit_verilog(pe, name=pe.module_name))
-    ok, output = lint(path, top=pe.module_name)
+    ok, output = lint_component(pe, folder=tmp_path)
     assert ok, output
 
 

@@ -1,8 +1,8 @@
 import pytest
 
 from specgen.hw.embedding import EmbeddingReader
-from specgen.sim.lint import lint
-from specgen.sim.runner import BenchFailure, emit_verilog, run_bench
+from specgen.sim.lint import lint_component
+from specgen.sim.runner import BenchFailure, run_bench
 
 #: A non-power-of-two vocabulary (bad ids exist), 3 beats a row, a table at beat 1000.
 SMALL = dict(vocab=37, row_bytes=96, beat_bytes=32, beat_bits=20)
@@ -28,9 +28,7 @@ def test_embedding_bench_can_fail():
 
 def test_embedding_lint(tmp_path):
     dut = EmbeddingReader(vocab=50_288, row_bytes=5120, beat_bytes=32, beat_bits=32)
-    path = tmp_path / f"{dut.module_name}.v"
-    path.write_text(emit_verilog(dut, name=dut.module_name))
-    ok, out = lint(path, top=dut.module_name)
+    ok, out = lint_component(dut, folder=tmp_path)
     assert ok, out
 
 

@@ -2,8 +2,8 @@ import pytest
 
 from specgen.golden.fp import BF16, FP16, FP32, FPFormat
 from specgen.hw.fp_arith import FPAdd, FPMul
-from specgen.sim.lint import lint
-from specgen.sim.runner import emit_verilog, run_bench
+from specgen.sim.lint import lint_component
+from specgen.sim.runner import run_bench
 
 UNITS = {"mul": FPMul, "add": FPAdd}
 
@@ -36,9 +36,7 @@ def test_fp_arith_long(op):
 @pytest.mark.parametrize("op", ["mul", "add"])
 def test_fp_arith_lint(op, tmp_path):
     dut = UNITS[op](fmt=FP32, stages=2)
-    path = tmp_path / f"{dut.module_name}.v"
-    path.write_text(emit_verilog(dut, name=dut.module_name))
-    ok, out = lint(path, top=dut.module_name)
+    ok, out = lint_component(dut, folder=tmp_path)
     assert ok, out
 
 

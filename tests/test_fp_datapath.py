@@ -4,8 +4,8 @@ import pytest
 from specgen.golden.dot import AccumulatorSpec, accumulator_spec
 from specgen.golden.fp import BF16, FP16, FP32
 from specgen.hw.fp_datapath import ExactAccumulator, ExactMultiplier, NormalizeRound
-from specgen.sim.lint import lint
-from specgen.sim.runner import emit_verilog, run_bench
+from specgen.sim.lint import lint_component
+from specgen.sim.runner import run_bench
 
 
 def _fmt(fmt):
@@ -77,9 +77,7 @@ def test_datapath_long(fmt_out):
 ])
 def test_fp_datapath_lint(make, tmp_path):
     dut = make()
-    path = tmp_path / f"{dut.module_name}.v"
-    path.write_text(emit_verilog(dut, name=dut.module_name))
-    ok, output = lint(path, top=dut.module_name)
+    ok, output = lint_component(dut, folder=tmp_path)
     assert ok, output
 
 

@@ -6,8 +6,8 @@ from specgen.golden.config import preset
 from specgen.golden.nonlinear import LUTSpec
 from specgen.golden.rmsnorm import RSQRT_LUT
 from specgen.hw.gated_norm import GatedRMSNorm
-from specgen.sim.lint import lint
-from specgen.sim.runner import BenchFailure, emit_verilog, run_bench
+from specgen.sim.lint import lint_component
+from specgen.sim.runner import BenchFailure, run_bench
 
 SIM = preset("sim")
 
@@ -60,9 +60,7 @@ def test_gated_norm_lint(tmp_path):
     dut = GatedRMSNorm(size=4, silu_lut=LUTSpec(function="silu", lo=-2.0, hi=2.0, step_log2=3),
                        rsqrt_lut=LUTSpec(function="rsqrt", lo=1.0, hi=4.0, step_log2=3),
                        mul_stages=1, add_stages=1)
-    path = tmp_path / f"{dut.module_name}.v"
-    path.write_text(emit_verilog(dut, name=dut.module_name))
-    ok, out = lint(path, top=dut.module_name)
+    ok, out = lint_component(dut, folder=tmp_path)
     assert ok, out
 
 

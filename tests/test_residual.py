@@ -2,8 +2,8 @@ import pytest
 
 from specgen.golden.config import preset
 from specgen.hw.residual import Residual
-from specgen.sim.lint import lint
-from specgen.sim.runner import BenchFailure, emit_verilog, run_bench
+from specgen.sim.lint import lint_component
+from specgen.sim.runner import BenchFailure, run_bench
 
 
 def _run(dut, *, testcase=None, contract=None, **extra):
@@ -33,9 +33,7 @@ def test_residual_bench_can_fail():
 
 def test_residual_lint(tmp_path):
     dut = Residual(add_stages=1)
-    path = tmp_path / f"{dut.module_name}.v"
-    path.write_text(emit_verilog(dut, name=dut.module_name))
-    ok, out = lint(path, top=dut.module_name)
+    ok, out = lint_component(dut, folder=tmp_path)
     assert ok, out
 
 

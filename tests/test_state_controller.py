@@ -14,8 +14,8 @@ import pytest
 from specgen.golden.mamba2 import SSMConfig
 from specgen.golden.nonlinear import COARSE_LUTS
 from specgen.hw.state_controller import Op, StateController
-from specgen.sim.lint import lint
-from specgen.sim.runner import emit_verilog, run_bench
+from specgen.sim.lint import lint_component
+from specgen.sim.runner import run_bench
 from specgen.sim.state_controller import run_bfm_pysim, run_system_pysim
 from specgen.sim.ssm_unit import lut_params
 from specgen.sim.state_controller_top import StateControllerTop
@@ -99,9 +99,7 @@ def test_lint(tmp_path):
     for kw in ({"slots": 3, "records": 4}, {"slots": 1, "conv_depth": 0},
                {"slots": 4, "records": 1, "conv_width": 20, "conv_depth": 5}):
         dut = StateController(ssm_cfg=_cfg(), **kw)
-        path = tmp_path / f"{dut.module_name}.v"
-        path.write_text(emit_verilog(dut, name=dut.module_name))
-        ok, out = lint(path, top=dut.module_name)
+        ok, out = lint_component(dut, folder=tmp_path)
         assert ok, out
 
 

@@ -7,8 +7,8 @@ from specgen.golden.config import preset
 from specgen.golden.mamba2 import SSMConfig
 from specgen.golden.nonlinear import COARSE_LUTS
 from specgen.hw.tree_ssm import TreeSSMUnit
-from specgen.sim.lint import lint
-from specgen.sim.runner import emit_verilog, run_bench
+from specgen.sim.lint import lint_component
+from specgen.sim.runner import run_bench
 from specgen.sim.ssm_unit import lut_params
 
 CASES = [
@@ -91,9 +91,7 @@ def test_tree_ssm_tile_covers_the_write_back():
 def test_tree_ssm_lint(tmp_path):
     _cfg, unit = _unit({"nheads": 2, "headdim": 4, "d_state": 8, "lanes": 4, "input_words": 2},
                        1, 1, "dspfp32", 4)
-    path = tmp_path / f"{unit.module_name}.v"
-    path.write_text(emit_verilog(unit, name=unit.module_name))
-    ok, out = lint(path, top=unit.module_name)
+    ok, out = lint_component(unit, folder=tmp_path)
     assert ok, out
 
 

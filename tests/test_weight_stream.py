@@ -241,12 +241,9 @@ def test_from_config_rejects_the_exact_array():
 def test_board_scale_stream_passes_lint(board, tmp_path):
     """The board-scale stream's Verilog, every module linted with -Wall and the project's
     waivers only."""
-    from specgen.sim.lint import lint_modules
-    from specgen.sim.runner import emit_verilog
+    from specgen.sim.lint import lint_component
     ws = WeightStream.from_config(preset(board))
-    path = tmp_path / f"{ws.module_name}.v"
-    path.write_text(emit_verilog(ws, name=ws.module_name))
-    ok, output = lint_modules(path)
+    ok, output = lint_component(ws, folder=tmp_path, hierarchical=True)
     assert ok, output
 
 
