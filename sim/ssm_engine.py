@@ -207,8 +207,12 @@ async def steps(dut):
             want_y, want_states = expected(cfg, prms[layer], states[layer], parents, toks)
             golden.append(want_states)
             if p.get("corrupt") and step == 0 and layer == 0:
-                # One flipped bit of the committed state: the bench must notice.
-                b.memory.data[lay.state[layer][bank] + 5] ^= 0x10
+                # The exponent's top bit of element (h, 0, 0) flipped in memory, one per
+                # head: a head whose dA underflows to 0 forgets its state, so corrupting
+                # every head keeps the bench's failure certain.
+                for h in range(H):
+                    word = h * cfg.headdim * cfg.groups_per_row * cfg.lanes
+                    b.memory.data[lay.state[layer][bank] + 4 * word + 3] ^= 0x40
             assert await b.run_pass({
                 "nodes": n, "out_node": 0, "out_en": 0, "y_en": 1, "load_params": 1,
                 "params_addr": lay.params[layer], "input_addr": lay.inputs[layer],

@@ -44,12 +44,13 @@ def test_ssm_engine_steps_verilator(seed):
 
 @pytest.mark.sim
 def test_ssm_engine_bench_catches_a_flipped_state_bit(seed):
-    """The bench can fail: one bit of the committed state flipped in memory."""
+    """The bench can fail: one exponent bit per head of the committed state flipped in memory
+    (in the first of two steps, before the special values of the last)."""
     config = _config(GEOM)
     eng = SSMEngine(config=config, addr_width=20)
     with pytest.raises(BenchFailure, match="in memory, golden"):
         run_bench(eng, name=eng.module_name, module="specgen.sim.ssm_engine", testcase="steps",
-                  params=_params(eng, config, GEOM, parents=[-1, 0, 0, 1, 2], layers=1, steps=1,
+                  params=_params(eng, config, GEOM, parents=[-1, 0, 0, 1, 2], layers=1, steps=2,
                                  corrupt=True), seed=seed)
 
 
