@@ -125,9 +125,10 @@ class Bench:
             await RisingEdge(d.clk)
         d.tbl_we.value = 0
 
-    async def run_pass(self, desc, *, cut_after=None):
-        """Offer ``desc`` and wait for ``passes`` to count it; with ``cut_after``, reset
-        both domains that many cycles after it is taken (in mid-pass) and return False."""
+    async def run_pass(self, desc, *, cut_beat=None):
+        """Offer ``desc`` and wait for ``passes`` to count it; with ``cut_beat``, reset both
+        domains once that many W beats of the state write port have been taken (in
+        mid-burst, before the pass can be done) and return False."""
         d = self.dut
         lay = descriptor_layout(max_nodes=self.p["max_nodes"], addr_width=self.p["addr_width"])
         before = int(d.passes.value)
@@ -140,13 +141,20 @@ class Bench:
             if taken:
                 break
         d.desc__valid.value = 0
-        for cycle in range(PASS_TIMEOUT):
-            if cut_after is not None and cycle == cut_after:
-                # Wait for a write burst on the state port, then reset in mid-burst.
-                while not int(d.m_axi_st_wr__wvalid.value) and not int(d.m_axi_y__wvalid.value):
+        if cut_beat is not None:
+            beats = 0
+            for _ in range(PASS_TIMEOUT):
+                await RisingEdge(d.mem_clk)
+                await ReadOnly()
+                assert int(d.passes.value) == before, "the pass was done before its state write"
+                beats += int(d.m_axi_st_wr__wvalid.value) & int(d.m_axi_st_wr__wready.value)
+                if beats == cut_beat:
                     await RisingEdge(d.mem_clk)
-                await self.reset()
-                return False
+                    await self.reset()
+                    return False
+            raise AssertionError(f"fewer than {cut_beat} state write beats in {PASS_TIMEOUT} "
+                                 "memory cycles")
+        for _cycle in range(PASS_TIMEOUT):
             await ReadOnly()
             if int(d.passes.value) == before + 1 and not int(d.busy.value):
                 assert not int(d.error.value), "an AXI port answered an error"
@@ -239,7 +247,9 @@ async def steps(dut):
             lo, hi = lay.state[layer][bank], lay.state[layer][bank] + p["state_bytes"]
             if cut is not None and step == cut and layer == layers - 1:
                 committed = bytes(b.memory.data[lo:hi])
-                assert not await b.run_pass(desc, cut_after=b.rng.randrange(20, 200))
+                # Cut inside the state write: after 1 to all-but-one of its beats.
+                beats = p["state_bytes"] * 8 // len(d.m_axi_st_wr__wdata)
+                assert not await b.run_pass(desc, cut_beat=b.rng.randrange(1, beats))
                 assert bytes(b.memory.data[lo:hi]) == committed, (
                     "the reset in mid-pass changed the committed state")
                 await b.write_table([-1] + list(range(len(path) - 1)), path)
