@@ -209,7 +209,9 @@ def build(component_or_verilog, *, name, simulator="verilator", waves=None, cxx_
 
     ``cxx_opt`` (Verilator only) replaces the ``-Os`` with which Verilator
     compiles the model's hot code, e.g. ``"-O0"``: for a large top level the
-    C++ compiler, not the simulation, is what takes the time.
+    C++ compiler, not the simulation, is what takes the time. ``None`` takes
+    ``SPECGEN_VERILATOR_OPT`` from the environment (the test suite sets ``-O0``:
+    its benches are short) or, unset, Verilator's ``-Os``.
 
     Returns
     -------
@@ -220,12 +222,14 @@ def build(component_or_verilog, *, name, simulator="verilator", waves=None, cxx_
     if not ok:
         raise RuntimeError(reason)
     waves = _waves_requested(waves)
+    if cxx_opt is None and simulator == "verilator":
+        cxx_opt = os.environ.get("SPECGEN_VERILATOR_OPT") or None
     text = (component_or_verilog if isinstance(component_or_verilog, str)
             else emit_verilog(component_or_verilog, name=name))
     import cocotb
     if cxx_opt is not None and not re.fullmatch(r"-O[0-3sg]", str(cxx_opt)):
-        raise ValueError(f"build.cxx_opt must be one of -O0, -O1, -O2, -O3, -Os, -Og or None, "
-                         f"not {cxx_opt!r}")
+        raise ValueError(f"build.cxx_opt (or SPECGEN_VERILATOR_OPT) must be one of -O0, -O1, "
+                         f"-O2, -O3, -Os, -Og or None, not {cxx_opt!r}")
     fmt = _wave_format(simulator, waves)
     # A build without waves keeps the key it always had; FST and VCD builds differ.
     key_material = json.dumps([text, simulator, waiver_flags(),
