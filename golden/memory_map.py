@@ -14,7 +14,8 @@ model, ``target`` and ``draft``.
 Region classes, each starting on a 4 KiB boundary and laid out in this order:
 
 ``weights``
-    Per BSFP v1 matrix (:mod:`golden.bsfp`): the nibble plane ``{s, c}``
+    First ``ssm_params``, per layer the SSM engine's parameters ``A``, ``dt_bias``
+    and ``D`` (binary32, ``nheads`` each), then per BSFP v1 matrix (:mod:`golden.bsfp`): the nibble plane ``{s, c}``
     (4 bits a weight, two weights a byte, :func:`golden.bsfp.pack_nibbles`), the
     residue plane ``{W, e0, m9..m0}`` (12 bits a weight, two weights in three
     bytes, rows padded to whole bytes) and the scale exponents ``k`` (one
@@ -23,14 +24,18 @@ Region classes, each starting on a 4 KiB boundary and laid out in this order:
     ``out_proj`` per layer, and the embedding, which is also the LM head unless
     ``LMConfig.tie_embeddings`` is false (then ``lm_head`` follows). The other
     parameters of a layer are binary32 (``layer_params``: conv1d weight
-    ``conv_dim × d_conv`` and bias, ``dt_bias``, ``A = −exp(A_log)``, ``D``, the
-    block norm and the gated norm), and ``norm_f`` closes the class.
+    ``conv_dim × d_conv`` and bias, the block norm and the gated norm), and
+    ``norm_f`` closes the class.
 ``state``
-    The committed decode state of each model, per layer: the SSM state
-    ``nheads × headdim × d_state`` in ``SSMConfig.state_format`` and the conv
-    window ``(d_conv − 1) × conv_dim`` in binary32 (the layer state of
-    :mod:`golden.backtrack`). A tree pass never overwrites it, so it is also the
-    checkpoint every restore starts from.
+    First ``ssm``, per layer the SSM state slots of :data:`SSM_SLOTS`: two banks
+    of each model's committed state (a commit pass reads one and writes the
+    other, so a reset in mid-pass leaves the committed bank whole; the host
+    flips ``STATE_BANK`` once the step is done) and two scratch slots the draft's
+    tokens ping-pong between (a draft rollback is a change of slot, no copy).
+    A slot holds ``nheads × headdim × d_state`` values in ``SSMConfig.state_format``
+    in the SSM unit's tile order (row ``r = h·P + p``, ``⌈N/lanes⌉`` tiles of
+    ``lanes`` values). Then the committed conv window ``(d_conv − 1) × conv_dim``
+    of each model in binary32 (the layer state of :mod:`golden.backtrack`).
 ``checkpoint``
     What the backtracking policy (a key of :data:`MAP_POLICIES`) keeps off chip per
     tree node and layer, for ``TreeConfig.max_nodes`` nodes: full node states
@@ -40,12 +45,22 @@ Region classes, each starting on a 4 KiB boundary and laid out in this order:
     (``recompute-state``). Records a policy keeps on chip have no region;
     :attr:`MemoryMap.on_chip_bytes` counts them.
 ``io``
-    Token ids in and out (``uint32``, one per tree node) and the logits of each
+    First ``ssm``, per layer the SSM engine's buffers of :data:`SSM_BUFFERS`: each
+    model's node input records (``B``, ``C``, ``x``, ``dt`` per node, binary32,
+    written by the layer's conv1d stage, read by the tree pass and again by the
+    commit pass, which replays the accepted path from them) and its nodes' ``y``.
+    Then token ids in and out (``uint32``, one per tree node) and the logits of each
     model's pass (binary32, ``max_nodes × vocab``).
 
 Every region and every layer or node entry starts on a 4 KiB boundary, so the
 bursts of an entry are cut at 4 KiB boundaries (AMBA AXI4) counting from its
 start, and every stride is a multiple of the page.
+
+The three ``ssm`` regions come first in their classes and are sized from the SSM
+unit the hardware is built with (``config.ssm``, ``tree.max_nodes``), so their
+offsets (0) and strides are constants of the hardware (:func:`ssm_engine_layout`)
+for every model whose layer is no larger than the unit's; a map of a larger model
+(a table of a layout the design cannot run) sizes them for the model.
 """
 
 from dataclasses import dataclass, field
@@ -64,7 +79,7 @@ from .validate import check_choice
 
 __all__ = ["ALIGN", "REGION_CLASSES", "MODELS", "NIBBLE_BITS", "RESIDUE_BITS", "WORD_BYTES",
            "DEFAULT_POLICY", "MAP_POLICIES", "unit_checkpoint", "Region", "MemoryMap", "align", "plane_bytes", "replay_record_words",
-           "layer_param_words"]
+           "layer_param_words", "SSM_SLOTS", "SSM_BUFFERS", "SSMEngineLayout", "ssm_engine_layout"]
 
 #: Alignment of every region, layer entry and node entry: one 4 KiB page (AXI4's burst boundary).
 ALIGN = 4096
@@ -89,6 +104,69 @@ MAP_POLICIES = {**SYSTEM_POLICIES,
                     draft=StoreIntermediates(where="off_chip"), target=Recompute())}
 
 _STATE_BYTES = {"fp32": 4, "fp16": 2}
+
+#: Slots of ``state.ssm`` per layer, in address order: the committed banks of both models and
+#: the draft's two scratch slots.
+SSM_SLOTS = ("target0", "target1", "draft0", "draft1", "scratch0", "scratch1")
+#: Buffers of ``io.ssm`` per layer, in address order.
+SSM_BUFFERS = ("target.in", "target.y", "draft.in", "draft.y")
+
+
+@dataclass(frozen=True)
+class SSMEngineLayout:
+    """Sizes and strides (bytes) of the SSM engine's regions, from the SSM unit and the tree.
+
+    ``record_bytes``: one node's input record ``4·(2N + H·P + H)``; ``y_bytes``: one
+    node's ``y``, ``4·H·P``; ``state_bytes``: one state in the tile order,
+    ``s·H·P·⌈N/lanes⌉·lanes``; ``params_bytes``: ``A``, ``dt_bias``, ``D``, ``4·3H``.
+    The strides are page multiples: ``slot_stride``/``state_layer_stride`` of
+    ``state.ssm``, ``buffer_stride``/``io_layer_stride`` of ``io.ssm``,
+    ``params_stride`` of ``weights.ssm_params``.
+    """
+
+    record_bytes: int
+    y_bytes: int
+    state_bytes: int
+    params_bytes: int
+    slot_stride: int
+    state_layer_stride: int
+    buffer_stride: int
+    io_layer_stride: int
+    params_stride: int
+
+
+def ssm_engine_layout(config, model=None):
+    """The :class:`SSMEngineLayout` of ``config``'s SSM unit and tree (``golden.config.Config``).
+
+    With ``model`` (a :class:`golden.lm.LMConfig`), each entry is also large enough for the
+    model's layer: the strides are then the hardware's (those of ``config`` alone) exactly
+    when the model's layer is no larger than the unit's, the only models the hardware runs.
+    """
+    if not isinstance(config, Config):
+        raise TypeError(f"ssm_engine_layout: config must be a golden.config.Config, "
+                        f"not {config!r}")
+    c, nodes = config.ssm, config.tree.max_nodes
+    s = _STATE_BYTES[c.state_format]
+    H, P, N = c.state_shape
+    record = WORD_BYTES * (2 * N + H * P + H)
+    y = WORD_BYTES * H * P
+    state = s * H * P * c.groups_per_row * c.lanes
+    params = WORD_BYTES * 3 * H
+    if model is not None:
+        if not isinstance(model, LMConfig):
+            raise TypeError(f"ssm_engine_layout: model must be a golden.lm.LMConfig, "
+                            f"not {model!r}")
+        mH, mP, mN = model.nheads, model.headdim, model.d_state
+        record = max(record, WORD_BYTES * (2 * mN + mH * mP + mH))
+        y = max(y, WORD_BYTES * mH * mP)
+        state = max(state, s * mH * mP * mN)
+        params = max(params, WORD_BYTES * 3 * mH)
+    slot = align(state)
+    buffer = align(nodes * max(record, y))
+    return SSMEngineLayout(record_bytes=record, y_bytes=y, state_bytes=state, params_bytes=params,
+                           slot_stride=slot, state_layer_stride=slot * len(SSM_SLOTS),
+                           buffer_stride=buffer, io_layer_stride=buffer * len(SSM_BUFFERS),
+                           params_stride=align(params))
 
 
 def unit_checkpoint(config):
@@ -124,9 +202,9 @@ def replay_record_words(model):
 
 
 def layer_param_words(model):
-    """binary32 words of a layer's small parameters: conv1d weight and bias, dt_bias, A, D, two norms."""
-    return (model.conv_dim * model.d_conv + model.conv_dim + 3 * model.nheads + model.d_model
-            + model.d_inner)
+    """binary32 words of a layer's ``layer_params``: conv1d weight and bias, two norms
+    (``A``, ``dt_bias`` and ``D`` are in ``weights.ssm_params``)."""
+    return model.conv_dim * model.d_conv + model.conv_dim + model.d_model + model.d_inner
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -258,11 +336,11 @@ class MemoryMap:
         regions, offsets, on_chip = [], [], 0
         cursor = [0]  # next free class offset
 
-        def add(kind, name, size, description, layers=1, node_count=None):
+        def add(kind, name, size, description, layers=1, node_count=None, inner="node"):
             entry = align(size)
             dims = []
             if node_count is not None:
-                dims.append(("node", node_count, entry))
+                dims.append((inner, node_count, entry))
                 entry *= node_count
             if layers > 1 or node_count is not None:
                 dims.insert(0, ("layer", layers, entry))
@@ -283,25 +361,27 @@ class MemoryMap:
             add("weights", f"{name}.scales", scale_bytes(rows, cols),
                 f"{what}: BSFP scale exponents k (uint8)", layers)
 
+        eng = ssm_engine_layout(config, m)
         base = 0
         for kind in REGION_CLASSES:
             cursor[0] = 0
             if kind == "weights":
+                add("weights", "ssm_params", eng.params_bytes,
+                    "binary32 A = −exp(A_log), dt_bias, D of the SSM unit's heads", L)
                 matrix("embedding", m.vocab, m.d_model, 1,
                        "embedding" + (" and tied LM head" if m.tie_embeddings else ""))
                 matrix("in_proj", m.d_in_proj, m.d_model, L, "in_proj per layer")
                 matrix("out_proj", m.d_model, m.d_inner, L, "out_proj per layer")
                 add("weights", "layer_params", layer_param_words(m) * WORD_BYTES,
-                    "binary32 conv1d weight and bias, dt_bias, A, D, norm, gated norm", L)
+                    "binary32 conv1d weight and bias, norm, gated norm", L)
                 if not m.tie_embeddings:
                     matrix("lm_head", m.vocab, m.d_model, 1, "LM head")
                 add("weights", "norm_f", m.d_model * WORD_BYTES, "binary32 final norm weight")
             elif kind == "state":
-                s = _STATE_BYTES[config.ssm.state_format]
+                add("state", "ssm", eng.state_bytes,
+                    f"SSM state slots {', '.join(SSM_SLOTS)}: nheads × headdim × d_state "
+                    f"({config.ssm.state_format}, tile order)", L, len(SSM_SLOTS), inner="slot")
                 for who in MODELS:
-                    add("state", f"{who}.ssm", m.state_elems * s,
-                        f"{who}: committed SSM state nheads × headdim × d_state "
-                        f"({config.ssm.state_format})", L)
                     add("state", f"{who}.conv", m.conv_elems * WORD_BYTES,
                         f"{who}: committed conv window (d_conv − 1) × conv_dim (binary32)", L)
             elif kind == "checkpoint":
@@ -328,6 +408,9 @@ class MemoryMap:
                         add("checkpoint", f"{who}.{name}", size, f"{who} ({p.name}): {what}", L,
                             nodes)
             else:
+                add("io", "ssm", eng.buffer_stride,
+                    f"SSM engine buffers {', '.join(SSM_BUFFERS)}: max_nodes input records "
+                    f"(B, C, x, dt) or y (binary32)", L, len(SSM_BUFFERS), inner="buffer")
                 add("io", "tokens_in", nodes * WORD_BYTES, "token id of every tree node (uint32)")
                 add("io", "tokens_out", nodes * WORD_BYTES,
                     "draft tokens, or the accepted path's tokens (uint32)")

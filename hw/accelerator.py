@@ -2,31 +2,41 @@
 
 Block diagram (``docs/accelerator.md`` has the full description)::
 
-    s_axi (AXI4-Lite) ──> AXI4LiteRegisterFile ──> control, status, tree tables, counters
-                                 │ LIN_CMD + GO              │ START / MATCH_GO / ROLLBACK
-                                 v                           v
-    s_axis_lin_w ──> ┌──────────────┐              ┌─────────────────────┐
-    s_axis_lin_x ──> │  LinearUnit  │ ──> m_axis_lin_y   │ scheduler (FSM)   │<── TreeVerifier
-                     └──────────────┘              └─────────────────────┘     (schedule, path)
-                                                         │ CHECKPOINT/RESTORE/CAPTURE/REPLAY
-    s_axis_ssm (tuser = wr_sel, wr_addr; ─> gate ─> StateController <──> SSMUnit
-                tlast commits the token)              │ y (replayed rows dropped)
-                                                      v
-                                                 m_axis_ssm_y
+    s_axi (AXI4-Lite) ──> AXI4LiteRegisterFile ──> control, status, tree table, bases, counters
+                                 │ LIN_CMD + GO          │ START / MATCH_GO / DRAFT_COMMIT
+                                 v                       v
+    s_axis_lin_w ──> ┌──────────────┐          ┌───────────────────┐
+    s_axis_lin_x ──> │  LinearUnit  │ ──> m_axis_lin_y │ scheduler (FSM) │<── TreeVerifier
+                     └──────────────┘          └───────────────────┘     (schedule, path)
+                                                     │ node table, one descriptor per layer
+                                                     v
+                     m_axi_ssm_in, m_axi_ssm_st_rd <── SSMEngine ──> m_axi_ssm_st_wr, m_axi_ssm_y
+                                                (TreeSSMUnit, domain mem for the AXI ports)
+
+The SSM side feeds itself from memory (``golden.memory_map``): the host writes
+the four ``MEM_*_BASE`` registers, the tree and the dimensions; the scheduler
+writes the engine's node table from the tree verifier's FIFO schedule and, per
+layer, a descriptor whose addresses it computes from the bases and the constant
+strides of :func:`golden.memory_map.ssm_engine_layout` (a running sum per layer,
+no multiply). Every layer's parameters (``weights.ssm_params``), node input
+records and ``y`` (``io.ssm``) and state slots (``state.ssm``) are in memory.
 
 The linear unit and the SSM path share nothing but the register file, so a
-linear job (started from registers) runs while the SSM unit sweeps: that is
+linear job (started from registers) runs while the SSM engine sweeps: that is
 SpecMamba's linear/SSM overlap (arXiv 2509.19873: linear layers in parallel, SSM
-layers in series), measured by the
-``PERF_OVERLAP`` counter.
+layers in series), measured by the ``PERF_OVERLAP`` counter. The linear unit's
+weights still arrive on ``s_axis_lin_w`` (:class:`hw.weight_stream.WeightStream`
+feeds it from memory as a block of its own, not yet inside this top level).
 """
 
-from amaranth import Module, Mux, Signal
+from amaranth import C, Cat, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from specgen.golden.config import Config
+from specgen.golden.memory_map import ALIGN, SSM_BUFFERS, SSM_SLOTS, ssm_engine_layout
+from specgen.golden.validate import check_int
 
 from .axi_lite import AXI4LiteRegisterFile, AXI4LiteSignature
 from .axi_stream import AXI4StreamSignature, axis_to_stream, stream_to_axis, tdata_width
@@ -35,21 +45,17 @@ from .hierarchy import submodule, template
 from .linear_unit import linear_unit_for
 from .perf_counter import PerfCounter
 from .regmap import ERROR_CODES, accelerator_regmap
-from .ssm_unit import SSMUnit
-from .state_controller import Op, StateController, connect_ssm
+from .ssm_engine import SSMEngine
 from .tree_verifier import TreeVerifier
 
-__all__ = ["Accelerator", "ERROR", "SSM_TUSER_SEL_BITS"]
+__all__ = ["Accelerator", "ERROR", "PASS_KINDS"]
 
 #: ``STATUS.ERROR_CODE`` values by name (:data:`hw.regmap.ERROR_CODES`).
 ERROR = {e.name: e.value for e in ERROR_CODES}
 
-#: ``tuser`` bits ``[2:0]`` of ``s_axis_ssm`` carry ``wr_sel``; ``wr_addr`` follows.
-SSM_TUSER_SEL_BITS = 3
-
-#: First ``wr_sel`` code of a layer parameter (``SEL_A``); frames of parameters commit nothing.
-_SEL_PARAM = 4
-
+#: The layer loops the scheduler runs: a target tree pass, the target's commit (replay of
+#: the accepted path), one draft token, the draft's commit.
+PASS_KINDS = ("tree", "commit", "draft", "draft_commit")
 
 COUNTER_BITS = 48
 #: Low part of each split event counter (:class:`hw.perf_counter.PerfCounter`).
@@ -57,16 +63,16 @@ COUNTER_LOW_BITS = 12
 
 
 class Accelerator(wiring.Component):
-    """The accelerator: linear unit, SSM unit, state controller, tree verifier, scheduler.
+    """The accelerator: linear unit, memory-fed SSM engine, tree verifier, scheduler.
 
     Parameters
     ----------
     config : golden.config.Config
         A preset (``golden.config.preset``) or a custom config. ``tree.max_nodes``
-        must be ≥ 2; the SSM config must suit :class:`hw.ssm_unit.SSMUnit`
-        (``state_format="fp32"``, ``lanes <= d_state``). The state controller
-        gets ``tree.fifo_depth + 1`` slots (the ring's slots and the committed
-        slot :attr:`committed_slot`) and ``tree.max_nodes`` replay records.
+        must be ≥ 2; the SSM config must suit :class:`hw.tree_ssm.TreeSSMUnit`.
+    addr_width : int
+        Byte-address width of the SSM engine's AXI4 ports (default 40: the
+        Versal NoC's; the benches use a smaller memory).
 
     Attributes
     ----------
@@ -79,99 +85,101 @@ class Accelerator(wiring.Component):
         Activation beats (:func:`hw.linear_unit.act_layout`), in step with the weights.
     m_axis_lin_y : Out(AXI4StreamSignature(data_width=tdata_width(result_layout)))
         Result rows (:func:`hw.linear_unit.result_layout`); ``tlast`` on a job's last row.
-    s_axis_ssm : In(AXI4StreamSignature(data_width=32·input_words, user_width=3 + addr_bits))
-        The SSM unit's input beats: ``tdata`` ``ssm.input_words`` binary32 values
-        (word ``i`` in bits ``32i …``), ``tuser[2:0]`` ``wr_sel`` and ``tuser[3:]``
-        ``wr_addr``, the beat index (:class:`hw.ssm_unit.SSMUnit`).
-        A beat with ``tlast`` writes its word and commits the token, unless its
-        ``wr_sel`` is a layer parameter (``≥ SEL_A``): a frame of parameters
-        commits nothing. ``tready`` is low while the unit's fill bank is busy,
-        and, during a target step, everywhere except in the scheduler's token
-        window (one token per tree node, in BFS order).
-    m_axis_ssm_y : Out(AXI4StreamSignature(data_width=32))
-        ``y[h, p]`` of every host token, row-major, ``tlast`` on ``y[H−1, P−1]``.
-        Rows of replayed tokens are not sent. The consumer must keep draining
-        (a checkpoint waits for every earlier token's rows).
+    m_axi_ssm_in, m_axi_ssm_st_rd : Out(AXI4 read), domain ``mem``
+    m_axi_ssm_st_wr, m_axi_ssm_y : Out(AXI4 write), domain ``mem``
+        The SSM engine's memory ports (:class:`hw.ssm_engine.SSMEngine`): parameters
+        and node records in, the committed state in, one node's new state out,
+        every node's ``y`` out. ``mem_clk``/``mem_rst`` clock them
+        (``board.memory_clock_mhz``).
     irq : Out(1)
         ``CTRL.IRQ_EN`` and (``STATUS.DONE`` or ``STATUS.ERROR``).
 
     Notes
     -----
-    A target step (``MODE.MODE = TARGET``, ``CTRL.START``), cycle costs with
-    ``T`` = :attr:`state_tiles`, the unit drained and no back-pressure:
+    Addresses, per layer ``l`` (``docs/memory-map.md``), with the strides of
+    :func:`golden.memory_map.ssm_engine_layout`: parameters at
+    ``MEM_WEIGHTS_BASE + l·params_stride``; buffer ``b`` of
+    :data:`golden.memory_map.SSM_BUFFERS` at ``MEM_IO_BASE + l·io_layer_stride +
+    b·buffer_stride``; slot ``s`` of :data:`golden.memory_map.SSM_SLOTS` at
+    ``MEM_STATE_BASE + l·state_layer_stride + s·slot_stride``.
 
-    1. ``CHECKPOINT`` of the committed state into :attr:`committed_slot` (``T + 2``).
-    2. The tree is read from ``TREE_PARENT`` into the ``TreeVerifier`` (one node per cycle).
-    3. Per node of the FIFO schedule: ``RESTORE`` of its parent's slot, or of the
-       committed slot for the root (``T + 2``; skipped when the unit already holds
-       that state, e.g. the first child right after its parent), ``CAPTURE``
-       into record ``node`` (2), the token window (the host's
-       ``2·N + H·P + H`` words), then ``CHECKPOINT`` into ``write_slot``
-       (``T + 2`` after the token's ``y`` rows have drained).
-    4. After ``CTRL.MATCH_GO`` the match bits (``TREE_MATCH``) go to the verifier,
+    A target step (``MODE.MODE = TARGET``, ``CTRL.START``):
+
+    1. The tree is read from ``TREE_PARENT`` into the ``TreeVerifier`` (one node a
+       cycle); its FIFO schedule becomes the engine's node table (one entry a cycle).
+    2. One tree pass per layer, ``DIM_MODEL.N_LAYER`` layers: every node's ``y``
+       into ``target.y``, from the committed slot ``target<STATE_BANK.TARGET>``; no
+       state is written. Then ``STATUS.WAIT_MATCH``.
+    3. After ``CTRL.MATCH_GO`` the match bits (``TREE_MATCH``) go to the verifier,
        one per cycle; the accepted path lands in ``TREE_RESULT`` / ``TREE_PATH``.
-    5. Commit: ``RESTORE`` of the committed slot (``T + 2``), then ``REPLAY`` of each
-       path node's record (``W + 2`` each, ``W = N + H·P + H``); ``STATUS.DONE``
-       once the replayed tokens have left the unit.
+    4. Commit: the path, as a chain, becomes the node table; one commit pass per
+       layer replays the path's records from the committed slot (SpecMamba's
+       replay backtracking) and writes the last node's state into the other
+       bank. ``STATUS.DONE``; the host then flips ``STATE_BANK.TARGET``.
 
-    ``MODE = DRAFT``: ``START`` only checkpoints the committed state (so a
-    ``ROLLBACK`` can undo the draft tokens that follow) and sets ``DONE``; the
-    SSM stream stays open. ``CTRL.ROLLBACK`` restores the committed slot.
-    ``CTRL.ABORT`` stops a step at the next command boundary and drains the
-    tree verifier. The first error since the last clear sets ``STATUS.ERROR``
-    and ``ERROR_CODE`` (:data:`ERROR`).
+    ``MODE = DRAFT``: ``START`` runs one draft token (a one-node pass per layer)
+    from the draft's committed slot (the first token after a draft commit or
+    ``ROLLBACK``) or from the scratch slot the previous token wrote, into the
+    other scratch slot; token ``t`` reads record ``t`` of ``draft.in`` and writes
+    ``y`` ``t`` of ``draft.y``. ``CTRL.ROLLBACK`` drops the draft tokens (the next
+    starts from the committed slot: no copy). ``CTRL.DRAFT_COMMIT`` replays the
+    first ``DRAFT_ACCEPT.COUNT`` draft records into the draft's other bank.
+
+    ``CTRL.ABORT`` stops a step at the next layer boundary (a pass in flight
+    finishes) and drains the tree verifier. The first error since the last
+    clear sets ``STATUS.ERROR`` and ``ERROR_CODE`` (:data:`ERROR`).
 
     Linear jobs: ``LIN_CMD``/``LIN_STEPS`` then ``LIN_CTRL.GO`` queue one job
     (one waiting job at most); the unit takes it when free and streams
     ``s_axis_lin_*`` meanwhile, independently of the SSM path.
     """
 
-    def __init__(self, *, config):
+    def __init__(self, *, config, addr_width=40):
         if not isinstance(config, Config):
             raise TypeError(f"Accelerator.config must be a golden.config.Config, not {config!r}")
         if config.tree.max_nodes < 2:
             raise ValueError(f"Accelerator.config.tree.max_nodes must be >= 2 (the root and one "
                              f"draft node), not {config.tree.max_nodes!r}")
+        self._aw = check_int("Accelerator", "addr_width", addr_width, min=ALIGN.bit_length(),
+                             max=64)
         self._config = config
         self._regmap = accelerator_regmap(config)
+        self._layout = ssm_engine_layout(config)
         # Templates: they validate now and give widths; elaborate builds its own.
         self._lin = template(linear_unit_for(config, weight_ports=1))
-        self._ssm = template(SSMUnit(**self._ssm_args()))
-        self._ctrl = template(StateController(**self._ctrl_args()))
+        # Built once and elaborated as it is (it holds its masters, which hold their
+        # own sub-blocks, as SSMEngine does).
+        self._engine = SSMEngine(config=config, addr_width=self._aw)
         self._tv = template(TreeVerifier.from_config(config))
-        self._addr_bits = len(self._ssm.wr_addr)
+        lay = self._layout
+        if (self._engine.record_bytes, self._engine.state_bytes) != (lay.record_bytes,
+                                                                     lay.state_bytes):
+            raise AssertionError("SSMEngine and golden.memory_map.ssm_engine_layout disagree")
         self._w_layout, self._x_layout, self._y_layout, self._cmd_layout = (
             self._lin.signature.members[name].signature.members["payload"].shape
             for name in ("w", "x", "y", "cmd"))
+        eng = self._engine.signature.members
         super().__init__({
             "s_axi": In(AXI4LiteSignature(addr_width=self._regmap.addr_width)),
             "s_axis_lin_w": In(AXI4StreamSignature(data_width=self.weight_port_width)),
             "s_axis_lin_x": In(AXI4StreamSignature(data_width=tdata_width(self._x_layout))),
             "m_axis_lin_y": Out(AXI4StreamSignature(data_width=tdata_width(self._y_layout))),
-            "s_axis_ssm": In(AXI4StreamSignature(
-                data_width=32 * self._config.ssm.input_words, user_width=SSM_TUSER_SEL_BITS + self._addr_bits)),
-            "m_axis_ssm_y": Out(AXI4StreamSignature(data_width=32)),
+            **{f"m_axi_ssm_{port}": Out(eng[f"m_axi_{port}"].signature)
+               for port in ("in", "st_rd", "st_wr", "y")},
             "irq": Out(1),
         })
 
-    def _ssm_args(self):
-        pipe = self._config.pipeline
-        return dict(cfg=self._config.ssm, mul_stages=pipe.fp_mul_stages,
-                    add_stages=pipe.fp_add_stages)
-
-    def _ctrl_args(self):
-        tree = self._config.tree
-        return dict(ssm_cfg=self._config.ssm, slots=tree.fifo_depth + 1, records=tree.max_nodes,
-                    conv_depth=0)
-
     @classmethod
-    def from_config(cls, config):
+    def from_config(cls, config, **kw):
         """The accelerator of a ``golden.config.Config`` (every block of it built from it)."""
-        return cls(config=config)
+        return cls(config=config, **kw)
 
     # -- parameters and timing ------------------------------------------------------------
 
     config = property(lambda self: self._config)
+    addr_width = property(lambda self: self._aw)
+    #: The SSM engine's region sizes and strides (:func:`golden.memory_map.ssm_engine_layout`).
+    layout = property(lambda self: self._layout)
 
     @property
     def weight_port_width(self):
@@ -182,52 +190,33 @@ class Accelerator(wiring.Component):
     weight_layout = property(lambda self: self._w_layout)
     act_layout = property(lambda self: self._x_layout)
     result_layout = property(lambda self: self._y_layout)
-
-    @property
-    def ssm_addrindex_width(self):
-        """Bits of ``wr_addr`` in ``s_axis_ssm.tuser[3:]``."""
-        return self._addr_bits
-
-    @property
-    def committed_slot(self):
-        """State-controller slot of the committed state: ``fifo_depth`` (after the ring's)."""
-        return self._config.tree.fifo_depth
-
-    @property
-    def state_tiles(self):
-        """Tiles a checkpoint or restore moves: ``nheads·headdim·d_state/lanes``."""
-        return self._ctrl.state_tiles
-
-    @property
-    def copy_cycles(self):
-        """Cycles of one ``RESTORE`` or ``CHECKPOINT``, unit drained: ``state_tiles + 2``."""
-        return self._ctrl.restore_cycles
-
-    @property
-    def replay_cycles(self):
-        """Cycles of one ``REPLAY`` to its commit: ``record_words + 2``."""
-        return self._ctrl.replay_cycles
+    #: The SSM engine's AXI data widths (:attr:`hw.ssm_engine.SSMEngine.port_widths`).
+    ssm_port_widths = property(lambda self: self._engine.port_widths)
 
     @property
     def module_name(self):
         """Verilog name encoding the config, e.g.
         ``Accelerator_sim_r2c4q3k16_h2p2n8l4_t64d16_p222`` (``p``: the FP multiply,
-        FP add and PE rounding stages of ``config.pipeline``)."""
+        FP add and PE rounding stages of ``config.pipeline``; ``_a<n>`` for an
+        address width other than 40)."""
         c = self._config
         s, t, lin, p = c.ssm, c.tree, c.linear, c.pipeline
         arr = (f"r{lin.rows}c{lin.cols}q{lin.quant_lanes}k{lin.max_k}" if lin.contract == "exact"
                else f"d{lin.rows}x{lin.cols}t{lin.max_tokens}k{lin.max_k}")
         return (f"Accelerator_{c.name}_{arr}"
                 f"_h{s.nheads}p{s.headdim}n{s.d_state}l{s.lanes}_t{t.max_nodes}d{t.fifo_depth}"
-                f"_p{p.fp_mul_stages}{p.fp_add_stages}{p.pe_round_stages}")
+                f"_p{p.fp_mul_stages}{p.fp_add_stages}{p.pe_round_stages}"
+                + ("" if self._aw == 40 else f"_a{self._aw}"))
 
     # -- logic ----------------------------------------------------------------------------
 
     def elaborate(self, platform):
         m = Module()
         cfg = self._config
-        H, P, N = cfg.ssm.state_shape
+        lay = self._layout
+        aw = self._aw
         max_nodes = cfg.tree.max_nodes
+        depth = cfg.tree.fifo_depth
         nb = index_width(max_nodes)
 
         rf = AXI4LiteRegisterFile(regmap=self._regmap)
@@ -235,12 +224,15 @@ class Accelerator(wiring.Component):
         wiring.connect(m, wiring.flipped(self.s_axi), rf.s_axi)
 
         lin = submodule(m, "linear", linear_unit_for(cfg, weight_ports=1))
-        ssm = submodule(m, "ssm", SSMUnit(**self._ssm_args()))
-        ctrl = submodule(m, "state", StateController(**self._ctrl_args()))
         tv = TreeVerifier.from_config(cfg)
         m.submodules.tree = tv
-        connect_ssm(m, ctrl, ssm)
-        m.d.comb += [ctrl.conv_idle.eq(1), ctrl.conv_rdata.eq(0), tv.passes.eq(1)]
+        # Two clock domains (sync and mem): a plain submodule, not hierarchy.submodule.
+        eng = self._engine
+        m.submodules.ssm = eng
+        for port in ("in", "st_rd", "st_wr", "y"):
+            wiring.connect(m, wiring.flipped(getattr(self, f"m_axi_ssm_{port}")),
+                           getattr(eng, f"m_axi_{port}"))
+        m.d.comb += tv.passes.eq(1)
 
         # ---- errors and status ---------------------------------------------------------
         err = Signal()
@@ -300,37 +292,7 @@ class Accelerator(wiring.Component):
         with m.If(lin.cmd.valid & lin.cmd.ready):
             m.d.sync += lin_mode.eq(lin.cmd.payload.mode)
 
-        # ---- SSM input stream: a gate in front of the state controller -----------------
-        s = self.s_axis_ssm
-        ssm_open = Signal()
-        sel = s.tuser[:SSM_TUSER_SEL_BITS]
-        commit = Signal()
-        m.d.comb += [
-            commit.eq(s.tlast & (sel < _SEL_PARAM)),
-            ctrl.wr_sel.eq(sel),
-            ctrl.wr_addr.eq(s.tuser[SSM_TUSER_SEL_BITS:]),
-            ctrl.wr_data.eq(s.tdata),
-            s.tready.eq(ssm_open & ctrl.fill_free & (~commit | ctrl.token_ready)),
-            ctrl.wr_en.eq(s.tvalid & s.tready),
-            ctrl.token_valid.eq(s.tvalid & commit & ssm_open & ctrl.fill_free),
-        ]
-        token_done = Signal()
-        m.d.comb += token_done.eq(ctrl.token_valid & ctrl.token_ready)
-
-        y_row = Signal(index_width(H * P))
-        y_last = Signal()
-        m.d.comb += y_last.eq(y_row == H * P - 1)
-        m.d.comb += [self.m_axis_ssm_y.tdata.eq(ctrl.y.payload),
-                     self.m_axis_ssm_y.tvalid.eq(ctrl.y.valid),
-                     self.m_axis_ssm_y.tlast.eq(y_last),
-                     ctrl.y.ready.eq(self.m_axis_ssm_y.tready)]
-        with m.If(ctrl.y.valid & ctrl.y.ready):
-            m.d.sync += y_row.eq(0 if H * P == 1 else (y_row + 1)[:len(y_row)])
-            with m.If(y_last):
-                m.d.sync += y_row.eq(0)
-
         # ---- the scheduler ---------------------------------------------------------------
-        committed = self.committed_slot
         count = Signal(range(max_nodes + 1))      # nodes of the tree being verified
         # count - 1 (modulo its width), kept in a register so that `i == count - 1`
         # is an equality of two registers, not a subtract then compare.
@@ -338,17 +300,22 @@ class Accelerator(wiring.Component):
         i = Signal(range(max_nodes + 1))          # node index while loading / matching
         prev_parent = Signal(nb)
         order_bad = Signal()
-        beat = Signal(tv.schedule_layout)         # the schedule beat being processed
-        held = Signal(range(committed + 1))       # slot whose state the unit holds ...
-        held_ok = Signal()                        # ... if valid
-        sent = Signal()                           # the current command was taken
         path_len = Signal(range(max_nodes + 1))
-        k = Signal(range(max_nodes + 1))
+        path_m1 = Signal(len(path_len))
+        k = Signal(range(max_nodes + 1))          # position on the committed chain
         abort = Signal()
         target = Signal()
         step_cycles = Signal(COUNTER_BITS)
         res_tokens = Signal(nb + 1)
         res_last = Signal(nb)
+        # One-hot, so that a test of the kind is one bit (no compare with 0).
+        kind = Signal(len(PASS_KINDS))
+        KIND = {name: 1 << n for n, name in enumerate(PASS_KINDS)}
+
+        def kind_is(name):
+            return kind[PASS_KINDS.index(name)]
+        draft_t = Signal(range(max_nodes + 1))    # draft tokens since the last commit/rollback
+        draft_y = Signal(aw)                      # byte offset of draft token t's y
 
         path_mem = Memory(shape=nb, depth=max_nodes, init=[])
         m.submodules.path = path_mem
@@ -358,94 +325,141 @@ class Accelerator(wiring.Component):
         m.d.comb += [path_host.addr.eq(rf.tree_path_index[:index_width(max_nodes)]),
                      rf.tree_path_node.eq(Mux(rf.tree_path_index < path_len, path_host.data, 0)),
                      path_rd.addr.eq(k),
-                     rf.tree_result_tokens.eq(res_tokens), rf.tree_result_last_node.eq(res_last)]
+                     rf.tree_result_tokens.eq(res_tokens), rf.tree_result_last_node.eq(res_last),
+                     rf.status_draft_tokens.eq(draft_t)]
 
-        m.d.comb += [rf.tree_parent_addr.eq(i), rf.tree_match_addr.eq(i), ctrl.resp.ready.eq(1)]
+        m.d.comb += [rf.tree_parent_addr.eq(i), rf.tree_match_addr.eq(i)]
         with m.If(rf.ctrl_abort):
             m.d.sync += abort.eq(1)
-        # MATCH_GO may come while the last node's checkpoint still runs: keep it.
+        # MATCH_GO may come while the last tree pass still runs: keep it.
         match_req = Signal()
         with m.If(rf.ctrl_match_go):
             m.d.sync += match_req.eq(1)
 
-        def command(op, index, then):
-            """Offer ``op index`` until taken, then wait for its response."""
-            m.d.comb += [ctrl.cmd.valid.eq(~sent), ctrl.cmd.payload.op.eq(op),
-                         ctrl.cmd.payload.index.eq(index)]
-            with m.If(ctrl.cmd.valid & ctrl.cmd.ready):
-                m.d.sync += sent.eq(1)
-            with m.If(sent & ctrl.resp.valid):
-                m.d.sync += sent.eq(0)
-                with m.If(ctrl.resp.payload.error):
-                    fail("STATE")
-                    goto("FLUSH")
-                with m.Elif(abort):
-                    goto("FLUSH")
-                with m.Else():
-                    then()
-
         # The scheduler's states, one-hot (reset: IDLE). Verilator's -Wall rejects
         # the comparisons with 0 and the incomplete case statements of a binary
         # encoded m.FSM, as in hw.tree_verifier.
-        names = ("IDLE", "ROLLBACK", "CHECKPOINT_COMMITTED", "LOAD", "NEXT", "RESTORE",
-                 "CAPTURE", "TOKEN", "CHECKPOINT_NODE", "WAIT_MATCH", "MATCH", "PATH",
-                 "COMMIT_RESTORE", "REPLAY", "DRAIN", "FLUSH")
+        names = ("IDLE", "LOAD", "TABLE", "LAYER_DESC", "LAYER_ISSUE", "LAYER_WAIT",
+                 "WAIT_MATCH", "MATCH", "PATH", "CHAIN_TABLE", "FLUSH")
         state = OneHot(names, init="IDLE", prefix="st_")
 
         def goto(name):
             state.goto(m, name)
 
-        def then_goto(name):
-            return lambda: goto(name)
-
-        # The checks of the DIM_SSM and TREE_DESC registers, registered (logic
-        # levels, docs/estimate.md). No behaviour changes: START is a write of its
-        # own, and two AXI4-Lite writes commit at least three cycles apart
-        # (hw.axi_lite: BVALID blocks AWREADY), so the checks have settled on the
-        # values of every earlier write by the cycle START reaches the scheduler.
+        # The checks of the DIM_* and TREE_DESC registers, registered (logic levels,
+        # docs/estimate.md). No behaviour changes: START is a write of its own, and
+        # two AXI4-Lite writes commit at least three cycles apart (hw.axi_lite:
+        # BVALID blocks AWREADY), so the checks have settled on the values of every
+        # earlier write by the cycle START reaches the scheduler.
+        H, P, N = cfg.ssm.state_shape
         dims_bad = Signal()
         tree_bad = Signal()
+        accept_bad = Signal()
         node_count = rf.tree_desc_node_count
+        accept = rf.draft_accept_count
+        n_layer = rf.dim_model_n_layer
         m.d.sync += [
             dims_bad.eq(~rf.dim_ssm_nheads.any() | (rf.dim_ssm_nheads > H)
                         | ~rf.dim_ssm_headdim.any() | (rf.dim_ssm_headdim > P)
-                        | ~rf.dim_ssm_d_state.any() | (rf.dim_ssm_d_state > N)),
+                        | ~rf.dim_ssm_d_state.any() | (rf.dim_ssm_d_state > N)
+                        | ~n_layer.any()),
             tree_bad.eq(~node_count.any() | (node_count > max_nodes)),
+            accept_bad.eq(~accept.any() | (accept > draft_t)),
         ]
+
+        # ---- addresses: bases from the registers, a running sum of the strides per layer
+        def base(kind_name):
+            lo = getattr(rf, f"mem_{kind_name}_base_lo_addr")
+            hi = getattr(rf, f"mem_{kind_name}_base_hi_addr")
+            return Cat(C(0, ALIGN.bit_length() - 1), lo, hi)[:aw]
+        layer = Signal(len(n_layer))
+        layer_m1 = Signal(len(n_layer))           # N_LAYER - 1, registered at the loop's start
+        pa = Signal(aw)                           # this layer's weights.ssm_params entry
+        sa = Signal(aw)                           # this layer's state.ssm slot 0
+        ia = Signal(aw)                           # this layer's io.ssm buffer 0
+        # Offsets within a layer's entries, fixed for the whole loop (registered at its start).
+        in_off, out_off, rec_off, y_off = (Signal(aw, name=f"{n}_off")
+                                           for n in ("in", "out", "rec", "y"))
+        nodes = Signal(range(1, max_nodes + 1))
+        out_node = Signal(nb)
+        out_en = Signal()
+        y_en = Signal()
+
+        def slot(name):
+            return SSM_SLOTS.index(name) * lay.slot_stride
+
+        def buffer(name):
+            return SSM_BUFFERS.index(name) * lay.buffer_stride
+
+        def start_layers(kind_name, *, n, last):
+            """Enter the layer loop: ``n`` nodes a pass (``last`` is ``n − 1``)."""
+            tb, db = rf.state_bank_target, rf.state_bank_draft
+            odd = draft_t[0]
+            offsets = {
+                # (state in, state out, records, y): slot and buffer offsets of PASS_KINDS
+                "tree": (Mux(tb, slot("target1"), slot("target0")), 0, buffer("target.in"),
+                         buffer("target.y")),
+                "commit": (Mux(tb, slot("target1"), slot("target0")),
+                           Mux(tb, slot("target0"), slot("target1")), buffer("target.in"), 0),
+                # token t reads the committed bank (t = 0) or the scratch slot token t−1
+                # wrote, and writes scratch slot t mod 2
+                "draft": (Mux(draft_t.any(), Mux(odd, slot("scratch0"), slot("scratch1")),
+                              Mux(db, slot("draft1"), slot("draft0"))),
+                          Mux(odd, slot("scratch1"), slot("scratch0")), buffer("draft.in"),
+                          buffer("draft.y")),
+                "draft_commit": (Mux(db, slot("draft1"), slot("draft0")),
+                                 Mux(db, slot("draft0"), slot("draft1")), buffer("draft.in"), 0),
+            }[kind_name]
+            m.d.sync += [kind.eq(KIND[kind_name]), layer.eq(0), layer_m1.eq(n_layer - 1),
+                         pa.eq(base("weights")), sa.eq(base("state")), ia.eq(base("io")),
+                         in_off.eq(offsets[0]), out_off.eq(offsets[1]), rec_off.eq(offsets[2]),
+                         y_off.eq(offsets[3]), nodes.eq(n), out_node.eq(last),
+                         out_en.eq(kind_name != "tree"),
+                         y_en.eq(kind_name in ("tree", "draft"))]
+            if kind_name == "draft":
+                m.d.sync += y_off.eq(buffer("draft.y") + draft_y)
+            goto("LAYER_DESC")
 
         done = Signal()
         m.d.comb += rf.status_done_set.eq(done)
-        # Every state but IDLE is busy (the states are one-hot).
         busy = Signal()
-        m.d.comb += [busy.eq(~state["IDLE"]), rf.status_busy.eq(busy)]
+        m.d.comb += [busy.eq(~state["IDLE"]), rf.status_busy.eq(busy),
+                     rf.status_wait_match.eq(state["WAIT_MATCH"])]
+        tbl = eng.tbl_entry
+        desc = eng.desc.payload
         # ---- the scheduler's sequence --------------------------------------------------
         with m.If(state["IDLE"]):
-            m.d.comb += ssm_open.eq(1)
-            m.d.sync += [abort.eq(0), sent.eq(0), match_req.eq(0)]
+            m.d.sync += [abort.eq(0), match_req.eq(0)]
             with m.If(rf.ctrl_start):
                 with m.If(dims_bad):
                     fail("DIMENSIONS")
                 with m.Elif(rf.mode_mode & tree_bad):
                     fail("TREE_SIZE")
-                with m.Else():
-                    m.d.sync += [target.eq(rf.mode_mode), count.eq(node_count),
+                with m.Elif(~rf.mode_mode & (draft_t == max_nodes)):
+                    fail("DRAFT_ACCEPT")
+                with m.Elif(rf.mode_mode):
+                    m.d.sync += [target.eq(1), count.eq(node_count),
                                  count_m1.eq(node_count - 1), i.eq(0),
-                                 order_bad.eq(0), held_ok.eq(0), step_cycles.eq(0)]
-                    goto("CHECKPOINT_COMMITTED")
-            with m.Elif(rf.ctrl_rollback):
-                goto("ROLLBACK")
-        with m.If(state["ROLLBACK"]):
-            command(Op.RESTORE, committed, then_goto("IDLE"))
-        with m.If(state["CHECKPOINT_COMMITTED"]):
-
-            def after_checkpoint():
-                m.d.sync += [held.eq(committed), held_ok.eq(1)]
-                with m.If(target):
+                                 order_bad.eq(0), step_cycles.eq(0)]
                     goto("LOAD")
                 with m.Else():
-                    m.d.comb += done.eq(1)
-                    goto("IDLE")
-            command(Op.CHECKPOINT, committed, after_checkpoint)
+                    # One draft token: a one-node table, its record t.
+                    m.d.comb += [eng.tbl_we.eq(1), eng.tbl_node.eq(0), eng.tbl_src.eq(draft_t),
+                                 tbl.root.eq(1)]
+                    m.d.sync += target.eq(0)
+                    start_layers("draft", n=1, last=0)
+            with m.Elif(rf.ctrl_rollback):
+                m.d.sync += [draft_t.eq(0), draft_y.eq(0)]
+                m.d.comb += done.eq(1)
+            with m.Elif(rf.ctrl_draft_commit):
+                with m.If(dims_bad):
+                    fail("DIMENSIONS")
+                with m.Elif(accept_bad):
+                    fail("DRAFT_ACCEPT")
+                with m.Else():
+                    m.d.sync += [target.eq(0), path_len.eq(accept), path_m1.eq(accept - 1),
+                                 k.eq(0), kind.eq(KIND["draft_commit"])]
+                    goto("CHAIN_TABLE")
         with m.If(state["LOAD"]):
             parent = rf.tree_parent_parent
             m.d.comb += [tv.tree.valid.eq(1), tv.tree.payload.parent.eq(parent),
@@ -456,8 +470,10 @@ class Accelerator(wiring.Component):
                     m.d.sync += order_bad.eq(1)
                 with m.If(i == count_m1):
                     m.d.sync += i.eq(0)
-                    goto("NEXT")
-        with m.If(state["NEXT"]):
+                    goto("TABLE")
+        with m.If(state["TABLE"]):
+            # The verifier's FIFO schedule, one beat a cycle, into the engine's node table.
+            beat = tv.schedule.payload
             with m.If(tv.error):
                 with m.If(order_bad):
                     fail("TREE_ORDER")
@@ -467,41 +483,48 @@ class Accelerator(wiring.Component):
             with m.Elif(abort):
                 goto("FLUSH")
             with m.Elif(tv.schedule.valid):
-                m.d.comb += tv.schedule.ready.eq(1)
-                m.d.sync += beat.eq(tv.schedule.payload)
-                with m.If(tv.schedule.payload.node_valid):
-                    goto("RESTORE")
-        with m.If(state["RESTORE"]):
-            src = Signal(range(committed + 1))
-            m.d.comb += src.eq(Mux(beat.root, committed, beat.parent_slot))
-
-            def after_restore():
-                m.d.sync += [held.eq(src), held_ok.eq(1)]
-                goto("CAPTURE")
-            with m.If(held_ok & (held == src)):
-                # The unit already holds the parent's state (a first child
-                # right after its parent): no copy.
-                goto("CAPTURE")
-            with m.Else():
-                command(Op.RESTORE, src, after_restore)
-        with m.If(state["CAPTURE"]):
-            command(Op.CAPTURE, beat.node, then_goto("TOKEN"))
-        with m.If(state["TOKEN"]):
-            m.d.comb += [ssm_open.eq(1)]
-            with m.If(token_done):
-                m.d.sync += held_ok.eq(0)
-                goto("CHECKPOINT_NODE")
-            with m.Elif(abort):
-                goto("FLUSH")
-        with m.If(state["CHECKPOINT_NODE"]):
-
-            def after_node():
-                m.d.sync += [held.eq(beat.write_slot), held_ok.eq(1)]
+                m.d.comb += [tv.schedule.ready.eq(1),
+                             eng.tbl_we.eq(beat.node_valid), eng.tbl_node.eq(beat.node),
+                             eng.tbl_src.eq(beat.node), tbl.root.eq(beat.root),
+                             tbl.parent_slot.eq(beat.parent_slot),
+                             tbl.write_slot.eq(beat.write_slot)]
                 with m.If(beat.last):
+                    start_layers("tree", n=count, last=0)
+        with m.If(state["LAYER_DESC"]):
+            # This layer's descriptor: four additions of registers, one cycle.
+            m.d.sync += [desc.nodes.eq(nodes), desc.out_node.eq(out_node),
+                         desc.out_en.eq(out_en), desc.y_en.eq(y_en), desc.load_params.eq(1),
+                         desc.params_addr.eq(pa), desc.input_addr.eq(ia + rec_off),
+                         desc.state_in_addr.eq(sa + in_off),
+                         desc.state_out_addr.eq(Mux(out_en, sa + out_off, 0)),
+                         desc.y_addr.eq(Mux(y_en, ia + y_off, 0))]
+            goto("LAYER_ISSUE")
+        with m.If(state["LAYER_ISSUE"]):
+            m.d.comb += eng.desc.valid.eq(1)
+            with m.If(eng.desc.ready):
+                goto("LAYER_WAIT")
+        with m.If(state["LAYER_WAIT"]):
+            # The engine is busy from the cycle after it took the descriptor.
+            with m.If(~eng.busy):
+                m.d.sync += [layer.eq(layer + 1), pa.eq(pa + lay.params_stride),
+                             sa.eq(sa + lay.state_layer_stride), ia.eq(ia + lay.io_layer_stride)]
+                with m.If(eng.error):
+                    fail("MEMORY")
+                    goto("FLUSH")
+                with m.Elif(layer != layer_m1):
+                    with m.If(abort):
+                        goto("FLUSH")
+                    with m.Else():
+                        goto("LAYER_DESC")
+                with m.Elif(kind_is("tree")):
                     goto("WAIT_MATCH")
                 with m.Else():
-                    goto("NEXT")
-            command(Op.CHECKPOINT, beat.write_slot, after_node)
+                    m.d.comb += done.eq(1)
+                    goto("IDLE")
+                    with m.If(kind_is("draft")):
+                        m.d.sync += [draft_t.eq(draft_t + 1), draft_y.eq(draft_y + lay.y_bytes)]
+                    with m.If(kind_is("draft_commit")):
+                        m.d.sync += [draft_t.eq(0), draft_y.eq(0)]
         with m.If(state["WAIT_MATCH"]):
             with m.If(abort):
                 goto("FLUSH")
@@ -524,35 +547,39 @@ class Accelerator(wiring.Component):
             with m.If(tv.path.valid):
                 m.d.sync += k.eq(k + 1)
                 with m.If(tv.path.payload.last):
-                    m.d.sync += [path_len.eq(tv.path.payload.tokens), k.eq(0),
+                    m.d.sync += [path_len.eq(tv.path.payload.tokens),
+                                 path_m1.eq(tv.path.payload.tokens - 1), k.eq(0),
                                  res_tokens.eq(tv.path.payload.tokens),
-                                 res_last.eq(tv.path.payload.node)]
-                    goto("COMMIT_RESTORE")
-        with m.If(state["COMMIT_RESTORE"]):
-            command(Op.RESTORE, committed, then_goto("REPLAY"))
-        with m.If(state["REPLAY"]):
-
-            def after_replay():
-                m.d.sync += k.eq(k + 1)
-                with m.If(k == path_len - 1):
-                    goto("DRAIN")
-            command(Op.REPLAY, path_rd.data, after_replay)
-        with m.If(state["DRAIN"]):
-            with m.If(~ctrl.busy):
-                m.d.comb += done.eq(1)
-                goto("IDLE")
+                                 res_last.eq(tv.path.payload.node), kind.eq(KIND["commit"])]
+                    goto("CHAIN_TABLE")
+        with m.If(state["CHAIN_TABLE"]):
+            # The accepted path (or the accepted draft tokens) as a chain: node k reads
+            # the ring slot node k−1 wrote (the committed state for k = 0), writes slot
+            # k mod fifo_depth, and replays record path[k] (draft: record k).
+            wslot = Signal(index_width(depth))
+            pslot = Signal(index_width(depth))
+            m.d.comb += [eng.tbl_we.eq(1), eng.tbl_node.eq(k),
+                         eng.tbl_src.eq(Mux(kind_is("commit"), path_rd.data, k)),
+                         tbl.root.eq(~k.any()), tbl.parent_slot.eq(pslot),
+                         tbl.write_slot.eq(Mux(k.any(), wslot, 0))]
+            m.d.sync += [k.eq(k + 1), pslot.eq(Mux(k.any(), wslot, 0)),
+                         wslot.eq(Mux(k.any(), Mux(wslot == depth - 1, 0, wslot + 1),
+                                      1 % depth))]
+            with m.If(k == path_m1):
+                with m.If(kind_is("commit")):
+                    start_layers("commit", n=path_len, last=path_m1)
+                with m.Else():
+                    start_layers("draft_commit", n=path_len, last=path_m1)
         with m.If(state["FLUSH"]):
-            # Drain the tree verifier (after an error or ABORT): take every
-            # schedule beat, feed zero match bits, take the path.
+            # Drain the tree verifier (after an error or ABORT): take every schedule
+            # beat, feed zero match bits, take the path; wait for the engine's pass.
             m.d.comb += [tv.schedule.ready.eq(1), tv.path.ready.eq(1),
-                         tv.match.valid.eq(i < count), tv.match.payload.match.eq(0),
+                         tv.match.valid.eq(target & (i < count)), tv.match.payload.match.eq(0),
                          tv.match.payload.last.eq(i == count_m1)]
             with m.If(tv.match.valid & tv.match.ready):
                 m.d.sync += i.eq(i + 1)
-            with m.If(~tv.busy & ~sent):
+            with m.If(~tv.busy & ~eng.busy):
                 goto("IDLE")
-            with m.If(sent & ctrl.resp.valid):
-                m.d.sync += sent.eq(0)
 
         # ---- performance counters --------------------------------------------------------
         snap = rf.perf_ctrl_snapshot
@@ -562,7 +589,7 @@ class Accelerator(wiring.Component):
             m.d.sync += lin_stall_base.eq(lin.stall_cycles)
         with m.If(busy & target):
             m.d.sync += step_cycles.eq(step_cycles + 1)
-        steps_inc = done & target
+        steps_inc = done & target & kind_is("commit")
         events = {
             "perf_cycles": 1,
             "perf_draft_cycles": lin_fire & lin_mode,
@@ -570,10 +597,12 @@ class Accelerator(wiring.Component):
             "perf_tokens_accepted": Mux(steps_inc, path_len, 0),
             "perf_steps": steps_inc,
             "perf_linear_busy": lin_fire,
-            "perf_ssm_busy": ~ssm.idle,
-            "perf_overlap": lin_fire & ~ssm.idle,
-            "perf_state_cycles": ctrl.busy,
-            "perf_nodes": token_done & target & busy,
+            "perf_ssm_busy": eng.busy,
+            "perf_overlap": lin_fire & eng.busy,
+            "perf_state_cycles": eng.busy & (kind_is("commit")
+                                             | kind_is("draft_commit")),
+            "perf_nodes": (state["TABLE"] & tv.schedule.valid & tv.schedule.ready
+                           & tv.schedule.payload.node_valid),
         }
         for name, inc in events.items():
             # Split counters (hw.perf_counter): the event logic meets only a

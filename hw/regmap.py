@@ -38,7 +38,7 @@ ACCESS = {
 }
 
 #: Register map version (major, minor): bumped when offsets or fields change.
-REGMAP_VERSION = (1, 2)
+REGMAP_VERSION = (2, 0)
 
 #: Offset of each region class's 64-bit base-address pair (LO, then HI), in the free words after
 #: the performance counters, so every earlier offset is unchanged.
@@ -384,9 +384,12 @@ ERROR_CODES = (
     Enum(name="LINEAR_CMD", value=7,
          description="LIN_CTRL.GO with a LIN_CMD/LIN_STEPS field 0 or above CAPS_LINEAR "
                      "(max_k beats), or while the previous command still waits"),
-    Enum(name="STATE", value=8,
-         description="the state controller refused a command: a slot or record never "
-                     "completely written (ROLLBACK before any START, or a reset cut it)"),
+    Enum(name="MEMORY", value=8,
+         description="a memory port answered an AXI response other than OKAY (SLVERR, DECERR)"),
+    Enum(name="DRAFT_ACCEPT", value=9,
+         description="CTRL.DRAFT_COMMIT with DRAFT_ACCEPT.COUNT 0 or above the draft tokens run "
+                     "since the last draft commit or ROLLBACK (STATUS.DRAFT_TOKENS), or a draft "
+                     "START with max_nodes draft tokens already run"),
 )
 
 
@@ -493,8 +496,14 @@ def accelerator_regmap(config):
                                description="TREE_MATCH holds the target's match bits of every "
                                            "node: report the accepted path and commit it"),
                          Field(name="ROLLBACK", lsb=3, width=1, access="WO",
-                               description="restore the committed state checkpointed by the "
-                                           "last target START (after ABORT or a reset)"),
+                               description="drop the draft tokens run since the last draft "
+                                           "commit: the next draft token starts from the "
+                                           "draft's committed bank (no copy)"),
+                         Field(name="DRAFT_COMMIT", lsb=4, width=1, access="WO",
+                               description="replay the first DRAFT_ACCEPT.COUNT draft tokens "
+                                           "from the draft's committed bank into the other "
+                                           "bank, every layer; flip STATE_BANK.DRAFT after "
+                                           "DONE"),
                          Field(name="IRQ_EN", lsb=8, width=1, access="RW",
                                description="raise the interrupt output while STATUS.DONE or "
                                            "STATUS.ERROR is set"))),
@@ -515,8 +524,23 @@ def accelerator_regmap(config):
                                description="a step completed; write 1 to clear"),
                          Field(name="ERROR", lsb=2, width=1, access="W1C",
                                description="a step stopped on an error; write 1 to clear"),
+                         Field(name="WAIT_MATCH", lsb=3, width=1, access="RO",
+                               description="a target step's tree passes are done, every "
+                                           "node's y is in memory: write TREE_MATCH, then "
+                                           "CTRL.MATCH_GO"),
                          Field(name="ERROR_CODE", lsb=8, width=4, access="RO", enums=ERROR_CODES,
-                               description="why the step stopped (valid while ERROR is set)"))),
+                               description="why the step stopped (valid while ERROR is set)"),
+                         Field(name="DRAFT_TOKENS", lsb=16, width=node_bits + 1, access="RO",
+                               description="draft tokens run since the last draft commit or "
+                                           "ROLLBACK"))),
+        Register(name="STATE_BANK", offset=0x02C, description="Which bank of slots target0/1 "
+                 "and draft0/1 of the memory map's state.ssm holds each model's committed "
+                 "state (the host flips a bit once the step that wrote the other bank is "
+                 "DONE; a reset returns both to 0).",
+                 fields=(Field(name="TARGET", lsb=0, width=1, access="RW",
+                               description="the target's committed bank"),
+                         Field(name="DRAFT", lsb=1, width=1, access="RW",
+                               description="the draft's committed bank"))),
         # --- linear unit jobs (run concurrently with the SSM path) ---
         Register(name="LIN_CMD", offset=0x030, description="The next linear-unit job: an "
                  "output tile of N_ROWS rows × N_TOKENS tokens, LIN_STEPS beats on s_axis_w "
@@ -555,6 +579,10 @@ def accelerator_regmap(config):
                                            "expand 2)"),
                          Field(name="N_LAYER", lsb=16, width=8, access="RW", reset=1,
                                description="layers per pass"))),
+        Register(name="DRAFT_ACCEPT", offset=0x04C, description="Draft tokens CTRL.DRAFT_COMMIT "
+                 "commits (the accepted path's draft tokens, the bonus token excluded).",
+                 fields=(Field(name="COUNT", lsb=0, width=node_bits + 1, access="RW", reset=1,
+                               description="1 … STATUS.DRAFT_TOKENS"),)),
         Register(name="DIM_SSM", offset=0x044, description="SSM geometry of the pass "
                  "(at most CAPS_SSM).",
                  fields=(Field(name="NHEADS", lsb=0, width=12, access="RW", reset=ssm.nheads,
@@ -602,12 +630,11 @@ def accelerator_regmap(config):
         *counter("PERF_TOKENS_ACCEPTED", 0x0A8, "tokens accepted (bonus tokens included)"),
         *counter("PERF_STEPS", 0x0B0, "draft-then-verify steps"),
         *counter("PERF_LINEAR_BUSY", 0x0B8, "cycles the linear unit took a weight beat"),
-        *counter("PERF_SSM_BUSY", 0x0C0, "cycles the SSM unit was sweeping or draining "
-                 "(not idle)"),
+        *counter("PERF_SSM_BUSY", 0x0C0, "cycles the SSM engine was running a layer pass"),
         *counter("PERF_OVERLAP", 0x0C8, "cycles with the linear unit taking a beat and the "
                  "SSM unit busy at once (the SpecMamba linear/SSM overlap)"),
-        *counter("PERF_STATE_CYCLES", 0x0D0, "cycles the state controller spent on "
-                 "checkpoint/restore/capture/replay commands"),
+        *counter("PERF_STATE_CYCLES", 0x0D0, "cycles the SSM engine spent in commit passes "
+                 "(target and draft)"),
         *counter("PERF_NODES", 0x0D8, "tree nodes run through the SSM unit in target steps"),
         *counter("PERF_LAST_STEP", 0x0E0, "cycles of the last target step, START to DONE"),
         # --- memory map: where the region classes of golden.memory_map start ---

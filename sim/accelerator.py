@@ -1,23 +1,27 @@
 """cocotb bench of :class:`hw.accelerator.Accelerator`, driven only through its AXI ports.
 
-The host is ``cocotbext-axi``: an ``AxiLiteMaster`` on ``s_axi``, an
-``AxiStreamSource`` on each input stream and an ``AxiStreamSink`` on each output
-stream, every one under random pauses (sources) or back-pressure (sinks) from
-the bench's seeded generator. Golden references:
+The host is ``cocotbext-axi``: an ``AxiLiteMaster`` on ``s_axi`` and an
+``AxiStreamSource``/``AxiStreamSink`` on each linear-unit stream, under random
+pauses and back-pressure from the bench's seeded generator. The SSM engine's
+four AXI4 ports reach one byte memory: the read ports through
+:class:`sim.axi_master.LatencyReadSlave` (a fixed latency, random AR and R
+stalls), the write ports through ``cocotbext-axi``'s ``AxiSlaveWrite`` (random AW,
+W and B stalls). The host writes registers only; the bench places what the
+layer's upstream stages would (the nodes' input records, the parameters, the
+initial states) at the addresses of :func:`golden.memory_map.ssm_engine_layout`,
+and reads every result back from memory. Golden references:
 
-* linear jobs: :func:`golden.bsfp.draft_dot` (quantized mode, BSFP nibble plane)
-  and :func:`golden.bsfp.full_dot` (full mode), through :class:`sim.linear_unit.Job`;
-* SSM path: :func:`golden.mamba2.ssm_step_hw_bits`, every node from its parent's
-  state (the root from the committed state);
-* acceptance: :func:`golden.tree.accepted_path`;
-* the committed state after a step: the golden sequential run along the accepted
-  path, checked by running two more tokens and comparing their ``y`` (the state
-  itself has no AXI read path).
+* linear jobs: :func:`golden.bsfp.draft_dot` and :func:`golden.bsfp.full_dot`,
+  through :class:`sim.linear_unit.Job`;
+* SSM: :func:`golden.mamba2.ssm_step_hw_bits`, every node from its parent's state
+  (the root from the committed state), per layer;
+* acceptance: :func:`golden.tree.accepted_path`.
 
-Tests: ``step`` (prompt, a draft step with a ``ROLLBACK``, then a verify step
-with linear jobs running alongside the tree pass), ``reset_mid_step`` (a reset
-while node tokens flow, ``ROLLBACK``, then a full step), ``errors`` (bad linear
-command, bad tree, ``START`` while busy).
+Tests: ``draft_verify_step`` (draft tokens, a ``ROLLBACK``, a draft commit, then
+verify steps with linear jobs alongside; every ``y`` and every written state
+checked in memory), ``reset_mid_step`` (a reset in mid commit pass leaves both
+committed banks byte for byte whole; the step, run again, commits the golden
+state), ``errors`` (every error code a host can provoke; a step passes afterwards).
 """
 
 import json
@@ -25,79 +29,140 @@ from pathlib import Path
 
 import cocotb
 import numpy as np
-from cocotb.triggers import RisingEdge
-from cocotbext.axi import AxiLiteBus, AxiLiteMaster, AxiStreamBus, AxiStreamFrame, \
-    AxiStreamSink, AxiStreamSource
+from cocotb.clock import Clock
+from cocotb.triggers import ClockCycles, RisingEdge
+from cocotbext.axi import AxiLiteBus, AxiLiteMaster, AxiReadBus, AxiStreamBus, AxiStreamFrame, \
+    AxiStreamSink, AxiStreamSource, AxiWriteBus
+from cocotbext.axi.axi_slave import AxiSlaveWrite
 
 from specgen.golden import tree as gtree
 from specgen.golden.config import preset
 from specgen.golden.fp import FORMATS
-from specgen.golden.mamba2 import SSMParams, mamba2_init_params, ssm_step_hw_bits
+from specgen.golden.mamba2 import SSMParams, mamba2_init_params
+from specgen.golden.memory_map import SSM_BUFFERS, SSM_SLOTS, align, ssm_engine_layout
 from specgen.hw.accelerator import ERROR
 from specgen.hw.linear_unit import result_layout
 from specgen.hw.regmap import accelerator_regmap
-from specgen.hw.ssm_unit import SEL_A, SEL_B, SEL_C, SEL_D, SEL_DT, SEL_DT_BIAS, SEL_X
+from specgen.sim.axi_master import LatencyReadSlave, Memory, period_ps
 from specgen.sim.bench import TB, params, random_pattern
 from specgen.sim.linear_unit import Job
-from specgen.sim.ssm_unit import make_tokens
+from specgen.sim.ssm_unit import initial_state, make_tokens
+from specgen.sim.ssm_unit_bfm import pack_tiles, unpack_tiles
+from specgen.sim.tree_ssm import expected
 
-__all__ = ["AccelTB", "token_frame", "param_frame"]
+__all__ = ["AccelTB", "Layers"]
 
 SHAPES = [(2, 2, 1), (2, 1, 2), (3, 1), (1, 2, 2), (2, 2), (3, 2)]
 
 
 def _config():
-    p = params()
-    config = preset(p.get("preset", "sim"))
-    return config
+    return preset(params().get("preset", "sim"))
 
 
-def _frame(words, tusers, addr_bits):
-    data, user = bytearray(), []
-    for w, u in zip(words, tusers):
-        data += int(w).to_bytes(4, "little")
-        user += [u] * 4
-    return AxiStreamFrame(bytes(data), tuser=user)
+class Layers:
+    """Where the bench puts the model in memory, and the golden side of it: per layer the
+    parameters and each model's committed state, the banks ``STATE_BANK`` names."""
 
+    def __init__(self, tb, *, layers):
+        cfg = tb.config.ssm
+        self.cfg, self.layers, self.rng = cfg, layers, tb.rng_np
+        self.lay = lay = ssm_engine_layout(tb.config)
+        self.bases = {"weights": 0}
+        self.bases["state"] = align(layers * lay.params_stride)
+        self.bases["io"] = self.bases["state"] + layers * lay.state_layer_stride
+        self.end = self.bases["io"] + layers * lay.io_layer_stride
+        assert self.end <= len(tb.memory.data), "the bench's model does not fit the memory"
+        self.tb = tb
+        self.prm, self.state = [], {"target": [], "draft": []}
+        self.bank = {"target": 0, "draft": 0}
+        for layer in range(layers):
+            prm = mamba2_init_params(cfg, self.rng)
+            prm = SSMParams(A=prm.A, dt_bias=prm.dt_bias,
+                            D=(1 + 0.25 * self.rng.standard_normal(cfg.nheads)).astype(np.float32))
+            self.prm.append(prm)
+            tb.put(self.params_addr(layer), np.concatenate(
+                [np.asarray(v, np.float32).view(np.uint32) for v in (prm.A, prm.dt_bias, prm.D)]))
+            for who in ("target", "draft"):
+                st = initial_state(self.rng, cfg)
+                self.state[who].append(st)
+                self.write_state(layer, f"{who}0", st)
 
-def token_frame(cfg, token):
-    """One token as an ``s_axis_ssm`` frame: B, C, x, dt words; ``tlast`` commits it."""
-    x, B, C, dt = token
-    H, P, N = cfg.state_shape
-    items = ([(SEL_B, n, B[n]) for n in range(N)] + [(SEL_C, n, C[n]) for n in range(N)]
-             + [(SEL_X, h * P + p, x[h, p]) for h in range(H) for p in range(P)]
-             + [(SEL_DT, h, dt[h]) for h in range(H)])
-    return _frame([v for _, _, v in items], [sel | (a << 3) for sel, a, _ in items], None)
+    def params_addr(self, layer):
+        return self.bases["weights"] + layer * self.lay.params_stride
 
+    def slot_addr(self, layer, slot):
+        return (self.bases["state"] + layer * self.lay.state_layer_stride
+                + SSM_SLOTS.index(slot) * self.lay.slot_stride)
 
-def param_frame(cfg, prm):
-    """The layer parameters A, dt_bias, D as one frame (its last beat is a parameter,
-    so it commits nothing)."""
-    items = []
-    for sel, arr in ((SEL_A, prm.A), (SEL_DT_BIAS, prm.dt_bias), (SEL_D, prm.D)):
-        items += [(sel, h, v) for h, v in enumerate(np.asarray(arr, np.float32).view(np.uint32))]
-    return _frame([v for _, _, v in items], [sel | (a << 3) for sel, a, _ in items], None)
+    def buffer_addr(self, layer, buffer):
+        return (self.bases["io"] + layer * self.lay.io_layer_stride
+                + SSM_BUFFERS.index(buffer) * self.lay.buffer_stride)
+
+    def committed_slot(self, who, *, other=False):
+        return f"{who}{self.bank[who] ^ int(other)}"
+
+    def write_state(self, layer, slot, state):
+        L = self.cfg.lanes
+        self.tb.put(self.slot_addr(layer, slot), np.concatenate([np.frombuffer(
+            int(w).to_bytes(4 * L, "little"), "<u4") for w in pack_tiles(self.cfg, state)]))
+
+    def read_state(self, layer, slot):
+        L = self.cfg.lanes
+        words = self.tb.get(self.slot_addr(layer, slot), self.lay.state_bytes // 4)
+        return unpack_tiles(self.cfg, [int.from_bytes(words[a * L:(a + 1) * L].tobytes(), "little")
+                                       for a in range(len(words) // L)])
+
+    def write_records(self, layer, who, first, tokens):
+        """Node records ``first …`` of ``who``'s input buffer: B, C, x, dt (binary32)."""
+        at = self.buffer_addr(layer, f"{who}.in") + first * self.lay.record_bytes
+        self.tb.put(at, np.concatenate([np.concatenate([B, C, x.ravel(), dt])
+                                        for x, B, C, dt in tokens]))
+
+    def read_y(self, layer, who, node):
+        H, P, _ = self.cfg.state_shape
+        at = self.buffer_addr(layer, f"{who}.y") + node * self.lay.y_bytes
+        return self.tb.get(at, H * P).reshape(H, P)
+
+    def tokens(self, layer, count, *, specials=False):
+        return make_tokens(self.rng, self.cfg, self.prm[layer], count, specials=specials)
+
+    async def set_registers(self):
+        """The bases, the layer count and the banks: all the host ever writes of the model."""
+        tb = self.tb
+        for kind, at in self.bases.items():
+            await tb.write(f"MEM_{kind.upper()}_BASE_LO", addr=at >> 12)
+            await tb.write(f"MEM_{kind.upper()}_BASE_HI", addr=0)
+        await tb.write("DIM_MODEL", d_model=2, n_layer=self.layers)
+        await tb.write("STATE_BANK", target=self.bank["target"], draft=self.bank["draft"])
 
 
 class AccelTB(TB):
-    """Clock, reset, the AXI host models and register helpers."""
+    """Clocks, resets, the AXI host and memory models and register helpers."""
 
-    def __init__(self, dut, *, pause=0.2, stall=0.2):
+    def __init__(self, dut, *, pause=0.2, stall=0.2, latency=20):
         super().__init__(dut)
         self.config = _config()
         self.regmap = accelerator_regmap(self.config)
         self.rng_np = np.random.default_rng(self.rng.getrandbits(64))
         d = dut
+        board = self.config.board
+        cocotb.start_soon(Clock(d.mem_clk, period_ps(board.memory_clock_mhz), unit="ps").start())
+        self.memory = Memory(1 << len(d.m_axi_ssm_in__araddr), self.rng)
         self.axil = AxiLiteMaster(AxiLiteBus.from_prefix(d, "s_axi_"), d.clk, d.rst)
         self.w = AxiStreamSource(AxiStreamBus.from_prefix(d, "s_axis_lin_w_"), d.clk, d.rst)
         self.x = AxiStreamSource(AxiStreamBus.from_prefix(d, "s_axis_lin_x_"), d.clk, d.rst)
-        self.ssm = AxiStreamSource(AxiStreamBus.from_prefix(d, "s_axis_ssm_"), d.clk, d.rst)
         self.lin_y = AxiStreamSink(AxiStreamBus.from_prefix(d, "m_axis_lin_y_"), d.clk, d.rst)
-        self.ssm_y = AxiStreamSink(AxiStreamBus.from_prefix(d, "m_axis_ssm_y_"), d.clk, d.rst)
-        for src in (self.w, self.x, self.ssm):
+        for src in (self.w, self.x):
             src.set_pause_generator(random_pattern(self.rng, pause))
-        for sink in (self.lin_y, self.ssm_y):
-            sink.set_pause_generator(random_pattern(self.rng, stall))
+        self.lin_y.set_pause_generator(random_pattern(self.rng, stall))
+        for prefix in ("m_axi_ssm_in_", "m_axi_ssm_st_rd_"):
+            LatencyReadSlave(AxiReadBus.from_prefix(d, prefix), d.mem_clk, d.mem_rst, self.memory,
+                             latency=latency, rng=self.rng, ar_stall=stall, r_stall=stall)
+        for prefix in ("m_axi_ssm_st_wr_", "m_axi_ssm_y_"):
+            slave = AxiSlaveWrite(AxiWriteBus.from_prefix(d, prefix), d.mem_clk, d.mem_rst,
+                                  target=self.memory)
+            for ch in (slave.aw_channel, slave.w_channel, slave.b_channel):
+                ch.set_pause_generator(random_pattern(self.rng, stall))
         self.cycle = 0
         cocotb.start_soon(self._count())
 
@@ -105,6 +170,24 @@ class AccelTB(TB):
         while True:
             await RisingEdge(self.dut.clk)
             self.cycle += 1
+
+    async def reset(self, cycles=4):
+        """Both domains' resets at once, held ``cycles`` edges of each clock."""
+        d = self.dut
+        d.rst.value = 1
+        d.mem_rst.value = 1
+        await ClockCycles(d.clk, cycles)
+        await ClockCycles(d.mem_clk, cycles)
+        d.rst.value = 0
+        d.mem_rst.value = 0
+        await ClockCycles(d.clk, 2)
+
+    def put(self, addr, words):
+        b = np.asarray(words, dtype="<u4").tobytes()
+        self.memory.data[addr:addr + len(b)] = b
+
+    def get(self, addr, count):
+        return np.frombuffer(bytes(self.memory.data[addr:addr + 4 * count]), dtype="<u4").copy()
 
     # -- registers -------------------------------------------------------------------
     def addr(self, name, at=0):
@@ -128,12 +211,13 @@ class AccelTB(TB):
         hi = (await self.read(f"{name}_HI"))["value"]
         return lo | hi << 32
 
-    async def wait_status(self, *, timeout=200_000):
-        """Poll STATUS until not BUSY; returns the STATUS fields."""
+    async def wait_status(self, *, timeout=400_000, until="idle"):
+        """Poll STATUS until not BUSY (``until="match"``: until WAIT_MATCH or not BUSY);
+        returns the STATUS fields."""
         start = self.cycle
         while True:
             st = await self.read("STATUS")
-            if not st["busy"]:
+            if not st["busy"] or (until == "match" and st["wait_match"]):
                 return st
             assert self.cycle - start < timeout, f"still BUSY after {timeout} cycles"
             for _ in range(8):
@@ -146,16 +230,6 @@ class AccelTB(TB):
         st = await self.wait_status()
         assert not st["error"], f"{what}: ERROR code {st['error_code']}"
         return st
-
-    # -- SSM path ----------------------------------------------------------------------
-    async def ssm_y_token(self):
-        """The ``y`` rows of one token (a frame ending with ``tlast``), as uint32."""
-        frame = await self.ssm_y.recv()
-        data = bytes(frame.tdata)
-        H, P, _ = self.config.ssm.state_shape
-        ys = np.frombuffer(data, dtype="<u4").astype(np.uint32)
-        assert ys.size == H * P, f"a y frame of {ys.size} rows, expected {H * P}"
-        return ys.reshape(H, P)
 
     # -- linear jobs -------------------------------------------------------------------
     def linear_job(self, *, mode, n_tokens):
@@ -198,79 +272,87 @@ class AccelTB(TB):
                                      f"{'draft_dot' if job.mode else 'full_dot'} {want:#x}")
 
 
-class Model:
-    """The golden side of the SSM path: parameters and the committed state."""
-
-    def __init__(self, tb):
-        cfg = tb.config.ssm
-        rng = tb.rng_np
-        prm = mamba2_init_params(cfg, rng)
-        self.prm = SSMParams(A=prm.A, dt_bias=prm.dt_bias,
-                             D=(1 + 0.25 * rng.standard_normal(cfg.nheads)).astype(np.float32))
-        self.cfg = cfg
-        self.rng = rng
-        self.state = np.zeros(cfg.state_shape, dtype=np.uint32)  # the unit powers up at 0
-
-    def tokens(self, count):
-        return make_tokens(self.rng, self.cfg, self.prm, count, specials=False)
-
-    def step(self, state, token):
-        x, B, C, dt = token
-        return ssm_step_hw_bits(self.cfg, self.prm, state, x, B, C, dt)
 
 
-async def _setup(dut, **kw):
-    tb = AccelTB(dut, **kw)
-    await tb.reset()
-    model = Model(tb)
-    await tb.ssm.send(param_frame(model.cfg, model.prm))
-    return tb, model
+def _check(got, want, what):
+    bad = np.argwhere(np.asarray(got) != np.asarray(want))
+    assert bad.size == 0, (f"{what}: {len(bad)} words differ from golden; first "
+                           f"{tuple(bad[0])}: {int(np.asarray(got)[tuple(bad[0])]):#010x} in "
+                           f"memory, golden {int(np.asarray(want)[tuple(bad[0])]):#010x}")
 
 
-async def run_tokens(tb, model, count, what):
-    """``count`` tokens with the stream open; every y checked; the state advances."""
-    for t, tok in enumerate(model.tokens(count)):
-        await tb.ssm.send(token_frame(model.cfg, tok))
-        want, model.state = model.step(model.state, tok)
-        got = await tb.ssm_y_token()
-        assert np.array_equal(got, want), (f"{what} token {t}: y {got.ravel().tolist()} vs "
-                                           f"ssm_step_hw_bits {want.ravel().tolist()}")
+async def draft_tokens(tb, model, count, *, first=0, specials=False):
+    """``count`` draft tokens (``MODE = DRAFT``, ``START`` each), records ``first …``;
+    every token's ``y`` checked in memory; returns each layer's chain of states."""
+    chain = [[model.state["draft"][layer]] for layer in range(model.layers)]
+    toks = [model.tokens(layer, count, specials=specials) for layer in range(model.layers)]
+    for layer in range(model.layers):
+        model.write_records(layer, "draft", first, toks[layer])
+    await tb.write("MODE", mode=0, draft_len=16)
+    for t in range(count):
+        await tb.write("CTRL", start=1)
+        st = await tb.expect_ok(f"draft token {first + t}")
+        assert st["done"] and st["draft_tokens"] == first + t + 1, st
+        await tb.clear_status()
+        for layer in range(model.layers):
+            ys, states = expected(model.cfg, model.prm[layer], chain[layer][-1], [-1],
+                                  [toks[layer][t]])
+            chain[layer].append(states[0])
+            _check(model.read_y(layer, "draft", first + t), ys[0],
+                   f"draft token {first + t} layer {layer} y")
+    return chain
 
 
 async def draft_step(tb, model):
-    """Draft mode: a quantized linear job (BSFP nibble plane) checked against draft_dot;
-    START checkpoints the committed state, a draft token runs, ROLLBACK undoes it."""
+    """Three draft tokens and a quantized linear job (BSFP nibble plane, draft_dot); a
+    ROLLBACK; two tokens again from the committed bank; DRAFT_COMMIT of the first; the
+    draft's other bank then holds the golden state after it, the committed bank is whole."""
     job = tb.linear_job(mode=1, n_tokens=1)
     await tb.issue_linear(job)
-    await tb.write("MODE", mode=0, draft_len=16)
-    await tb.write("CTRL", start=1)
-    st = await tb.expect_ok("draft START")
-    assert st["done"], "draft START did not set DONE"
-    await tb.clear_status()
-    tok = model.tokens(1)[0]
-    await tb.ssm.send(token_frame(model.cfg, tok))
-    want, _ = model.step(model.state, tok)           # the draft token's y, not committed
-    got = await tb.ssm_y_token()
-    assert np.array_equal(got, want), "draft token y"
+    await draft_tokens(tb, model, 3)
     await tb.write("CTRL", rollback=1)
-    await tb.expect_ok("ROLLBACK")
+    st = await tb.expect_ok("ROLLBACK")
+    assert st["draft_tokens"] == 0, st
+    await tb.clear_status()
+    chain = await draft_tokens(tb, model, 2)
+    committed = [bytes(tb.get(model.slot_addr(layer, model.committed_slot("draft")),
+                              model.lay.state_bytes // 4)) for layer in range(model.layers)]
+    await tb.write("DRAFT_ACCEPT", count=1)
+    await tb.write("CTRL", draft_commit=1)
+    st = await tb.expect_ok("DRAFT_COMMIT")
+    assert st["done"] and st["draft_tokens"] == 0, st
+    await tb.clear_status()
+    for layer in range(model.layers):
+        assert bytes(tb.get(model.slot_addr(layer, model.committed_slot("draft")),
+                            model.lay.state_bytes // 4)) == committed[layer]
+        _check(model.read_state(layer, model.committed_slot("draft", other=True)),
+               chain[layer][1], f"draft commit layer {layer} state")
+        model.state["draft"][layer] = chain[layer][1]
+    model.bank["draft"] ^= 1
+    await tb.write("STATE_BANK", target=model.bank["target"], draft=model.bank["draft"])
     await tb.check_linear(job, "draft job")
 
 
-async def verify_step(tb, model, *, parents=None, match=None, linear=True):
-    """One target step over a random tree; returns the step's measured figures."""
+async def verify_step(tb, model, *, parents=None, match=None, linear=True, cut=None,
+                      specials=False):
+    """One target step over a tree on every layer; returns the step's measured figures.
+    With ``cut`` (cycles after MATCH_GO), reset in mid commit and return ``None``."""
     rng = tb.rng_np
     cfg = model.cfg
     if parents is None:
-        shape = SHAPES[int(rng.integers(0, len(SHAPES)))]
-        parents = gtree.flatten(shape)
+        parents = gtree.flatten(SHAPES[int(rng.integers(0, len(SHAPES)))])
     n = len(parents)
-    # linear jobs over the tree's nodes (cols tokens per job), issued with the step
     lin = tb.config.linear
     jobs = []
     if linear:
         for first in range(0, n, lin.cols):
             jobs.append(tb.linear_job(mode=0, n_tokens=min(lin.cols, n - first)))
+    golden = []
+    for layer in range(model.layers):
+        toks = model.tokens(layer, n, specials=specials)
+        model.write_records(layer, "target", 0, toks)
+        golden.append(expected(cfg, model.prm[layer], model.state["target"][layer], parents,
+                               toks))
     await tb.write("TREE_DESC", node_count=n, depth=int(gtree.tree_depths(parents).max()))
     for i in range(1, n):
         await tb.write("TREE_PARENT", i, parent=int(parents[i]))
@@ -282,27 +364,28 @@ async def verify_step(tb, model, *, parents=None, match=None, linear=True):
         for job in jobs:
             await tb.issue_linear(job)
     lin_task = cocotb.start_soon(linear_jobs())
-
-    tokens = model.tokens(n)
-    states = [None] * n
-    for i, tok in enumerate(tokens):
-        await tb.ssm.send(token_frame(cfg, tok))
-    for i, tok in enumerate(tokens):
-        src = model.state if i == 0 else states[parents[i]]
-        want, states[i] = model.step(src, tok)
-        got = await tb.ssm_y_token()
-        assert np.array_equal(got, want), (f"tree node {i} (parent {parents[i]}): y "
-                                           f"{got.ravel().tolist()} vs ssm_step_hw_bits from "
-                                           f"the parent's state {want.ravel().tolist()}")
+    st = await tb.wait_status(until="match")
+    assert st["wait_match"] and not st["error"], f"tree passes: {st}"
+    for layer in range(model.layers):
+        for i in range(n):
+            _check(model.read_y(layer, "target", i), golden[layer][0][i],
+                   f"layer {layer} tree node {i} (parent {parents[i]}) y")
     if match is None:
         match = [0] + [int(v) for v in rng.random(n - 1) < 0.7]
     for i in range(n):
         await tb.write("TREE_MATCH", i, match=match[i])
+    committed = [bytes(tb.get(model.slot_addr(layer, model.committed_slot("target")),
+                              model.lay.state_bytes // 4)) for layer in range(model.layers)]
     await tb.write("CTRL", match_go=1)
+    want_path = gtree.accepted_path(parents, match).nodes
+    if cut is not None:
+        await ClockCycles(tb.dut.clk, cut)
+        await tb.reset()
+        await lin_task
+        return None
     st = await tb.expect_ok("verify step")
     assert st["done"], "verify step did not set DONE"
     await tb.clear_status()
-    want_path = gtree.accepted_path(parents, match).nodes
     res = await tb.read("TREE_RESULT")
     assert res["tokens"] == len(want_path), (res, want_path)
     assert res["last_node"] == want_path[-1], (res, want_path)
@@ -311,9 +394,16 @@ async def verify_step(tb, model, *, parents=None, match=None, linear=True):
         await tb.write("TREE_PATH", index=k)
         got_path.append((await tb.read("TREE_PATH"))["node"])
     assert tuple(got_path) == tuple(want_path), f"path {got_path}, golden {want_path}"
-    # the committed state: the golden sequential run along the path
-    for node in want_path:
-        _, model.state = model.step(model.state, tokens[node])
+    for layer in range(model.layers):
+        assert bytes(tb.get(model.slot_addr(layer, model.committed_slot("target")),
+                            model.lay.state_bytes // 4)) == committed[layer], (
+            f"layer {layer}: the commit pass wrote the committed bank")
+        want = golden[layer][1][want_path[-1]]
+        _check(model.read_state(layer, model.committed_slot("target", other=True)), want,
+               f"layer {layer} committed state (path {list(want_path)})")
+        model.state["target"][layer] = want
+    model.bank["target"] ^= 1
+    await tb.write("STATE_BANK", target=model.bank["target"], draft=model.bank["draft"])
     await lin_task
     for j, job in enumerate(jobs):
         await tb.check_linear(job, f"verify job {j}")
@@ -321,24 +411,32 @@ async def verify_step(tb, model, *, parents=None, match=None, linear=True):
     figures = {name: await tb.read64(f"PERF_{name.upper()}") for name in (
         "last_step", "nodes", "steps", "tokens_accepted", "state_cycles", "ssm_busy",
         "linear_busy", "overlap", "verify_cycles", "stall_cycles")}
-    assert figures["nodes"] == n and figures["steps"] == 1
-    assert figures["tokens_accepted"] == len(want_path)
-    figures.update(nodes_in_tree=n, path=list(want_path), parents=[int(p) for p in parents])
-    # after the step the stream is open again: two more tokens check the committed state
-    await run_tokens(tb, model, 2, "after the step (committed state)")
+    assert figures["nodes"] == n and figures["steps"] == 1, figures
+    assert figures["tokens_accepted"] == len(want_path), figures
+    figures.update(nodes_in_tree=n, path=list(want_path), parents=[int(p) for p in parents],
+                   layers=model.layers)
     return figures
+
+
+async def _setup(dut, **kw):
+    p = params()
+    tb = AccelTB(dut, **kw)
+    await tb.reset()
+    model = Layers(tb, layers=p.get("layers", 2))
+    await model.set_registers()
+    return tb, model
 
 
 @cocotb.test()
 async def draft_verify_step(dut):
-    """Prompt tokens, a draft step (linear draft job, ROLLBACK), a verify step (tree,
-    linear full jobs alongside), all under random pauses and back-pressure."""
+    """Draft tokens, ROLLBACK and a draft commit; verify steps (tree on every layer,
+    linear full jobs alongside, the last with special values), all under random pauses,
+    stalls and back-pressure, every result in memory checked."""
     p = params()
     tb, model = await _setup(dut, pause=p.get("pause", 0.2), stall=p.get("stall", 0.2))
-    await run_tokens(tb, model, 2, "prompt")
     await draft_step(tb, model)
     figures = await verify_step(tb, model)
-    # a second step on a known tree for the measured figures: no pauses
+    await verify_step(tb, model, parents=gtree.flatten((1, 1)), linear=False, specials=True)
     dut._log.info("step figures: %s", figures)
     if p.get("result_file"):
         Path(p["result_file"]).write_text(json.dumps(figures))
@@ -346,41 +444,41 @@ async def draft_verify_step(dut):
 
 @cocotb.test()
 async def reset_mid_step(dut):
-    """A reset while node tokens flow; ROLLBACK restores the committed state; a full
-    step then passes."""
-    tb, model = await _setup(dut)
-    await run_tokens(tb, model, 1, "prompt")
+    """A reset of both domains in mid commit pass: both committed banks are byte for byte
+    what they were; after the host rewrites its registers the step runs again and commits
+    the golden state."""
+    tb, model = await _setup(dut, stall=0.3)
     parents = gtree.flatten((2, 2, 1))
-    n = len(parents)
-    await tb.write("TREE_DESC", node_count=n)
-    for i in range(1, n):
-        await tb.write("TREE_PARENT", i, parent=int(parents[i]))
-    await tb.write("MODE", mode=1)
-    await tb.write("CTRL", start=1)
-    sent = int(tb.rng_np.integers(1, n - 1))
-    for tok in model.tokens(sent + 1):
-        await tb.ssm.send(token_frame(model.cfg, tok))
-    await tb.ssm_y_token()             # the root has run: the committed checkpoint is done
-    for _ in range(int(tb.rng_np.integers(0, 60))):
-        await RisingEdge(dut.clk)
-    await tb.reset()
-    tb.ssm.clear()
-    tb.ssm_y.clear()
-    for _ in range(4):
-        await RisingEdge(dut.clk)
+    match = [0] + [int(v) for v in tb.rng_np.random(len(parents) - 1) < 0.7]
+    before = {who: [bytes(tb.get(model.slot_addr(layer, f"{who}{b}"), model.lay.state_bytes // 4))
+                    for layer in range(model.layers) for b in (0, 1)]
+              for who in ("target", "draft")}
+    assert await verify_step(tb, model, parents=parents, match=match, linear=False,
+                             cut=int(tb.rng_np.integers(5, 120))) is None
     st = await tb.read("STATUS")
     assert not st["busy"] and not st["done"] and not st["error"], st
-    await tb.ssm.send(param_frame(model.cfg, model.prm))
-    await tb.write("CTRL", rollback=1)
-    await tb.expect_ok("ROLLBACK after reset")
-    await run_tokens(tb, model, 1, "after ROLLBACK")
-    await verify_step(tb, model)
+    for who in ("target", "draft"):
+        committed = model.committed_slot(who)
+        for layer in range(model.layers):
+            got = bytes(tb.get(model.slot_addr(layer, committed), model.lay.state_bytes // 4))
+            assert got == before[who][2 * layer + int(committed[-1])], (
+                f"the reset changed {who}'s committed state, layer {layer}")
+    await model.set_registers()
+    await verify_step(tb, model, parents=parents, match=match, linear=False)
+
+
+@cocotb.test()
+async def wrong_bank(dut):
+    """The bench can fail: the host names the wrong committed bank (random bytes), so the
+    tree's y in memory differ from golden."""
+    tb, model = await _setup(dut, stall=0.1)
+    await tb.write("STATE_BANK", target=1 - model.bank["target"], draft=model.bank["draft"])
+    await verify_step(tb, model, parents=gtree.flatten((2,)), linear=False)
 
 
 @cocotb.test()
 async def errors(dut):
-    """Bad linear command, too big and non-BFS trees, START while busy: ERROR and its code;
-    the accelerator still runs a step afterwards."""
+    """Every error a host can cause: its ERROR_CODE; the accelerator still runs a step."""
     tb, model = await _setup(dut)
     lin = tb.config.linear
     max_nodes = tb.config.tree.max_nodes
@@ -409,21 +507,26 @@ async def errors(dut):
         await tb.write("TREE_PARENT", i, parent=parent)
     await tb.write("CTRL", start=1)
     await expect("TREE_ORDER", "parents decrease")
+    await tb.write("DIM_MODEL", d_model=2, n_layer=0)
+    await tb.write("CTRL", start=1)
+    await expect("DIMENSIONS", "N_LAYER 0")
+    await tb.write("DIM_MODEL", d_model=2, n_layer=model.layers)
+    await tb.write("DRAFT_ACCEPT", count=1)
+    await tb.write("CTRL", draft_commit=1)
+    await expect("DRAFT_ACCEPT", "a draft commit before any draft token")
     # a root with fifo_depth + 1 children that each have a child keeps more slots
-    # live than the ring holds: the nodes before the first that does not fit run
+    # live than the ring holds: refused before any pass
     depth = tb.config.tree.fifo_depth
     wide = np.concatenate([[-1], np.zeros(depth + 1, np.int64), np.arange(1, depth + 2)])
     if len(wide) <= max_nodes:
-        stop = gtree.overflow_node(wide, fifo_depth=depth)
-        assert stop is not None
+        assert gtree.overflow_node(wide, fifo_depth=depth) is not None
         await tb.write("TREE_DESC", node_count=len(wide))
         for i in range(1, len(wide)):
             await tb.write("TREE_PARENT", i, parent=int(wide[i]))
         await tb.write("CTRL", start=1)
-        for tok in model.tokens(stop):
-            await tb.ssm.send(token_frame(model.cfg, tok))
-            await tb.ssm_y_token()
         await expect("TREE_OVERFLOW", "more live slots than fifo_depth")
-        await tb.write("CTRL", rollback=1)
-        await tb.expect_ok("ROLLBACK after overflow")
+    await draft_tokens(tb, model, 1)
+    await tb.write("DRAFT_ACCEPT", count=2)
+    await tb.write("CTRL", draft_commit=1)
+    await expect("DRAFT_ACCEPT", "DRAFT_ACCEPT above the draft tokens run")
     await verify_step(tb, model, linear=False)

@@ -9,15 +9,19 @@ from specgen.golden.config import PRESETS, preset
 from specgen.hw.accelerator import Accelerator
 from specgen.hw.axi_stream import AXI4StreamSignature, tdata_width
 from specgen.sim.lint import lint_modules
-from specgen.sim.runner import emit_verilog, run_bench
+from specgen.sim.runner import BenchFailure, emit_verilog, run_bench
 
 # Components whose constructor raised are never elaborated; amaranth warns when
 # the garbage collector frees them.
 pytestmark = pytest.mark.filterwarnings("ignore:.*created but never used")
 
 
+#: The benches' memory: 1 MiB (20 address bits) holds two layers of the sim preset.
+BENCH_ADDR_WIDTH = 20
+
+
 def _run(testcase, seed, **params):
-    dut = Accelerator(config=preset("sim"))
+    dut = Accelerator(config=preset("sim"), addr_width=BENCH_ADDR_WIDTH)
     # Compiled at -O0: with Verilator's default -Os, g++ spends about 12 minutes
     # on the model (the DualModePE's exact datapath dominates) on a 2-core
     # machine; at -O0 the build takes about 1.5 minutes and the benches stay short.
@@ -27,25 +31,34 @@ def _run(testcase, seed, **params):
 
 @pytest.mark.sim
 def test_step(seed, tmp_path):
-    """Prompt, draft step (quantized linear job vs draft_dot, ROLLBACK), verify step (tree
-    nodes vs ssm_step_hw_bits from the parent's state, full linear jobs vs full_dot, the
-    accepted path, the committed state), under random pauses and back-pressure."""
+    """Draft tokens (quantized linear job vs draft_dot, ROLLBACK, DRAFT_COMMIT), verify steps
+    (every layer's tree nodes vs ssm_step_hw_bits from the parent's state, full linear jobs
+    vs full_dot, the accepted path, the committed state), every SSM word in the modeled
+    memory, under random pauses, stalls and back-pressure."""
     result = tmp_path / "step.json"
     _run("draft_verify_step", seed, result_file=str(result))
     figures = json.loads(result.read_text())
     print("step figures:", figures)
-    assert figures["nodes"] == figures["nodes_in_tree"]
+    assert figures["nodes"] == figures["nodes_in_tree"] and figures["layers"] == 2
 
 
 @pytest.mark.sim
 def test_reset_mid_step(seed):
-    """A reset while node tokens flow, ROLLBACK, then a full step passes."""
+    """A reset in mid commit pass leaves both committed banks whole; the step then passes."""
     _run("reset_mid_step", seed)
 
 
 @pytest.mark.sim
+def test_bench_catches_a_wrong_state_bank(seed):
+    """The bench can fail: a step from the wrong committed bank gives y that differ."""
+    with pytest.raises(BenchFailure, match="differ from golden"):
+        _run("wrong_bank", seed)
+
+
+@pytest.mark.sim
 def test_errors(seed):
-    """LINEAR_CMD, TREE_SIZE, TREE_ORDER, TREE_OVERFLOW codes; a step passes afterwards."""
+    """LINEAR_CMD, TREE_SIZE, TREE_ORDER, DIMENSIONS, DRAFT_ACCEPT, TREE_OVERFLOW codes; a
+    step passes afterwards."""
     _run("errors", seed)
 
 
@@ -59,6 +72,9 @@ def test_rejects_bad_parameters():
         Accelerator(config=bad)
     with pytest.raises(TypeError):
         Accelerator(preset("sim"))
+    with pytest.raises(ValueError, match=r"Accelerator\.addr_width must be an integer in "
+                                         r"\[13, 64\], not 8"):
+        Accelerator(config=cfg, addr_width=8)
 
 
 @pytest.mark.parametrize("kwargs,exc,message", [
@@ -93,10 +109,15 @@ def test_tdata_width():
 
 def test_ports_and_properties():
     a = Accelerator(config=preset("sim"))
-    assert a.s_axis_ssm.signature.flip() == AXI4StreamSignature(data_width=32, user_width=6)
-    assert a.committed_slot == 16
-    assert a.state_tiles == 8 and a.copy_cycles == 10 and a.replay_cycles == 16
+    # sim: 2 heads × 2 × 8 states, 4 lanes; the engine's ports: 32-bit records (one input
+    # word a beat), 128-bit state (4 lanes of binary32), 32-bit y; 40-bit addresses.
+    assert a.ssm_port_widths == {"in": 32, "st": 128, "y": 32}
+    assert len(a.m_axi_ssm_in.araddr) == 40 and len(a.m_axi_ssm_st_wr.wdata) == 128
+    lay = a.layout
+    assert (lay.record_bytes, lay.state_bytes, lay.y_bytes) == (4 * (16 + 4 + 2), 128, 16)
+    assert lay.state_layer_stride == 6 * 4096 and lay.io_layer_stride == 4 * 8192
     assert a.module_name == "Accelerator_sim_r2c4q3k16_h2p2n8l4_t64d16_p222"
+    assert Accelerator(config=preset("sim"), addr_width=20).module_name.endswith("_p222_a20")
 
 
 def test_lint_sim(tmp_path):

@@ -79,9 +79,18 @@ def test_sizes_of_mamba2_2p7b():
     d_model 2560, 64 layers, 80 heads × 64 × 128, vocab 50,288), not from the map's formulas."""
     mm = MemoryMap.build(config=preset("vhk158"), model=LMConfig.from_model("2.7B"),
                          policy="hybrid-records-off-chip")
-    state = mm["state.target.ssm"]
-    assert state.size == 655_360 * 4 and state.stride("layer") == 2_621_440
-    assert state.span == 64 * 2_621_440 == 167_772_160  # about 168 MB
+    # One state is 80 × 64 × 128 binary32 = 2,621,440 bytes (640 pages, about 2.6 MB); a layer
+    # has six slots (two committed banks of each model, two draft scratch slots).
+    state = mm["state.ssm"]
+    assert state.size == 655_360 * 4 == 2_621_440
+    assert state.dims == (("layer", 64, 6 * 2_621_440), ("slot", 6, 2_621_440))
+    assert state.span == 64 * 6 * 2_621_440 == 1_006_632_960  # about 1.0 GB
+    # The SSM engine's buffers: 64 nodes × a record of B, C (128 each), x (5120), dt (80)
+    # binary32 = 64 × 21,824 = 1,396,736 bytes (341 pages), which also holds 64 nodes' y.
+    io = mm["io.ssm"]
+    assert io.dims == (("layer", 64, 4 * 1_396_736), ("buffer", 4, 1_396_736))
+    assert mm["weights.ssm_params"].dims == (("layer", 64, 4096),)
+    assert mm["weights.ssm_params"].offset == state.offset == io.offset == 0
     conv = mm["state.target.conv"]
     assert conv.size == 3 * (5120 + 2 * 128) * 4
     rows = 2 * 5120 + 2 * 128 + 80  # z, xBC, dt
@@ -154,11 +163,13 @@ def test_bad_arguments(kwargs, exc, message):
 def test_entry_index_errors():
     mm = MemoryMap.build(config=preset("sim"), model=lm_preset("tiny"))
     with pytest.raises(ValueError, match=r"layer must be an integer in \[0, 1\], not 2"):
-        mm.address("state.target.ssm", layer=2)
+        mm.address("state.target.conv", layer=2)
     with pytest.raises(ValueError, match=r"give the indices \['layer'\]"):
-        mm.address("state.target.ssm")
-    with pytest.raises(KeyError, match="no region 'state.ssm'"):
-        mm["state.ssm"]
+        mm.address("state.target.conv")
+    with pytest.raises(ValueError, match=r"slot must be an integer in \[0, 5\], not 6"):
+        mm.address("state.ssm", layer=0, slot=6)
+    with pytest.raises(KeyError, match="no region 'state.target.ssm'"):
+        mm["state.target.ssm"]
 
 
 def test_board_memory_bytes_validated():
@@ -180,7 +191,8 @@ def test_base_registers_appended():
         assert (lo.offset, hi.offset) == (0x100 + 8 * i, 0x104 + 8 * i)
         assert lo.field("ADDR").lsb == 12 and lo.field("ADDR").access == "RW"
         assert hi.field("ADDR").width == 32
-    assert rm["VERSION"].field("MINOR").reset == 2
+    # 2.0: the memory-fed SSM path changed what ROLLBACK does and error code 8 (MEMORY).
+    assert (rm["VERSION"].field("MAJOR").reset, rm["VERSION"].field("MINOR").reset) == (2, 0)
 
 
 CC = shutil.which("cc") or shutil.which("gcc")
@@ -190,9 +202,9 @@ CC = shutil.which("cc") or shutil.which("gcc")
 def test_header_layout_defines(tmp_path):
     (tmp_path / "specgen_regs.h").write_text(c_header(preset("vhk158")))
     checks = [
-        "SPECGEN_MEM_STATE_TARGET_SSM_LAYER_STRIDE == 2621440ull",
-        "SPECGEN_MEM_STATE_TARGET_SSM_LAYERS == 64u",
-        "SPECGEN_MEM_STATE_TARGET_SSM_SIZE == 655360ull * 4",
+        "SPECGEN_MEM_STATE_SSM_LAYER_STRIDE == 6 * 2621440ull",
+        "SPECGEN_MEM_STATE_SSM_LAYERS == 64u",
+        "SPECGEN_MEM_STATE_SSM_SIZE == 655360ull * 4",
         "SPECGEN_MEM_WEIGHTS_IN_PROJ_NIBBLE_SIZE == 10576ull * 2560 / 2",
         "SPECGEN_MEM_ALIGN == 4096u",
         "SPECGEN_MEM_WEIGHTS_DEFAULT_BASE == 0ull",
@@ -207,7 +219,7 @@ def test_header_layout_defines(tmp_path):
                          capture_output=True, text=True, cwd=tmp_path)
     assert run.returncode == 0, run.stderr
     src.write_text("#include \"specgen_regs.h\"\n"
-                   "_Static_assert(SPECGEN_MEM_STATE_TARGET_SSM_LAYER_STRIDE == 2621441ull, \"x\");\n")
+                   "_Static_assert(SPECGEN_MEM_STATE_SSM_LAYER_STRIDE == 2621441ull, \"x\");\n")
     run = subprocess.run([CC, "-std=c11", "-fsyntax-only", str(src)], capture_output=True,
                          text=True, cwd=tmp_path)
     assert run.returncode != 0

@@ -145,9 +145,15 @@ def test_layer_parameters_states_and_tokens():
         words = np.frombuffer(data[a:a + 4 * layer_param_words(m)], "<f4")
         want = np.concatenate([
             np.float32(tensors[p + "mixer.conv1d.weight"][:, 0, :]).ravel(),
-            np.float32(tensors[p + "mixer.conv1d.bias"]), np.float32(tensors[p + "mixer.dt_bias"]),
-            np.float32(-np.exp(tensors[p + "mixer.A_log"])), np.float32(tensors[p + "mixer.D"]),
+            np.float32(tensors[p + "mixer.conv1d.bias"]),
             np.float32(tensors[p + "norm.weight"]), np.float32(tensors[p + "mixer.norm.weight"])])
+        np.testing.assert_array_equal(words, want)
+        # The SSM engine's parameters: A = −exp(A_log), dt_bias, D, one word per head each.
+        a = at(d, "WEIGHTS", "SSM_PARAMS", i)
+        words = np.frombuffer(data[a:a + 4 * 3 * m.nheads], "<f4")
+        want = np.concatenate([np.float32(-np.exp(tensors[p + "mixer.A_log"])),
+                               np.float32(tensors[p + "mixer.dt_bias"]),
+                               np.float32(tensors[p + "mixer.D"])])
         np.testing.assert_array_equal(words, want)
     a = at(d, "WEIGHTS", "NORM_F")
     np.testing.assert_array_equal(np.frombuffer(data[a:a + 4 * m.d_model], "<f4"),
@@ -159,13 +165,14 @@ def test_layer_parameters_states_and_tokens():
     img.write_tokens([5, 7, 9])
     data = bytes(img.data)
     for i in range(m.n_layer):
-        a = at(d, "STATE", "DRAFT_SSM", i)
+        # Slots target0, target1, draft0, …: the draft's committed bank 0 is slot 2.
+        a = at(d, "STATE", "SSM", i) + 2 * d["STATE_SSM_SLOT_STRIDE"]
         np.testing.assert_array_equal(
             np.frombuffer(data[a:a + 4 * m.state_elems], "<f4"), np.float32(state.ssm[i]).ravel())
         a = at(d, "STATE", "DRAFT_CONV", i)
         np.testing.assert_array_equal(
             np.frombuffer(data[a:a + 4 * m.conv_elems], "<f4"), np.float32(state.conv[i]).ravel())
-        a = at(d, "STATE", "TARGET_SSM", i)
+        a = at(d, "STATE", "SSM", i)
         assert not any(data[a:a + 4 * m.state_elems])     # the target's is still the zero state
     a = at(d, "IO", "TOKENS_IN")
     assert np.frombuffer(data[a:a + 12], "<u4").tolist() == [5, 7, 9]

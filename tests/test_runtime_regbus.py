@@ -73,7 +73,8 @@ def test_status_is_decoded_from_the_header_layout(tmp_path):
         f.write(struct.pack("<I", word))
     with MMIO(path=path, offset=base, length=REGMAP.span) as bus:
         status = Registers(bus=bus, regmap=REGMAP).status()
-    assert status == {"BUSY": 0, "DONE": 1, "ERROR": 1, "ERROR_CODE": 3, "error": "TREE_ORDER"}
+    assert status == {"BUSY": 0, "DONE": 1, "ERROR": 1, "WAIT_MATCH": 0, "ERROR_CODE": 3,
+                      "DRAFT_TOKENS": 0, "error": "TREE_ORDER"}
 
 
 def test_fields_are_written_in_place_and_checked():

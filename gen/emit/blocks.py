@@ -16,12 +16,8 @@ def _builders():
     from specgen.hw.fp16_reconstructor import FP16Reconstructor
     from specgen.hw.linear_unit import linear_unit_for
     from specgen.hw.ring_fifo import RingFIFO
-    from specgen.hw.ssm_unit import SSMUnit
+    from specgen.hw.ssm_engine import SSMEngine
     from specgen.hw.tree_verifier import TreeVerifier
-
-    def ssm_unit(config):
-        pipe = config.pipeline
-        return SSMUnit(cfg=config.ssm, mul_stages=pipe.fp_mul_stages, add_stages=pipe.fp_add_stages)
 
     return (
         # The tree verifier's ring of live state-slot indices (SpecMamba §FIFO tree verification).
@@ -34,9 +30,11 @@ def _builders():
         FP16Reconstructor.from_config,
         # SpecMamba linear unit: DSPFP32 MAC slots (board presets) or exact dual-mode PEs.
         linear_unit_for,
-        # SpecMamba SSM unit: one Mamba2 layer's state swept by `lanes` EMUs per cycle.
-        ssm_unit,
-        # The top level: AXI4-Lite registers, AXI4-Stream data, the tree-verification scheduler.
+        # SpecMamba's tile-streamed tree verification with the state in memory: the SSM unit
+        # (one Mamba2 layer's state swept by `lanes` EMUs per cycle) behind four AXI4 masters.
+        lambda config: SSMEngine(config=config),
+        # The top level: AXI4-Lite registers, the linear unit's streams, the SSM engine's
+        # AXI4 memory ports, the tree-verification scheduler.
         Accelerator.from_config,
     )
 
@@ -47,11 +45,16 @@ def _library():
     from specgen.hw.conv1d import Conv1d
     from specgen.hw.gated_norm import GatedRMSNorm
     from specgen.hw.residual import Residual
-    from specgen.hw.ssm_engine import SSMEngine
+    from specgen.hw.ssm_unit import SSMUnit
+
+    def ssm_unit(config):
+        pipe = config.pipeline
+        return SSMUnit(cfg=config.ssm, mul_stages=pipe.fp_mul_stages, add_stages=pipe.fp_add_stages)
 
     return (
-        # SpecMamba's tile-streamed tree verification with the state in memory.
-        lambda config: SSMEngine(config=config),
+        # The stream-fed SSM unit (one token at a time, the state on chip), which the
+        # tile-streamed TreeSSMUnit of the SSM engine replaced in the top level.
+        ssm_unit,
         # The Mamba2 layer's causal conv1d and SiLU, one channel per cycle.
         Conv1d.from_config,
         # The gated RMSNorm of the SSM output (d_inner wide).
@@ -89,10 +92,10 @@ def top_block(modules):
     from specgen.hw.fp16_reconstructor import FP16Reconstructor
     from specgen.hw.linear_unit import LinearUnit
     from specgen.hw.ring_fifo import RingFIFO
-    from specgen.hw.ssm_unit import SSMUnit
+    from specgen.hw.ssm_engine import SSMEngine
     from specgen.hw.tree_verifier import TreeVerifier
     rank = (RingFIFO, TreeVerifier, ExponentDecoder, FP16Reconstructor, LinearUnit, DSPLinearUnit,
-            SSMUnit, Accelerator)
+            SSMEngine, Accelerator)
     if not all(type(c) in rank for c in modules.values()):
         # Library blocks only: the last one asked for is the top (they do not nest).
         return list(modules)[-1]

@@ -57,6 +57,9 @@ IP_LIBRARY = "specgen"
 
 CLOCK_PORT = "clk"
 RESET_PORT = "rst"
+#: The memory clock and its reset (Amaranth's ``mem`` domain): the AXI4 memory ports' clock.
+MEM_CLOCK_PORT = "mem_clk"
+MEM_RESET_PORT = "mem_rst"
 #: A one-bit output of this name is declared as a level-high interrupt.
 IRQ_PORT = "irq"
 
@@ -89,14 +92,16 @@ class BusInterface:
     name : str
         Interface name in IP Integrator (the ports' common prefix).
     kind : str
-        ``"axi4lite"`` or ``"axis"``.
+        ``"axi4lite"``, ``"axi4"`` (a memory master: its read or write channels) or ``"axis"``.
     mode : str
         ``"slave"`` or ``"master"``.
     port_maps : tuple of (str, str)
         ``(logical, physical)`` pairs, logical names as in the AMBA spec
         (``AWADDR``, ``TDATA``, ...).
     addr_width : int
-        Address bits of an AXI4-Lite interface (0 for a stream).
+        Address bits of an AXI4-Lite or AXI4 interface (0 for a stream).
+    data_width : int
+        Data bits of an AXI4 interface (0 otherwise).
     """
 
     name: str
@@ -104,12 +109,21 @@ class BusInterface:
     mode: str
     port_maps: tuple
     addr_width: int = 0
+    data_width: int = 0
 
 
 _AXI_LITE_REQUIRED = ("awaddr", "awvalid", "awready", "wdata", "wvalid", "wready", "bresp",
                       "bvalid", "bready", "araddr", "arvalid", "arready", "rdata", "rresp",
                       "rvalid", "rready")
 _AXI_LITE_OPTIONAL = ("awprot", "wstrb", "arprot")
+# AXI4 (full) channels of a memory master: the read or the write half, or both.
+_AXI4_READ_REQUIRED = ("araddr", "arlen", "arvalid", "arready", "rdata", "rlast", "rvalid",
+                       "rready")
+_AXI4_WRITE_REQUIRED = ("awaddr", "awlen", "awvalid", "awready", "wdata", "wlast", "wvalid",
+                        "wready", "bvalid", "bready")
+_AXI4_OPTIONAL = ("arid", "arsize", "arburst", "arlock", "arcache", "arprot", "arqos", "rid",
+                  "rresp", "awid", "awsize", "awburst", "awlock", "awcache", "awprot", "awqos",
+                  "wstrb", "bid", "bresp")
 _AXIS_REQUIRED = ("tdata", "tvalid")
 _AXIS_OPTIONAL = ("tready", "tlast", "tkeep", "tstrb", "tuser", "tid", "tdest")
 
@@ -161,11 +175,13 @@ def _split(name, signals):
 
 
 def bus_interfaces(ports):
-    """AXI4-Lite and AXI4-Stream port groups among ``ports``.
+    """AXI4, AXI4-Lite and AXI4-Stream port groups among ``ports``.
 
     A group is recognised by its common prefix (``s_axi__awaddr``, ``s_axi_awaddr``);
-    an AXI4-Lite group needs every signal except ``awprot``, ``wstrb`` and
-    ``arprot``, an AXI4-Stream group ``tdata`` and ``tvalid``. Incomplete
+    an AXI4 group (a memory master) needs the address, length, data, last and
+    handshake signals of its read or its write channels (or both), an AXI4-Lite
+    group every signal except ``awprot``, ``wstrb`` and ``arprot``, an AXI4-Stream
+    group ``tdata`` and ``tvalid``. Incomplete
     groups are left out (they stay plain ports in the IP).
 
     Returns
@@ -176,13 +192,22 @@ def bus_interfaces(ports):
     by_dir = {p.name: p for p in ports}
     groups = {}
     for port in ports:
-        hit = _split(port.name, _AXI_LITE_REQUIRED + _AXI_LITE_OPTIONAL + _AXIS_REQUIRED
-                     + _AXIS_OPTIONAL)
+        hit = _split(port.name, _AXI4_READ_REQUIRED + _AXI4_WRITE_REQUIRED + _AXI4_OPTIONAL
+                     + _AXI_LITE_REQUIRED + _AXI_LITE_OPTIONAL + _AXIS_REQUIRED + _AXIS_OPTIONAL)
         if hit is not None:
             groups.setdefault(hit[0], {})[hit[1]] = port.name
     out = []
     for prefix, sigs in sorted(groups.items()):
-        if all(s in sigs for s in _AXI_LITE_REQUIRED):
+        reads = all(s in sigs for s in _AXI4_READ_REQUIRED)
+        writes = all(s in sigs for s in _AXI4_WRITE_REQUIRED)
+        data_width = 0
+        if reads or writes:
+            order = ((_AXI4_READ_REQUIRED if reads else ()) + (_AXI4_WRITE_REQUIRED if writes else ())
+                     + _AXI4_OPTIONAL)
+            kind, valid = "axi4", "arvalid" if reads else "awvalid"
+            addr_width = by_dir[sigs["araddr" if reads else "awaddr"]].width
+            data_width = by_dir[sigs["rdata" if reads else "wdata"]].width
+        elif all(s in sigs for s in _AXI_LITE_REQUIRED):
             kind, order, valid = "axi4lite", _AXI_LITE_REQUIRED + _AXI_LITE_OPTIONAL, "awvalid"
             addr_width = by_dir[sigs["awaddr"]].width
         elif all(s in sigs for s in _AXIS_REQUIRED):
@@ -192,7 +217,7 @@ def bus_interfaces(ports):
             continue
         mode = "slave" if by_dir[sigs[valid]].direction == "input" else "master"
         maps = tuple((s.upper(), sigs[s]) for s in order if s in sigs)
-        out.append(BusInterface(prefix, kind, mode, maps, addr_width))
+        out.append(BusInterface(prefix, kind, mode, maps, addr_width, data_width))
     return out
 
 
@@ -312,7 +337,9 @@ def write_vivado_flow(out_dir, *, config, top, sources, extra_files=None, regist
         SETTINGS_TCL: _settings_tcl(config, top, rel, period, freq_hz),
         XDC: _xdc(config, period, ports),
         BUILD_TCL: _build_tcl(config),
-        PACKAGE_TCL: _package_tcl(top, buses, has_reset, has_irq=has_irq, registers=registers),
+        PACKAGE_TCL: _package_tcl(top, buses, has_reset, has_irq=has_irq, registers=registers,
+                                  mem_freq_hz=round(board.memory_clock_mhz * 1e6)
+                                  if any(p.name == MEM_CLOCK_PORT for p in ports) else 0),
         README: _readme(config, top, rel, period, buses, has_reset, has_irq=has_irq,
                         extra_files=extra_files or {}),
     }
@@ -352,24 +379,66 @@ def _settings_tcl(config, top, rel, period, freq_hz):
     return "\n".join(lines)
 
 
+def _mem_ports(ports, buses):
+    """Ports clocked by ``mem_clk``: the AXI4 groups' and ``mem_rst`` (none without ``mem_clk``)."""
+    if not any(p.name == MEM_CLOCK_PORT and p.direction == "input" for p in ports):
+        return set()
+    names = {phys for b in buses if b.kind == "axi4" for _, phys in b.port_maps}
+    return names | {p.name for p in ports if p.name == MEM_RESET_PORT}
+
+
 def _xdc(config, period, ports):
     board = config.board
-    others_in = [p.name for p in ports if p.direction == "input" and p.name != CLOCK_PORT]
-    outs = [p.name for p in ports if p.direction == "output"]
+    buses = bus_interfaces(ports)
+    mem = _mem_ports(ports, buses)
+    clocks = {CLOCK_PORT, MEM_CLOCK_PORT} if mem else {CLOCK_PORT}
     lines = [
         f"# specgen clock constraints for board {board.name} ({board.part}), "
         f"{board.clock_mhz:g} MHz.",
         f"create_clock -name {CLOCK_PORT} -period {period:.3f} [get_ports {CLOCK_PORT}]",
+    ]
+    if mem:
+        mem_period = 1000.0 / board.memory_clock_mhz
+        lines += [
+            f"# The memory ports' clock (board.memory_clock_mhz = {board.memory_clock_mhz:g} MHz).",
+            f"create_clock -name {MEM_CLOCK_PORT} -period {mem_period:.3f} "
+            f"[get_ports {MEM_CLOCK_PORT}]",
+            "# The two clocks are asynchronous: every path between them goes through an",
+            "# Amaranth AsyncFIFO (Gray-coded pointers) or a reset synchronizer. Their",
+            "# datapath delay is bounded by the faster period, so a Gray-coded pointer's bits",
+            "# arrive within one period of each other (AMD UG903, Using Constraints).",
+            f"set_max_delay -datapath_only -from [get_clocks {CLOCK_PORT}] "
+            f"-to [get_clocks {MEM_CLOCK_PORT}] {min(period, mem_period):.3f}",
+            f"set_max_delay -datapath_only -from [get_clocks {MEM_CLOCK_PORT}] "
+            f"-to [get_clocks {CLOCK_PORT}] {min(period, mem_period):.3f}",
+        ]
+    lines += [
         "# Out of context, every other port is budgeted as registered at the neighbouring",
         "# block's boundary: zero external delay, the whole period for the path inside.",
     ]
-    if others_in:
-        lines.append(f"set_input_delay -clock {CLOCK_PORT} 0.000 "
-                     f"[get_ports -filter {{DIRECTION == IN && NAME != \"{CLOCK_PORT}\"}}]")
-    if outs:
-        lines.append(f"set_output_delay -clock {CLOCK_PORT} 0.000 "
-                     "[get_ports -filter {DIRECTION == OUT}]")
+    for clock, names in ((CLOCK_PORT, [p for p in ports if p.name not in mem | clocks]),
+                         (MEM_CLOCK_PORT, [p for p in ports if p.name in mem])):
+        ins = [_port_pattern(p) for p in names if p.direction == "input"]
+        outs = [_port_pattern(p) for p in names if p.direction == "output"]
+        if not mem:
+            # One clock: the filters keep the file short whatever the top's ports.
+            if ins:
+                lines.append(f"set_input_delay -clock {CLOCK_PORT} 0.000 "
+                             f"[get_ports -filter {{DIRECTION == IN && NAME != \"{CLOCK_PORT}\"}}]")
+            if outs:
+                lines.append(f"set_output_delay -clock {CLOCK_PORT} 0.000 "
+                             "[get_ports -filter {DIRECTION == OUT}]")
+            break
+        for direction, group in (("input", ins), ("output", outs)):
+            if group:
+                lines.append(f"set_{direction}_delay -clock {clock} 0.000 [get_ports "
+                             f"{{{' '.join(group)}}}]")
     return "\n".join(lines) + "\n"
+
+
+def _port_pattern(port):
+    """The ``get_ports`` pattern of ``port``: a bus port's bits are ``name[*]``."""
+    return f"{port.name}[*]" if port.width > 1 else port.name
 
 
 def _build_tcl(config):
@@ -441,7 +510,7 @@ def _register_lines(registers):
     return lines
 
 
-def _package_tcl(top, buses, has_reset, *, has_irq=False, registers=None):
+def _package_tcl(top, buses, has_reset, *, has_irq=False, registers=None, mem_freq_hz=0):
     lines = [
         f"# Package {top} as an IP-XACT core for IP Integrator.",
         "#   vivado -mode batch -source package_ip.tcl   (or build.tcl -tclargs ip)",
@@ -474,12 +543,38 @@ def _package_tcl(top, buses, has_reset, *, has_irq=False, registers=None):
         f"set_property physical_name {CLOCK_PORT} [ipx::add_port_map CLK $busif]",
         "set_property value $clock_freq_hz [ipx::add_bus_parameter FREQ_HZ $busif]",
     ]
+    mem_buses = [b for b in buses if b.kind == "axi4"] if mem_freq_hz else []
+    fabric_buses = [b for b in buses if b not in mem_buses]
     if has_reset:
         lines.append(f"set_property value {RESET_PORT} "
                      "[ipx::add_bus_parameter ASSOCIATED_RESET $busif]")
-    if buses:
-        lines.append(f"set_property value {':'.join(b.name for b in buses)} "
+    if fabric_buses:
+        lines.append(f"set_property value {':'.join(b.name for b in fabric_buses)} "
                      "[ipx::add_bus_parameter ASSOCIATED_BUSIF $busif]")
+    if mem_freq_hz:
+        lines += [
+            "",
+            f"# {MEM_CLOCK_PORT}: the memory ports' clock (board.memory_clock_mhz), and its",
+            "# synchronous active-high reset.",
+            f"set busif [ipx::add_bus_interface {MEM_CLOCK_PORT} $core]",
+            "set_property abstraction_type_vlnv xilinx.com:signal:clock_rtl:1.0 $busif",
+            "set_property bus_type_vlnv xilinx.com:signal:clock:1.0 $busif",
+            "set_property interface_mode slave $busif",
+            f"set_property physical_name {MEM_CLOCK_PORT} [ipx::add_port_map CLK $busif]",
+            f"set_property value {mem_freq_hz} [ipx::add_bus_parameter FREQ_HZ $busif]",
+            f"set_property value {MEM_RESET_PORT} [ipx::add_bus_parameter ASSOCIATED_RESET $busif]",
+        ]
+        if mem_buses:
+            lines.append(f"set_property value {':'.join(b.name for b in mem_buses)} "
+                         "[ipx::add_bus_parameter ASSOCIATED_BUSIF $busif]")
+        lines += [
+            f"set busif [ipx::add_bus_interface {MEM_RESET_PORT} $core]",
+            "set_property abstraction_type_vlnv xilinx.com:signal:reset_rtl:1.0 $busif",
+            "set_property bus_type_vlnv xilinx.com:signal:reset:1.0 $busif",
+            "set_property interface_mode slave $busif",
+            f"set_property physical_name {MEM_RESET_PORT} [ipx::add_port_map RST $busif]",
+            "set_property value ACTIVE_HIGH [ipx::add_bus_parameter POLARITY $busif]",
+        ]
     if has_reset:
         lines += [
             "",
@@ -506,7 +601,7 @@ def _package_tcl(top, buses, has_reset, *, has_irq=False, registers=None):
     if not buses:
         lines += ["", "# The top module has no AXI4-Lite or AXI4-Stream port groups."]
     for bus in buses:
-        if bus.kind == "axi4lite":
+        if bus.kind in ("axi4lite", "axi4"):
             abstraction, bus_type = "xilinx.com:interface:aximm_rtl:1.0", "xilinx.com:interface:aximm:1.0"
         else:
             abstraction, bus_type = "xilinx.com:interface:axis_rtl:1.0", "xilinx.com:interface:axis:1.0"
@@ -521,6 +616,16 @@ def _package_tcl(top, buses, has_reset, *, has_irq=False, registers=None):
         for logical, physical in bus.port_maps:
             lines.append(f"set_property physical_name {physical} "
                          f"[ipx::add_port_map {logical} $busif]")
+        if bus.kind == "axi4":
+            # A memory master: IP Integrator maps its address space onto the NoC / HBM.
+            lines += [
+                "set_property value AXI4 [ipx::add_bus_parameter PROTOCOL $busif]",
+                f"set_property value {bus.data_width} [ipx::add_bus_parameter DATA_WIDTH $busif]",
+                f"set aspace [ipx::add_address_space {bus.name} $core]",
+                f"set_property master_address_space_ref {bus.name} $busif",
+                f"set_property range {1 << bus.addr_width} $aspace",
+                f"set_property width {bus.data_width} $aspace",
+            ]
         if bus.kind == "axi4lite":
             lines.append("set_property value AXI4LITE [ipx::add_bus_parameter PROTOCOL $busif]")
             if bus.mode == "slave":

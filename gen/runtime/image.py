@@ -20,14 +20,15 @@
 
   rows are ``out_features``, row-major, each row padded to whole bytes
   (:func:`golden.memory_map.plane_bytes`);
-* each layer's small parameters in binary32 (``layer_params``), in the order of
-  :func:`golden.memory_map.layer_param_words`: conv1d weight
-  ``conv_dim × d_conv``, conv1d bias, ``dt_bias``, ``A = −exp(A_log)`` (computed
-  in float64, rounded once to binary32), ``D``, the block norm, the gated norm;
-  then ``norm_f``;
+* each layer's SSM parameters in binary32 (``ssm_params``): ``A = −exp(A_log)``
+  (computed in float64, rounded once to binary32), ``dt_bias``, ``D``;
+* each layer's other small parameters in binary32 (``layer_params``), in the
+  order of :func:`golden.memory_map.layer_param_words`: conv1d weight
+  ``conv_dim × d_conv``, conv1d bias, the block norm, the gated norm; then
+  ``norm_f``;
 * the committed states of both passes (zero: the state before any token;
-  :meth:`ModelImage.write_state` writes others) and the I/O buffers
-  (:meth:`ModelImage.write_tokens`).
+  :meth:`ModelImage.write_state` writes others, into slot ``target0`` or
+  ``draft0`` of ``state.ssm``) and the I/O buffers (:meth:`ModelImage.write_tokens`).
 
 The BSFP residue packing is this runtime's: ``golden/memory_map.py`` gives the
 plane sizes (12 bits a weight, two weights in three bytes) but not the bit
@@ -143,8 +144,10 @@ class ModelImage:
 
     def write_state(self, who, state):
         """The committed state ``state`` (:class:`golden.lm.LMState`) of pass ``who``
-        (``"target"`` or ``"draft"``), in the design's ``state_format`` and binary32."""
-        from specgen.golden.memory_map import MODELS
+        (``"target"`` or ``"draft"``), in the design's ``state_format`` and binary32:
+        the SSM state into slot ``who + "0"`` of ``state.ssm`` (bank 0, as ``STATE_BANK``
+        resets), the conv window into ``state.<who>.conv``."""
+        from specgen.golden.memory_map import MODELS, SSM_SLOTS
         from specgen.golden.validate import check_choice
         check_choice("ModelImage.write_state", "who", who, MODELS)
         m = self.memory_map.model
@@ -153,8 +156,9 @@ class ModelImage:
             raise ValueError(f"ModelImage.write_state: the state has {len(state.ssm)} layers, "
                              f"the model {m.n_layer}")
         for i, (conv, ssm) in enumerate(zip(state.conv, state.ssm)):
-            index = _layer(self.memory_map[f"state.{who}.ssm"], i)
-            self.put(f"state.{who}.ssm", _binary(ssm, fmt, f"{who} SSM state, layer {i}"), **index)
+            index = _layer(self.memory_map[f"state.{who}.conv"], i)
+            self.put("state.ssm", _binary(ssm, fmt, f"{who} SSM state, layer {i}"),
+                     slot=SSM_SLOTS.index(f"{who}0"), **index)
             self.put(f"state.{who}.conv", _binary(conv, "<f4", f"{who} conv window, layer {i}"),
                      **index)
 
@@ -244,10 +248,14 @@ def build_image(tensors, *, model, config, policy=None):
             image.put(f"{region}.scales", np.asarray(t.scales, np.uint8).tobytes(), **index)
     for i in range(model.n_layer):
         p = f"backbone.layers.{i}."
+        ssm = [-np.exp(np.asarray(tensors[p + "mixer.A_log"], dtype=np.float64)),
+               tensors[p + "mixer.dt_bias"], tensors[p + "mixer.D"]]
+        image.put("weights.ssm_params",
+                  _binary(np.concatenate([np.asarray(a, np.float64).reshape(-1) for a in ssm]),
+                          "<f4", f"layer {i} SSM parameters"),
+                  **_layer(mm["weights.ssm_params"], i))
         parts = [np.asarray(tensors[p + "mixer.conv1d.weight"])[:, 0, :],
-                 tensors[p + "mixer.conv1d.bias"], tensors[p + "mixer.dt_bias"],
-                 -np.exp(np.asarray(tensors[p + "mixer.A_log"], dtype=np.float64)),
-                 tensors[p + "mixer.D"], tensors[p + "norm.weight"],
+                 tensors[p + "mixer.conv1d.bias"], tensors[p + "norm.weight"],
                  tensors[p + "mixer.norm.weight"]]
         flat = np.concatenate([np.asarray(a, dtype=np.float64).reshape(-1) for a in parts])
         image.put("weights.layer_params", _binary(flat, "<f4", f"layer {i} parameters"),

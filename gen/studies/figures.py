@@ -112,9 +112,14 @@ def _port_label(name, member):
     if type(sig).__name__ == "FlippedSignature":
         sig = sig.flip()
     kind = type(sig).__name__.removesuffix("Signature").replace("AXI4", "AXI4-")
+    if not kind and "araddr" in sig.members:
+        kind = "AXI4 read"
+    elif not kind and "awaddr" in sig.members:
+        kind = "AXI4 write"
     widths = {n: Shape.cast(m.shape).width for n, m in sig.members.items()
-              if m.is_port and n in ("tdata", "wdata", "payload")}
-    return f"{name}\n{kind}" + "".join(f", {w} b" for w in widths.values())
+              if m.is_port and n in ("tdata", "wdata", "rdata", "payload")}
+    # One data width (an AXI4-Lite port's wdata and rdata are the same).
+    return f"{name}\n{kind}" + "".join(f", {w} b" for w in list(widths.values())[:1])
 
 
 def _ports(top):
