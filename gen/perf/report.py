@@ -43,12 +43,12 @@ def format_result(res):
         f"tokens/step {res.tokens_per_step:.3f} over {res.draft_passes:.2f} draft passes and "
         f"{res.verify_nodes:.2f} verified nodes",
         "",
-        f"{'phase':<8} {'time ms':>10} {'memory ms':>10} {'compute ms':>11} {'bound':>8} "
-        f"{'GB moved':>9} {'linear Mcyc':>12} {'SSM Mcyc':>9}",
+        f"{'phase':<8} {'time ms':>10} {'memory ms':>10} {'compute ms':>11} {'state ms':>9} "
+        f"{'bound':>8} {'GB moved':>9} {'linear Mcyc':>12} {'SSM Mcyc':>9}",
     ]
     for p in res.phases:
         lines.append(f"{p.name:<8} {_ms(p.time):>10} {_ms(p.t_mem):>10} {_ms(p.t_compute):>11} "
-                     f"{p.bound:>8} {_gb(p.bytes):>9} {p.linear_cycles / 1e6:>12,.2f} "
+                     f"{_ms(p.t_state):>9} {p.bound:>8} {_gb(p.bytes):>9} {p.linear_cycles / 1e6:>12,.2f} "
                      f"{p.ssm_cycles / 1e6:>9,.2f}")
     seed_eff = res.tokens_per_j_seed_efficiency
     lines += [
@@ -267,20 +267,23 @@ def ceilings_markdown():
            "`specgen perf --board B --target 2.7B FLAGS` (model). Memory: the weights once at "
            "the board's bandwidth; compute: the linear MACs on every DSP58 at the board clock "
            "(one FP16 MAC per slice); limit: per phase the smaller of the two, summed (the "
-           "independent review's table, recomputed in `tests/test_perf_roofline.py`); design: "
-           "the design's own MAC slots and SSM lanes; LUT MACs: an assumption of "
+           "independent review's table, recomputed in `tests/test_perf_roofline.py`); with state: "
+           "the limit with each phase's SSM-state traffic on the design's one state read and one "
+           "write port (section Board bandwidth); design: "
+           "the design's own MAC slots and SSM lanes (the SSM at least its state traffic); LUT "
+           "MACs: an assumption of "
            f"{LUT_PER_FP16_MAC} LUT per FP16 MAC on {100 * LUT_SHARE_FOR_MACS:g} % of the part's "
            "LUTs. Ratios are ours over the ceiling.", "",
            "| board | step | FLAGS | ours tok/s | memory | compute (all DSP58) | limit | "
-           "ours / limit | design limit | with LUT MACs |",
-           "|---|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+           "with state | ours / limit | design limit | with LUT MACs |",
+           "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for board in BOARDS:
         acc = accelerator(preset(board))
         for label, flags, make in CEILING_STEPS:
             r = roofline(step_model(acc, make()))
             out.append(f"| {board.upper()} | {label} | `{flags}` | {r.tokens_per_s:,.1f} | "
                        f"{r.memory:,.1f} | {r.compute:,.1f} | {r.limit:,.1f} | "
-                       f"{100 * r.ratio('limit'):.1f} % | {r.design_limit:,.1f} | "
+                       f"{r.state_limit:,.1f} | {100 * r.ratio('limit'):.1f} % | {r.design_limit:,.1f} | "
                        f"{r.lut_limit:,.1f} |")
     return out
 
