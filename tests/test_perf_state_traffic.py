@@ -115,3 +115,18 @@ def test_state_ports_validated():
     with pytest.raises(ValueError, match="state_traffic.ports"):
         _traffic("sim", ports=0)
     assert dataclasses.is_dataclass(StateTraffic)
+
+
+def test_cli_state_ports(capsys):
+    import json
+
+    from specgen.gen.cli.commands import main
+    argv = ["perf", "--board", "vhk158", "--target", "2.7B", "--draft", "370M", "--json"]
+    assert main(argv + ["--state-ports", "4"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    want = step_model(accelerator(preset("vhk158"), state_ports=4), seed_step())
+    assert got["tokens_per_s"] == pytest.approx(want.tokens_per_s, rel=1e-12)
+    assert got["assumptions"]["state_ports"] == 4
+    assert main(argv + ["--state-ports", "0"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == "specgen perf: error: --state-ports must be an integer >= 1, not 0"

@@ -38,7 +38,7 @@ __all__ = ["VOCAB", "MambaDims", "model_names", "mamba_dims", "Calibration", "Po
            "accelerator", "DRAFT_CHOICES", "StepConfig", "Phase", "StepResult", "JSON_KEYS",
            "expected_tokens", "SSM_OPS_PER_ELEM", "ssm_timing", "weight_bytes", "state_bytes",
            "step_model", "seed_step", "speq_step", "paper_rows", "StateTraffic", "state_port_bits",
-           "state_traffic"]
+           "state_traffic", "ssm_layer_seconds", "state_ports_needed"]
 
 #: Mamba2 vocabulary (:data:`golden.mamba2.MAMBA2_VOCAB`).
 VOCAB = MAMBA2_VOCAB
@@ -816,6 +816,12 @@ def _ssm_cycles(acc, dims, *, tokens):
     return dims.n_layer * per_layer * acc.calibration.ssm
 
 
+def ssm_layer_seconds(acc, dims, *, tokens):
+    """Seconds of ``acc``'s SSM unit on ``tokens`` nodes of one layer of ``dims`` (its own
+    cycles, without waiting on the state ports)."""
+    return _ssm_cycles(acc, dims, tokens=tokens) / dims.n_layer / acc.clock_hz
+
+
 def _combine(a, b, overlap):
     return max(a, b) + (1.0 - overlap) * min(a, b)
 
@@ -984,6 +990,17 @@ def step_model(accel, step):
     power = accel.power.static_w + energy / t_step
     ops = draft.ops + verify.ops + restore.ops
     return StepResult(accel, step, tuple(phases), tokens_e, passes_e, nodes_e, roof_e, power, ops)
+
+
+def state_ports_needed(accel, step, *, max_ports):
+    """Fewest ``state_ports`` (per direction) with which no phase of ``step`` is bound by its
+    state traffic: ``(ports, StepResult)``, or ``(None, None)`` if ``max_ports`` do not do."""
+    check_int("state_ports_needed", "max_ports", max_ports, min=1)
+    for n in range(1, max_ports + 1):
+        res = step_model(replace(accel, state_ports=n), step)
+        if all(p.bound != "state" for p in res.phases):
+            return n, res
+    return None, None
 
 
 def seed_step(**kw):
