@@ -241,6 +241,7 @@ def weight_stream_benchmarks(rows=None):
         out.append({
             "name": f"memory: weight stream beat efficiency ({r['board']}, {r['mode']} pass)",
             "value": round(s["efficiency"], 4), "unit": "fraction", "command": COMMAND,
+            "board": r["board"], "pass": r["mode"],
             "note": (f"{s['beats']:,} beats of {ws.rows} weights ({p['jobs']} tiles of "
                      f"{p['max_k']}), each checked against golden.weight_planes; "
                      f"{s['ready_cycles']:,} ready cycles of {s['cycles']:,} while streaming; "

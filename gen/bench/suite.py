@@ -2,13 +2,16 @@
 
 Performance is measured here, never in timed tests. Each record names the
 command that produced it; the report starts with the machine it ran on. The
-report has three parts:
+report has four parts:
 
 1. measured benchmarks (:data:`BENCH_MODULES`, Verilog emission time against
    preset and array size, Verilator simulation throughput);
-2. the calibration table of the block cycle models (:mod:`gen.perf.calibrate`:
+2. the boards' bandwidth: memory ports, the measured weight-stream efficiency and the
+   SSM state's traffic per layer (:mod:`gen.bench.bandwidth`, from the ``memory``
+   records of part 1);
+3. the calibration table of the block cycle models (:mod:`gen.perf.calibrate`:
    model against RTL cycle counts, simulator named per row);
-3. the performance model's figures beside the papers' (:mod:`gen.perf.report`),
+4. the performance model's figures beside the papers' (:mod:`gen.perf.report`),
    with the plots written next to the report.
 """
 
@@ -24,7 +27,7 @@ from pathlib import Path
 
 from specgen.gen.cli.errors import CLIError
 
-__all__ = ["write_bench", "collect", "run_named", "NAMED", "bench_rtl", "bench_emission",
+__all__ = ["write_bench", "write_section", "SECTIONS", "collect", "run_named", "NAMED", "bench_rtl", "bench_emission",
            "bench_emission_sizes", "calibration_section", "model_section", "EMISSION_SIZES", "emit_linear_unit"]
 
 #: Modules with a ``benchmarks()`` function returning records
@@ -51,6 +54,45 @@ def run_named(names):
     for name in dict.fromkeys(names):
         rows += importlib.import_module(NAMED[name]).benchmarks()
     return rows
+
+
+#: Sections of the report that ``specgen bench --section NAME`` rewrites alone: the
+#: benchmark whose records they need (None: the model alone).
+SECTIONS = {"bandwidth": "memory", "model": None}
+
+#: The heading that opens the model's part of the report (it runs to the end).
+MODEL_HEADING = "## Modeled tokens/s beside the papers"
+
+
+def write_section(name, records, *, out="docs/perf.md"):
+    """Rewrite only section ``name`` of the report ``out`` from ``records`` (the records of
+    ``SECTIONS[name]``), leaving the rest as it is; ``model`` rewrites the plots too.
+
+    Raises
+    ------
+    CLIError
+        If ``name`` is no section, or ``out`` is missing or cannot be written.
+    """
+    from specgen.gen.bench.bandwidth import bandwidth_section, replace_section
+    if name not in SECTIONS:
+        raise CLIError(f"--section {name!r} is no section; allowed: {', '.join(SECTIONS)}")
+    out = Path(out)
+    try:
+        text = out.read_text()
+        if name == "bandwidth":
+            text = replace_section(text, bandwidth_section(records))
+        else:
+            at = text.find(MODEL_HEADING)
+            if at < 0:
+                raise ValueError(f"no {MODEL_HEADING!r} in the report")
+            text = text[:at] + model_section(out.parent) + "\n"
+        tmp = out.with_name(f".{out.name}.tmp")
+        tmp.write_text(text)
+        os.replace(tmp, out)
+    except OSError as exc:
+        raise CLIError(f"cannot rewrite --out {str(out)!r}: {exc.strerror or exc}") from None
+    except ValueError as exc:
+        raise CLIError(f"cannot rewrite --out {str(out)!r}: {exc}") from None
 
 
 def _machine():
@@ -322,7 +364,8 @@ def write_bench(*, out="docs/perf.md", echo=True):
     for r in rows:
         value = f"{r['value']:,}" if isinstance(r["value"], int) else f"{r['value']:g}"
         lines.append(f"| {r['name']} | {value} | {r['unit']} | `{r['command']}` | {r['note']} |")
-    lines += ["", calibration_section(), model_section(out.parent)]
+    from specgen.gen.bench.bandwidth import bandwidth_section
+    lines += ["", bandwidth_section(rows), calibration_section(), model_section(out.parent)]
     text = "\n".join(lines) + "\n"
     try:
         out.parent.mkdir(parents=True, exist_ok=True)

@@ -2,7 +2,7 @@
 
 ``specgen perf --board B [--config FILE] [--set KEY=VALUE] --target M --draft D [--tree 2,2,1,1]
 [--accept 4.91 | --alpha A | --acceptance FILE] [--early-stop C] [--sizing preset|dsp]
-[--policy recompute|store] [--overlap X] [--json]``
+[--policy recompute|store] [--overlap X] [--state-ports N] [--json]``
 
 ``--acceptance FILE`` takes a measured profile, the JSON of ``specgen acceptance --json``
 (:func:`read_acceptance`): its tree, tokens per step and early stopping.
@@ -121,6 +121,9 @@ def add_parser(sub):
                    help=f"target state restore: {', '.join(RESTORE_POLICIES)} (default recompute)")
     p.add_argument("--overlap", type=float, default=0.0, metavar="X",
                    help="linear/SSM scheduler overlap in [0, 1] (default 0: no scheduler yet)")
+    p.add_argument("--state-ports", type=int, default=1, metavar="N", dest="state_ports",
+                   help="SSM state read ports, and as many write ports, the state is striped "
+                        "over (default 1: SSMEngine today)")
     p.add_argument("--json", action="store_true", help="print JSON instead of the table")
     p.set_defaults(func=run)
     return p
@@ -148,6 +151,7 @@ FLAG_OF_FIELD = {
     "StepConfig.alpha": "--alpha", "StepConfig.tree": "--tree", "StepConfig.target": "--target",
     "StepConfig.draft": "--draft", "StepConfig.restore_policy": "--policy",
     "Accelerator.overlap": "--overlap", "Accelerator.sizing": "--sizing",
+    "Accelerator.state_ports": "--state-ports",
     "accelerator.sizing": "--sizing",
 }
 
@@ -270,7 +274,8 @@ def run(args, *, out=None):
     check_step(args, tree=tree, accept=accept, cont=cont, config=config)
     try:
         # The design itself (its board, blocks and tree); --sizing dsp resizes its arrays.
-        acc = accelerator(config, sizing=args.sizing, overlap=args.overlap)
+        acc = accelerator(config, sizing=args.sizing, overlap=args.overlap,
+                          state_ports=args.state_ports)
         step = StepConfig(target=args.target, draft=args.draft, tree=tree if args.draft != "none" else (),
                           tokens_per_step=accept if args.draft != "none" else None,
                           alpha=alpha if args.draft != "none" else None, continue_prob=cont,
@@ -359,7 +364,8 @@ def run_tree_best(args, *, config, out):
     beside_wanted = beside_shapes(max_nodes=tree.max_nodes, fifo_depth=tree.fifo_depth)
     extra = [s for s in beside_wanted if s not in set(shapes)]
     try:
-        acc = accelerator(config, sizing=args.sizing, overlap=args.overlap)
+        acc = accelerator(config, sizing=args.sizing, overlap=args.overlap,
+                          state_ports=args.state_ports)
         ranked = search_trees(acc, target=args.target, draft=args.draft, profile=profile,
                               shapes=shapes + extra, continue_prob=cont,
                               restore_policy=args.policy)

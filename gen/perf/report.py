@@ -9,12 +9,13 @@ model output (``gen/perf/system.py``) or a claim of the papers or their design n
 
 from pathlib import Path
 
-from specgen.golden.config import preset
+from specgen.golden.config import HBM_NMU_PORTS, preset
 from specgen.golden.tree import TreeShape
 
 from specgen.gen.perf.claims import SEED
 from specgen.gen.perf.system import (SIZINGS, StepConfig, accelerator, expected_tokens, mamba_dims,
-                             paper_rows, seed_step, speq_step, ssm_timing, step_model, weight_bytes)
+                             paper_rows, seed_step, speq_step, ssm_timing, state_ports_needed,
+                             step_model, weight_bytes)
 
 __all__ = ["format_result", "side_by_side_markdown", "gap_sentences", "calibration_markdown",
            "model_markdown", "write_plots", "roofline_figure", "acceptance_figure", "PLOTS",
@@ -43,12 +44,12 @@ def format_result(res):
         f"tokens/step {res.tokens_per_step:.3f} over {res.draft_passes:.2f} draft passes and "
         f"{res.verify_nodes:.2f} verified nodes",
         "",
-        f"{'phase':<8} {'time ms':>10} {'memory ms':>10} {'compute ms':>11} {'bound':>8} "
-        f"{'GB moved':>9} {'linear Mcyc':>12} {'SSM Mcyc':>9}",
+        f"{'phase':<8} {'time ms':>10} {'memory ms':>10} {'compute ms':>11} {'state ms':>9} "
+        f"{'bound':>8} {'GB moved':>9} {'linear Mcyc':>12} {'SSM Mcyc':>9}",
     ]
     for p in res.phases:
         lines.append(f"{p.name:<8} {_ms(p.time):>10} {_ms(p.t_mem):>10} {_ms(p.t_compute):>11} "
-                     f"{p.bound:>8} {_gb(p.bytes):>9} {p.linear_cycles / 1e6:>12,.2f} "
+                     f"{_ms(p.t_state):>9} {p.bound:>8} {_gb(p.bytes):>9} {p.linear_cycles / 1e6:>12,.2f} "
                      f"{p.ssm_cycles / 1e6:>9,.2f}")
     seed_eff = res.tokens_per_j_seed_efficiency
     lines += [
@@ -166,12 +167,30 @@ def gap_sentences(rows=None):
         f"{beats:,} beats, so the unit runs at {period:,.0f} cycles per node ({bound}); "
         f"{hp.verify_nodes:.0f} nodes × 64 layers cost {_ms(ssm)} ms of the verify pass, "
         f"serialized with the linear unit because no scheduler exists yet (overlap 0).")
+    st_ = acc.state_traffic(tgt)
+    need, free = state_ports_needed(acc, hp.step, max_ports=HBM_NMU_PORTS)
+    bound = {p.name: p for p in hp.phases}
+    out.append(
+        f"**SSM state ports.** The state streams through one {st_.port_bits}-bit read and one "
+        f"write port at {acc.board.memory_clock_mhz:g} MHz "
+        f"({st_.port_bytes_per_s / 1e9:g} GB/s each), {st_.layer_bytes / 1e6:.2f} MB per 2.7B "
+        f"layer: the {hp.step.draft} draft's passes wait {_ms(bound['draft'].t_state)} ms on "
+        f"their states "
+        f"({bound['draft'].bound}-bound) and the commit {_ms(bound['restore'].t_state)} ms "
+        f"({bound['restore'].bound}-bound), for {hp.tokens_per_s:,.1f} tok/s; "
+        + (f"{need} ports per direction, striped, make every phase compute- or memory-bound "
+           f"({free.tokens_per_s:,.1f} tok/s)." if need else
+           f"no count up to {HBM_NMU_PORTS} ports removes the bound."))
     sp = _find(rows, "vhk158", "preset", "SPEQ")
     d = sp.phase("draft")
+    why = (f"but each draft token reads and writes the target's whole state "
+           f"({st_.layer_bytes / 1e6:.2f} MB a layer) through the state ports, so the draft "
+           f"passes are state-bound" if d.bound == "state" else
+           f"but on a compute-bound array a quantized pass still costs "
+           f"1/{acc.linear.quant_lanes} of a full pass")
     out.append(
         f"**SPEQ self-speculation.** The nibble-plane draft reads 1/4 of the bytes "
-        f"({_gb(weight_bytes(tgt, bits=4))} GB per pass), but on a compute-bound array a "
-        f"quantized pass still costs 1/{acc.linear.quant_lanes} of a full pass, and a chain needs "
+        f"({_gb(weight_bytes(tgt, bits=4))} GB per pass), {why}, and a chain needs "
         f"{sp.draft_passes:.1f} sequential draft passes per step (early stopping at α = 0.97), so "
         f"drafting takes {100 * d.time / sp.step_time:.0f} % of the step "
         f"({sp.tokens_per_s:,.1f} tok/s vs {sp.roofline_tokens_per_s:,.0f} roofline).")
@@ -223,7 +242,8 @@ def model_markdown(rows=None, *, plots=None):
            "Model outputs of `gen/perf/system.py` (assumptions in `docs/perf-model.md`), "
            "command `specgen perf --board B --target 2.7B --draft D`; figures of the SpecMamba notes ([sources](sources.md#notes)) are claims. "
            "Roofline: every pass streams its weights once at the board's bandwidth (the physical "
-           "limit of a decode pass, docs/perf-model.md). Bound: M memory, C compute.", "",
+           "limit of a decode pass, docs/perf-model.md). Bound: M memory, C compute, S the SSM state's ports (one read, "
+           "one write; section Board bandwidth).", "",
            side_by_side_markdown(rows), "", "### Every gap in one sentence", ""]
     out += [f"- {s}" for s in gap_sentences(rows)]
     out += ["", "### Time split of SpecMamba's configuration", ""]
@@ -267,20 +287,23 @@ def ceilings_markdown():
            "`specgen perf --board B --target 2.7B FLAGS` (model). Memory: the weights once at "
            "the board's bandwidth; compute: the linear MACs on every DSP58 at the board clock "
            "(one FP16 MAC per slice); limit: per phase the smaller of the two, summed (the "
-           "independent review's table, recomputed in `tests/test_perf_roofline.py`); design: "
-           "the design's own MAC slots and SSM lanes; LUT MACs: an assumption of "
+           "independent review's table, recomputed in `tests/test_perf_roofline.py`); with state: "
+           "the limit with each phase's SSM-state traffic on the design's one state read and one "
+           "write port (section Board bandwidth); design: "
+           "the design's own MAC slots and SSM lanes (the SSM at least its state traffic); LUT "
+           "MACs: an assumption of "
            f"{LUT_PER_FP16_MAC} LUT per FP16 MAC on {100 * LUT_SHARE_FOR_MACS:g} % of the part's "
            "LUTs. Ratios are ours over the ceiling.", "",
            "| board | step | FLAGS | ours tok/s | memory | compute (all DSP58) | limit | "
-           "ours / limit | design limit | with LUT MACs |",
-           "|---|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+           "with state | ours / limit | design limit | with LUT MACs |",
+           "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for board in BOARDS:
         acc = accelerator(preset(board))
         for label, flags, make in CEILING_STEPS:
             r = roofline(step_model(acc, make()))
             out.append(f"| {board.upper()} | {label} | `{flags}` | {r.tokens_per_s:,.1f} | "
                        f"{r.memory:,.1f} | {r.compute:,.1f} | {r.limit:,.1f} | "
-                       f"{100 * r.ratio('limit'):.1f} % | {r.design_limit:,.1f} | "
+                       f"{r.state_limit:,.1f} | {100 * r.ratio('limit'):.1f} % | {r.design_limit:,.1f} | "
                        f"{r.lut_limit:,.1f} |")
     return out
 
@@ -306,9 +329,15 @@ def tree_search_markdown(*, alpha=0.8):
                  for s in (SEED_SHAPE, (1,) * 4, (1,) * 8, (1,) * 16)]
         out.append(f"| {draft} | {a:g} | {','.join(map(str, best.branching))} | "
                    f"{best.tokens_per_step:.2f} | {best.tokens_per_s:,.1f} | {' | '.join(cells)} |")
-    out += ["", "The model picks short chains on this design: its verify pass is compute-bound "
-            "on the linear unit's slots, so every extra node costs verify time at full price, "
-            "while the expected tokens of a deeper level grow by less."]
+        if draft == "370M":
+            res = step_model(acc, StepConfig(target="2.7B", draft=draft, tree=best.branching,
+                                             tokens_per_step=best.tokens_per_step))
+            bounds = {p.name: p.bound for p in res.phases}
+    out += ["", f"The model picks short chains on this design: with the 370M draft its verify "
+            f"pass is {bounds['verify']}-bound and its draft passes {bounds['draft']}-bound "
+            f"(compute: the linear unit's slots; state: the SSM state's ports), so every extra "
+            f"node costs time at full price, while the expected tokens of a deeper level grow "
+            f"by less."]
     return out
 
 

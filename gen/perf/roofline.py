@@ -6,6 +6,9 @@ modeled step (:class:`gen.perf.system.StepResult`) under
 
 * the **memory ceiling**: its weight bytes at the board's sustained bandwidth (state
   traffic is design-dependent and could stay on chip, so it is not part of the limit);
+* the **state ports**: its SSM-state traffic on the design's state ports
+  (:class:`gen.perf.system.StateTraffic`, ``Accelerator.state_ports``), which the
+  ``state_limit`` adds to ``limit`` and the design's compute ceiling includes;
 * the **device compute ceiling**: its linear-layer MACs on every DSP58 of the part, one
   FP16 MAC per slice per cycle at the board clock (a DSP58 holds one FP16 significand
   product: AMD AM004 "Versal DSP Engine"), the SPEQ draft's nibble-plane products
@@ -73,6 +76,8 @@ class PhaseCeiling:
         Its linear MACs on the design's slots, its state updates on the SSM lanes.
     t_lut : float
         Its linear MACs on every DSP58 plus the LUT-built MACs.
+    t_state : float
+        Its SSM-state traffic on the design's state ports.
     """
 
     name: str
@@ -81,11 +86,17 @@ class PhaseCeiling:
     t_device: float
     t_design: float
     t_lut: float
+    t_state: float = 0.0
 
     @property
     def t_roof(self):
         """The phase's limit: ``max(t_memory, t_device)``."""
         return max(self.t_memory, self.t_device)
+
+    @property
+    def t_state_roof(self):
+        """The limit with the state ports: ``max(t_memory, t_device, t_state)``."""
+        return max(self.t_roof, self.t_state)
 
     @property
     def t_design_roof(self):
@@ -103,7 +114,8 @@ class PhaseCeiling:
     def to_dict(self):
         return {"name": self.name, "t_actual_s": self.t_actual, "t_memory_s": self.t_memory,
                 "t_device_s": self.t_device, "t_design_s": self.t_design, "t_lut_s": self.t_lut,
-                "t_roof_s": self.t_roof, "t_design_roof_s": self.t_design_roof,
+                "t_state_s": self.t_state, "t_roof_s": self.t_roof,
+                "t_state_roof_s": self.t_state_roof, "t_design_roof_s": self.t_design_roof,
                 "bound": self.bound}
 
 
@@ -142,8 +154,15 @@ class Roofline:
         return self._rate(sum(p.t_roof for p in self.phases))
 
     @property
+    def state_limit(self):
+        """The limit with the design's state ports: per phase the largest of memory,
+        compute and state traffic."""
+        return self._rate(sum(p.t_state_roof for p in self.phases))
+
+    @property
     def design_compute(self):
-        """Compute ceiling on the design's MAC slots and SSM lanes (no memory limit)."""
+        """Compute ceiling on the design's MAC slots and SSM lanes, the SSM taking at least its
+        state traffic (no limit from the shared memory)."""
         return self._rate(sum(p.t_design for p in self.phases))
 
     @property
@@ -160,7 +179,8 @@ class Roofline:
         """The design's modeled tokens/s over ``ceiling`` (a property name of this class)."""
         return self.tokens_per_s / getattr(self, ceiling)
 
-    CEILINGS = ("memory", "compute", "limit", "design_compute", "design_limit", "lut_limit")
+    CEILINGS = ("memory", "compute", "limit", "state_limit", "design_compute", "design_limit",
+                "lut_limit")
 
     def to_dict(self):
         d = {c + "_tokens_per_s": getattr(self, c) for c in self.CEILINGS}
@@ -204,7 +224,7 @@ def roofline(result, *, lut_per_mac=LUT_PER_FP16_MAC, lut_share=LUT_SHARE_FOR_MA
         phases.append(PhaseCeiling(
             name=p.name, t_actual=p.time, t_memory=p.weight_bytes / bw,
             t_device=p.linear_macs / (board.dsp58 * clk) if board.dsp58 else float("inf"),
-            t_design=max(t_lin, t_ssm),
+            t_design=max(t_lin, t_ssm, p.t_state), t_state=p.t_state * (1 - p.hidden),
             t_lut=p.linear_macs / ((board.dsp58 + extra) * clk) if board.dsp58 + extra
             else float("inf")))
     return Roofline(result, tuple(phases), board.dsp58, lin.pes, extra, lut_per_mac, lut_share)
@@ -223,12 +243,12 @@ def format_roofline(roof):
         "",
         "ceilings (model): seconds per step if the phase ran at each limit",
         f"{'phase':<8} {'ours ms':>10} {'memory ms':>10} {'DSP58 ms':>10} {'limit ms':>10} "
-        f"{'design ms':>10} {'bound':>8}",
+        f"{'design ms':>10} {'state ms':>10} {'bound':>8}",
     ]
     for p in roof.phases:
         lines.append(f"{p.name:<8} {_ms(p.t_actual):>10} {_ms(p.t_memory):>10} "
                      f"{_ms(p.t_device):>10} {_ms(p.t_roof):>10} {_ms(p.t_design):>10} "
-                     f"{p.bound:>8}")
+                     f"{_ms(p.t_state):>10} {p.bound:>8}")
 
     def row(label, ceiling):
         return (f"{label:<44} {getattr(roof, ceiling):>9,.1f} tok/s   ours = "
@@ -239,6 +259,7 @@ def format_roofline(roof):
         row(f"memory ceiling ({b.mem_bw_gbs:g} GB/s, weights once)", "memory"),
         row(f"compute ceiling ({b.dsp58:,} DSP58, {tmacs:.2f} TMAC/s)", "compute"),
         row("limit: min(memory, compute) per phase", "limit"),
+        row(f"with the state on {acc.state_ports} + {acc.state_ports} state ports", "state_limit"),
         row(f"design's slots ({acc.linear.pes:,} MAC, {acc.ssm_lanes} SSM lanes)",
             "design_compute"),
         row("design limit: min(memory, design) per phase", "design_limit"),

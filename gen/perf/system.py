@@ -37,7 +37,8 @@ __all__ = ["VOCAB", "MambaDims", "model_names", "mamba_dims", "Calibration", "Po
            "PAPER_BOARD", "SIZINGS", "RESTORE_POLICIES", "Accelerator", "perf_board_names",
            "accelerator", "DRAFT_CHOICES", "StepConfig", "Phase", "StepResult", "JSON_KEYS",
            "expected_tokens", "SSM_OPS_PER_ELEM", "ssm_timing", "weight_bytes", "state_bytes",
-           "step_model", "seed_step", "speq_step", "paper_rows"]
+           "step_model", "seed_step", "speq_step", "paper_rows", "StateTraffic", "state_port_bits",
+           "state_traffic", "ssm_layer_seconds", "state_ports_needed"]
 
 #: Mamba2 vocabulary (:data:`golden.mamba2.MAMBA2_VOCAB`).
 VOCAB = MAMBA2_VOCAB
@@ -175,6 +176,113 @@ class PowerModel:
         return cls(static_w=board.static_w, pj_per_byte=board.mem_pj_per_byte)
 
 
+@functools.lru_cache(maxsize=64)
+def state_port_bits(config):
+    """Data width of ``hw.ssm_engine.SSMEngine``'s state ports for ``config``, read from the
+    block (``min(board.memory_port_bits, 32·ssm.lanes)``)."""
+    from specgen.hw.ssm_engine import SSMEngine
+    return SSMEngine(config=config).port_widths["st"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class StateTraffic:
+    """One layer's SSM-state traffic on ``SSMEngine``'s state ports.
+
+    The state lives in memory and streams through the engine's state read port
+    while the SSM unit sweeps it, the new state out through its write port
+    (``docs/blocks-tree-ssm.md``). Per layer and pass:
+
+    * **tree pass** (verification): the committed state is read once; the tile
+      ring of ``hw.tree_ssm.TreeSSMUnit`` keeps the nodes' states on chip
+      (``gen/studies/tree_memory.py``), and nothing is written;
+    * **commit** (SpecMamba's replay of the accepted path): the committed state
+      read, one new state written;
+    * **draft token**: its parent's state read, its own written.
+
+    Reads and writes run on their own ports, striped over ``ports`` of each; on a
+    board they also share the board's bandwidth with the weights
+    (``shared_bytes_per_s``: DDR on VCK190 is the tighter limit).
+
+    Attributes
+    ----------
+    layer_bytes : float
+        One state of one layer: ``state_elems × elem_bytes``.
+    port_bits : int
+        Width of one state port (:func:`state_port_bits`).
+    memory_clock_hz : float
+        The board's memory clock, on which the ports run.
+    ports : int
+        Read ports, and as many write ports.
+    efficiency : float
+        Sustained share of each port's peak.
+    shared_bytes_per_s : float or None
+        The board's sustained bandwidth, which reads and writes share; None
+        without a memory model (``sim``).
+    """
+
+    layer_bytes: float
+    port_bits: int
+    memory_clock_hz: float
+    ports: int
+    efficiency: float = 1.0
+    shared_bytes_per_s: float | None = None
+
+    @property
+    def port_bytes_per_s(self):
+        """Peak of one state port: its width times the memory clock."""
+        return self.port_bits / 8 * self.memory_clock_hz
+
+    @property
+    def bytes_per_s(self):
+        """Sustained bytes/s of each direction over all ``ports``."""
+        return self.ports * self.port_bytes_per_s * self.efficiency
+
+    def seconds(self, *, reads, writes):
+        """Seconds to read ``reads`` and write ``writes`` states of one layer."""
+        t = max(reads, writes) * self.layer_bytes / self.bytes_per_s
+        if self.shared_bytes_per_s:
+            t = max(t, (reads + writes) * self.layer_bytes / self.shared_bytes_per_s)
+        return t
+
+    def ports_needed(self, compute_s, *, reads, writes, max_ports=1024):
+        """Fewest ports per direction whose state traffic fits in ``compute_s``, or None if
+        no count up to ``max_ports`` does (the board's shared bandwidth binds)."""
+        for n in range(1, max_ports + 1):
+            if replace(self, ports=n).seconds(reads=reads, writes=writes) <= compute_s * (1 + 1e-12):
+                return n
+        return None
+
+
+def state_traffic(config, *, state_elems, elem_bytes, ports=1, efficiency=1.0):
+    """The :class:`StateTraffic` of a layer of ``state_elems`` elements on ``config``'s
+    state ports (works without a memory model too: the ``sim`` preset).
+
+    Parameters
+    ----------
+    config : golden.config.Config
+        Board (memory clock, port width, bandwidth) and SSM lanes.
+    state_elems : int
+        State elements of one layer (``nheads × headdim × d_state``).
+    elem_bytes : int
+        Bytes per state element.
+    ports : int
+        Read ports and as many write ports.
+    efficiency : float
+        Sustained share of the peaks.
+    """
+    if not isinstance(config, Config):
+        raise TypeError(f"state_traffic: config must be a golden.config.Config, not {config!r}")
+    check_int("state_traffic", "state_elems", state_elems, min=1)
+    check_int("state_traffic", "elem_bytes", elem_bytes, min=1)
+    check_int("state_traffic", "ports", ports, min=1)
+    check_float("state_traffic", "efficiency", efficiency, min=0.01, max=1.0)
+    board = config.board
+    shared = board.mem_bw_gbs * 1e9 * efficiency if board.mem_bw_gbs > 0 else None
+    return StateTraffic(layer_bytes=state_elems * elem_bytes, port_bits=state_port_bits(config),
+                        memory_clock_hz=board.memory_clock_mhz * 1e6, ports=ports,
+                        efficiency=efficiency, shared_bytes_per_s=shared)
+
+
 SIZINGS = ("preset", "dsp")
 RESTORE_POLICIES = ("recompute", "store")
 
@@ -207,7 +315,12 @@ class Accelerator:
     state_bytes : int
         Bytes per SSM state element (4: binary32, as the RTL).
     mem_efficiency : float
-        Sustained share of the peak memory bandwidth (1.0: peak).
+        Sustained share of the peak memory bandwidth (1.0: peak); the state ports
+        sustain the same share of theirs.
+    state_ports : int
+        State read ports, and as many write ports, the SSM state is striped over
+        (``hw.ssm_engine.SSMEngine`` has one of each today: 1). Each is as wide as
+        the engine's state port (:func:`state_port_bits`) at the board's memory clock.
     calibration : Calibration
     """
 
@@ -219,6 +332,7 @@ class Accelerator:
     controller_cycles: int = 25
     state_bytes: int = 4
     mem_efficiency: float = 1.0
+    state_ports: int = 1
     calibration: Calibration = field(default_factory=Calibration)
 
     def __post_init__(self):
@@ -239,6 +353,7 @@ class Accelerator:
         check_int("Accelerator", "controller_cycles", self.controller_cycles, min=0)
         check_choice("Accelerator", "state_bytes", self.state_bytes, (2, 4))
         check_float("Accelerator", "mem_efficiency", self.mem_efficiency, min=0.01, max=1.0)
+        check_int("Accelerator", "state_ports", self.state_ports, min=1)
         if not isinstance(self.calibration, Calibration):
             raise TypeError(f"Accelerator.calibration must be a Calibration, not {self.calibration!r}")
 
@@ -263,6 +378,12 @@ class Accelerator:
     def bandwidth(self):
         """Sustained bytes/s."""
         return self.board.mem_bw_gbs * 1e9 * self.mem_efficiency
+
+    def state_traffic(self, dims):
+        """The :class:`StateTraffic` of one layer of ``dims`` on this design's state ports."""
+        return state_traffic(self.config, state_elems=dims.state_elems,
+                             elem_bytes=self.state_bytes, ports=self.state_ports,
+                             efficiency=self.mem_efficiency)
 
     @property
     def dsp_linear(self):
@@ -423,7 +544,8 @@ class Phase:
     name : str
         ``draft``, ``verify`` or ``restore``.
     t_mem, t_compute : float
-        Seconds to move its bytes at the sustained bandwidth; seconds of block cycles.
+        Seconds to move its bytes at the sustained bandwidth; seconds of block cycles,
+        the SSM unit's share taking at least its state traffic (:attr:`t_state`).
     bytes : float
         Off-chip bytes (weights and state).
     weight_bytes : float
@@ -439,6 +561,11 @@ class Phase:
         array's quantized mode (the SPEQ draft's nibble-plane products).
     state_updates : float
         EMU state-element updates (one per state element, node and layer).
+    t_state : float
+        Seconds of SSM-state traffic on the state ports (:class:`StateTraffic`), all layers.
+    t_ssm : float
+        Seconds of the SSM unit's own cycles; the SSM part of :attr:`t_compute` is
+        ``max(t_ssm, t_state)``.
     """
 
     name: str
@@ -454,6 +581,8 @@ class Phase:
     full_macs: float = 0.0
     quant_macs: float = 0.0
     state_updates: float = 0.0
+    t_state: float = 0.0
+    t_ssm: float = 0.0
 
     @property
     def linear_macs(self):
@@ -466,7 +595,11 @@ class Phase:
 
     @property
     def bound(self):
-        return "memory" if self.t_mem >= self.t_compute else "compute"
+        """``"memory"`` (the shared bandwidth), ``"state"`` (the SSM waits on its state
+        ports) or ``"compute"``."""
+        if self.t_mem >= self.t_compute:
+            return "memory"
+        return "state" if self.t_state > self.t_ssm else "compute"
 
     @property
     def intensity(self):
@@ -569,7 +702,9 @@ def _json_default(o):
 def _assumptions(acc, step):
     return {
         "memory": "every pass streams its weights once from off-chip memory; "
-                  "SSM states are read/written off-chip in binary32",
+                  "SSM states are read/written off-chip in binary32, through the SSM "
+                  "engine's state ports (the SSM part of a pass takes at least that)",
+        "state_ports": acc.state_ports,
         "overlap": acc.overlap,
         "restore_overlap": acc.restore_overlap,
         "controller_cycles": acc.controller_cycles,
@@ -624,7 +759,7 @@ class _Tally:
     """Sums of one phase (cycles, bytes, work), weighted by probability."""
 
     KEYS = ("lin", "ssm", "other", "wbytes", "sbytes", "full", "quant", "elems", "t_comp", "t_mem",
-            "time")
+            "t_state", "t_ssm", "time")
 
     def __init__(self):
         for k in self.KEYS:
@@ -646,7 +781,7 @@ class _Tally:
     def phase(self, name, hidden=0.0):
         return Phase(name, self.t_mem, self.t_comp, self.wbytes + self.sbytes, self.wbytes,
                      self.ops / 2, self.lin, self.ssm, self.other, hidden, self.full, self.quant,
-                     self.elems)
+                     self.elems, self.t_state, self.t_ssm)
 
 
 # Pure functions of frozen (hashable) inputs: a tree search or a sweep prices the same
@@ -681,6 +816,12 @@ def _ssm_cycles(acc, dims, *, tokens):
     return dims.n_layer * per_layer * acc.calibration.ssm
 
 
+def ssm_layer_seconds(acc, dims, *, tokens):
+    """Seconds of ``acc``'s SSM unit on ``tokens`` nodes of one layer of ``dims`` (its own
+    cycles, without waiting on the state ports)."""
+    return _ssm_cycles(acc, dims, tokens=tokens) / dims.n_layer / acc.clock_hz
+
+
 def _combine(a, b, overlap):
     return max(a, b) + (1.0 - overlap) * min(a, b)
 
@@ -702,19 +843,31 @@ def state_bytes(acc, dims):
     return dims.n_layer * (dims.state_elems + dims.conv_elems) * acc.state_bytes
 
 
-def _pass(acc, dims, *, tokens, mode, bits, scale_group, state_moves):
-    """One forward pass over ``tokens`` nodes that share one weight read."""
+def _state_seconds(acc, dims, *, reads, writes):
+    """Seconds of ``reads`` and ``writes`` node states per layer on the state ports, all layers."""
+    return dims.n_layer * acc.state_traffic(dims).seconds(reads=reads, writes=writes)
+
+
+def _pass(acc, dims, *, tokens, mode, bits, scale_group, state_reads, state_writes):
+    """One forward pass over ``tokens`` nodes that share one weight read, reading
+    ``state_reads`` and writing ``state_writes`` node states per layer."""
     t = _Tally()
     t.lin = _linear_cycles(acc, dims, tokens=tokens, mode=mode)
     t.ssm = _ssm_cycles(acc, dims, tokens=tokens)
     t.wbytes = weight_bytes(dims, bits=bits, scale_group=scale_group)
-    t.sbytes = state_moves * state_bytes(acc, dims)
+    t.sbytes = (state_reads + state_writes) * state_bytes(acc, dims)
     if mode:
         t.quant = dims.linear_params * tokens
     else:
         t.full = dims.linear_params * tokens
     t.elems = dims.state_elems * dims.n_layer * tokens
-    t.t_comp = _combine(t.lin, t.ssm, acc.overlap) / acc.clock_hz
+    # The state streams through the engine while the SSM unit sweeps it, so each layer's
+    # SSM part takes max(its cycles, its state traffic); the linear unit, which does not
+    # touch the state, combines with that as before (with overlap 1 the pass is the plain
+    # roofline max(linear, SSM, state)).
+    t.t_ssm = t.ssm / acc.clock_hz
+    t.t_state = _state_seconds(acc, dims, reads=state_reads, writes=state_writes)
+    t.t_comp = _combine(t.lin / acc.clock_hz, max(t.t_ssm, t.t_state), acc.overlap)
     t.t_mem = (t.wbytes + t.sbytes) / acc.bandwidth
     t.time = max(t.t_comp, t.t_mem)
     return t
@@ -745,7 +898,10 @@ def step_model(accel, step):
         the phase is hidden.
 
     Each phase takes ``max(t_mem, t_compute)``; inside a pass the linear and SSM
-    cycles combine with the scheduler ``overlap``.
+    cycles combine with the scheduler ``overlap``, the SSM part taking at least its
+    state traffic on the ``state_ports`` (:class:`StateTraffic`: per layer, the tree
+    pass reads one state, a commit reads one and writes one, a draft token reads its
+    parent's and writes its own).
 
     Returns
     -------
@@ -779,11 +935,13 @@ def step_model(accel, step):
                 dims, mode, bits, group = mamba_dims(step.draft), 0, 16, None
             parents = 1 if k == 0 else sizes[k - 1]
             d.add(_pass(accel, dims, tokens=sizes[k], mode=mode, bits=bits, scale_group=group,
-                        state_moves=parents + sizes[k]), 1.0)
+                        state_reads=parents, state_writes=sizes[k]), 1.0)
         # ---- verify ----
         nodes = sum(sizes[:levels + 1]) if drafting else 1
+        # The tree pass reads the committed state once (the tile ring keeps the nodes'
+        # states on chip) and writes none; a plain decode pass writes its new state.
         v = _pass(accel, tgt, tokens=nodes, mode=0, bits=16, scale_group=None,
-                  state_moves=1 if drafting else 2)
+                  state_reads=1, state_writes=0 if drafting else 1)
         if drafting:
             par = TreeShape(tree.branching[:levels]).parents
             v.other = tree_verifier_cycles(par, [1] * len(par), fifo_depth=fifo_depth)["cycles"]
@@ -806,11 +964,14 @@ def step_model(accel, step):
                 r.ssm = _ssm_cycles(accel, tgt, tokens=path)
                 r.elems = tgt.state_elems * tgt.n_layer * path
                 r.sbytes = 2 * state_bytes(accel, tgt) + (nodes + path) * inputs
+                r.t_state = _state_seconds(accel, tgt, reads=1, writes=1)
             else:
                 r.sbytes = nodes * state_bytes(accel, tgt)
+                r.t_state = _state_seconds(accel, tgt, reads=0, writes=nodes)
             if step.draft != "speq":
                 r.other = accel.controller_cycles
-            r.t_comp = (r.ssm + r.other) / clk
+            r.t_ssm = r.ssm / clk
+            r.t_comp = max(r.t_ssm, r.t_state) + r.other / clk
             r.t_mem = r.sbytes / bw
             r.time = max(r.t_comp, r.t_mem) * (1 - accel.restore_overlap)
         draft.add(d, prob)
@@ -829,6 +990,17 @@ def step_model(accel, step):
     power = accel.power.static_w + energy / t_step
     ops = draft.ops + verify.ops + restore.ops
     return StepResult(accel, step, tuple(phases), tokens_e, passes_e, nodes_e, roof_e, power, ops)
+
+
+def state_ports_needed(accel, step, *, max_ports):
+    """Fewest ``state_ports`` (per direction) with which no phase of ``step`` is bound by its
+    state traffic: ``(ports, StepResult)``, or ``(None, None)`` if ``max_ports`` do not do."""
+    check_int("state_ports_needed", "max_ports", max_ports, min=1)
+    for n in range(1, max_ports + 1):
+        res = step_model(replace(accel, state_ports=n), step)
+        if all(p.bound != "state" for p in res.phases):
+            return n, res
+    return None, None
 
 
 def seed_step(**kw):

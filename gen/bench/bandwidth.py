@@ -1,0 +1,196 @@
+"""The "Board bandwidth" section of ``docs/perf.md``: memory ports, the measured weight-stream
+efficiency, and the SSM state's traffic per layer against the SSM unit's compute.
+
+``make bench`` (:func:`gen.bench.suite.write_bench`) writes it from the records of the
+``memory`` benchmark it has just run; ``specgen bench --only memory --section bandwidth``
+runs that benchmark alone and rewrites only this section (:func:`replace_section`).
+
+Every figure is read from the presets (``golden.config``: memory clock, port width,
+bandwidth), from ``hw.ssm_engine.SSMEngine`` (the state port's width), from the
+performance model (:class:`gen.perf.system.StateTraffic`, the SSM unit's cycles) or
+from the benchmark's records; none is typed here.
+"""
+
+import math
+
+from specgen.golden.config import HBM_NMU_PORTS, preset
+
+from specgen.gen.perf.claims import SEED
+from specgen.gen.perf.system import (StepConfig, accelerator, mamba_dims, perf_board_names,
+                                     seed_step, speq_step, ssm_layer_seconds,
+                                     state_ports_needed, step_model)
+
+__all__ = ["HEADING", "COMMAND", "TARGET", "MAX_STATE_PORTS", "efficiencies", "port_rows",
+           "layer_rows", "step_rows", "bandwidth_section", "replace_section"]
+
+HEADING = "## Board bandwidth"
+#: The command that writes this section alone.
+COMMAND = "specgen bench --only memory --section bandwidth"
+#: The target whose layers the state rows price (SpecMamba's and SPEQ's).
+TARGET = "2.7B"
+#: Most state ports per direction a study tries: the HBM_NMUs of the part.
+MAX_STATE_PORTS = HBM_NMU_PORTS
+#: The section that follows this one when it is first inserted.
+_NEXT = "## Calibration of the block cycle models"
+
+
+def efficiencies(records):
+    """``{(board, pass): beat efficiency}`` of the weight-stream records of the ``memory``
+    benchmark (:func:`gen.bench.memory.weight_stream_benchmarks`)."""
+    return {(r["board"], r["pass"]): r["value"] for r in records if "pass" in r and "board" in r}
+
+
+def port_rows(records):
+    """Per board: the memory ports, their peak, the measured efficiency and what it implies."""
+    eff = efficiencies(records)
+    rows = []
+    for name in perf_board_names():
+        b = preset(name).board
+        measured = [eff[(name, p)] for p in ("verify", "draft") if (name, p) in eff]
+        peak = min(b.mem_bw_gbs, b.memory_ports * b.memory_port_gbs)
+        rows.append({"board": name, "memory": b.memory, "ports": b.memory_ports,
+                     "port_bits": b.memory_port_bits, "clock_mhz": b.memory_clock_mhz,
+                     "port_gbs": b.memory_port_gbs, "ports_gbs": b.memory_ports * b.memory_port_gbs,
+                     "board_gbs": b.mem_bw_gbs,
+                     "eff_verify": eff.get((name, "verify")), "eff_draft": eff.get((name, "draft")),
+                     "sustained_gbs": peak * min(measured) if measured else None})
+    return rows
+
+
+def _passes():
+    """``(label, dims, nodes, reads, writes)`` per layer: SpecMamba's tree pass and commit,
+    a SPEQ draft node (the target's own state) and a 370M draft node."""
+    tree = seed_step().tree
+    path = math.ceil(SEED["tokens_per_step"])
+    tgt = mamba_dims(TARGET)
+    return [
+        (f"tree pass, {tree.num_nodes} nodes {list(tree.branching)}", tgt, tree.num_nodes, 1, 0),
+        (f"commit, path of {path}", tgt, path, 1, 1),
+        ("draft node, SPEQ (the target's state)", tgt, 1, 1, 1),
+        ("draft node, 370M draft", mamba_dims("370M"), 1, 1, 1),
+    ]
+
+
+def layer_rows():
+    """Per board and pass: one layer's state bytes, their time on one read and one write
+    port, the SSM unit's compute for the layer, and the ports that make it compute-bound."""
+    rows = []
+    for name in perf_board_names():
+        acc = accelerator(preset(name))
+        for label, dims, nodes, reads, writes in _passes():
+            st = acc.state_traffic(dims)
+            t_state = st.seconds(reads=reads, writes=writes)
+            t_ssm = ssm_layer_seconds(acc, dims, tokens=nodes)
+            rows.append({"board": name, "pass": label, "nodes": nodes,
+                         "read_bytes": reads * st.layer_bytes, "write_bytes": writes * st.layer_bytes,
+                         "port_bits": st.port_bits, "port_gbs": st.port_bytes_per_s / 1e9,
+                         "t_state": t_state, "t_ssm": t_ssm,
+                         "bound": "state" if t_state > t_ssm else "compute",
+                         "ports_needed": st.ports_needed(t_ssm, reads=reads, writes=writes,
+                                                         max_ports=MAX_STATE_PORTS)})
+    return rows
+
+
+#: The steps of :func:`step_rows`: label and step.
+STEPS = (("SpecMamba: 2.7B + 370M, tree (2,2,1,1), 4.91 tok/step", seed_step),
+         ("SPEQ: 2.7B nibble-plane draft, chain of 16, early stop", speq_step),
+         ("autoregressive 2.7B", lambda: StepConfig(target=TARGET, draft="none", tree=())))
+
+
+def step_rows():
+    """Per board and step: tok/s with the state on one read and one write port, and the
+    fewest ports per direction with which no phase waits on its state."""
+    rows = []
+    for name in perf_board_names():
+        for label, make in STEPS:
+            acc = accelerator(preset(name))
+            one = step_model(acc, make())
+            need, free = state_ports_needed(acc, make(), max_ports=MAX_STATE_PORTS)
+            rows.append({"board": name, "step": label, "tok_s_one_port": one.tokens_per_s,
+                         "bounds": [p.bound for p in one.phases], "ports_needed": need,
+                         "tok_s_needed": free.tokens_per_s if free else None})
+    return rows
+
+
+def _us(s):
+    return f"{s * 1e6:,.1f} µs"
+
+
+def _mb(b):
+    return f"{b / 1e6:.2f} MB" if b else "—"
+
+
+def bandwidth_section(records):
+    """The markdown of the section, from the ``memory`` benchmark's ``records``."""
+    out = [HEADING, "",
+           f"Written by `make bench` from the `memory` benchmark's records (this section alone: "
+           f"`{COMMAND}`, which runs `specgen bench --only memory --json` and the model); "
+           "`gen/bench/bandwidth.py`. Ports, widths and clocks are the presets' "
+           "(`golden.config`), the state port's width `hw.ssm_engine.SSMEngine`'s; efficiencies "
+           "are measured on Verilator (`sim/weight_stream.py`); the rest is the performance "
+           "model (`gen/perf/system.py`, `StateTraffic`).", "",
+           "### Memory ports and the weight stream", "",
+           "| board | memory | ports × width | memory clock | GB/s per port | ports' peak | "
+           "board GB/s | weight-stream beat efficiency (verify / draft) | sustained GB/s |",
+           "|---|---|---|---:|---:|---:|---:|---:|---:|"]
+
+    def f(x):
+        return "not measured" if x is None else f"{x:g}"
+
+    for r in port_rows(records):
+        sustained = "—" if r["sustained_gbs"] is None else f"{r['sustained_gbs']:,.1f}"
+        out.append(f"| {r['board']} | {r['memory']} | {r['ports']} × {r['port_bits']} bit | "
+                   f"{r['clock_mhz']:g} MHz | {r['port_gbs']:g} | {r['ports_gbs']:,.1f} | "
+                   f"{r['board_gbs']:g} | {f(r['eff_verify'])} / {f(r['eff_draft'])} | "
+                   f"{sustained} |")
+    out += ["",
+            "Ports: those that carry the board's bandwidth (`BoardConfig.memory_ports`). "
+            "Sustained: the smaller of the board's and the ports' peak, times the lower of the "
+            "two measured efficiencies (the model's `mem_efficiency` stays 1.0 while they "
+            "are 1.0).", "",
+            f"### SSM state traffic per layer (Mamba2-{TARGET} layers unless named)", "",
+            "One read and one write state port, as `SSMEngine` has today; per layer a tree pass "
+            "reads the committed state once (the tile ring keeps the nodes' states on chip), a "
+            "commit reads it and writes one new state, a draft node reads its parent's and "
+            "writes its own. Reads and writes run on their own ports and share the board's "
+            "bandwidth. Compute: the SSM unit's cycles for the layer at the fabric clock "
+            "(`gen.perf.blocks.ssm_stream`), which is what waits for the state. Ports needed: "
+            f"the fewest read (and as many write) ports, striped, that make the layer "
+            f"compute-bound (at most {MAX_STATE_PORTS}, the part's HBM_NMUs; \"none\": the "
+            "board's shared bandwidth binds whatever the port count).", "",
+            "| board | pass | state read | state written | state port | state time | SSM "
+            "compute | bound | ports needed |",
+            "|---|---|---:|---:|---|---:|---:|---|---:|"]
+    for r in layer_rows():
+        need = "none" if r["ports_needed"] is None else str(r["ports_needed"])
+        out.append(f"| {r['board']} | {r['pass']} | {_mb(r['read_bytes'])} | "
+                   f"{_mb(r['write_bytes'])} | {r['port_bits']} bit, {r['port_gbs']:g} GB/s | "
+                   f"{_us(r['t_state'])} | {_us(r['t_ssm'])} | {r['bound']} | {need} |")
+    out += ["", "### Tokens/s with the state traffic counted", "",
+            "`specgen perf` (model) with `Accelerator.state_ports` = 1 (today's engine) and "
+            "with the fewest state ports per direction for which no phase of the step is "
+            "bound by its state (bounds: of each phase at one port, draft / verify / restore; "
+            "m = shared memory, s = state ports, c = compute).", "",
+            "| board | step | tok/s, 1 + 1 state ports | bounds | state ports needed | tok/s there |",
+            "|---|---|---:|---|---:|---:|"]
+    for r in step_rows():
+        need = "none" if r["ports_needed"] is None else str(r["ports_needed"])
+        there = "—" if r["tok_s_needed"] is None else f"{r['tok_s_needed']:,.1f}"
+        bounds = " / ".join(b[0] for b in r["bounds"])
+        out.append(f"| {r['board']} | {r['step']} | {r['tok_s_one_port']:,.1f} | {bounds} | "
+                   f"{need} | {there} |")
+    return "\n".join(out) + "\n"
+
+
+def replace_section(text, section):
+    """``text`` (a ``docs/perf.md``) with its Board bandwidth section replaced by ``section``,
+    or ``section`` inserted before the calibration section if there is none yet."""
+    start = text.find(HEADING + "\n")
+    if start < 0:
+        at = text.find(_NEXT)
+        if at < 0:
+            raise ValueError(f"replace_section: no {HEADING!r} nor {_NEXT!r} in the report")
+        return text[:at] + section + "\n" + text[at:]
+    end = text.find("\n## ", start + len(HEADING))
+    end = len(text) if end < 0 else end + 1
+    return text[:start] + section + "\n" + text[end:]

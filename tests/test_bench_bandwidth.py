@@ -1,0 +1,110 @@
+"""The Board bandwidth section of docs/perf.md (gen.bench.bandwidth).
+
+Expected figures are worked out here from the presets' fields (width × memory clock,
+ports that carry the bandwidth, one layer's state bytes), not taken from the module.
+"""
+
+import math
+import re
+from pathlib import Path
+
+import pytest
+
+from specgen.golden.config import preset
+
+from specgen.gen.bench.bandwidth import (COMMAND, HEADING, bandwidth_section, layer_rows,
+                                         replace_section)
+from specgen.gen.cli.commands import main
+
+DOC = Path(__file__).resolve().parents[1] / "docs" / "perf.md"
+#: One Mamba2-2.7B layer's state, binary32: 80 heads x 64 x 128.
+LAYER_2P7B = 80 * 64 * 128 * 4
+
+
+def _records(effs):
+    return [{"name": f"memory: weight stream beat efficiency ({b}, {p} pass)", "value": v,
+             "unit": "fraction", "command": "x", "note": "", "board": b, "pass": p}
+            for (b, p), v in effs.items()]
+
+
+def _port_line(board, verify, draft):
+    b = preset(board).board
+    gbs = b.memory_port_bits / 8 * b.memory_clock_mhz / 1e3
+    ports = math.ceil(b.mem_bw_gbs / gbs - 1e-9)
+    sustained = min(b.mem_bw_gbs, ports * gbs) * min(verify, draft)
+    return (f"| {board} | {b.memory} | {ports} × {b.memory_port_bits} bit | "
+            f"{b.memory_clock_mhz:g} MHz | {gbs:g} | {ports * gbs:,.1f} | {b.mem_bw_gbs:g} | "
+            f"{verify:g} / {draft:g} | {sustained:,.1f} |")
+
+
+def test_port_table_from_the_config_and_the_records():
+    text = bandwidth_section(_records({("vhk158", "verify"): 0.95, ("vhk158", "draft"): 0.9}))
+    assert text.startswith(HEADING + "\n") and COMMAND in text
+    # vhk158: 256 bit x 450 MHz = 14.4 GB/s a port, 57 ports for 819 GB/s; 0.9 x 819.
+    line = _port_line("vhk158", 0.95, 0.9)
+    assert line == "| vhk158 | HBM | 57 × 256 bit | 450 MHz | 14.4 | 820.8 | 819 | 0.95 / 0.9 | 737.1 |"
+    assert line in text.splitlines()
+    # No vck190 records: said so, no sustained figure invented.
+    assert "| vck190 | DDR | 1 × 512 bit | 300 MHz | 19.2 | 19.2 | 12 | not measured / not " \
+           "measured | — |" in text
+
+
+def test_layer_rows_by_hand():
+    rows = {(r["board"], r["pass"].split(",")[0]): r for r in layer_rows()}
+    hbm = 256 / 8 * 450e6
+    tree = rows[("vhk158", "tree pass")]
+    assert tree["read_bytes"] == LAYER_2P7B and tree["write_bytes"] == 0
+    assert tree["t_state"] == pytest.approx(LAYER_2P7B / hbm, rel=1e-12)
+    commit = rows[("vhk158", "commit")]
+    assert commit["t_state"] == pytest.approx(LAYER_2P7B / hbm, rel=1e-12)
+    # Separate read and write ports, nothing shared binds on HBM: striping over n ports
+    # divides the time by n.
+    for key in (("vhk158", "commit"), ("vhk158", "draft node")):
+        r = rows[key]
+        assert r["ports_needed"] == math.ceil(r["t_state"] / r["t_ssm"])
+    # vck190: reads and writes share the DDR's 12 GB/s, which no port count beats.
+    v = rows[("vck190", "commit")]
+    assert v["t_state"] == pytest.approx(2 * LAYER_2P7B / 12e9, rel=1e-12)
+    assert v["t_state"] > v["t_ssm"] and v["ports_needed"] is None
+
+
+def test_doc_has_the_section_consistent_with_the_config():
+    text = DOC.read_text()
+    assert HEADING + "\n" in text and COMMAND in text
+    section = text[text.index(HEADING):]
+    section = section[:section.index("\n## ", 1)]
+    lines = section.splitlines()
+    # The port table: every figure but the measured efficiencies from the config.
+    for board in ("vhk158", "vck190"):
+        line = next(x for x in lines if x.startswith(f"| {board} | {preset(board).board.memory} |"))
+        verify, draft = (float(x) for x in re.search(r"\| ([\d.]+) / ([\d.]+) \|", line).groups())
+        assert line == _port_line(board, verify, draft)
+    # The state rows: one 2.7B layer at the board's state port, ports needed from the
+    # printed times.
+    rows = [x for x in lines if re.match(r"\| vhk158 \| (tree pass|commit|draft node, SPEQ)", x)]
+    assert len(rows) == 3
+    for row in rows:
+        cells = [c.strip() for c in row.strip("|").split("|")]
+        state_us, ssm_us = (float(c.split()[0].replace(",", "")) for c in cells[5:7])
+        assert state_us == pytest.approx(LAYER_2P7B / (256 / 8 * 450e6) * 1e6, abs=0.05)
+        assert cells[7] == ("state" if state_us > ssm_us else "compute")
+        assert int(cells[8]) == math.ceil(state_us / ssm_us - 1e-3)
+
+
+def test_replace_section_replaces_or_inserts():
+    new = HEADING + "\n\nnew\n"
+    doc = "# R\n\n## Benchmarks\n\nb\n\n## Calibration of the block cycle models\n\nc\n"
+    once = replace_section(doc, new)
+    assert once == ("# R\n\n## Benchmarks\n\nb\n\n" + new + "\n"
+                    "## Calibration of the block cycle models\n\nc\n")
+    assert replace_section(once, HEADING + "\n\nnewer\n").count(HEADING) == 1
+    assert "newer" in replace_section(once, HEADING + "\n\nnewer\n")
+    assert "\nnew\n" not in replace_section(once, HEADING + "\n\nnewer\n")
+    with pytest.raises(ValueError, match="Calibration"):
+        replace_section("# nothing\n", new)
+
+
+def test_section_needs_the_memory_benchmark(capsys):
+    assert main(["bench", "--section", "bandwidth", "--only", "numerics"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--only memory" in err

@@ -1,0 +1,132 @@
+"""The SSM-state traffic term of the performance model (gen.perf.system.StateTraffic).
+
+Every expected value is worked out here by hand from the presets' documented facts
+(docs/boards.md, docs/blocks-tree-ssm.md): the state port is ``min(memory port, 32 bits
+per SSM lane)`` wide at the board's memory clock, and one layer's state is
+``nheads × headdim × d_state`` binary32 words.
+"""
+
+import dataclasses
+from fractions import Fraction
+
+import pytest
+
+from specgen.golden.config import preset
+
+from specgen.gen.perf.roofline import roofline
+from specgen.gen.perf.system import (StateTraffic, StepConfig, accelerator, seed_step,
+                                     state_traffic, step_model)
+
+SEED_TREE = StepConfig(target="2.7B", draft="370M", tree=(2, 2, 1, 1), tokens_per_step=4.91)
+
+
+def _traffic(board, **kw):
+    cfg = preset(board)
+    s = cfg.ssm
+    return state_traffic(cfg, state_elems=s.nheads * s.headdim * s.d_state, elem_bytes=4, **kw)
+
+
+def test_sim_preset_by_hand():
+    # sim: 2 heads x 2 x 8 state, 4 lanes -> a 4 x 32 = 128-bit state port (the widest
+    # memory port, 512, is wider); memory clock 150 MHz; no shared bandwidth.
+    cfg = preset("sim")
+    assert (cfg.ssm.nheads, cfg.ssm.headdim, cfg.ssm.d_state, cfg.ssm.lanes) == (2, 2, 8, 4)
+    assert cfg.board.memory_clock_mhz == 150.0
+    st = _traffic("sim")
+    layer = 2 * 2 * 8 * 4                                  # 128 bytes
+    port = Fraction(128, 8) * 150_000_000                  # 2.4 GB/s
+    assert st.layer_bytes == layer and st.port_bits == 128 and st.shared_bytes_per_s is None
+    tree = Fraction(layer) / port                          # 160/3 ns
+    assert tree == Fraction(160, 3) * Fraction(1, 10**9)
+    assert st.seconds(reads=1, writes=0) == pytest.approx(float(tree), rel=1e-12)
+    # Reads and writes on their own ports: a commit takes as long as a tree pass.
+    assert st.seconds(reads=1, writes=1) == pytest.approx(float(tree), rel=1e-12)
+    # Four draft tokens read their parents and write their own: 4 states each way.
+    assert st.seconds(reads=4, writes=4) == pytest.approx(float(4 * tree), rel=1e-12)
+    two = _traffic("sim", ports=2)
+    assert two.seconds(reads=4, writes=4) == pytest.approx(float(2 * tree), rel=1e-12)
+
+
+def test_vhk158_by_hand():
+    # One Mamba2-2.7B layer: 80 x 64 x 128 binary32 = 2,621,440 B; the state port is one
+    # 256-bit HBM_NMU port (128 lanes would want 4,096 bits) at 450 MHz = 14.4 GB/s.
+    st = _traffic("vhk158")
+    layer = 80 * 64 * 128 * 4
+    port = 256 // 8 * 450_000_000
+    assert st.layer_bytes == layer == 2_621_440 and st.port_bytes_per_s == port
+    per_state = Fraction(layer, port)                      # 182.04 us
+    assert float(per_state) == pytest.approx(182.04e-6, abs=0.01e-6)
+    assert st.seconds(reads=1, writes=0) == pytest.approx(float(per_state), rel=1e-12)
+    assert st.seconds(reads=1, writes=1) == pytest.approx(float(per_state), rel=1e-12)
+    # A commit of 5 nodes computes 5 x 5,120 cycles (80 x 64 x 128 / 128 lanes) at
+    # 250 MHz = 102.4 us: 2 ports per direction make it compute-bound, 1 does not.
+    compute = 5 * Fraction(80 * 64 * 128, 128) / 250_000_000
+    assert st.ports_needed(float(compute), reads=1, writes=1) == 2
+    # One draft node, 20.48 us: ceil(182.04 / 20.48) = 9 ports.
+    assert st.ports_needed(float(compute / 5), reads=1, writes=1) == 9
+
+
+def test_vck190_shared_ddr_binds():
+    # 64 lanes x 32 = 2,048 bits > 512: one 512-bit port at 300 MHz = 19.2 GB/s, but the
+    # DDR's 12 GB/s carry reads and writes (and weights) together.
+    st = _traffic("vck190")
+    layer = 80 * 64 * 128 * 4
+    assert st.port_bits == 512 and st.port_bytes_per_s == 512 // 8 * 300_000_000
+    assert st.seconds(reads=1, writes=0) == pytest.approx(layer / 12e9, rel=1e-12)
+    assert st.seconds(reads=1, writes=1) == pytest.approx(2 * layer / 12e9, rel=1e-12)
+    # No port count beats the DDR.
+    assert st.ports_needed(100e-6, reads=1, writes=1, max_ports=64) is None
+
+
+def test_step_counts_state_per_pass_by_hand():
+    acc = accelerator(preset("vhk158"))
+    res = step_model(acc, SEED_TREE)
+    port = 256 / 8 * 450e6
+    tgt, drf = 80 * 64 * 128 * 4, 32 * 64 * 128 * 4        # 2.7B and 370M layers
+    # Tree pass: the committed state read once per layer of the target's 64.
+    assert res.phase("verify").t_state == pytest.approx(64 * tgt / port, rel=1e-12)
+    # Draft passes over levels of 1, 2, 4, 4 nodes from 1, 1, 2, 4 parents: per layer
+    # max(reads, writes) = 1 + 2 + 4 + 4 = 11 states, 48 layers of the 370M draft.
+    assert res.phase("draft").t_state == pytest.approx(48 * 11 * drf / port, rel=1e-12)
+    # Commit: the committed state read, one new state written, on their own ports.
+    assert res.phase("restore").t_state == pytest.approx(64 * tgt / port, rel=1e-12)
+    # The SSM part of a pass waits for its state: the draft is state-bound.
+    d = res.phase("draft")
+    assert d.bound == "state" and d.t_compute >= d.t_state > d.t_ssm
+    # The roofline with the state is below the review's limit, which ignores it.
+    roof = roofline(res)
+    assert roof.state_limit < roof.limit
+    assert roof.tokens_per_s <= roof.state_limit * (1 + 1e-12)
+
+
+def test_more_state_ports_help_until_compute_bound():
+    rates = [step_model(accelerator(preset("vhk158"), state_ports=n), seed_step()).tokens_per_s
+             for n in (1, 2, 4, 8, 16, 32)]
+    assert rates == sorted(rates) and rates[0] < rates[-1]
+    # Past 16 ports per direction nothing in the step waits on the state.
+    assert rates[-2] == rates[-1]
+    res = step_model(accelerator(preset("vhk158"), state_ports=16), seed_step())
+    assert all(p.bound != "state" for p in res.phases)
+
+
+def test_state_ports_validated():
+    with pytest.raises(ValueError, match="Accelerator.state_ports"):
+        accelerator(preset("vhk158"), state_ports=0)
+    with pytest.raises(ValueError, match="state_traffic.ports"):
+        _traffic("sim", ports=0)
+    assert dataclasses.is_dataclass(StateTraffic)
+
+
+def test_cli_state_ports(capsys):
+    import json
+
+    from specgen.gen.cli.commands import main
+    argv = ["perf", "--board", "vhk158", "--target", "2.7B", "--draft", "370M", "--json"]
+    assert main(argv + ["--state-ports", "4"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    want = step_model(accelerator(preset("vhk158"), state_ports=4), seed_step())
+    assert got["tokens_per_s"] == pytest.approx(want.tokens_per_s, rel=1e-12)
+    assert got["assumptions"]["state_ports"] == 4
+    assert main(argv + ["--state-ports", "0"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == "specgen perf: error: --state-ports must be an integer >= 1, not 0"
