@@ -146,7 +146,7 @@ def test_pipeline_config_reaches_the_rtl():
     cfg = preset("sim").replace(pipeline=PipelineConfig(fp_mul_stages=3, fp_add_stages=4,
                                                         pe_round_stages=3))
     names = set(blocks(cfg))
-    assert any(n.startswith("SSMUnit_") and n.endswith("_m3a4") for n in names), names
+    assert any(n.startswith("SSMEngine_") and n.endswith("_m3a4") for n in names), names
     assert any(n.startswith("LinearUnit_") and n.endswith("_s3") for n in names), names
     assert Accelerator(config=cfg).module_name.endswith("_p343")
     assert DualModePE(round_stages=3).latency == DualModePE(round_stages=2).latency + 1
