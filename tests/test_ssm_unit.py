@@ -24,11 +24,15 @@ def _pysim(geom, *, lm, la, tokens, seed, luts=COARSE, contract="ieee", **kw):
     return out
 
 
+# The stream-fed SSMUnit is a library block now (the top level's is TreeSSMUnit, on the same
+# SSMDatapath, tests/test_tree_ssm.py): make test keeps one shape of each kind, the others
+# run in make test-slow.
 @pytest.mark.parametrize("geom", [
     pytest.param({"nheads": 2, "headdim": 2, "d_state": 8, "lanes": 4}, id="h2p2n8l4"),
     # lanes divides neither N nor N·P: each row's last tile holds 2 of 4 lanes
     # (6 = 4 + 2), whose products are -0 in the tree.
-    pytest.param({"nheads": 1, "headdim": 3, "d_state": 6, "lanes": 4}, id="h1p3n6l4"),
+    pytest.param({"nheads": 1, "headdim": 3, "d_state": 6, "lanes": 4}, id="h1p3n6l4",
+                 marks=pytest.mark.slow),
     # No adder stages: a y stall right after a sweep's last tile used to let the
     # tile port re-read the state under it (found by the StateController bench).
     pytest.param({"nheads": 2, "headdim": 3, "d_state": 4, "lanes": 2, "la": 0}, id="h2p3n4l2a0"),
@@ -36,9 +40,9 @@ def _pysim(geom, *, lm, la, tokens, seed, luts=COARSE, contract="ieee", **kw):
     # PipelineConfig): one tile per row (no accumulator adder, as on vhk158) and
     # two (as on vck190); both sweeps are shorter than the EMU's read-to-write-back.
     pytest.param({"nheads": 2, "headdim": 3, "d_state": 4, "lanes": 4, "lm": 5, "la": 6},
-                 id="h2p3n4l4m5a6"),
+                 id="h2p3n4l4m5a6", marks=pytest.mark.slow),
     pytest.param({"nheads": 2, "headdim": 2, "d_state": 8, "lanes": 4, "lm": 5, "la": 6},
-                 id="h2p2n8l4m5a6"),
+                 id="h2p2n8l4m5a6", marks=pytest.mark.slow),
 ])
 def test_ssm_unit_tokens(geom, seed):
     """10 tokens, y back-pressure and input idles, the tile port's address moving, specials
@@ -51,12 +55,13 @@ def test_ssm_unit_tokens(geom, seed):
 
 @pytest.mark.parametrize("geom", [
     # One tile per row (vhk158's shape): no accumulator.
-    pytest.param({"nheads": 2, "headdim": 3, "d_state": 4, "lanes": 4}, id="h2p3n4l4"),
+    pytest.param({"nheads": 2, "headdim": 3, "d_state": 4, "lanes": 4}, id="h2p3n4l4",
+                 marks=pytest.mark.slow),
     # Two tiles per row (vck190's shape): the DSP accumulator, P = T + P.
     pytest.param({"nheads": 2, "headdim": 2, "d_state": 8, "lanes": 4}, id="h2p2n8l4"),
     # The board presets' wide input port: 2 and 4 words a beat.
     pytest.param({"nheads": 2, "headdim": 2, "d_state": 8, "lanes": 4, "input_words": 2},
-                 id="h2p2n8l4w2"),
+                 id="h2p2n8l4w2", marks=pytest.mark.slow),
     pytest.param({"nheads": 4, "headdim": 1, "d_state": 8, "lanes": 4, "input_words": 4},
                  id="h4p1n8l4w4", marks=pytest.mark.slow),
     # 3 lanes: a partial last tile, an odd lane out of the fused first tree level.
@@ -156,7 +161,8 @@ def test_ssm_unit_properties_and_errors():
 @pytest.mark.parametrize("geom", [
     # 3 lanes: 8 = 3 + 3 + 2 columns per row (a partial last tile), 3·3·2 = 18 tiles,
     # and a tree with an odd value out; lanes divides neither N nor N·P.
-    pytest.param({"nheads": 2, "headdim": 3, "d_state": 8, "lanes": 3}, id="h2p3n8l3"),
+    pytest.param({"nheads": 2, "headdim": 3, "d_state": 8, "lanes": 3}, id="h2p3n8l3",
+                 marks=pytest.mark.slow),
     pytest.param({"nheads": 2, "headdim": 2, "d_state": 8, "lanes": 4}, id="h2p2n8l4",
                  marks=pytest.mark.slow),
     pytest.param({"nheads": 1, "headdim": 3, "d_state": 6, "lanes": 4}, id="h1p3n6l4",
