@@ -120,6 +120,7 @@ def test_ports_and_properties():
     assert Accelerator(config=preset("sim"), addr_width=20).module_name.endswith("_p222_a20")
 
 
+@pytest.mark.slow   # tests/test_lint.py lints every module of the emitted sim design
 def test_lint_sim(tmp_path):
     a = Accelerator(config=preset("sim"))
     path = tmp_path / "acc.v"

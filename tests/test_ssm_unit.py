@@ -58,7 +58,8 @@ def test_ssm_unit_tokens(geom, seed):
     pytest.param({"nheads": 2, "headdim": 3, "d_state": 4, "lanes": 4}, id="h2p3n4l4",
                  marks=pytest.mark.slow),
     # Two tiles per row (vck190's shape): the DSP accumulator, P = T + P.
-    pytest.param({"nheads": 2, "headdim": 2, "d_state": 8, "lanes": 4}, id="h2p2n8l4"),
+    pytest.param({"nheads": 2, "headdim": 2, "d_state": 8, "lanes": 4}, id="h2p2n8l4",
+                 marks=pytest.mark.slow),
     # The board presets' wide input port: 2 and 4 words a beat.
     pytest.param({"nheads": 2, "headdim": 2, "d_state": 8, "lanes": 4, "input_words": 2},
                  id="h2p2n8l4w2", marks=pytest.mark.slow),
@@ -171,7 +172,7 @@ def test_ssm_unit_properties_and_errors():
                  marks=pytest.mark.slow),
     # The board arithmetic: DSPFP32 behavioural models, the DSP accumulator (2 tiles a row).
     pytest.param({"nheads": 2, "headdim": 2, "d_state": 8, "lanes": 4, "contract": "dspfp32"},
-                 id="h2p2n8l4-dsp"),
+                 id="h2p2n8l4-dsp", marks=pytest.mark.slow),
 ])
 def test_ssm_unit_verilator(geom, seed):
     """cocotb on Verilator, the shipped (hierarchical) Verilog: 12 tokens under y

@@ -184,7 +184,8 @@ def _bench_params(ws, **extra):
 
 @pytest.mark.sim
 @pytest.mark.parametrize("rows,data_width", [pytest.param(4, 64, id="r4-d64"),
-                                             pytest.param(16, 32, id="r16-d32")])
+                                             pytest.param(16, 32, id="r16-d32",
+                                                          marks=pytest.mark.slow)])
 def test_weight_stream_verilator(rows, data_width):
     """Both passes mixed, random latency-200 ns memory, stalls on every channel and the
     output, and a reset in mid-burst; sub-beats four to a word, and words of two beats."""
