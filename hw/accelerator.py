@@ -339,7 +339,7 @@ class Accelerator(wiring.Component):
         # The scheduler's states, one-hot (reset: IDLE). Verilator's -Wall rejects
         # the comparisons with 0 and the incomplete case statements of a binary
         # encoded m.FSM, as in hw.tree_verifier.
-        names = ("IDLE", "LOAD", "TABLE", "LAYER_DESC", "LAYER_ISSUE", "LAYER_WAIT",
+        names = ("IDLE", "START_CHECK", "COMMIT_CHECK", "LOAD", "TABLE", "LAYERS_START", "LAYER_DESC", "LAYER_ISSUE", "LAYER_WAIT",
                  "WAIT_MATCH", "MATCH", "PATH", "CHAIN_TABLE", "FLUSH")
         state = OneHot(names, init="IDLE", prefix="st_")
 
@@ -355,6 +355,7 @@ class Accelerator(wiring.Component):
         dims_bad = Signal()
         tree_bad = Signal()
         accept_bad = Signal()
+        draft_full = Signal()                     # max_nodes draft tokens run: no record left
         node_count = rf.tree_desc_node_count
         accept = rf.draft_accept_count
         n_layer = rf.dim_model_n_layer
@@ -365,6 +366,7 @@ class Accelerator(wiring.Component):
                         | ~n_layer.any()),
             tree_bad.eq(~node_count.any() | (node_count > max_nodes)),
             accept_bad.eq(~accept.any() | (accept > draft_t)),
+            draft_full.eq(draft_t == max_nodes),
         ]
 
         # ---- addresses: bases from the registers, a running sum of the strides per layer
@@ -392,33 +394,12 @@ class Accelerator(wiring.Component):
             return SSM_BUFFERS.index(name) * lay.buffer_stride
 
         def start_layers(kind_name, *, n, last):
-            """Enter the layer loop: ``n`` nodes a pass (``last`` is ``n − 1``)."""
-            tb, db = rf.state_bank_target, rf.state_bank_draft
-            odd = draft_t[0]
-            offsets = {
-                # (state in, state out, records, y): slot and buffer offsets of PASS_KINDS
-                "tree": (Mux(tb, slot("target1"), slot("target0")), 0, buffer("target.in"),
-                         buffer("target.y")),
-                "commit": (Mux(tb, slot("target1"), slot("target0")),
-                           Mux(tb, slot("target0"), slot("target1")), buffer("target.in"), 0),
-                # token t reads the committed bank (t = 0) or the scratch slot token t−1
-                # wrote, and writes scratch slot t mod 2
-                "draft": (Mux(draft_t.any(), Mux(odd, slot("scratch0"), slot("scratch1")),
-                              Mux(db, slot("draft1"), slot("draft0"))),
-                          Mux(odd, slot("scratch1"), slot("scratch0")), buffer("draft.in"),
-                          buffer("draft.y")),
-                "draft_commit": (Mux(db, slot("draft1"), slot("draft0")),
-                                 Mux(db, slot("draft0"), slot("draft1")), buffer("draft.in"), 0),
-            }[kind_name]
-            m.d.sync += [kind.eq(KIND[kind_name]), layer.eq(0), layer_m1.eq(n_layer - 1),
-                         pa.eq(base("weights")), sa.eq(base("state")), ia.eq(base("io")),
-                         in_off.eq(offsets[0]), out_off.eq(offsets[1]), rec_off.eq(offsets[2]),
-                         y_off.eq(offsets[3]), nodes.eq(n), out_node.eq(last),
-                         out_en.eq(kind_name != "tree"),
-                         y_en.eq(kind_name in ("tree", "draft"))]
-            if kind_name == "draft":
-                m.d.sync += y_off.eq(buffer("draft.y") + draft_y)
-            goto("LAYER_DESC")
+            """Enter the layer loop through LAYERS_START: ``n`` nodes a pass (``last`` is
+            ``n − 1``). Only the kind and the node counts are set here, so the many
+            registers the loop starts with load on LAYERS_START's one-hot bit alone
+            (logic levels)."""
+            m.d.sync += [kind.eq(KIND[kind_name]), nodes.eq(n), out_node.eq(last)]
+            goto("LAYERS_START")
 
         done = Signal()
         m.d.comb += rf.status_done_set.eq(done)
@@ -428,38 +409,49 @@ class Accelerator(wiring.Component):
         tbl = eng.tbl_entry
         desc = eng.desc.payload
         # ---- the scheduler's sequence --------------------------------------------------
+        # IDLE only notes which command came; START_CHECK and COMMIT_CHECK decide on the
+        # registered checks a cycle later, so no register's enable sees the whole chain
+        # of conditions (logic levels).
         with m.If(state["IDLE"]):
             m.d.sync += [abort.eq(0), match_req.eq(0)]
             with m.If(rf.ctrl_start):
-                with m.If(dims_bad):
-                    fail("DIMENSIONS")
-                with m.Elif(rf.mode_mode & tree_bad):
-                    fail("TREE_SIZE")
-                with m.Elif(~rf.mode_mode & (draft_t == max_nodes)):
-                    fail("DRAFT_ACCEPT")
-                with m.Elif(rf.mode_mode):
-                    m.d.sync += [target.eq(1), count.eq(node_count),
-                                 count_m1.eq(node_count - 1), i.eq(0),
-                                 order_bad.eq(0), step_cycles.eq(0)]
-                    goto("LOAD")
-                with m.Else():
-                    # One draft token: a one-node table, its record t.
-                    m.d.comb += [eng.tbl_we.eq(1), eng.tbl_node.eq(0), eng.tbl_src.eq(draft_t),
-                                 tbl.root.eq(1)]
-                    m.d.sync += target.eq(0)
-                    start_layers("draft", n=1, last=0)
+                goto("START_CHECK")
             with m.Elif(rf.ctrl_rollback):
                 m.d.sync += [draft_t.eq(0), draft_y.eq(0)]
                 m.d.comb += done.eq(1)
             with m.Elif(rf.ctrl_draft_commit):
-                with m.If(dims_bad):
-                    fail("DIMENSIONS")
-                with m.Elif(accept_bad):
-                    fail("DRAFT_ACCEPT")
+                goto("COMMIT_CHECK")
+        with m.If(state["START_CHECK"]):
+            with m.If(dims_bad):
+                fail("DIMENSIONS")
+                goto("IDLE")
+            with m.Elif(rf.mode_mode):
+                with m.If(tree_bad):
+                    fail("TREE_SIZE")
+                    goto("IDLE")
                 with m.Else():
-                    m.d.sync += [target.eq(0), path_len.eq(accept), path_m1.eq(accept - 1),
-                                 k.eq(0), kind.eq(KIND["draft_commit"])]
-                    goto("CHAIN_TABLE")
+                    m.d.sync += [target.eq(1), count.eq(node_count),
+                                 count_m1.eq(node_count - 1), i.eq(0),
+                                 order_bad.eq(0), step_cycles.eq(0)]
+                    goto("LOAD")
+            with m.Elif(draft_full):
+                fail("DRAFT_ACCEPT")
+                goto("IDLE")
+            with m.Else():
+                # One draft token (its one-node table is written in LAYERS_START).
+                m.d.sync += target.eq(0)
+                start_layers("draft", n=1, last=0)
+        with m.If(state["COMMIT_CHECK"]):
+            with m.If(dims_bad):
+                fail("DIMENSIONS")
+                goto("IDLE")
+            with m.Elif(accept_bad):
+                fail("DRAFT_ACCEPT")
+                goto("IDLE")
+            with m.Else():
+                m.d.sync += [target.eq(0), path_len.eq(accept), path_m1.eq(accept - 1),
+                             k.eq(0), kind.eq(KIND["draft_commit"])]
+                goto("CHAIN_TABLE")
         with m.If(state["LOAD"]):
             parent = rf.tree_parent_parent
             m.d.comb += [tv.tree.valid.eq(1), tv.tree.payload.parent.eq(parent),
@@ -490,6 +482,37 @@ class Accelerator(wiring.Component):
                              tbl.write_slot.eq(beat.write_slot)]
                 with m.If(beat.last):
                     start_layers("tree", n=count, last=0)
+        with m.If(state["LAYERS_START"]):
+            tb, db = rf.state_bank_target, rf.state_bank_draft
+            odd = draft_t[0]
+            m.d.sync += [layer.eq(0), layer_m1.eq(n_layer - 1),
+                         pa.eq(base("weights")), sa.eq(base("state")), ia.eq(base("io")),
+                         out_en.eq(~kind_is("tree")), y_en.eq(kind_is("tree") | kind_is("draft"))]
+            # (state in, state out, records, y): the slot and buffer offsets of each kind
+            with m.If(kind_is("tree")):
+                m.d.sync += [in_off.eq(Mux(tb, slot("target1"), slot("target0"))),
+                             out_off.eq(0), rec_off.eq(buffer("target.in")),
+                             y_off.eq(buffer("target.y"))]
+            with m.If(kind_is("commit")):
+                m.d.sync += [in_off.eq(Mux(tb, slot("target1"), slot("target0"))),
+                             out_off.eq(Mux(tb, slot("target0"), slot("target1"))),
+                             rec_off.eq(buffer("target.in")), y_off.eq(0)]
+            with m.If(kind_is("draft")):
+                # Token t reads the committed bank (t = 0) or the scratch slot token t−1
+                # wrote, writes scratch slot t mod 2, and reads record t (its one-node table).
+                m.d.comb += [eng.tbl_we.eq(1), eng.tbl_node.eq(0), eng.tbl_src.eq(draft_t),
+                             tbl.root.eq(1)]
+                m.d.sync += [in_off.eq(Mux(draft_t.any(),
+                                           Mux(odd, slot("scratch0"), slot("scratch1")),
+                                           Mux(db, slot("draft1"), slot("draft0")))),
+                             out_off.eq(Mux(odd, slot("scratch1"), slot("scratch0"))),
+                             rec_off.eq(buffer("draft.in")),
+                             y_off.eq(buffer("draft.y") + draft_y)]
+            with m.If(kind_is("draft_commit")):
+                m.d.sync += [in_off.eq(Mux(db, slot("draft1"), slot("draft0"))),
+                             out_off.eq(Mux(db, slot("draft0"), slot("draft1"))),
+                             rec_off.eq(buffer("draft.in")), y_off.eq(0)]
+            goto("LAYER_DESC")
         with m.If(state["LAYER_DESC"]):
             # This layer's descriptor: four additions of registers, one cycle.
             m.d.sync += [desc.nodes.eq(nodes), desc.out_node.eq(out_node),
