@@ -339,8 +339,9 @@ class Accelerator(wiring.Component):
         # The scheduler's states, one-hot (reset: IDLE). Verilator's -Wall rejects
         # the comparisons with 0 and the incomplete case statements of a binary
         # encoded m.FSM, as in hw.tree_verifier.
-        names = ("IDLE", "START_CHECK", "COMMIT_CHECK", "LOAD", "TABLE", "LAYERS_START", "LAYER_DESC", "LAYER_ISSUE", "LAYER_WAIT",
-                 "WAIT_MATCH", "MATCH", "PATH", "CHAIN_TABLE", "FLUSH")
+        names = ("IDLE", "START_CHECK", "COMMIT_CHECK", "LOAD", "TABLE", "LAYERS_START",
+                 "LAYER_DESC", "LAYER_ISSUE", "LAYER_WAIT", "WAIT_MATCH", "MATCH", "PATH",
+                 "CHAIN_TABLE", "FLUSH")
         state = OneHot(names, init="IDLE", prefix="st_")
 
         def goto(name):
