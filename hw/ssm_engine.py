@@ -31,6 +31,7 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out, connect
 
 from specgen.golden.config import Config
+from specgen.golden.memory_map import ssm_engine_layout
 from specgen.golden.validate import check_int
 from specgen.hw.axi_master import AXI4ReadMaster, AXI4WriteMaster
 from specgen.hw.bits import index_width
@@ -188,15 +189,15 @@ class SSMEngine(wiring.Component):
 
     @property
     def record_bytes(self):
-        """Bytes of one node's inputs: ``4·(2N + H·P + H)``."""
-        H, P, N = self._config.ssm.state_shape
-        return 4 * (2 * N + H * P + H)
+        """Bytes of one node's inputs: ``4·(2N + H·P + H)``
+        (:func:`golden.memory_map.ssm_engine_layout`, which lays out the memory map)."""
+        return ssm_engine_layout(self._config).record_bytes
 
     @property
     def state_bytes(self):
-        """Bytes of one layer's state in the tile order: ``4·H·P·⌈N/lanes⌉·lanes``."""
-        c = self._config.ssm
-        return 4 * c.nheads * c.headdim * c.groups_per_row * c.lanes
+        """Bytes of one layer's state in the tile order: ``4·H·P·⌈N/lanes⌉·lanes``
+        (:func:`golden.memory_map.ssm_engine_layout`)."""
+        return ssm_engine_layout(self._config).state_bytes
 
     @property
     def module_name(self):
