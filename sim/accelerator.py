@@ -31,9 +31,8 @@ import cocotb
 import numpy as np
 from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, RisingEdge
-from cocotbext.axi import AxiLiteBus, AxiLiteMaster, AxiReadBus, AxiStreamBus, AxiStreamFrame, \
-    AxiStreamSink, AxiStreamSource, AxiWriteBus
-from cocotbext.axi.axi_slave import AxiSlaveWrite
+from cocotbext.axi import AxiLiteBus, AxiLiteMaster, AxiStreamBus, AxiStreamFrame, \
+    AxiStreamSink, AxiStreamSource
 
 from specgen.golden import tree as gtree
 from specgen.golden.config import preset
@@ -43,7 +42,7 @@ from specgen.golden.memory_map import SSM_BUFFERS, SSM_SLOTS, align, ssm_engine_
 from specgen.hw.accelerator import ERROR
 from specgen.hw.linear_unit import result_layout
 from specgen.hw.regmap import accelerator_regmap
-from specgen.sim.axi_master import LatencyReadSlave, Memory, period_ps
+from specgen.sim.axi_master import Memory, attach_memory, period_ps, reset_domains
 from specgen.sim.bench import TB, params, random_pattern
 from specgen.sim.linear_unit import Job
 from specgen.sim.ssm_unit import initial_state, make_tokens
@@ -155,14 +154,9 @@ class AccelTB(TB):
         for src in (self.w, self.x):
             src.set_pause_generator(random_pattern(self.rng, pause))
         self.lin_y.set_pause_generator(random_pattern(self.rng, stall))
-        for prefix in ("m_axi_ssm_in_", "m_axi_ssm_st_rd_"):
-            LatencyReadSlave(AxiReadBus.from_prefix(d, prefix), d.mem_clk, d.mem_rst, self.memory,
-                             latency=latency, rng=self.rng, ar_stall=stall, r_stall=stall)
-        for prefix in ("m_axi_ssm_st_wr_", "m_axi_ssm_y_"):
-            slave = AxiSlaveWrite(AxiWriteBus.from_prefix(d, prefix), d.mem_clk, d.mem_rst,
-                                  target=self.memory)
-            for ch in (slave.aw_channel, slave.w_channel, slave.b_channel):
-                ch.set_pause_generator(random_pattern(self.rng, stall))
+        attach_memory(d, self.memory, reads=("m_axi_ssm_in_", "m_axi_ssm_st_rd_"),
+                      writes=("m_axi_ssm_st_wr_", "m_axi_ssm_y_"), latency=latency, stall=stall,
+                      rng=self.rng)
         self.cycle = 0
         cocotb.start_soon(self._count())
 
@@ -171,23 +165,14 @@ class AccelTB(TB):
             await RisingEdge(self.dut.clk)
             self.cycle += 1
 
-    async def reset(self, cycles=4):
-        """Both domains' resets at once, held ``cycles`` edges of each clock."""
-        d = self.dut
-        d.rst.value = 1
-        d.mem_rst.value = 1
-        await ClockCycles(d.clk, cycles)
-        await ClockCycles(d.mem_clk, cycles)
-        d.rst.value = 0
-        d.mem_rst.value = 0
-        await ClockCycles(d.clk, 2)
+    async def reset(self):
+        await reset_domains(self.dut)
 
     def put(self, addr, words):
-        b = np.asarray(words, dtype="<u4").tobytes()
-        self.memory.data[addr:addr + len(b)] = b
+        self.memory.put_words(addr, words)
 
     def get(self, addr, count):
-        return np.frombuffer(bytes(self.memory.data[addr:addr + 4 * count]), dtype="<u4").copy()
+        return self.memory.get_words(addr, count)
 
     # -- registers -------------------------------------------------------------------
     def addr(self, name, at=0):

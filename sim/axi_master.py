@@ -26,6 +26,7 @@ import math
 from collections import deque
 
 import cocotb
+import numpy as np
 from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge
 from cocotbext.axi import AxiReadBus, AxiWriteBus
@@ -59,6 +60,42 @@ class Memory:
 
     def beat(self, address, nbytes):
         return int.from_bytes(self.data[address:address + nbytes], "little")
+
+    def put_words(self, address, words):
+        """Little-endian 32-bit ``words`` from byte ``address``."""
+        b = np.asarray(words, dtype="<u4").tobytes()
+        self.data[address:address + len(b)] = b
+
+    def get_words(self, address, count):
+        """``count`` little-endian 32-bit words from byte ``address``, as uint32."""
+        return np.frombuffer(bytes(self.data[address:address + 4 * count]), dtype="<u4").copy()
+
+
+async def reset_domains(dut, cycles=4):
+    """Hold ``rst`` and ``mem_rst`` for ``cycles`` edges of each clock, overlapping, then
+    release both and wait two ``clk`` edges."""
+    dut.rst.value = 1
+    dut.mem_rst.value = 1
+    await ClockCycles(dut.clk, cycles)
+    await ClockCycles(dut.mem_clk, cycles)
+    dut.rst.value = 0
+    dut.mem_rst.value = 0
+    await ClockCycles(dut.clk, 2)
+
+
+def attach_memory(dut, memory, *, reads, writes, latency, stall, rng):
+    """``memory`` behind the AXI4 ports of ``dut`` named by the prefixes ``reads`` and
+    ``writes``, all on ``mem_clk``/``mem_rst``: a :class:`LatencyReadSlave` (``latency``
+    cycles, AR and R stalls) on each read port, ``cocotbext-axi``'s ``AxiSlaveWrite``
+    with AW, W and B stalls on each write port; ``stall`` is every channel's pause rate."""
+    for prefix in reads:
+        LatencyReadSlave(AxiReadBus.from_prefix(dut, prefix), dut.mem_clk, dut.mem_rst, memory,
+                         latency=latency, rng=rng, ar_stall=stall, r_stall=stall)
+    for prefix in writes:
+        slave = AxiSlaveWrite(AxiWriteBus.from_prefix(dut, prefix), dut.mem_clk, dut.mem_rst,
+                              target=memory)
+        for ch in (slave.aw_channel, slave.w_channel, slave.b_channel):
+            ch.set_pause_generator(random_pattern(rng, stall))
 
 
 class LatencyReadSlave(Reset):

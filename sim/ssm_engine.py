@@ -17,15 +17,13 @@ again, must give the golden result (nothing lost, nothing applied twice).
 import cocotb
 import numpy as np
 from cocotb.clock import Clock
-from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge
-from cocotbext.axi import AxiReadBus, AxiWriteBus
-from cocotbext.axi.axi_slave import AxiSlaveWrite
+from cocotb.triggers import ReadOnly, RisingEdge
 
 from specgen.golden.mamba2 import SSMParams, mamba2_init_params
 from specgen.hw.ssm_engine import descriptor_layout
 from specgen.hw.tree_ssm import table_layout
-from specgen.sim.axi_master import LatencyReadSlave, Memory, period_ps
-from specgen.sim.bench import pack, params, random_pattern
+from specgen.sim.axi_master import Memory, attach_memory, period_ps, reset_domains
+from specgen.sim.bench import pack, params
 from specgen.sim.bench import seed as bench_seed
 from specgen.sim.ssm_unit import config_from_params, initial_state, make_tokens
 from specgen.sim.ssm_unit_bfm import pack_tiles, unpack_tiles
@@ -72,14 +70,7 @@ class Bench:
         cocotb.start_soon(Clock(dut.mem_clk, period_ps(p["mem_mhz"]), unit="ps").start())
 
     async def reset(self):
-        d = self.dut
-        d.rst.value = 1
-        d.mem_rst.value = 1
-        await ClockCycles(d.clk, 4)
-        await ClockCycles(d.mem_clk, 4)
-        d.rst.value = 0
-        d.mem_rst.value = 0
-        await ClockCycles(d.clk, 2)
+        await reset_domains(self.dut)
 
     async def count(self):
         """AXI handshakes of the input port, for the timeout message."""
@@ -98,22 +89,15 @@ class Bench:
     def attach(self):
         d, p, rng = self.dut, self.p, self.rng
         cocotb.start_soon(self.count())
-        for prefix in ("m_axi_in_", "m_axi_st_rd_"):
-            LatencyReadSlave(AxiReadBus.from_prefix(d, prefix), d.mem_clk, d.mem_rst, self.memory,
-                             latency=p["latency"], rng=rng, ar_stall=p["stall"],
-                             r_stall=p["stall"])
-        for prefix in ("m_axi_st_wr_", "m_axi_y_"):
-            slave = AxiSlaveWrite(AxiWriteBus.from_prefix(d, prefix), d.mem_clk, d.mem_rst,
-                                  target=self.memory)
-            for ch in (slave.aw_channel, slave.w_channel, slave.b_channel):
-                ch.set_pause_generator(random_pattern(rng, p["stall"]))
+        attach_memory(d, self.memory, reads=("m_axi_in_", "m_axi_st_rd_"),
+                      writes=("m_axi_st_wr_", "m_axi_y_"), latency=p["latency"],
+                      stall=p["stall"], rng=rng)
 
     def put(self, addr, words):
-        b = _bytes(words)
-        self.memory.data[addr:addr + len(b)] = b
+        self.memory.put_words(addr, words)
 
     def get(self, addr, count):
-        return np.frombuffer(bytes(self.memory.data[addr:addr + 4 * count]), dtype="<u4").copy()
+        return self.memory.get_words(addr, count)
 
     async def write_table(self, parents, srcs):
         """The node table of ``parents`` (its FIFO schedule) and each node's record."""
