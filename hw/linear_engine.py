@@ -1,0 +1,328 @@
+"""``LinearEngine``: the DSP linear unit fed from memory and writing its results to it.
+
+One descriptor is one job of :class:`hw.dsp_linear_unit.DSPLinearUnit` (an output tile
+of ``n_rows`` rows for ``n_tokens`` tokens over ``steps`` inputs) with every word in
+memory: the weights stream from their BSFP planes through
+:class:`hw.weight_stream.WeightStream` (four AXI4 read ports: the nibble plane alone in
+the draft pass, both planes merged by the FP16 reconstructor in the verify pass, as SPEQ
+shares one copy of the weights, arXiv 2510.18525), the activations through a fifth read
+port and the results leave through a write port. The host (or a layer sequencer) writes
+descriptors, never a data word. Jobs queue: a job's reads start while the previous job
+computes, and the unit's two partial-sum banks let one tile drain while the next runs
+(SpecMamba's linear-parallel dataflow, arXiv 2509.19873, streams every weight once).
+
+Memory layouts (addresses in bytes, each aligned to its port's beat; the low bits are
+ignored):
+
+* weights at ``nibble_addr`` and ``residue_addr``: one job of
+  :func:`golden.weight_planes.pack_jobs` (``steps · cols`` column beats of
+  :func:`golden.weight_planes.column_beats`);
+* activations at ``x_addr``: ``x_t[k]`` binary16 for ``k`` ascending and, within it,
+  ``t`` ascending (``2·(k·n_tokens + t)`` bytes in), the unit's ``x`` order;
+* results at ``y_addr``: one record of :attr:`y_record_bytes` per result beat (output
+  group ``h`` ascending, token ``t`` within it): row ``h·cols + g`` of token ``t`` is the
+  binary32 word at ``y_addr + (h·n_tokens + t)·y_record_bytes + 4·g``; rows at or above
+  ``n_rows`` hold padding results.
+"""
+
+from amaranth import Cat, Module, Mux, Signal
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.fifo import SyncFIFOBuffered
+from amaranth.lib.wiring import In, Out
+
+from specgen.golden.config import Config
+from specgen.golden.weight_planes import PLANE_SLICES
+from specgen.golden.validate import check_int
+
+from .axi_master import AXI4ReadMaster, AXI4WriteMaster
+from .bits import index_width
+from .dsp_linear_unit import COUNTER_BITS, DSPLinearUnit, cmd_layout
+from .dual_mode_pe import SCALE_BITS
+from .fp_arith import add_const
+from .hierarchy import submodule
+from .ssm_engine import StreamDownsizer
+from .weight_stream import JOB_DEPTH, WeightStream
+
+__all__ = ["LinearEngine", "descriptor_layout", "X_PORT_BITS", "JOBS_IN_FLIGHT", "WEIGHT_PORTS"]
+
+#: Bits of the activation port's beat: the unit takes one binary16 word a cycle, which a
+#: 64-bit port carries with room to spare at any memory clock ≥ the fabric clock / 4.
+X_PORT_BITS = 64
+#: Weight read ports: the nibble plane and the three residue slices.
+WEIGHT_PORTS = PLANE_SLICES
+#: Jobs accepted and not yet written back, at most (the result marks' FIFO).
+JOBS_IN_FLIGHT = 2 * JOB_DEPTH
+
+
+def descriptor_layout(*, slots, max_tokens, max_k, addr_width):
+    """One job: the unit's command (``mode``, ``steps``, ``n_rows``, ``n_tokens``), the scale
+    exponent ``k`` of its weights and the byte addresses of the module docstring."""
+    return data.StructLayout({
+        "mode": 1, "steps": range(1, max_k + 1), "n_rows": range(1, slots + 1),
+        "n_tokens": range(1, max_tokens + 1), "k": SCALE_BITS,
+        "nibble_addr": addr_width, "residue_addr": addr_width,
+        "x_addr": addr_width, "y_addr": addr_width,
+    })
+
+
+class LinearEngine(wiring.Component):
+    """:class:`hw.dsp_linear_unit.DSPLinearUnit` (one weight port) with its weights,
+    activations and results in memory.
+
+    Parameters
+    ----------
+    config : golden.config.Config
+        ``linear`` (contract ``"dspfp32"``), ``bsfp`` and the board's memory ports.
+    addr_width : int
+        Byte-address width of every AXI port (default 40).
+    **master_overrides
+        Overrides of every AXI master's ``max_burst``, ``max_outstanding`` and
+        ``fifo_depth`` (as in :meth:`hw.axi_master.AXI4ReadMaster.from_config`).
+
+    Attributes
+    ----------
+    desc : In(stream.Signature(descriptor_layout(...))), domain ``sync``
+        A job. Taken when the engine's descriptor stage is empty; the job is then
+        handed to the weight stream, the activation reader, the unit's command queue
+        and the result writer together, 3 + ⌈log2(n_tokens + 1)⌉ cycles later at
+        the earliest (a shift-add multiplier counts the job's ``steps · n_tokens``
+        activations), when all four have room and fewer than
+        :data:`JOBS_IN_FLIGHT` jobs are unfinished.
+    busy : Out(1)
+        Some accepted job has not had every result write answered.
+    jobs_done : Out(32)
+        Jobs whose every result write has its B response, since reset; it steps
+        a few cycles after the last one.
+    error : Out(1)
+        Sticky: an AXI response other than OKAY on any port, or a read beat that
+        found its FIFO full (impossible by the masters' credits).
+    busy_cycles, stall_cycles, useful_macs : Out(48)
+        The unit's counters (:class:`hw.dsp_linear_unit.DSPLinearUnit`).
+    op_fire : Out(1)
+        The unit issues an operation this cycle (takes an activation: one MAC in
+        each of its slots).
+    op_draft : Out(1)
+        The job whose operations issue is a draft job (valid with ``op_fire``).
+    m_axi_w : Out(axi4_read_signature).array(4), domain ``mem``
+        The weight stream's plane ports (:class:`hw.weight_stream.WeightStream`).
+    m_axi_x : Out(axi4_read_signature), domain ``mem``
+        Activations, :data:`X_PORT_BITS` bits.
+    m_axi_y : Out(axi4_write_signature), domain ``mem``
+        Results, the board's port width.
+
+    Notes
+    -----
+    Reset: ``sync`` and ``mem`` together; jobs in flight are dropped (their results may
+    be partly written) and every later job runs whole.
+    """
+
+    def __init__(self, *, config, addr_width=40, **master_overrides):
+        if not isinstance(config, Config):
+            raise TypeError(f"LinearEngine.config must be a golden.config.Config, not "
+                            f"{config!r}")
+        if config.linear.contract != "dspfp32":
+            raise ValueError(f"LinearEngine needs linear.contract 'dspfp32' (the "
+                             f"DSPLinearUnit), not {config.linear.contract!r}")
+        self._config = config
+        self._aw = check_int("LinearEngine", "addr_width", addr_width, min=12, max=64)
+        kw = dict(master_overrides, addr_width=self._aw)
+        self._unit = DSPLinearUnit.from_config(config, weight_ports=1)
+        u = self._unit
+        self._ws = WeightStream.from_config(config, max_beats=u.max_k * u.cols, **kw)
+        self._x_rd = AXI4ReadMaster.from_config(config, data_width=X_PORT_BITS,
+                                                out_width=X_PORT_BITS, **kw)
+        self._y_wr = AXI4WriteMaster.from_config(config, **kw)
+        dw = self._y_wr.data_width
+        self._y_rec_bits = -(-32 * u.cols // dw) * dw
+        ws, x, y = (self._ws.signature.members, self._x_rd.signature.members,
+                    self._y_wr.signature.members)
+        super().__init__({
+            "desc": In(stream.Signature(descriptor_layout(
+                slots=u.rows * u.cols, max_tokens=u.max_tokens, max_k=u.max_k,
+                addr_width=self._aw))),
+            "busy": Out(1), "jobs_done": Out(32), "error": Out(1),
+            "busy_cycles": Out(COUNTER_BITS), "stall_cycles": Out(COUNTER_BITS),
+            "useful_macs": Out(COUNTER_BITS), "op_fire": Out(1), "op_draft": Out(1),
+            "m_axi_w": ws["axi"], "m_axi_x": x["axi"], "m_axi_y": y["axi"],
+        })
+
+    unit = property(lambda self: self._unit)
+    weight_stream = property(lambda self: self._ws)
+    addr_width = property(lambda self: self._aw)
+
+    @property
+    def y_record_bytes(self):
+        """Bytes of one result record: ``4·cols`` rounded up to whole beats of the
+        result port."""
+        return self._y_rec_bits // 8
+
+    @property
+    def port_widths(self):
+        """Data bits of each AXI port: ``w`` (each of four), ``x``, ``y``."""
+        return {"w": self._ws.master.data_width, "x": X_PORT_BITS, "y": self._y_wr.data_width}
+
+    @property
+    def module_name(self):
+        return (f"LinearEngine_{self._unit.module_name.removeprefix('DSPLinearUnit_')}"
+                f"_w{self._ws.master.data_width}_y{self._y_wr.data_width}")
+
+    def elaborate(self, platform):
+        m = Module()
+        u = self._unit
+        # The unit is one clock domain (one Verilog module of its own); the masters and the
+        # weight stream run in two: plain submodules.
+        unit = submodule(m, "unit", u)
+        m.submodules.weights = ws = self._ws
+        m.submodules.x_rd = x_rd = self._x_rd
+        m.submodules.y_wr = y_wr = self._y_wr
+        for j in range(len(self.m_axi_w)):
+            wiring.connect(m, wiring.flipped(self.m_axi_w[j]), ws.axi[j])
+        wiring.connect(m, wiring.flipped(self.m_axi_x), x_rd.axi)
+        wiring.connect(m, wiring.flipped(self.m_axi_y), y_wr.axi)
+        wiring.connect(m, ws.w, unit.w[0])
+        m.d.comb += [self.busy_cycles.eq(unit.busy_cycles),
+                     self.stall_cycles.eq(unit.stall_cycles),
+                     self.useful_macs.eq(unit.useful_macs),
+                     self.op_fire.eq(unit.x.valid & unit.x.ready)]
+        # The unit takes a job only once the previous one has issued its last operation.
+        with m.If(unit.cmd.valid & unit.cmd.ready):
+            m.d.sync += self.op_draft.eq(unit.cmd.payload.mode)
+        with m.If(ws.error | ws.overrun | x_rd.error | x_rd.overrun | y_wr.error):
+            m.d.sync += self.error.eq(1)
+
+        def beat_addr(addr, bits):
+            return addr[(bits // 8 - 1).bit_length():]
+
+        # ---- descriptor stage: latch, count the activations, hand out ----------------
+        d = Signal.like(self.desc.payload, name="d")
+        full = Signal(name="desc_full")
+        mul_left = Signal.like(d.n_tokens, name="mul_left")   # multiplier bits still to add
+        mcand = Signal(len(d.steps) + len(d.n_tokens), name="mul_mcand")
+        x_words = Signal(len(d.steps) + len(d.n_tokens), name="x_words")
+        counted = Signal(name="x_counted")
+        x_beats = Signal(len(x_words) + 1, name="x_beats")     # registered with counted
+        per = X_PORT_BITS // 16                       # activations per x beat
+        m.d.comb += self.desc.ready.eq(~full)
+        with m.If(self.desc.valid & ~full):
+            p = self.desc.payload
+            m.d.sync += [d.eq(p), full.eq(1), counted.eq(0), mul_left.eq(p.n_tokens),
+                         mcand.eq(p.steps), x_words.eq(0)]
+        # steps · n_tokens by shift and add, one multiplier bit a cycle: a job lasts
+        # thousands of cycles, and no multiply sits on the descriptor's path.
+        with m.Elif(full & ~counted):
+            with m.If(mul_left.any()):
+                with m.If(mul_left[0]):
+                    m.d.sync += x_words.eq(x_words + mcand)
+                m.d.sync += [mcand.eq(mcand << 1), mul_left.eq(mul_left >> 1)]
+            with m.Else():
+                m.d.sync += [counted.eq(1),
+                             x_beats.eq((x_words + (per - 1)) >> (per - 1).bit_length())]
+
+
+        unit_q = SyncFIFOBuffered(width=len(unit.cmd.payload.as_value()), depth=JOB_DEPTH)
+        x_q = SyncFIFOBuffered(width=len(x_words), depth=JOB_DEPTH)
+        y_q = SyncFIFOBuffered(width=self._aw, depth=JOB_DEPTH)
+        m.submodules.unit_q, m.submodules.x_q, m.submodules.y_q = unit_q, x_q, y_q
+
+        in_flight = Signal(range(JOBS_IN_FLIGHT + 1), name="jobs_in_flight")
+        room = Signal(init=1, name="jobs_room")        # in_flight < JOBS_IN_FLIGHT
+        idle = Signal(init=1, name="jobs_idle")        # in_flight == 0
+        issue = Signal(name="issue")
+        finish = Signal(name="finish")
+        m.d.comb += issue.eq(full & counted & room & ws.cmd.ready & x_rd.cmd.ready
+                             & unit_q.w_rdy & x_q.w_rdy & y_q.w_rdy)
+        cmd = Signal(cmd_layout(u.rows * u.cols, u.max_tokens, u.max_k), name="unit_cmd")
+        m.d.comb += [cmd.mode.eq(d.mode), cmd.steps.eq(d.steps), cmd.n_rows.eq(d.n_rows),
+                     cmd.n_tokens.eq(d.n_tokens)]
+        wbeats = Signal.like(ws.cmd.payload.beats, name="w_beats")
+        # steps · cols column beats: a constant multiplier (shifts and adds of steps),
+        # registered the cycle after the latch, well before the count ends.
+        m.d.sync += wbeats.eq(d.steps * u.cols)
+        m.d.comb += [
+            ws.cmd.valid.eq(issue),
+            ws.cmd.payload.nibble_addr.eq(d.nibble_addr),
+            ws.cmd.payload.residue_addr.eq(d.residue_addr),
+            ws.cmd.payload.beats.eq(wbeats), ws.cmd.payload.mode.eq(d.mode),
+            ws.cmd.payload.k.eq(d.k),
+            x_rd.cmd.valid.eq(issue),
+            x_rd.cmd.payload.addr.eq(beat_addr(d.x_addr, X_PORT_BITS)),
+            x_rd.cmd.payload.beats.eq(x_beats),
+            unit_q.w_en.eq(issue), unit_q.w_data.eq(cmd),
+            x_q.w_en.eq(issue), x_q.w_data.eq(x_words),
+            y_q.w_en.eq(issue), y_q.w_data.eq(d.y_addr),
+        ]
+        with m.If(issue):
+            m.d.sync += full.eq(0)
+        with m.If(issue & ~finish):
+            m.d.sync += [in_flight.eq(in_flight + 1), idle.eq(0),
+                         room.eq(in_flight != JOBS_IN_FLIGHT - 1)]
+        with m.Elif(finish & ~issue):
+            m.d.sync += [in_flight.eq(in_flight - 1), idle.eq(in_flight == 1), room.eq(1)]
+        m.d.comb += self.busy.eq(~idle | full)
+
+        # ---- the unit's commands ---------------------------------------------------
+        m.d.comb += [unit.cmd.valid.eq(unit_q.r_rdy), unit.cmd.payload.eq(unit_q.r_data),
+                     unit_q.r_en.eq(unit.cmd.ready)]
+
+        # ---- activations: the job's x_words binary16 slices of the x beats, the rest of
+        # its last beat dropped (every job's region starts on a beat) -------------------
+        x_active = Signal(name="x_active")
+        x_left = Signal.like(x_words, name="x_left")            # slices after this one
+        x_idx = Signal(index_width(max(per, 2)), name="x_idx")
+        x_last = ~x_left.any()
+        x_fire = Signal(name="x_fire")
+        slice_ = Signal(16, name="x_slice")
+        with m.Switch(x_idx):
+            for n in range(per):
+                with m.Case(n):
+                    m.d.comb += slice_.eq(x_rd.data.payload[16 * n:16 * (n + 1)])
+            with m.Default():
+                m.d.comb += slice_.eq(0)
+        m.d.comb += [unit.x.valid.eq(x_active & x_rd.data.valid), unit.x.payload.act.eq(slice_),
+                     x_fire.eq(unit.x.valid & unit.x.ready),
+                     x_rd.data.ready.eq(x_fire & (x_last | (x_idx == per - 1)))]
+        x_load = ~x_active | (x_fire & x_last)
+        m.d.comb += x_q.r_en.eq(x_load)
+        with m.If(x_load & x_q.r_rdy):
+            m.d.sync += [x_active.eq(1), x_left.eq(x_q.r_data - 1), x_idx.eq(0)]
+        with m.Elif(x_fire):
+            with m.If(x_last):
+                m.d.sync += x_active.eq(0)
+            m.d.sync += [x_left.eq(x_left - 1),
+                         x_idx.eq(Mux(x_idx == per - 1, 0, add_const(x_idx, 1, len(x_idx))))]
+
+        # ---- results: one write region per result beat, at a running address ----------
+        dw = y_wr.data_width
+        rec_beats = self._y_rec_bits // dw
+        dn = StreamDownsizer(in_width=self._y_rec_bits, out_width=dw)
+        m.submodules.y_down = dn
+        wiring.connect(m, dn.o, y_wr.data)
+        y_ptr = Signal(self._aw, name="y_ptr")           # in beats of the result port
+        y_loaded = Signal(name="y_loaded")
+        m.d.comb += y_q.r_en.eq(~y_loaded)
+        with m.If(~y_loaded & y_q.r_rdy):
+            m.d.sync += [y_ptr.eq(beat_addr(y_q.r_data, dw)), y_loaded.eq(1)]
+        y = unit.y
+        values = Cat(y.payload.value)
+        m.d.comb += [dn.i.payload.eq(values),           # zero padding above the values
+                     dn.i.valid.eq(y.valid & y_loaded & y_wr.cmd.ready),
+                     y_wr.cmd.valid.eq(y.valid & y_loaded & dn.i.ready),
+                     y_wr.cmd.payload.addr.eq(y_ptr), y_wr.cmd.payload.beats.eq(rec_beats),
+                     y.ready.eq(y_loaded & dn.i.ready & y_wr.cmd.ready)]
+        y_fire = y.valid & y.ready
+        issued = Signal(32, name="y_regions_issued")
+        marks = SyncFIFOBuffered(width=32, depth=JOBS_IN_FLIGHT)
+        m.submodules.y_marks = marks
+        with m.If(y_fire):
+            m.d.sync += [y_ptr.eq(y_ptr + rec_beats), issued.eq(issued + 1)]
+            with m.If(y.payload.last):
+                m.d.sync += y_loaded.eq(0)
+        # A job's mark is the count of regions issued up to its last; the job is done
+        # when the master's B count reaches it (wrap-safe: the sign of the difference).
+        m.d.comb += [marks.w_en.eq(y_fire & y.payload.last), marks.w_data.eq(issued + 1)]
+        reached = Signal(name="y_mark_reached")
+        m.d.sync += reached.eq(marks.r_rdy & ~(y_wr.done - marks.r_data)[31] & ~finish)
+        m.d.comb += [finish.eq(reached), marks.r_en.eq(finish)]
+        with m.If(finish):
+            m.d.sync += self.jobs_done.eq(self.jobs_done + 1)
+        return m
