@@ -390,7 +390,8 @@ _BOARD_PIPELINE = PipelineConfig(fp_mul_stages=5, fp_add_stages=6, pe_round_stag
 
 PRESETS = {
     "sim": Config(name="sim", board=_SIM, tree=TreeConfig(fifo_depth=16, tile_size=8, max_nodes=64),
-                  linear=LinearConfig(rows=2, cols=4, quant_lanes=3, max_k=16), ssm=_SIM_SSM),
+                  linear=LinearConfig(rows=2, cols=4, quant_lanes=3, max_k=16,
+                                        contract="dspfp32", max_tokens=16), ssm=_SIM_SSM),
     # Board-scale arrays (sizing in docs/boards.md): DSPFP32 MAC slots in columns
     # of 64, 84 columns (5,376 DSP58, 73 % of the part) on VHK158 and 8 (512 DSP58;
     # DDR feeds 15 FP16 weights per cycle) on VCK190; the SSM unit is one

@@ -5,13 +5,13 @@ Block diagram (``docs/accelerator.md`` has the full description)::
     s_axi (AXI4-Lite) ──> AXI4LiteRegisterFile ──> control, status, tree table, bases, counters
                                  │ LIN_CMD + GO          │ START / MATCH_GO / DRAFT_COMMIT
                                  v                       v
-    s_axis_lin_w ──> ┌──────────────┐          ┌───────────────────┐
-    s_axis_lin_x ──> │  LinearUnit  │ ──> m_axis_lin_y │ scheduler (FSM) │<── TreeVerifier
-                     └──────────────┘          └───────────────────┘     (schedule, path)
-                                                     │ node table, one descriptor per layer
+    m_axi_lin_w0..3 ──> ┌──────────────┐          ┌───────────────────┐
+    m_axi_lin_x ──────> │ LinearEngine │ ──> m_axi_lin_y │ scheduler (FSM) │<── TreeVerifier
+                        └──────────────┘          └───────────────────┘   (schedule, path)
+                     (WeightStream, DSPLinearUnit)   │ node table, one descriptor per layer
                                                      v
                      m_axi_ssm_in, m_axi_ssm_st_rd <── SSMEngine ──> m_axi_ssm_st_wr, m_axi_ssm_y
-                                                (TreeSSMUnit, domain mem for the AXI ports)
+                                    (TreeSSMUnit; every m_axi_* port in domain mem)
 
 The SSM side feeds itself from memory (``golden.memory_map``): the host writes
 the four ``MEM_*_BASE`` registers, the tree and the dimensions; the scheduler
@@ -21,12 +21,16 @@ strides of :func:`golden.memory_map.ssm_engine_layout` (a running sum per layer,
 no multiply). Every layer's parameters (``weights.ssm_params``), node input
 records and ``y`` (``io.ssm``) and state slots (``state.ssm``) are in memory.
 
-The linear unit and the SSM path share nothing but the register file, so a
+The linear side feeds itself from memory too (:class:`hw.linear_engine.LinearEngine`):
+a job's registers name its output tile and the byte addresses of its BSFP weight
+planes, activations and results; the weights stream from the planes (the nibble plane
+alone in a draft job), the activations from a fifth port, and the results go back
+through a write port. The host writes registers and descriptors, never a data word.
+
+The linear engine and the SSM path share nothing but the register file, so a
 linear job (started from registers) runs while the SSM engine sweeps: that is
 SpecMamba's linear/SSM overlap (arXiv 2509.19873: linear layers in parallel, SSM
-layers in series), measured by the ``PERF_OVERLAP`` counter. The linear unit's
-weights still arrive on ``s_axis_lin_w`` (:class:`hw.weight_stream.WeightStream`
-feeds it from memory as a block of its own, not yet inside this top level).
+layers in series), measured by the ``PERF_OVERLAP`` counter.
 """
 
 from amaranth import C, Cat, Module, Mux, Signal
@@ -39,12 +43,11 @@ from specgen.golden.memory_map import ALIGN, SSM_BUFFERS, SSM_SLOTS, ssm_engine_
 from specgen.golden.validate import check_int
 
 from .axi_lite import AXI4LiteRegisterFile, AXI4LiteSignature
-from .axi_stream import AXI4StreamSignature, axis_to_stream, stream_to_axis, tdata_width
 from .bits import OneHot, index_width
-from .hierarchy import submodule, template
-from .linear_unit import linear_unit_for
+from .hierarchy import template
+from .linear_engine import WEIGHT_PORTS, LinearEngine
 from .perf_counter import PerfCounter
-from .regmap import ERROR_CODES, accelerator_regmap
+from .regmap import ERROR_CODES, LIN_ADDR_SHIFT, accelerator_regmap
 from .ssm_engine import SSMEngine
 from .tree_verifier import TreeVerifier
 
@@ -63,28 +66,31 @@ COUNTER_LOW_BITS = 12
 
 
 class Accelerator(wiring.Component):
-    """The accelerator: linear unit, memory-fed SSM engine, tree verifier, scheduler.
+    """The accelerator: memory-fed linear and SSM engines, tree verifier, scheduler.
 
     Parameters
     ----------
     config : golden.config.Config
         A preset (``golden.config.preset``) or a custom config. ``tree.max_nodes``
-        must be ≥ 2; the SSM config must suit :class:`hw.tree_ssm.TreeSSMUnit`.
+        must be ≥ 2; ``linear.contract`` must be ``"dspfp32"`` (the linear engine's
+        :class:`hw.dsp_linear_unit.DSPLinearUnit`); the SSM config must suit
+        :class:`hw.tree_ssm.TreeSSMUnit`.
     addr_width : int
-        Byte-address width of the SSM engine's AXI4 ports (default 40: the
-        Versal NoC's; the benches use a smaller memory).
+        Byte-address width of every AXI4 port (default 40: the Versal NoC's; the
+        benches use a smaller memory).
 
     Attributes
     ----------
     s_axi : In(AXI4LiteSignature(addr_width=regmap.addr_width))
         Control and status (:func:`hw.regmap.accelerator_regmap`, ``docs/regmap.md``).
-    s_axis_lin_w : In(AXI4StreamSignature(data_width=tdata_width(weight_layout)))
-        Linear-unit weight beats (:func:`hw.linear_unit.weight_layout` in the low
-        bits of ``tdata``), ``LIN_STEPS`` per job; ``tlast`` is ignored.
-    s_axis_lin_x : In(AXI4StreamSignature(data_width=tdata_width(act_layout)))
-        Activation beats (:func:`hw.linear_unit.act_layout`), in step with the weights.
-    m_axis_lin_y : Out(AXI4StreamSignature(data_width=tdata_width(result_layout)))
-        Result rows (:func:`hw.linear_unit.result_layout`); ``tlast`` on a job's last row.
+    m_axi_lin_w0 … m_axi_lin_w3 : Out(AXI4 read), domain ``mem``
+        The weight planes: ``w0`` the nibble plane, ``w1``–``w3`` the residue
+        slices (:class:`hw.weight_stream.WeightStream`; a draft job reads ``w0``
+        alone).
+    m_axi_lin_x : Out(AXI4 read), domain ``mem``
+        Activations (:data:`hw.linear_engine.X_PORT_BITS` bits).
+    m_axi_lin_y : Out(AXI4 write), domain ``mem``
+        Result records (:attr:`hw.linear_engine.LinearEngine.y_record_bytes` each).
     m_axi_ssm_in, m_axi_ssm_st_rd : Out(AXI4 read), domain ``mem``
     m_axi_ssm_st_wr, m_axi_ssm_y : Out(AXI4 write), domain ``mem``
         The SSM engine's memory ports (:class:`hw.ssm_engine.SSMEngine`): parameters
@@ -129,9 +135,11 @@ class Accelerator(wiring.Component):
     finishes) and drains the tree verifier. The first error since the last
     clear sets ``STATUS.ERROR`` and ``ERROR_CODE`` (:data:`ERROR`).
 
-    Linear jobs: ``LIN_CMD``/``LIN_STEPS`` then ``LIN_CTRL.GO`` queue one job
-    (one waiting job at most); the unit takes it when free and streams
-    ``s_axis_lin_*`` meanwhile, independently of the SSM path.
+    Linear jobs: ``LIN_CMD``, ``LIN_STEPS`` and the ``LIN_*`` addresses, then
+    ``LIN_CTRL.GO``, queue one job (one waiting job at most); the engine takes it
+    when it has room (it holds several, :class:`hw.linear_engine.LinearEngine`) and
+    runs it from memory, independently of the SSM path. ``LIN_STATUS.JOBS_DONE``
+    counts jobs whose results memory has acknowledged.
     """
 
     def __init__(self, *, config, addr_width=40):
@@ -142,24 +150,26 @@ class Accelerator(wiring.Component):
                              f"draft node), not {config.tree.max_nodes!r}")
         self._aw = check_int("Accelerator", "addr_width", addr_width, min=ALIGN.bit_length(),
                              max=64)
+        if config.linear.contract != "dspfp32":
+            raise ValueError(f"Accelerator.config.linear.contract must be 'dspfp32' (the "
+                             f"memory-fed linear engine's DSPLinearUnit; the 'exact' "
+                             f"LinearUnit is a block of its own), not "
+                             f"{config.linear.contract!r}")
         self._config = config
         self._regmap = accelerator_regmap(config)
         self._layout = ssm_engine_layout(config)
-        # Templates: they validate now and give widths; elaborate builds its own.
-        self._lin = template(linear_unit_for(config, weight_ports=1))
-        # Built once and elaborated as it is (it holds its masters, which hold their
-        # own sub-blocks, as SSMEngine does).
+        # Built once and elaborated as they are (they hold their masters, which hold
+        # their own sub-blocks).
+        self._lin = LinearEngine(config=config, addr_width=self._aw)
         self._engine = SSMEngine(config=config, addr_width=self._aw)
         self._tv = template(TreeVerifier.from_config(config))
-        self._w_layout, self._x_layout, self._y_layout, self._cmd_layout = (
-            self._lin.signature.members[name].signature.members["payload"].shape
-            for name in ("w", "x", "y", "cmd"))
-        eng = self._engine.signature.members
+        eng, lin = self._engine.signature.members, self._lin.signature.members
+        w_port = lin["m_axi_w"].signature
         super().__init__({
             "s_axi": In(AXI4LiteSignature(addr_width=self._regmap.addr_width)),
-            "s_axis_lin_w": In(AXI4StreamSignature(data_width=self.weight_port_width)),
-            "s_axis_lin_x": In(AXI4StreamSignature(data_width=tdata_width(self._x_layout))),
-            "m_axis_lin_y": Out(AXI4StreamSignature(data_width=tdata_width(self._y_layout))),
+            **{f"m_axi_lin_w{j}": Out(w_port) for j in range(WEIGHT_PORTS)},
+            "m_axi_lin_x": Out(lin["m_axi_x"].signature),
+            "m_axi_lin_y": Out(lin["m_axi_y"].signature),
             **{f"m_axi_ssm_{port}": Out(eng[f"m_axi_{port}"].signature)
                for port in ("in", "st_rd", "st_wr", "y")},
             "irq": Out(1),
@@ -177,17 +187,13 @@ class Accelerator(wiring.Component):
     #: The SSM engine's region sizes and strides (:func:`golden.memory_map.ssm_engine_layout`).
     layout = property(lambda self: self._layout)
 
-    @property
-    def weight_port_width(self):
-        """``tdata`` bits of ``s_axis_lin_w``: one weight beat (``exact``), or one
-        column's weight beat (``dspfp32``: beats go to the columns in turn)."""
-        return tdata_width(self._w_layout)
     regmap = property(lambda self: self._regmap)
-    weight_layout = property(lambda self: self._w_layout)
-    act_layout = property(lambda self: self._x_layout)
-    result_layout = property(lambda self: self._y_layout)
+    #: The linear engine (its record sizes and port widths, for a host or bench).
+    linear_engine = property(lambda self: self._lin)
     #: The SSM engine's AXI data widths (:attr:`hw.ssm_engine.SSMEngine.port_widths`).
     ssm_port_widths = property(lambda self: self._engine.port_widths)
+    #: The linear engine's AXI data widths (:attr:`hw.linear_engine.LinearEngine.port_widths`).
+    linear_port_widths = property(lambda self: self._lin.port_widths)
 
     @property
     def module_name(self):
@@ -197,8 +203,7 @@ class Accelerator(wiring.Component):
         address width other than 40)."""
         c = self._config
         s, t, lin, p = c.ssm, c.tree, c.linear, c.pipeline
-        arr = (f"r{lin.rows}c{lin.cols}q{lin.quant_lanes}k{lin.max_k}" if lin.contract == "exact"
-               else f"d{lin.rows}x{lin.cols}t{lin.max_tokens}k{lin.max_k}")
+        arr = f"d{lin.rows}x{lin.cols}t{lin.max_tokens}k{lin.max_k}"
         return (f"Accelerator_{c.name}_{arr}"
                 f"_h{s.nheads}p{s.headdim}n{s.d_state}l{s.lanes}_t{t.max_nodes}d{t.fifo_depth}"
                 f"_p{p.fp_mul_stages}{p.fp_add_stages}{p.pe_round_stages}"
@@ -219,10 +224,15 @@ class Accelerator(wiring.Component):
         m.submodules.regs = rf
         wiring.connect(m, wiring.flipped(self.s_axi), rf.s_axi)
 
-        lin = submodule(m, "linear", linear_unit_for(cfg, weight_ports=1))
+        # Two clock domains (sync and mem): plain submodules, not hierarchy.submodule.
+        lin = self._lin
+        m.submodules.linear = lin
+        for j in range(WEIGHT_PORTS):
+            wiring.connect(m, wiring.flipped(getattr(self, f"m_axi_lin_w{j}")), lin.m_axi_w[j])
+        wiring.connect(m, wiring.flipped(self.m_axi_lin_x), lin.m_axi_x)
+        wiring.connect(m, wiring.flipped(self.m_axi_lin_y), lin.m_axi_y)
         tv = TreeVerifier.from_config(cfg)
         m.submodules.tree = tv
-        # Two clock domains (sync and mem): a plain submodule, not hierarchy.submodule.
         eng = self._engine
         m.submodules.ssm = eng
         for port in ("in", "st_rd", "st_wr", "y"):
@@ -243,9 +253,9 @@ class Accelerator(wiring.Component):
         def fail(name):
             m.d.comb += [err.eq(1), err_code.eq(ERROR[name])]
 
-        # ---- linear unit: jobs from registers, data on AXI4-Stream ---------------------
+        # ---- linear engine: jobs from registers, data in memory ---------------------------
         lin_pending = Signal()
-        lin_cmd = Signal(self._cmd_layout)
+        lin_desc = Signal.like(lin.desc.payload)
         lcfg = cfg.linear
         lin_bad = Signal()
         # The checks of LIN_CMD and LIN_STEPS are registered, as the scheduler's
@@ -256,37 +266,36 @@ class Accelerator(wiring.Component):
             | ~rf.lin_cmd_n_tokens.any() | (rf.lin_cmd_n_tokens > lcfg.token_lanes)
             | ~rf.lin_steps_steps.any() | (rf.lin_steps_steps > lcfg.max_k))
         m.d.comb += lin_bad.eq(lin_regs_bad | lin_pending)
-        m.d.comb += [lin.cmd.valid.eq(lin_pending), lin.cmd.payload.eq(lin_cmd)]
-        with m.If(lin.cmd.valid & lin.cmd.ready):
+        m.d.comb += [lin.desc.valid.eq(lin_pending), lin.desc.payload.eq(lin_desc)]
+        with m.If(lin.desc.valid & lin.desc.ready):
             m.d.sync += lin_pending.eq(0)
+
+        def lin_addr(name):
+            lo, hi = (getattr(rf, f"lin_{name}_{half}_addr") for half in ("lo", "hi"))
+            return Cat(C(0, LIN_ADDR_SHIFT), lo, hi)[:aw]
+
         with m.If(rf.lin_ctrl_go):
             with m.If(lin_bad):
                 fail("LINEAR_CMD")
             with m.Else():
-                m.d.sync += [lin_pending.eq(1), lin_cmd.mode.eq(rf.lin_cmd_mode),
-                             lin_cmd.steps.eq(rf.lin_steps_steps),
-                             lin_cmd.n_rows.eq(rf.lin_cmd_n_rows),
-                             lin_cmd.n_tokens.eq(rf.lin_cmd_n_tokens)]
-        # (The DSPFP32 array takes column beats on one port: a stand-in for the
-        # memory system's read masters, one column per cycle.)
-        lin_w = lin.w[0] if cfg.linear.contract == "dspfp32" else lin.w
-        axis_to_stream(m, self.s_axis_lin_w, lin_w)
-        axis_to_stream(m, self.s_axis_lin_x, lin.x)
-        stream_to_axis(m, lin.y, self.m_axis_lin_y, last=lin.y.payload.last)
-        jobs_done = Signal(16)
-        with m.If(lin.y.valid & lin.y.ready & lin.y.payload.last):
-            m.d.sync += jobs_done.eq(jobs_done + 1)
-        m.d.comb += [rf.lin_status_pending.eq(lin_pending), rf.lin_status_jobs_done.eq(jobs_done)]
-        lin_fire = Signal()
-        # A busy cycle: a beat into the PE array (exact), an operation of the MAC
-        # slots (dspfp32: one activation each).
-        busy_port = lin.x if cfg.linear.contract == "dspfp32" else lin_w
-        m.d.comb += lin_fire.eq(busy_port.valid & busy_port.ready)
-        # Mode of the job whose beats are flowing: a job is taken only once the
-        # previous one has issued its last beat.
-        lin_mode = Signal()
-        with m.If(lin.cmd.valid & lin.cmd.ready):
-            m.d.sync += lin_mode.eq(lin.cmd.payload.mode)
+                m.d.sync += [lin_pending.eq(1), lin_desc.mode.eq(rf.lin_cmd_mode),
+                             lin_desc.steps.eq(rf.lin_steps_steps),
+                             lin_desc.n_rows.eq(rf.lin_cmd_n_rows),
+                             lin_desc.n_tokens.eq(rf.lin_cmd_n_tokens),
+                             lin_desc.k.eq(rf.lin_cmd_scale),
+                             lin_desc.nibble_addr.eq(lin_addr("w_nibble")),
+                             lin_desc.residue_addr.eq(lin_addr("w_residue")),
+                             lin_desc.x_addr.eq(lin_addr("x")),
+                             lin_desc.y_addr.eq(lin_addr("y"))]
+        # A memory error of the linear engine (sticky there) is reported once.
+        lin_err_seen = Signal()
+        m.d.sync += lin_err_seen.eq(lin.error)
+        with m.If(lin.error & ~lin_err_seen):
+            fail("MEMORY")
+        m.d.comb += [rf.lin_status_pending.eq(lin_pending), rf.lin_status_busy.eq(lin.busy),
+                     rf.lin_status_jobs_done.eq(lin.jobs_done[:16])]
+        lin_fire = lin.op_fire
+        lin_mode = lin.op_draft
 
         # ---- the scheduler ---------------------------------------------------------------
         count = Signal(range(max_nodes + 1))      # nodes of the tree being verified

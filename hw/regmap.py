@@ -26,7 +26,8 @@ from specgen.golden.validate import check_choice, check_int
 from specgen.hw.bits import index_width, value_width
 
 __all__ = ["ACCESS", "Enum", "Field", "Register", "RegisterMap", "accelerator_regmap",
-           "ERROR_CODES", "REGMAP_VERSION", "MEM_BASE_OFFSETS"]
+           "ERROR_CODES", "REGMAP_VERSION", "MEM_BASE_OFFSETS", "LIN_ADDR_OFFSETS",
+           "LIN_ADDR_SHIFT"]
 
 #: Field access kinds.
 ACCESS = {
@@ -38,11 +39,23 @@ ACCESS = {
 }
 
 #: Register map version (major, minor): bumped when offsets or fields change.
-REGMAP_VERSION = (2, 0)
+REGMAP_VERSION = (3, 0)
 
 #: Offset of each region class's 64-bit base-address pair (LO, then HI), in the free words after
 #: the performance counters, so every earlier offset is unchanged.
 MEM_BASE_OFFSETS = {kind: 0x100 + 8 * i for i, kind in enumerate(REGION_CLASSES)}
+
+#: Offset of each linear job's 64-bit byte-address pair (LO, then HI), after the class bases.
+LIN_ADDR_OFFSETS = {"W_NIBBLE": 0x140, "W_RESIDUE": 0x148, "X": 0x150, "Y": 0x158}
+#: What each linear job address points at (hw.linear_engine).
+LIN_ADDR_TEXT = {"W_NIBBLE": "the job's BSFP nibble-plane region (golden.weight_planes.pack_jobs)",
+                 "W_RESIDUE": "the job's three residue-plane slice regions, back to back",
+                 "X": "the job's binary16 activations, input-major, token-minor",
+                 "Y": "the job's result records (binary32, one record per output group and "
+                      "token)"}
+#: Low address bits the linear job's address registers do not store: 64-byte alignment
+#: covers every port's beat (at most 512 bits).
+LIN_ADDR_SHIFT = 6
 
 #: What each region class holds (golden.memory_map), for the base registers' descriptions.
 MEM_CLASS_TEXT = {"weights": "BSFP weight planes and layer parameters",
@@ -428,22 +441,32 @@ def accelerator_regmap(config):
                                    description=f"{what}, high word"),)),
         )
 
-    def base_address(kind, what):
-        name = f"MEM_{kind.upper()}_BASE"
-        # 64-bit, page-aligned: the LO word's bits 11..0 are not stored, so every address the
-        # hardware computes (base + region offset + layer·stride) stays on a 4 KiB page.
-        shift = ALIGN.bit_length() - 1
+    def address_pair(name, offset, shift, lo_text, hi_text):
+        """A 64-bit address as two registers: ``LO`` stores bits 31..``shift`` (the low
+        bits are the alignment), ``HI`` bits 63..32."""
         return (
-            Register(name=f"{name}_LO", offset=MEM_BASE_OFFSETS[kind],
-                     description=f"Base address of the {kind} class ({what}), bits 31..0; "
-                                 f"{ALIGN}-byte aligned.",
+            Register(name=f"{name}_LO", offset=offset, description=lo_text,
                      fields=(Field(name="ADDR", lsb=shift, width=32 - shift, access="RW",
                                    description=f"address bits 31..{shift}"),)),
-            Register(name=f"{name}_HI", offset=MEM_BASE_OFFSETS[kind] + 4,
-                     description=f"Base address of the {kind} class, bits 63..32.",
+            Register(name=f"{name}_HI", offset=offset + 4, description=hi_text,
                      fields=(Field(name="ADDR", lsb=0, width=32, access="RW",
                                    description="address bits 63..32"),)),
         )
+
+    def base_address(kind, what):
+        # 64-bit, page-aligned: the LO word's bits 11..0 are not stored, so every address the
+        # hardware computes (base + region offset + layer·stride) stays on a 4 KiB page.
+        return address_pair(f"MEM_{kind.upper()}_BASE", MEM_BASE_OFFSETS[kind],
+                            ALIGN.bit_length() - 1,
+                            f"Base address of the {kind} class ({what}), bits 31..0; "
+                            f"{ALIGN}-byte aligned.",
+                            f"Base address of the {kind} class, bits 63..32.")
+
+    def lin_address(name, what):
+        return address_pair(f"LIN_{name}", LIN_ADDR_OFFSETS[name], LIN_ADDR_SHIFT,
+                            f"Byte address of {what}, bits 31..0; {1 << LIN_ADDR_SHIFT}-byte "
+                            "aligned. Read at LIN_CTRL.GO.",
+                            f"Byte address of {what}, bits 63..32.")
 
     regs = (
         # --- identification and capabilities ---
@@ -543,34 +566,38 @@ def accelerator_regmap(config):
                                description="the draft's committed bank"))),
         # --- linear unit jobs (run concurrently with the SSM path) ---
         Register(name="LIN_CMD", offset=0x030, description="The next linear-unit job: an "
-                 "output tile of N_ROWS rows × N_TOKENS tokens, LIN_STEPS beats on s_axis_w "
-                 "and s_axis_x.",
+                 "output tile of N_ROWS rows × N_TOKENS tokens over LIN_STEPS inputs, its "
+                 "weights, activations and results at the LIN_* addresses.",
                  fields=(Field(name="MODE", lsb=0, width=1, access="RW",
                                enums=(Enum(name="FULL", value=0,
-                                           description="target: FP16 × FP16 MAC per beat"),
+                                           description="target: both BSFP planes, the "
+                                                       "reconstructed FP16 weight"),
                                       Enum(name="QUANT", value=1,
-                                           description="draft: QUANT_LANES BSFP nibble × FP16 "
-                                                       "products per beat")),
-                               description="PE mode of the job"),
+                                           description="draft: the BSFP nibble plane alone")),
+                               description="pass of the job"),
                          Field(name="N_ROWS", lsb=4, width=12, access="RW", reset=1,
-                               description="valid output rows (1 … CAPS_LINEAR.ROWS)"),
+                               description=f"valid output rows (1 … {lin.tile_rows})"),
                          Field(name="N_TOKENS", lsb=16, width=12, access="RW", reset=1,
-                               description="valid token lanes (1 … CAPS_LINEAR.COLS)"))),
-        Register(name="LIN_STEPS", offset=0x034, description="Beats of the next linear job.",
+                               description=f"tokens (1 … {lin.token_lanes})"),
+                         Field(name="SCALE", lsb=28, width=4, access="RW",
+                               description="BSFP scale exponent k of the job's weights"))),
+        Register(name="LIN_STEPS", offset=0x034, description="Inputs of the next linear job.",
                  fields=(Field(name="STEPS", lsb=0, width=max(16, value_width(lin.max_k)),
                                access="RW", reset=1,
-                               description=f"weight/activation beat pairs (1 … max_k = "
+                               description=f"inputs K of every dot product (1 … max_k = "
                                            f"{lin.max_k})"),)),
         Register(name="LIN_CTRL", offset=0x038, description="Issues linear jobs.",
                  fields=(Field(name="GO", lsb=0, width=1, access="WO",
-                               description="queue LIN_CMD/LIN_STEPS as one job (checked: "
-                                           "ERROR_CODE LINEAR_CMD)"),)),
+                               description="queue LIN_CMD, LIN_STEPS and the LIN_* addresses "
+                                           "as one job (checked: ERROR_CODE LINEAR_CMD)"),)),
         Register(name="LIN_STATUS", offset=0x03C, description="Linear-unit progress.",
                  fields=(Field(name="PENDING", lsb=0, width=1, access="RO",
-                               description="a queued job has not been taken by the unit yet"),
+                               description="a queued job has not been taken by the engine yet"),
+                         Field(name="BUSY", lsb=1, width=1, access="RO",
+                               description="some job has results not yet written"),
                          Field(name="JOBS_DONE", lsb=16, width=16, access="RO",
-                               description="jobs whose last result row left m_axis_lin_y "
-                                           "(wraps)"))),
+                               description="jobs whose every result write memory has "
+                                           "acknowledged (wraps)"))),
         # --- dimensions ---
         Register(name="DIM_MODEL", offset=0x040, description="Model dimensions of the pass.",
                  fields=(Field(name="D_MODEL", lsb=0, width=16, access="RW",
@@ -629,9 +656,9 @@ def accelerator_regmap(config):
                  "SSM unit"),
         *counter("PERF_TOKENS_ACCEPTED", 0x0A8, "tokens accepted (bonus tokens included)"),
         *counter("PERF_STEPS", 0x0B0, "draft-then-verify steps"),
-        *counter("PERF_LINEAR_BUSY", 0x0B8, "cycles the linear unit took a weight beat"),
+        *counter("PERF_LINEAR_BUSY", 0x0B8, "cycles the linear unit issued an operation (one MAC in each slot)"),
         *counter("PERF_SSM_BUSY", 0x0C0, "cycles the SSM engine was running a layer pass"),
-        *counter("PERF_OVERLAP", 0x0C8, "cycles with the linear unit taking a beat and the "
+        *counter("PERF_OVERLAP", 0x0C8, "cycles with the linear unit issuing and the "
                  "SSM unit busy at once (the SpecMamba linear/SSM overlap)"),
         *counter("PERF_STATE_CYCLES", 0x0D0, "cycles the SSM engine spent in commit passes "
                  "(target and draft)"),
@@ -639,6 +666,8 @@ def accelerator_regmap(config):
         *counter("PERF_LAST_STEP", 0x0E0, "cycles of the last target step, START to DONE"),
         # --- memory map: where the region classes of golden.memory_map start ---
         *(reg for kind in REGION_CLASSES for reg in base_address(kind, MEM_CLASS_TEXT[kind])),
+        # --- the linear job's memory (hw.linear_engine) ---
+        *(reg for name in LIN_ADDR_OFFSETS for reg in lin_address(name, LIN_ADDR_TEXT[name])),
         # --- tree table ---
         Register(name="TREE_PARENT", offset=0x400, count=tree.max_nodes,
                  description="Parent of every tree node in BFS order; entry 0 (the root) is "

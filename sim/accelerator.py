@@ -1,18 +1,17 @@
 """cocotb bench of :class:`hw.accelerator.Accelerator`, driven only through its AXI ports.
 
-The host is ``cocotbext-axi``: an ``AxiLiteMaster`` on ``s_axi`` and an
-``AxiStreamSource``/``AxiStreamSink`` on each linear-unit stream, under random
-pauses and back-pressure from the bench's seeded generator. The SSM engine's
-four AXI4 ports reach one byte memory: the read ports through
+The host is ``cocotbext-axi``'s ``AxiLiteMaster`` on ``s_axi``. Every AXI4 port
+of the linear and SSM engines reaches one byte memory: the read ports through
 :class:`sim.axi_master.LatencyReadSlave` (a fixed latency, random AR and R
 stalls), the write ports through ``cocotbext-axi``'s ``AxiSlaveWrite`` (random AW,
 W and B stalls). The host writes registers only; the bench places what the
-layer's upstream stages would (the nodes' input records, the parameters, the
-initial states) at the addresses of :func:`golden.memory_map.ssm_engine_layout`,
+layer's upstream stages would (the linear jobs' BSFP planes and activations, the
+nodes' input records, the parameters, the initial states) at the addresses of
+:func:`golden.weight_planes.pack_jobs` and :func:`golden.memory_map.ssm_engine_layout`,
 and reads every result back from memory. Golden references:
 
-* linear jobs: :func:`golden.bsfp.draft_dot` and :func:`golden.bsfp.full_dot`,
-  through :class:`sim.linear_unit.Job`;
+* linear jobs: :func:`golden.dsp.draft_dot` and :func:`golden.dsp.full_dot`,
+  through :class:`sim.dsp_linear_unit.Job`;
 * SSM: :func:`golden.mamba2.ssm_step_hw_bits`, every node from its parent's state
   (the root from the committed state), per layer;
 * acceptance: :func:`golden.tree.accepted_path`.
@@ -31,20 +30,19 @@ import cocotb
 import numpy as np
 from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, RisingEdge
-from cocotbext.axi import AxiLiteBus, AxiLiteMaster, AxiStreamBus, AxiStreamFrame, \
-    AxiStreamSink, AxiStreamSource
+from cocotbext.axi import AxiLiteBus, AxiLiteMaster
 
 from specgen.golden import tree as gtree
 from specgen.golden.config import preset
-from specgen.golden.fp import FORMATS
 from specgen.golden.mamba2 import SSMParams, mamba2_init_params
 from specgen.golden.memory_map import SSM_BUFFERS, SSM_SLOTS, align, ssm_engine_layout
+from specgen.golden.weight_planes import column_beats, pack_jobs
 from specgen.hw.accelerator import ERROR
-from specgen.hw.linear_unit import result_layout
-from specgen.hw.regmap import accelerator_regmap
+from specgen.hw.linear_engine import WEIGHT_PORTS, LinearEngine
+from specgen.hw.regmap import LIN_ADDR_SHIFT, accelerator_regmap
 from specgen.sim.axi_master import Memory, attach_memory, period_ps, reset_domains
-from specgen.sim.bench import TB, params, random_pattern
-from specgen.sim.linear_unit import Job
+from specgen.sim.bench import TB, params
+from specgen.sim.dsp_linear_unit import Job
 from specgen.sim.ssm_unit import initial_state, make_tokens
 from specgen.sim.ssm_unit_bfm import pack_tiles, unpack_tiles
 from specgen.sim.tree_ssm import expected
@@ -71,6 +69,7 @@ class Layers:
         self.bases["io"] = self.bases["state"] + layers * lay.state_layer_stride
         self.end = self.bases["io"] + layers * lay.io_layer_stride
         assert self.end <= len(tb.memory.data), "the bench's model does not fit the memory"
+        tb.lin_area, tb.lin_cursor = align(self.end), None
         self.tb = tb
         self.prm, self.state = [], {"target": [], "draft": []}
         self.bank = {"target": 0, "draft": 0}
@@ -138,7 +137,7 @@ class Layers:
 class AccelTB(TB):
     """Clocks, resets, the AXI host and memory models and register helpers."""
 
-    def __init__(self, dut, *, pause=0.2, stall=0.2, latency=20):
+    def __init__(self, dut, *, stall=0.2, latency=20):
         super().__init__(dut)
         self.config = _config()
         self.regmap = accelerator_regmap(self.config)
@@ -146,17 +145,19 @@ class AccelTB(TB):
         d = dut
         board = self.config.board
         cocotb.start_soon(Clock(d.mem_clk, period_ps(board.memory_clock_mhz), unit="ps").start())
-        self.memory = Memory(1 << len(d.m_axi_ssm_in__araddr), self.rng)
+        aw = len(d.m_axi_ssm_in__araddr)
+        self.memory = Memory(1 << aw, self.rng)
         self.axil = AxiLiteMaster(AxiLiteBus.from_prefix(d, "s_axi_"), d.clk, d.rst)
-        self.w = AxiStreamSource(AxiStreamBus.from_prefix(d, "s_axis_lin_w_"), d.clk, d.rst)
-        self.x = AxiStreamSource(AxiStreamBus.from_prefix(d, "s_axis_lin_x_"), d.clk, d.rst)
-        self.lin_y = AxiStreamSink(AxiStreamBus.from_prefix(d, "m_axis_lin_y_"), d.clk, d.rst)
-        for src in (self.w, self.x):
-            src.set_pause_generator(random_pattern(self.rng, pause))
-        self.lin_y.set_pause_generator(random_pattern(self.rng, stall))
-        attach_memory(d, self.memory, reads=("m_axi_ssm_in_", "m_axi_ssm_st_rd_"),
-                      writes=("m_axi_ssm_st_wr_", "m_axi_ssm_y_"), latency=latency, stall=stall,
-                      rng=self.rng)
+        attach_memory(d, self.memory,
+                      reads=("m_axi_ssm_in_", "m_axi_ssm_st_rd_", "m_axi_lin_x_",
+                             *(f"m_axi_lin_w{j}_" for j in range(WEIGHT_PORTS))),
+                      writes=("m_axi_ssm_st_wr_", "m_axi_ssm_y_", "m_axi_lin_y_"),
+                      latency=latency, stall=stall, rng=self.rng)
+        # The linear engine's record sizes (constructing it elaborates nothing).
+        self.lin_engine = LinearEngine(config=self.config, addr_width=aw)
+        self.lin_area = None           # set by Layers: where the linear jobs' data go
+        self.lin_cursor = None
+        self.lin_jobs = 0              # jobs issued since reset
         self.cycle = 0
         cocotb.start_soon(self._count())
 
@@ -167,6 +168,7 @@ class AccelTB(TB):
 
     async def reset(self):
         await reset_domains(self.dut)
+        self.lin_jobs = 0
 
     def put(self, addr, words):
         self.memory.put_words(addr, words)
@@ -217,46 +219,65 @@ class AccelTB(TB):
         return st
 
     # -- linear jobs -------------------------------------------------------------------
-    def linear_job(self, *, mode, n_tokens):
+    def linear_job(self, *, mode, n_tokens, specials=False):
         lin = self.config.linear
-        return Job(self.rng_np, rows=lin.rows, cols=lin.cols, lanes=lin.quant_lanes,
-                   max_k=lin.max_k, fmt_out=FORMATS[lin.fmt_out], mode=mode,
-                   n_tokens=n_tokens, group_size=None)
+        return Job(self.rng_np, rows=lin.rows, cols=lin.cols, max_tokens=lin.max_tokens,
+                   max_k=lin.max_k, mode=mode, n_tokens=n_tokens, specials=specials)
+
+    def place_linear(self, job):
+        """Put ``job``'s weight planes and activations in the linear area (its y region keeps
+        the memory's random bytes); returns the four byte addresses."""
+        lin, eng = self.config.linear, self.lin_engine
+        words = column_beats(job.tensor.stored, rows=lin.rows, cols=lin.cols)
+        nibble, residue, _ = pack_jobs([words], word_bits=eng.weight_stream.word_width)
+        x = np.asarray(job.x_beats, dtype="<u2").tobytes()
+        y_bytes = -(-job.n_rows // lin.cols) * job.n_tokens * eng.y_record_bytes
+        need = len(nibble) + len(residue) + len(x) + y_bytes + 8 * 64 * 4
+        if self.lin_cursor is None or self.lin_cursor + need > len(self.memory.data):
+            self.lin_cursor = self.lin_area       # jobs far apart in time reuse the area
+        at = self.lin_cursor
+        out = {}
+        for name, size in (("w_nibble", len(nibble)), ("w_residue", len(residue)),
+                           ("x", len(x)), ("y", y_bytes)):
+            out[name] = at
+            at = align(at + size + int(self.rng_np.integers(0, 3)) * 64, 1 << LIN_ADDR_SHIFT)
+        assert at <= len(self.memory.data), "a linear job does not fit the bench's memory"
+        self.lin_cursor = at
+        for name, data in (("w_nibble", nibble), ("w_residue", residue), ("x", x)):
+            self.memory.data[out[name]:out[name] + len(data)] = data
+        job.addr = out
+        return out
 
     async def issue_linear(self, job):
-        # one queued job at most: wait until the previous command has been taken
+        """Place ``job`` in memory and start it from the registers; one queued job at most."""
+        addr = self.place_linear(job)
         while (await self.read("LIN_STATUS"))["pending"]:
             pass
-        await self.write("LIN_CMD", mode=job.mode, n_rows=job.n_rows, n_tokens=job.n_tokens)
+        await self.write("LIN_CMD", mode=job.mode, n_rows=job.n_rows, n_tokens=job.n_tokens,
+                         scale=int(job.tensor.scales))
         await self.write("LIN_STEPS", steps=job.steps)
+        for name, at in addr.items():
+            await self.write(f"LIN_{name.upper()}_LO", addr=at >> LIN_ADDR_SHIFT)
+            await self.write(f"LIN_{name.upper()}_HI", addr=at >> 32)
         await self.write("LIN_CTRL", go=1)
-        wb = len(self.dut.s_axis_lin_w__tdata) // 8
-        xb = len(self.dut.s_axis_lin_x__tdata) // 8
-        await self.w.send(AxiStreamFrame(b"".join(b.to_bytes(wb, "little") for b in job.w_beats)))
-        await self.x.send(AxiStreamFrame(b"".join(b.to_bytes(xb, "little") for b in job.x_beats)))
+        self.lin_jobs += 1
+        job.number = self.lin_jobs
 
-    async def check_linear(self, job, what):
-        lin = self.config.linear
-        fmt = FORMATS[lin.fmt_out]
-        layout = result_layout(lin.rows, lin.cols, fmt)
-        nbytes = len(self.dut.m_axis_lin_y__tdata) // 8
-        frame = await self.lin_y.recv()
-        data = bytes(frame.tdata)
-        assert len(data) == job.n_rows * nbytes, (f"{what}: {len(data) // nbytes} result rows, "
-                                                  f"expected {job.n_rows}")
-        off, rowf, tvf = layout["value"].offset, layout["row"], layout["token_valid"]
-        for r in range(job.n_rows):
-            word = int.from_bytes(data[r * nbytes:(r + 1) * nbytes], "little")
-            assert (word >> rowf.offset) & ((1 << rowf.width) - 1) == r, f"{what}: row order"
-            assert (word >> tvf.offset) & ((1 << tvf.width) - 1) == (1 << job.n_tokens) - 1
-            for c in range(job.n_tokens):
-                got = (word >> (off + c * fmt.width)) & ((1 << fmt.width) - 1)
-                want = int(job.expected[r, c])
-                assert got == want, (f"{what} (mode {job.mode}, {job.steps} beats) row {r} "
-                                     f"token {c}: got {got:#x}, golden "
-                                     f"{'draft_dot' if job.mode else 'full_dot'} {want:#x}")
-
-
+    async def check_linear(self, job, what, *, timeout=200_000):
+        """Wait until ``LIN_STATUS.JOBS_DONE`` counts ``job``, then check every result word of
+        it in memory against golden, in the engine's record layout."""
+        start = self.cycle
+        while ((await self.read("LIN_STATUS"))["jobs_done"] - job.number) % (1 << 16) >= 1 << 15:
+            assert self.cycle - start < timeout, f"{what}: not done after {timeout} cycles"
+        rec = self.lin_engine.y_record_bytes
+        T = job.n_tokens
+        for h, t, _, vals in job.beats(self.config.linear.cols):
+            words = self.get(job.addr["y"] + (h * T + t) * rec, rec // 4)
+            for g, want in vals.items():
+                assert int(words[g]) == want, (
+                    f"{what} (mode {job.mode}, K {job.steps}, T {T}) row "
+                    f"{h * self.config.linear.cols + g} token {t}: got {int(words[g]):#010x} in "
+                    f"memory, golden {'draft_dot' if job.mode else 'full_dot'} {want:#010x}")
 
 
 def _check(got, want, what):
@@ -330,8 +351,9 @@ async def verify_step(tb, model, *, parents=None, match=None, linear=True, cut=N
     lin = tb.config.linear
     jobs = []
     if linear:
-        for first in range(0, n, lin.cols):
-            jobs.append(tb.linear_job(mode=0, n_tokens=min(lin.cols, n - first)))
+        for first in range(0, n, lin.token_lanes):
+            jobs.append(tb.linear_job(mode=0, n_tokens=min(lin.token_lanes, n - first),
+                                      specials=specials))
     golden = []
     for layer in range(model.layers):
         toks = model.tokens(layer, n, specials=specials)
@@ -418,7 +440,7 @@ async def draft_verify_step(dut):
     linear full jobs alongside, the last with special values), all under random pauses,
     stalls and back-pressure, every result in memory checked."""
     p = params()
-    tb, model = await _setup(dut, pause=p.get("pause", 0.2), stall=p.get("stall", 0.2))
+    tb, model = await _setup(dut, stall=p.get("stall", 0.2))
     await draft_step(tb, model)
     figures = await verify_step(tb, model)
     await verify_step(tb, model, parents=gtree.flatten((1, 1)), linear=False, specials=True)
@@ -475,10 +497,13 @@ async def errors(dut):
         st = await tb.read("STATUS")
         assert not st["error"], f"{what}: ERROR not cleared"
 
-    await tb.write("LIN_CMD", mode=0, n_rows=lin.rows + 1, n_tokens=1)
+    await tb.write("LIN_CMD", mode=0, n_rows=lin.tile_rows + 1, n_tokens=1)
     await tb.write("LIN_STEPS", steps=1)
     await tb.write("LIN_CTRL", go=1)
-    await expect("LINEAR_CMD", "n_rows above CAPS_LINEAR.ROWS")
+    await expect("LINEAR_CMD", "n_rows above the tile's rows")
+    await tb.write("LIN_CMD", mode=0, n_rows=1, n_tokens=lin.token_lanes + 1)
+    await tb.write("LIN_CTRL", go=1)
+    await expect("LINEAR_CMD", "n_tokens above the token lanes")
     await tb.write("LIN_CMD", mode=0, n_rows=1, n_tokens=1)
     await tb.write("LIN_STEPS", steps=0)
     await tb.write("LIN_CTRL", go=1)

@@ -1,6 +1,7 @@
 """The accelerator top level (:class:`hw.accelerator.Accelerator`): AXI benches on
 Verilator against golden (``sim/accelerator.py``), parameter checks, lint."""
 
+import dataclasses
 import json
 
 import pytest
@@ -22,9 +23,9 @@ BENCH_ADDR_WIDTH = 20
 
 def _run(testcase, seed, **params):
     dut = Accelerator(config=preset("sim"), addr_width=BENCH_ADDR_WIDTH)
-    # Compiled at -O0: with Verilator's default -Os, g++ spends about 12 minutes
-    # on the model (the DualModePE's exact datapath dominates) on a 2-core
-    # machine; at -O0 the build takes about 1.5 minutes and the benches stay short.
+    # Compiled at -O0: with Verilator's default -Os, g++ spent about 12 minutes on
+    # the model of an earlier revision (with the exact PE array) on a 2-core machine;
+    # at -O0 the build stays short and so do the benches.
     return run_bench(dut, name=dut.module_name, module="specgen.sim.accelerator", testcase=testcase,
                      params={"preset": "sim", **params}, seed=seed, cxx_opt="-O0")
 
@@ -75,6 +76,12 @@ def test_rejects_bad_parameters():
     with pytest.raises(ValueError, match=r"Accelerator\.addr_width must be an integer in "
                                          r"\[13, 64\], not 8"):
         Accelerator(config=cfg, addr_width=8)
+    exact = cfg.replace(linear=dataclasses.replace(cfg.linear, contract="exact"))
+    with pytest.raises(ValueError) as info:
+        Accelerator(config=exact)
+    assert str(info.value) == (
+        "Accelerator.config.linear.contract must be 'dspfp32' (the memory-fed linear engine's "
+        "DSPLinearUnit; the 'exact' LinearUnit is a block of its own), not 'exact'")
 
 
 @pytest.mark.parametrize("kwargs,exc,message", [
@@ -116,7 +123,12 @@ def test_ports_and_properties():
     lay = a.layout
     assert (lay.record_bytes, lay.state_bytes, lay.y_bytes) == (4 * (16 + 4 + 2), 128, 16)
     assert lay.state_layer_stride == 6 * 4096 and lay.io_layer_stride == 4 * 8192
-    assert a.module_name == "Accelerator_sim_r2c4q3k16_h2p2n8l4_t64d16_p222"
+    # The linear engine: four 512-bit weight-plane ports (the sim board's widest), a
+    # 64-bit activation port, 512-bit result records (4 binary32 padded to one beat).
+    assert a.linear_port_widths == {"w": 512, "x": 64, "y": 512}
+    assert a.linear_engine.y_record_bytes == 64
+    assert len(a.m_axi_lin_w3.araddr) == 40 and len(a.m_axi_lin_y.wdata) == 512
+    assert a.module_name == "Accelerator_sim_d2x4t16k16_h2p2n8l4_t64d16_p222"
     assert Accelerator(config=preset("sim"), addr_width=20).module_name.endswith("_p222_a20")
 
 

@@ -29,7 +29,8 @@ def test_partial_data_over_a_base():
 
 def test_overrides_are_read_by_field_type():
     cfg = apply_overrides(preset("sim"), [
-        ("linear.rows", "3"), ("board.clock_mhz", "150.5"), ("linear.fmt_out", "fp16"),
+        ("linear.rows", "3"), ("board.clock_mhz", "150.5"), ("linear.contract", "exact"),
+        ("linear.fmt_out", "fp16"),
         ("bsfp.group_size", "128"), ("bsfp.remap", "[[9, 0]]"), ("ssm.exp_lut.step_log2", "4")])
     assert cfg.linear.rows == 3 and cfg.board.clock_mhz == 150.5 and cfg.linear.fmt_out == "fp16"
     assert cfg.bsfp.group_size == 128 and cfg.bsfp.remap == ((9, 0),)

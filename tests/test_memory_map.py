@@ -191,8 +191,13 @@ def test_base_registers_appended():
         assert (lo.offset, hi.offset) == (0x100 + 8 * i, 0x104 + 8 * i)
         assert lo.field("ADDR").lsb == 12 and lo.field("ADDR").access == "RW"
         assert hi.field("ADDR").width == 32
-    # 2.0: the memory-fed SSM path changed what ROLLBACK does and error code 8 (MEMORY).
-    assert (rm["VERSION"].field("MAJOR").reset, rm["VERSION"].field("MINOR").reset) == (2, 0)
+    # 2.0: the memory-fed SSM path changed what ROLLBACK does and error code 8 (MEMORY);
+    # 3.0: the linear job's addresses (LIN_*), LIN_CMD.SCALE and LIN_STATUS.BUSY.
+    assert (rm["VERSION"].field("MAJOR").reset, rm["VERSION"].field("MINOR").reset) == (3, 0)
+    for i, name in enumerate(("W_NIBBLE", "W_RESIDUE", "X", "Y")):
+        lo, hi = rm[f"LIN_{name}_LO"], rm[f"LIN_{name}_HI"]
+        assert (lo.offset, hi.offset) == (0x140 + 8 * i, 0x144 + 8 * i)
+        assert lo.field("ADDR").lsb == 6 and hi.field("ADDR").width == 32
 
 
 CC = shutil.which("cc") or shutil.which("gcc")

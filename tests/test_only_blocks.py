@@ -13,9 +13,10 @@ from specgen.golden.config import preset
 pytestmark = pytest.mark.filterwarnings("ignore:.*created but never used")
 
 SIM_KINDS = ["ring_fifo", "tree_verifier", "exponent_decoder", "fp16_reconstructor",
-             "linear_unit", "ssm_engine", "accelerator"]
-#: Blocks built only on request (gen.emit.blocks.library_blocks): not in the top level yet.
-LIBRARY_KINDS = ["ssm_unit", "conv1d", "gated_rms_norm", "residual"]
+             "linear_engine", "ssm_engine", "accelerator"]
+#: Blocks built only on request (gen.emit.blocks.library_blocks): not in the top level.
+LIBRARY_KINDS = ["ssm_unit", "linear_unit", "dsp_linear_unit", "conv1d", "gated_rms_norm",
+                 "residual"]
 
 
 def test_block_kinds_are_the_class_names():

@@ -14,7 +14,7 @@ def _builders():
     from specgen.hw.accelerator import Accelerator
     from specgen.hw.exponent_decoder import ExponentDecoder
     from specgen.hw.fp16_reconstructor import FP16Reconstructor
-    from specgen.hw.linear_unit import linear_unit_for
+    from specgen.hw.linear_engine import LinearEngine
     from specgen.hw.ring_fifo import RingFIFO
     from specgen.hw.ssm_engine import SSMEngine
     from specgen.hw.tree_verifier import TreeVerifier
@@ -28,13 +28,15 @@ def _builders():
         ExponentDecoder.from_config,
         # SPEQ full pass: nibble + residue planes -> scaled FP16 weight (W undoes the remap).
         FP16Reconstructor.from_config,
-        # SpecMamba linear unit: DSPFP32 MAC slots (board presets) or exact dual-mode PEs.
-        linear_unit_for,
+        # SpecMamba's linear unit (DSPFP32 MAC slots) fed from memory: SPEQ's BSFP weight
+        # planes through four AXI4 masters (the nibble plane alone in a draft job), the
+        # activations through a fifth, the results out through a write master.
+        lambda config: LinearEngine(config=config),
         # SpecMamba's tile-streamed tree verification with the state in memory: the SSM unit
         # (one Mamba2 layer's state swept by `lanes` EMUs per cycle) behind four AXI4 masters.
         lambda config: SSMEngine(config=config),
-        # The top level: AXI4-Lite registers, the linear unit's streams, the SSM engine's
-        # AXI4 memory ports, the tree-verification scheduler.
+        # The top level: AXI4-Lite registers, the linear and SSM engines' AXI4 memory
+        # ports, the tree-verification scheduler.
         Accelerator.from_config,
     )
 
@@ -43,7 +45,9 @@ def _library():
     """Blocks built on request only (``--only``, ``--block``): finished and verified, but
     not instantiated by the top level yet, so the default design does not emit them."""
     from specgen.hw.conv1d import Conv1d
+    from specgen.hw.dsp_linear_unit import DSPLinearUnit
     from specgen.hw.gated_norm import GatedRMSNorm
+    from specgen.hw.linear_unit import LinearUnit
     from specgen.hw.residual import Residual
     from specgen.hw.ssm_unit import SSMUnit
 
@@ -55,6 +59,13 @@ def _library():
         # The stream-fed SSM unit (one token at a time, the state on chip), which the
         # tile-streamed TreeSSMUnit of the SSM engine replaced in the top level.
         ssm_unit,
+        # SPEQ's exact dual-mode PE array (numerics contract v1: exact FP16 products,
+        # rounded once), which the DSPFP32 array of the linear engine replaced in the
+        # top level (contract v2, Versal-native accumulation).
+        LinearUnit.from_config,
+        # The DSPFP32 array alone (the linear engine's, here with the weight ports the
+        # board's memory feeds), for its resources and timing without the masters.
+        lambda config: DSPLinearUnit.from_config(config),
         # The Mamba2 layer's causal conv1d and SiLU, one channel per cycle.
         Conv1d.from_config,
         # The gated RMSNorm of the SSM output (d_inner wide).
@@ -90,12 +101,12 @@ def top_block(modules):
     from specgen.hw.dsp_linear_unit import DSPLinearUnit
     from specgen.hw.exponent_decoder import ExponentDecoder
     from specgen.hw.fp16_reconstructor import FP16Reconstructor
-    from specgen.hw.linear_unit import LinearUnit
+    from specgen.hw.linear_engine import LinearEngine
     from specgen.hw.ring_fifo import RingFIFO
     from specgen.hw.ssm_engine import SSMEngine
     from specgen.hw.tree_verifier import TreeVerifier
-    rank = (RingFIFO, TreeVerifier, ExponentDecoder, FP16Reconstructor, LinearUnit, DSPLinearUnit,
-            SSMEngine, Accelerator)
+    rank = (RingFIFO, TreeVerifier, ExponentDecoder, FP16Reconstructor, DSPLinearUnit,
+            LinearEngine, SSMEngine, Accelerator)
     if not all(type(c) in rank for c in modules.values()):
         # Library blocks only: the last one asked for is the top (they do not nest).
         return list(modules)[-1]

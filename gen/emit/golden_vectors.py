@@ -21,7 +21,7 @@ import zipfile
 
 import numpy as np
 
-from specgen.golden import bsfp, dot, fp
+from specgen.golden import bsfp, dot, dsp, fp, weight_planes
 from specgen.golden.config import Config, preset
 from specgen.golden.ring_fifo import RingFIFOModel
 
@@ -114,6 +114,29 @@ def _set_bsfp(config, rng):
         "x": (x, "FP16 activation"),
         "draft_dot": (bsfp.draft_dot(t, x), "E3M0 draft W.x, FP32"),
         "full_dot": (bsfp.full_dot(t, x), "full-precision W.x, FP32"),
+    }
+
+
+def _set_dsp_dot(config, rng):
+    """The linear engine's contract (numerics contract v2 on DSPFP32 slots) on one tile of
+    the config's array, with the BSFP planes as the engine reads them from memory."""
+    lin = config.linear
+    rows, n, tokens = lin.rows * lin.cols, min(lin.max_k, 256), min(lin.token_lanes, 4)
+    w = (rng.standard_normal((rows, n)) * 0.05).astype(np.float16)
+    t = bsfp.encode(w.view(np.uint16), config=config.bsfp)
+    x = rng.standard_normal((tokens, n)).astype(np.float16).view(np.uint16)
+    words = weight_planes.column_beats(t.stored, rows=lin.rows, cols=lin.cols)
+    nibble, residue, _ = weight_planes.pack_jobs([words], word_bits=config.board.memory_port_bits)
+    return {
+        "stored": (t.stored, f"BSFP v1 stored words of a {rows}x{n} tile"),
+        "scales": (np.atleast_1d(t.scales), "BSFP scale exponent k"),
+        "x": (x, f"FP16 activations, {tokens} tokens x {n} inputs"),
+        "nibble_image": (np.frombuffer(nibble, np.uint8), "the tile's nibble-plane bytes in "
+                         "memory (golden.weight_planes.pack_jobs)"),
+        "residue_image": (np.frombuffer(residue, np.uint8), "its three residue-slice regions"),
+        "full_dot": (dsp.full_dot(t, x), "verify pass W.x on DSPFP32 slots, binary32 (rows x "
+                     "tokens)"),
+        "draft_dot": (dsp.draft_dot(t, x), "draft pass (nibble plane) W.x, binary32"),
     }
 
 
@@ -267,6 +290,8 @@ SETS = {
     "convert": (_set_convert, "FP16 <-> FP32 conversion"),
     "dot": (_set_dot, "exact dot products, FP16 in, FP32 and FP16 out"),
     "bsfp": (_set_bsfp, "BSFP v1 encode, planes, reconstruction and draft/full dot"),
+    "dsp_dot": (_set_dsp_dot, "the linear engine's DSPFP32 dot products and the BSFP plane "
+                              "images it reads"),
     "ring_fifo": (_set_ring_fifo, "RingFIFO cycle trace for the config's tree FIFO"),
     "tree_verifier": (_set_tree_verifier, "random draft trees and their FIFO schedules "
                                           "(TreeVerifier)"),
@@ -282,11 +307,13 @@ BLOCK_SETS = {
     "tree_verifier": ("tree_verifier",),
     "exponent_decoder": ("bsfp",),
     "fp16_reconstructor": ("bsfp",),
-    "linear_unit": ("dot", "bsfp"),
-    "ssm_unit": ("ssm_unit", "fp32_ops"),
-    "accelerator": tuple(SETS),
-    # Library blocks (gen.emit.blocks.library_blocks), not in the top level yet.
+    "linear_engine": ("dsp_dot", "bsfp"),
     "ssm_engine": ("ssm_unit", "tree_verifier"),
+    "accelerator": tuple(SETS),
+    # Library blocks (gen.emit.blocks.library_blocks), not in the top level.
+    "linear_unit": ("dot", "bsfp"),
+    "dsp_linear_unit": ("dsp_dot",),
+    "ssm_unit": ("ssm_unit", "fp32_ops"),
     "conv1d": ("conv1d",),
     "gated_rms_norm": ("gated_norm",),
     "residual": ("fp32_ops",),

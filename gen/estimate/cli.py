@@ -31,8 +31,8 @@ def add_parser(sub):
                    help="write the Markdown section here (and FILE.json beside it); "
                         "default: print it")
     p.add_argument("--block", action="append", default=None, metavar="NAME",
-                   help="estimate only this block (repeatable): linear_unit, "
-                        "dsp_linear_unit, ssm_unit, ...")
+                   help="estimate only this block (repeatable): linear_engine, "
+                        "ssm_engine, dsp_linear_unit, ...")
     p.add_argument("--json", action="store_true",
                    help="print the report as JSON instead of Markdown")
     p.add_argument("--fanout", action="store_true",

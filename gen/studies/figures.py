@@ -165,7 +165,9 @@ def block_diagram_figure(config):
                 for kind, n in c["contents"].most_common()]
         # Two kinds a line, two lines at most: a box's text stays inside it.
         rows = [", ".join(held[j:j + 2]) for j in range(0, len(held), 2)]
-        lines += rows[:2] if len(rows) <= 2 else [rows[0], rows[1] + ", …"]
+        rows = rows[:2] if len(rows) <= 2 else [rows[0], rows[1] + ", …"]
+        # A line no wider than the box (monospace at this size: about 36 characters).
+        lines += [r if len(r) <= 36 else r[:35] + "…" for r in rows]
         # A long title (a counter's name) is set smaller, so it stays in its box.
         ax.text(bx + 0.1, by + bh - 0.1, lines[0], ha="left", va="top",
                 fontsize=9 if len(lines[0]) <= 26 else 7, weight="bold")
