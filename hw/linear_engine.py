@@ -269,7 +269,8 @@ class LinearEngine(wiring.Component):
         x_active = Signal(name="x_active")
         x_left = Signal.like(x_words, name="x_left")            # slices after this one
         x_idx = Signal(index_width(max(per, 2)), name="x_idx")
-        x_last = ~x_left.any()
+        # x_left == 0, as a register (a wide zero test would sit before the pops).
+        x_last = Signal(name="x_last")
         x_fire = Signal(name="x_fire")
         slice_ = Signal(16, name="x_slice")
         with m.Switch(x_idx):
@@ -284,11 +285,12 @@ class LinearEngine(wiring.Component):
         x_load = ~x_active | (x_fire & x_last)
         m.d.comb += x_q.r_en.eq(x_load)
         with m.If(x_load & x_q.r_rdy):
-            m.d.sync += [x_active.eq(1), x_left.eq(x_q.r_data - 1), x_idx.eq(0)]
+            m.d.sync += [x_active.eq(1), x_left.eq(x_q.r_data - 1), x_idx.eq(0),
+                         x_last.eq(x_q.r_data == 1)]
         with m.Elif(x_fire):
             with m.If(x_last):
                 m.d.sync += x_active.eq(0)
-            m.d.sync += [x_left.eq(x_left - 1),
+            m.d.sync += [x_left.eq(x_left - 1), x_last.eq(x_left == 1),
                          x_idx.eq(Mux(x_idx == per - 1, 0, add_const(x_idx, 1, len(x_idx))))]
 
         # ---- results: one write region per result beat, at a running address ----------

@@ -251,7 +251,9 @@ class WeightStream(wiring.Component):
         have = masters[0].data.valid & (mode | Cat(x.data.valid for x in masters[1:]).all())
         fire = Signal()
         m.d.comb += [out.valid.eq(active & have), fire.eq(out.valid & out.ready)]
-        last = ~left.any()
+        # left == 0, as a register: a wide zero test would sit between the handshake and
+        # the FIFO pops (7 logic levels at vck190's 400 MHz; docs/estimate.md).
+        last = Signal(name="last_beat")
         pop = fire & (last | (idx == self._per_word - 1))
         for j, master in enumerate(masters):
             m.d.comb += master.data.ready.eq(pop if j == 0 else pop & ~mode)
@@ -259,12 +261,13 @@ class WeightStream(wiring.Component):
         m.d.comb += jobs.r_en.eq(load)
         with m.If(load & jobs.r_rdy):
             m.d.sync += [active.eq(1), left.eq(jobs.r_data[:len(left)] - 1),
+                         last.eq(jobs.r_data[:len(left)] == 1),
                          mode.eq(jobs.r_data[len(left)]), k.eq(jobs.r_data[len(left) + 1:]),
                          idx.eq(0)]
         with m.Elif(fire):
             with m.If(last):
                 m.d.sync += active.eq(0)
-            m.d.sync += [left.eq(left - 1),
+            m.d.sync += [left.eq(left - 1), last.eq(left == 1),
                          idx.eq(Mux(idx == self._per_word - 1, 0, idx + 1))]
 
         subs = []

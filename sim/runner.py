@@ -210,6 +210,24 @@ def _locked(path):
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
+#: Verilog already emitted in this process, by (class, module name): a component named by its
+#: own ``module_name`` encodes every parameter of its logic (``hw.hierarchy``'s rule), so
+#: the benches that run one design under several tests convert it once.
+_EMITTED = {}
+
+
+def _verilog_once(component, *, name):
+    if getattr(component, "module_name", None) != name:
+        return emit_verilog(component, name=name)
+    key = (type(component).__module__, type(component).__qualname__, name)
+    if key not in _EMITTED:
+        _EMITTED[key] = emit_verilog(component, name=name)
+    else:
+        # Not elaborated here: say so, or amaranth warns that it was never used.
+        component._MustUse__silence = True
+    return _EMITTED[key]
+
+
 def build(component_or_verilog, *, name, simulator="verilator", waves=None, cxx_opt=None):
     """Build ``component_or_verilog`` (a component or Verilog text) once.
 
@@ -231,7 +249,7 @@ def build(component_or_verilog, *, name, simulator="verilator", waves=None, cxx_
     if cxx_opt is None and simulator == "verilator":
         cxx_opt = os.environ.get("SPECGEN_VERILATOR_OPT") or None
     text = (component_or_verilog if isinstance(component_or_verilog, str)
-            else emit_verilog(component_or_verilog, name=name))
+            else _verilog_once(component_or_verilog, name=name))
     import cocotb
     if cxx_opt is not None and not re.fullmatch(r"-O[0-3sg]", str(cxx_opt)):
         raise ValueError(f"build.cxx_opt (or SPECGEN_VERILATOR_OPT) must be one of -O0, -O1, "
