@@ -84,9 +84,9 @@ class LinearEngine(wiring.Component):
     desc : In(stream.Signature(descriptor_layout(...))), domain ``sync``
         A job. Taken when the engine's descriptor stage is empty; the job is then
         handed to the weight stream, the activation reader, the unit's command queue
-        and the result writer together, 3 + ⌈log2(n_tokens + 1)⌉ cycles later at
-        the earliest (a shift-add multiplier counts the job's ``steps · n_tokens``
-        activations), when all four have room and fewer than
+        and the result writer together, at the earliest two cycles plus one per bit
+        of ``n_tokens`` after it is taken (a shift-add multiplier counts the job's
+        ``steps · n_tokens`` activations), when all four have room and fewer than
         :data:`JOBS_IN_FLIGHT` jobs are unfinished.
     busy : Out(1)
         Some accepted job has not had every result write answered.
