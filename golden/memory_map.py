@@ -16,11 +16,14 @@ Region classes, each starting on a 4 KiB boundary and laid out in this order:
 ``weights``
     First ``ssm_params``, per layer the SSM engine's parameters ``A``, ``dt_bias``
     and ``D`` (binary32, ``nheads`` each), then per BSFP v1 matrix (:mod:`golden.bsfp`): the nibble plane ``{s, c}``
-    (4 bits a weight, two weights a byte, :func:`golden.bsfp.pack_nibbles`), the
-    residue plane ``{W, e0, m9..m0}`` (12 bits a weight, two weights in three
-    bytes, rows padded to whole bytes) and the scale exponents ``k`` (one
-    ``uint8`` per tensor, or per group of ``BSFPConfig.group_size`` along a row),
-    each row-major, ``rows = out_features``. The matrices are ``in_proj`` and
+    (4 bits a weight) and the residue plane ``{W, e0, m9..m0}`` (12 bits a weight)
+    in the linear engine's job layout (:func:`golden.weight_planes.pack_matrix`:
+    output tiles of the array's ``rows · cols`` MAC slots, input chunks of
+    ``linear.max_k``, each job's slice regions padded to the weight stream's word,
+    :func:`golden.weight_planes.stream_word_bits`), so a job's planes are read in
+    long sequential bursts; then the scale exponents ``k`` (one ``uint8`` per
+    tensor, or per group of ``BSFPConfig.group_size`` along a row, row-major,
+    ``rows = out_features``). The matrices are ``in_proj`` and
     ``out_proj`` per layer, and the embedding, which is also the LM head unless
     ``LMConfig.tie_embeddings`` is false (then ``lm_head`` follows). The other
     parameters of a layer are binary32 (``layer_params``: conv1d weight
@@ -76,9 +79,10 @@ from .config import Config
 from .lm import LMConfig
 from .mamba2 import MAMBA2_SIZES, SSMConfig
 from .validate import check_choice
+from .weight_planes import matrix_job_count, matrix_plane_bytes, stream_word_bits
 
-__all__ = ["ALIGN", "REGION_CLASSES", "MODELS", "NIBBLE_BITS", "RESIDUE_BITS", "WORD_BYTES",
-           "DEFAULT_POLICY", "MAP_POLICIES", "unit_checkpoint", "Region", "MemoryMap", "align", "plane_bytes", "replay_record_words",
+__all__ = ["ALIGN", "REGION_CLASSES", "MODELS", "WORD_BYTES",
+           "DEFAULT_POLICY", "MAP_POLICIES", "unit_checkpoint", "Region", "MemoryMap", "align", "replay_record_words",
            "layer_param_words", "SSM_SLOTS", "SSM_BUFFERS", "SSMEngineLayout", "ssm_engine_layout"]
 
 #: Alignment of every region, layer entry and node entry: one 4 KiB page (AXI4's burst boundary).
@@ -87,9 +91,6 @@ ALIGN = 4096
 REGION_CLASSES = ("weights", "state", "checkpoint", "io")
 #: The two passes that keep a state of their own (SPEQ self-speculation).
 MODELS = ("target", "draft")
-#: Bits a weight of each BSFP v1 plane (:func:`golden.bsfp.split_planes`): nibble and residue.
-NIBBLE_BITS = 4
-RESIDUE_BITS = 12
 #: Bytes of a binary32 value or a ``uint32`` token id.
 WORD_BYTES = 4
 #: The backtracking combination a map is laid out for unless told otherwise: the SpecMamba notes'
@@ -189,11 +190,6 @@ def unit_checkpoint(config):
 def align(n, to=ALIGN):
     """``n`` rounded up to a multiple of ``to``."""
     return -(-n // to) * to
-
-
-def plane_bytes(rows, cols, bits):
-    """Bytes of a ``rows × cols`` plane of ``bits``-bit values, each row padded to whole bytes."""
-    return rows * -(-cols * bits // 8)
 
 
 def replay_record_words(model):
@@ -352,12 +348,20 @@ class MemoryMap:
         def scale_bytes(rows, cols):
             return 1 if bsfp.group_size is None else rows * -(-cols // bsfp.group_size)
 
+        lin = config.linear
+        word_bits = stream_word_bits(config)
+
         def matrix(name, rows, cols, layers, what):
             shape = f"{rows} × {cols}"
-            add("weights", f"{name}.nibble", plane_bytes(rows, cols, NIBBLE_BITS),
-                f"{what}: BSFP nibble plane {{s, c}}, {shape}, the draft pass reads only this", layers)
-            add("weights", f"{name}.residue", plane_bytes(rows, cols, RESIDUE_BITS),
-                f"{what}: BSFP residue plane {{W, e0, m}}, {shape}, read by the target pass", layers)
+            nib, res = matrix_plane_bytes(rows, cols, rows=lin.rows, cols=lin.cols,
+                                          max_k=lin.max_k, word_bits=word_bits)
+            jobs = matrix_job_count(rows, cols, rows=lin.rows, cols=lin.cols, max_k=lin.max_k)
+            add("weights", f"{name}.nibble", nib,
+                f"{what}: BSFP nibble plane {{s, c}}, {shape} in {jobs} jobs, the draft pass "
+                f"reads only this", layers)
+            add("weights", f"{name}.residue", res,
+                f"{what}: BSFP residue plane {{W, e0, m}}, {shape} in {jobs} jobs, read by the "
+                f"target pass", layers)
             add("weights", f"{name}.scales", scale_bytes(rows, cols),
                 f"{what}: BSFP scale exponents k (uint8)", layers)
 

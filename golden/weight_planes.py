@@ -22,11 +22,19 @@ one weight port of the linear unit takes in one transfer):
   master per slice streams it at the rate of the nibble plane, with no width converter.
 * A layer's jobs lie one after another in each plane (:func:`pack_jobs`), so the draft pass
   reads one contiguous nibble area and the target pass four long sequential runs per job.
+* A whole matrix (``n_out × K``, rows are output features) is cut into jobs by
+  :func:`matrix_tiles`: output rows in tiles of ``rows · cols`` (the array's MAC slots),
+  each tile's inputs in chunks of at most ``max_k``, tile-major; :func:`pack_matrix` lays
+  them out, and :func:`matrix_plane_bytes` gives the two planes' sizes that the memory map
+  (:mod:`golden.memory_map`) reserves. A job that covers only part of ``K`` yields partial
+  sums that the next chunk's pass must add.
 
 Everything is numpy on raw ``uint16`` stored words; the nibble and residue bits are taken
 from the word here, by the bit positions of BSFP v1, not through ``split_planes``, so the
 tests check the two routes against each other.
 """
+
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -35,7 +43,9 @@ from .validate import check_choice, check_int
 
 __all__ = ["SLICE_BITS", "RESIDUE_SLICES", "PLANE_SLICES", "MODES", "sub_beat_bits",
            "region_bytes", "column_beats", "slice_image", "plane_images", "unpack_slice",
-           "pack_jobs", "expected_beats", "weight15"]
+           "pack_jobs", "stream_word_bits", "MatrixJob", "matrix_tiles", "matrix_job_count",
+           "matrix_plane_bytes",
+           "pack_matrix", "expected_beats", "weight15"]
 
 #: Bits of one weight in one slice.
 SLICE_BITS = 4
@@ -174,6 +184,88 @@ def pack_jobs(jobs, *, word_bits, align=4096):
         n_off += len(a)
         r_off += len(b)
     return b"".join(nib), b"".join(res), offsets
+
+
+def stream_word_bits(config):
+    """The read masters' word of ``config``'s weight stream: the board's memory port, or one
+    sub-beat (``4 · linear.rows`` bits) where that is wider. Every region is a whole
+    number of these words."""
+    return max(sub_beat_bits(config.linear.rows), config.board.memory_port_bits)
+
+
+@dataclass(frozen=True)
+class MatrixJob:
+    """One job of a matrix (:func:`matrix_tiles`): output rows ``row0 … row0 + n_rows − 1``,
+    inputs ``k0 … k0 + n_k − 1``; with :func:`pack_matrix`, its regions' byte offsets in
+    the nibble and the residue plane and its beats (``n_k · cols``)."""
+
+    row0: int
+    n_rows: int
+    k0: int
+    n_k: int
+    nibble_offset: int = 0
+    residue_offset: int = 0
+    beats: int = 0
+
+
+def matrix_tiles(n_out, k, *, rows, cols, max_k):
+    """The jobs of an ``n_out × k`` matrix on a ``rows × cols`` array taking at most
+    ``max_k`` inputs a job: output tiles of ``rows · cols`` rows, each cut into input
+    chunks of ``max_k`` (the last ones shorter), tile-major."""
+    n_out = check_int("weight_planes", "n_out", n_out, min=1)
+    k = check_int("weight_planes", "k", k, min=1)
+    slots = check_int("weight_planes", "rows", rows, min=1) * check_int(
+        "weight_planes", "cols", cols, min=1)
+    max_k = check_int("weight_planes", "max_k", max_k, min=1)
+    return [MatrixJob(row0=r, n_rows=min(slots, n_out - r), k0=c, n_k=min(max_k, k - c),
+                      beats=min(max_k, k - c) * cols)
+            for r in range(0, n_out, slots) for c in range(0, k, max_k)]
+
+
+def matrix_job_count(n_out, k, *, rows, cols, max_k):
+    """Jobs of :func:`matrix_tiles`, counted without listing them."""
+    slots = check_int("weight_planes", "rows", rows, min=1) * check_int(
+        "weight_planes", "cols", cols, min=1)
+    return (-(-check_int("weight_planes", "n_out", n_out, min=1) // slots)
+            * -(-check_int("weight_planes", "k", k, min=1)
+                // check_int("weight_planes", "max_k", max_k, min=1)))
+
+
+def matrix_plane_bytes(n_out, k, *, rows, cols, max_k, word_bits):
+    """``(nibble_bytes, residue_bytes)`` of an ``n_out × k`` matrix laid out by
+    :func:`pack_matrix`, without building it: a job's regions depend on its input chunk
+    only (every tile has ``rows · cols`` slots, padding rows included)."""
+    tiles = matrix_job_count(n_out, 1, rows=rows, cols=cols, max_k=1)
+    full, rest = divmod(check_int("weight_planes", "k", k, min=1),
+                        check_int("weight_planes", "max_k", max_k, min=1))
+    per_tile = full * region_bytes(max_k * cols, rows=rows, word_bits=word_bits)
+    if rest:
+        per_tile += region_bytes(rest * cols, rows=rows, word_bits=word_bits)
+    nib = tiles * per_tile
+    return nib, RESIDUE_SLICES * nib
+
+
+def pack_matrix(stored, *, rows, cols, max_k, word_bits):
+    """A whole matrix of BSFP stored words (shape ``(n_out, K)``) as the engine's jobs.
+
+    Returns
+    -------
+    nibble_plane, residue_plane : bytes
+        The jobs of :func:`matrix_tiles` one after another (:func:`pack_jobs`).
+    jobs : list of MatrixJob
+        Each job with its offsets in the two planes.
+    """
+    w = np.asarray(stored, dtype=np.uint16)
+    if w.ndim != 2 or 0 in w.shape:
+        raise ValueError(f"weight_planes.stored must be a non-empty (n_out, K) matrix, "
+                         f"not shape {w.shape}")
+    tiles = matrix_tiles(*w.shape, rows=rows, cols=cols, max_k=max_k)
+    beats = [column_beats(w[j.row0:j.row0 + j.n_rows, j.k0:j.k0 + j.n_k], rows=rows, cols=cols)
+             for j in tiles]
+    nibble, residue, offsets = pack_jobs(beats, word_bits=word_bits)
+    jobs = [MatrixJob(row0=j.row0, n_rows=j.n_rows, k0=j.k0, n_k=j.n_k, nibble_offset=a,
+                      residue_offset=b, beats=n) for j, (a, b, n) in zip(tiles, offsets)]
+    return nibble, residue, jobs
 
 
 def weight15(scaled):

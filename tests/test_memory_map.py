@@ -94,15 +94,23 @@ def test_sizes_of_mamba2_2p7b():
     conv = mm["state.target.conv"]
     assert conv.size == 3 * (5120 + 2 * 128) * 4
     rows = 2 * 5120 + 2 * 128 + 80  # z, xBC, dt
-    assert mm["weights.in_proj.nibble"].size == rows * 2560 // 2
-    assert mm["weights.in_proj.residue"].size == rows * 2560 * 3 // 2
-    assert mm["weights.out_proj.nibble"].size == 2560 * 5120 // 2
-    assert mm["weights.embedding.nibble"].size == 50_288 * 2560 // 2
-    # The two planes hold 16 bits a weight: the FP16 model, about 5.4 GB, within page padding.
-    linear = 64 * (rows * 2560 + 2560 * 5120) + 50_288 * 2560
+    # The planes hold the linear engine's jobs: output tiles of the 64 × 84 array's 5,376
+    # MAC slots (K ≤ max_k 8,192, one input chunk), half a byte a weight in the nibble
+    # plane, a byte and a half in the residue plane. A tile's unused slots are zero
+    # weights that are read all the same: in_proj's 10,576 rows are 2 tiles, out_proj's
+    # 2,560 one (2.1 times its weights), the embedding's 50,288 ten.
+    tile = 64 * 84
+    assert mm["weights.in_proj.nibble"].size == 2 * tile * 2560 // 2
+    assert mm["weights.in_proj.residue"].size == 2 * tile * 2560 * 3 // 2
+    assert mm["weights.out_proj.nibble"].size == tile * 5120 // 2
+    assert mm["weights.embedding.nibble"].size == 10 * tile * 2560 // 2
+    padded = 64 * (2 * tile * 2560 + tile * 5120) + 10 * tile * 2560
     planes = sum(r.entries * r.size for r in mm if r.name.endswith(("nibble", "residue")))
-    assert planes == 2 * linear
-    assert 5.3e9 < mm.class_size("weights") < 5.5e9
+    assert planes == 2 * padded
+    # The FP16 model is 5.4 GB (16 bits a weight); the tiles' padding takes it to 7.3 GB.
+    linear = 64 * (rows * 2560 + 2560 * 5120) + 50_288 * 2560
+    assert 5.3e9 < 2 * linear < 5.5e9
+    assert 7.2e9 < mm.class_size("weights") < 7.4e9
     # Draft replay record: raw xBC row, x, B, dt in binary32, per node and layer.
     replay = mm["checkpoint.draft.replay"]
     assert replay.size == (5376 + 5120 + 128 + 80) * 4
@@ -210,7 +218,7 @@ def test_header_layout_defines(tmp_path):
         "SPECGEN_MEM_STATE_SSM_LAYER_STRIDE == 6 * 2621440ull",
         "SPECGEN_MEM_STATE_SSM_LAYERS == 64u",
         "SPECGEN_MEM_STATE_SSM_SIZE == 655360ull * 4",
-        "SPECGEN_MEM_WEIGHTS_IN_PROJ_NIBBLE_SIZE == 10576ull * 2560 / 2",
+        "SPECGEN_MEM_WEIGHTS_IN_PROJ_NIBBLE_SIZE == 2 * 64 * 84ull * 2560 / 2",
         "SPECGEN_MEM_ALIGN == 4096u",
         "SPECGEN_MEM_WEIGHTS_DEFAULT_BASE == 0ull",
         "SPECGEN_MEM_STATE_DEFAULT_BASE == SPECGEN_MEM_WEIGHTS_BYTES",

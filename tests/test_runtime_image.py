@@ -16,11 +16,10 @@ import pytest
 from specgen.golden.bsfp import BSFPConfig, expand_scales, merge_planes, restore_stored, unscale
 from specgen.golden.config import preset
 from specgen.golden.lm import MambaLM, lm_preset
-from specgen.golden.memory_map import MemoryMap, layer_param_words, plane_bytes
+from specgen.golden.memory_map import MemoryMap, layer_param_words
 
 from specgen.gen.emit.memory_map_doc import c_defines
-from specgen.gen.runtime import image as image_mod
-from specgen.gen.runtime.image import ImageError, build_image, image_of, pack_residue
+from specgen.gen.runtime.image import ImageError, build_image, image_of
 
 MATRIX_TENSORS = {"EMBEDDING": "backbone.embedding.weight",
                   "IN_PROJ": "backbone.layers.{i}.mixer.in_proj.weight",
@@ -40,15 +39,33 @@ def at(d, cls, region, layer=0):
     return d[f"{cls}_DEFAULT_BASE"] + d[f"{cls}_{region}_OFFSET"] + layer * stride
 
 
-def read_plane(data, addr, rows, cols, bits):
-    """A ``rows × cols`` plane of ``bits``-bit values, each row little-endian from its first byte."""
-    row_bytes = -(-cols * bits // 8)
-    out = np.empty((rows, cols), np.uint16)
-    for r in range(rows):
-        word = int.from_bytes(data[addr + r * row_bytes: addr + (r + 1) * row_bytes], "little")
-        for c in range(cols):
-            out[r, c] = (word >> (bits * c)) & ((1 << bits) - 1)
-    return out
+def read_jobs(data, nib_at, res_at, n_out, k, config):
+    """The ``(nibble, residue)`` planes of an ``n_out × k`` matrix, read job by job as the
+    linear engine reads them: output tiles of ``rows · cols`` slots, input chunks of
+    ``max_k``; in a job, beat ``b = k'·cols + g`` carries rows ``h·cols + g``, weight ``h``
+    of beat ``b`` is 4-bit field ``b·rows + h`` of each slice region (low nibble first),
+    each region padded to the stream's word; residue slices hold bits 3..0, 7..4, 11..8."""
+    lin = config.linear
+    rows, cols = lin.rows, lin.cols
+    word = max(4 * rows, config.board.memory_port_bits)
+    nib, res = np.zeros((n_out, k), np.uint16), np.zeros((n_out, k), np.uint16)
+    for r0 in range(0, n_out, rows * cols):
+        for k0 in range(0, k, lin.max_k):
+            beats = min(lin.max_k, k - k0) * cols
+            region = -(-beats * rows * 4 // word) * word // 8
+            fields = []
+            for at in (nib_at, res_at, res_at + region, res_at + 2 * region):
+                raw = np.frombuffer(data[at:at + region], np.uint8)
+                fields.append(np.stack([raw & 0xF, raw >> 4], axis=1).reshape(-1))
+            for b in range(beats):
+                kk, g = divmod(b, cols)
+                for h in range(rows):
+                    if r0 + h * cols + g < n_out:
+                        f = [int(x[b * rows + h]) for x in fields]
+                        nib[r0 + h * cols + g, k0 + kk] = f[0]
+                        res[r0 + h * cols + g, k0 + kk] = f[1] | f[2] << 4 | f[3] << 8
+            nib_at, res_at = nib_at + region, res_at + 3 * region
+    return nib, res
 
 
 def read_back(img, tensors, config):
@@ -64,8 +81,8 @@ def read_back(img, tensors, config):
         for i in range(mm.model.n_layer if "{i}" in pattern else 1):
             name = pattern.format(i=i)
             rows, cols = np.shape(tensors[name])
-            nib = read_plane(data, at(d, "WEIGHTS", f"{macro}_NIBBLE", i), rows, cols, 4)
-            res = read_plane(data, at(d, "WEIGHTS", f"{macro}_RESIDUE", i), rows, cols, 12)
+            nib, res = read_jobs(data, at(d, "WEIGHTS", f"{macro}_NIBBLE", i),
+                                 at(d, "WEIGHTS", f"{macro}_RESIDUE", i), rows, cols, config)
             n_scales = 1 if bsfp.group_size is None else rows * -(-cols // bsfp.group_size)
             assert d[f"WEIGHTS_{macro}_SCALES_SIZE"] == n_scales
             s_at = at(d, "WEIGHTS", f"{macro}_SCALES", i)
@@ -110,27 +127,49 @@ def test_every_weight_reads_back_bit_for_bit(case):
         np.testing.assert_array_equal(bits, fp16_bits(tensors[name]), err_msg=name)
 
 
-def test_the_read_back_can_fail(monkeypatch):
-    """A residue packer with its two weights of a group swapped is caught."""
-    def swapped(residue):
-        r = np.asarray(residue, np.uint16).copy()
-        r[..., 0::2], r[..., 1::2] = residue[..., 1::2], residue[..., 0::2]
-        return pack_residue(r)
+@pytest.mark.parametrize("mutation", ["residue nibbles swapped", "rows reversed"])
+def test_the_read_back_can_fail(monkeypatch, mutation):
+    """A plane writer with the two weights of a residue byte swapped, or with the matrix's
+    rows in the wrong order, is caught."""
+    from specgen.golden import weight_planes
+    real = weight_planes.pack_matrix
+
+    def wrong(stored, **kw):
+        nibble, residue, jobs = real(stored, **kw)
+        if mutation == "rows reversed":
+            return real(np.ascontiguousarray(np.asarray(stored)[::-1]), **kw)
+        r = np.frombuffer(residue, np.uint8)
+        return nibble, ((r & 0xF) << 4 | r >> 4).astype(np.uint8).tobytes(), jobs
     config = preset("sim")
     model, tensors = tiny_tensors()
-    monkeypatch.setattr(image_mod, "pack_residue", swapped)
+    monkeypatch.setattr(weight_planes, "pack_matrix", wrong)
     got = read_back(build_image(tensors, model=model, config=config), tensors, config)
     name = "backbone.embedding.weight"
     assert not np.array_equal(got[name], fp16_bits(tensors[name]))
 
 
-def test_residue_packing_of_an_odd_row():
-    # Weights 0xABC, 0x123, 0x456: groups are little-endian 24-bit words, the even weight low.
-    packed = pack_residue(np.array([[0xABC, 0x123, 0x456]], np.uint16))
-    assert packed.tolist() == [[0xBC, 0x3A, 0x12, 0x56, 0x04]]
-    assert packed.shape[-1] == plane_bytes(1, 3, 12)
-    with pytest.raises(ValueError, match="below 2\\*\\*12"):
-        pack_residue(np.array([0x1000], np.uint16))
+def test_planes_are_the_engine_jobs():
+    """A matrix wider than ``max_k`` and taller than the array is several jobs, each the
+    column beats the weight stream delivers for its tile (golden.weight_planes)."""
+    from specgen.golden.weight_planes import (column_beats, matrix_plane_bytes, pack_jobs,
+                                              pack_matrix, stream_word_bits)
+    config = preset("sim")
+    lin, word = config.linear, stream_word_bits(config)
+    rng = np.random.default_rng(5)
+    stored = rng.integers(0, 1 << 16, (2 * lin.rows * lin.cols + 3, 2 * lin.max_k + 5),
+                          dtype=np.uint16)
+    nibble, residue, jobs = pack_matrix(stored, rows=lin.rows, cols=lin.cols, max_k=lin.max_k,
+                                        word_bits=word)
+    assert [(j.row0, j.k0, j.n_rows, j.n_k) for j in jobs][:4] == [
+        (0, 0, 8, 16), (0, 16, 8, 16), (0, 32, 8, 5), (8, 0, 8, 16)]
+    assert len(jobs) == 9 and jobs[-1].n_rows == 3
+    tiles = [column_beats(stored[j.row0:j.row0 + j.n_rows, j.k0:j.k0 + j.n_k], rows=lin.rows,
+                          cols=lin.cols) for j in jobs]
+    assert (nibble, residue) == pack_jobs(tiles, word_bits=word)[:2]
+    assert (len(nibble), len(residue)) == matrix_plane_bytes(
+        *stored.shape, rows=lin.rows, cols=lin.cols, max_k=lin.max_k, word_bits=word)
+    got = read_jobs(nibble + residue, 0, len(nibble), *stored.shape, config)
+    assert np.array_equal(merge_planes(*got), stored)
 
 
 def test_layer_parameters_states_and_tokens():

@@ -59,6 +59,21 @@ def test_plane_images_match_split_planes(rows, word_bits):
         assert nib_img[:n * rows // 2] == pack_nibbles(want_nib).tobytes()
 
 
+@pytest.mark.parametrize("n_out,k,rows,cols,max_k,word_bits", [
+    (1, 1, 1, 1, 1, 8), (17, 40, 2, 4, 16, 512), (5376, 2560, 64, 84, 8192, 256),
+    (2560, 5120, 64, 84, 8192, 256), (100, 33, 3, 5, 7, 64), (9, 16, 2, 4, 16, 32)])
+def test_matrix_sizes_are_the_sum_of_the_jobs(n_out, k, rows, cols, max_k, word_bits):
+    """The closed forms the memory map uses equal the job list, job by job."""
+    jobs = wp.matrix_tiles(n_out, k, rows=rows, cols=cols, max_k=max_k)
+    assert wp.matrix_job_count(n_out, k, rows=rows, cols=cols, max_k=max_k) == len(jobs)
+    assert sum(j.n_rows for j in jobs) == n_out * -(-k // max_k)
+    assert {(j.row0, j.k0) for j in jobs} == {(r, c) for r in range(0, n_out, rows * cols)
+                                              for c in range(0, k, max_k)}
+    nib = sum(wp.region_bytes(j.n_k * cols, rows=rows, word_bits=word_bits) for j in jobs)
+    assert wp.matrix_plane_bytes(n_out, k, rows=rows, cols=cols, max_k=max_k,
+                                 word_bits=word_bits) == (nib, 3 * nib)
+
+
 def test_draft_reads_a_quarter():
     """Per job the nibble plane is a quarter of the bytes of both planes."""
     words = wp.column_beats(_rng_tile(1, 100, 40).stored, rows=64, cols=2)
@@ -169,6 +184,8 @@ def test_from_config_follows_the_board(board):
     # One sub-beat (64 weights x 4 bits) per cycle per plane, or a port beat of two.
     assert ws.sub_beat_bits == 256
     assert ws.word_width == max(256, config.board.memory_port_bits)
+    # The memory map and the runtime image lay the planes out in this word.
+    assert ws.word_width == wp.stream_word_bits(config)
     assert ws.rate == 1 and ws.latency == 1
     # Each plane's port carries its sub-beat per fabric cycle: port bandwidth >= 4 bits
     # x rows x fabric clock.

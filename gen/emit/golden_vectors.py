@@ -126,7 +126,8 @@ def _set_dsp_dot(config, rng):
     t = bsfp.encode(w.view(np.uint16), config=config.bsfp)
     x = rng.standard_normal((tokens, n)).astype(np.float16).view(np.uint16)
     words = weight_planes.column_beats(t.stored, rows=lin.rows, cols=lin.cols)
-    nibble, residue, _ = weight_planes.pack_jobs([words], word_bits=config.board.memory_port_bits)
+    nibble, residue, _ = weight_planes.pack_jobs([words],
+                                             word_bits=weight_planes.stream_word_bits(config))
     return {
         "stored": (t.stored, f"BSFP v1 stored words of a {rows}x{n} tile"),
         "scales": (np.atleast_1d(t.scales), "BSFP scale exponent k"),

@@ -99,6 +99,28 @@ def _policy_rows(names):
     return rows
 
 
+def _padding_note(maps):
+    """What the tiles' unused MAC slots cost, per preset: stored and read zero weights."""
+    parts = []
+    for name, mm in maps.items():
+        lin, m = mm.config.linear, mm.model
+        slots = lin.rows * lin.cols
+        planes = sum(r.entries * r.size for r in mm if r.name.endswith(("nibble", "residue")))
+        fp16 = 2 * (m.n_layer * (m.d_in_proj * m.d_model + m.d_model * m.d_inner)
+                    + m.vocab * m.d_model * (1 if m.tie_embeddings else 2))
+        if planes < 1.05 * fp16:
+            continue
+        fill = m.d_model / (-(-m.d_model // slots) * slots)
+        parts.append(f"on `{name}` ({lin.rows} × {lin.cols} = {slots:,} slots) the planes hold "
+                     f"{_size(planes)} for {_size(fp16)} of FP16 weights "
+                     f"({planes / fp16:.2f}×), chiefly because `out_proj`'s {m.d_model:,} "
+                     f"output rows fill {fill:.0%} of their tiles")
+    if not parts:
+        return "On every preset the tiles' padding is under 5 % of the weights."
+    return ("A tile's unused slots are zero weights that are stored and read: "
+            + "; ".join(parts) + ".")
+
+
 def render_memory_map_doc():
     """The text of ``docs/memory-map.md``."""
     names = list(PRESETS)
@@ -141,8 +163,12 @@ def render_memory_map_doc():
         "",
         "Weights: one BSFP v1 copy serves both passes (SPEQ self-speculation). A draft pass "
         "reads only the nibble planes (4 bits a weight), a target pass both planes (16 bits "
-        "a weight: the residue plane packs 12 bits, two weights in three bytes). States and "
-        "logits exist once per pass (`target`, `draft`).",
+        "a weight). Both planes are laid out as the linear engine's jobs "
+        "(`golden.weight_planes.pack_matrix`): output tiles of the array's rows × cols MAC "
+        "slots, input chunks of `linear.max_k`, each job a nibble slice region and three "
+        "residue slice regions (bits 3..0, 7..4, 11..8), each padded to the weight stream's "
+        "word. " + _padding_note(maps) + " States and logits exist once per pass (`target`, "
+        "`draft`).",
         "",
         "Replay records hold, per node and layer, the raw conv row xBC (so a node's conv "
         "window can be rebuilt from its ancestors) and the x, B and dt that the state "

@@ -10,16 +10,13 @@
   ``lm_head``), encoded with the design's :class:`golden.bsfp.BSFPConfig`
   (:func:`golden.bsfp.encode`) from its FP16 rounding, as three regions:
 
-  - the **nibble plane** ``{s, c}``, two weights a byte, weight ``2i`` in the low
-    nibble (:func:`golden.bsfp.pack_nibbles`);
-  - the **residue plane** ``{W, e0, m9..m0}``, two weights in three bytes:
-    weights ``2i`` and ``2i+1`` are bits 11..0 and 23..12 of a little-endian
-    24-bit group (:func:`pack_residue`; the even weight low, as in the nibble
-    plane); an odd row ends with the 12 bits of its last weight in two bytes;
-  - the **scale exponents** ``k`` (``uint8``, one per tensor or per group);
+  - the **nibble plane** ``{s, c}`` and the **residue plane** ``{W, e0, m9..m0}``,
+    in the linear engine's job layout (:func:`golden.weight_planes.pack_matrix`:
+    the jobs the ``LinearEngine`` runs, one after another, each a nibble slice
+    region and three residue slice regions);
+  - the **scale exponents** ``k`` (``uint8``, one per tensor or per group,
+    row-major, rows are ``out_features``);
 
-  rows are ``out_features``, row-major, each row padded to whole bytes
-  (:func:`golden.memory_map.plane_bytes`);
 * each layer's SSM parameters in binary32 (``ssm_params``): ``A = −exp(A_log)``
   (computed in float64, rounded once to binary32), ``dt_bias``, ``D``;
 * each layer's other small parameters in binary32 (``layer_params``), in the
@@ -29,10 +26,6 @@
 * the committed states of both passes (zero: the state before any token;
   :meth:`ModelImage.write_state` writes others, into slot ``target0`` or
   ``draft0`` of ``state.ssm``) and the I/O buffers (:meth:`ModelImage.write_tokens`).
-
-The BSFP residue packing is this runtime's: ``golden/memory_map.py`` gives the
-plane sizes (12 bits a weight, two weights in three bytes) but not the bit
-order, which the memory-system RTL must then follow (or this module follows it).
 
 The host copies :attr:`ModelImage.data` into memory the accelerator reaches and
 writes ``MEM_<CLASS>_BASE`` from :meth:`ModelImage.bases`
@@ -44,7 +37,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["MATRICES", "ImageError", "ModelImage", "pack_residue", "build_image", "image_of",
+__all__ = ["MATRICES", "ImageError", "ModelImage", "build_image", "image_of",
            "check_fits"]
 
 #: Map matrix name -> tensor name (``{i}``: the layer), in the order of the weights class.
@@ -58,32 +51,6 @@ _STATE_DTYPES = {"fp32": "<f4", "fp16": "<f2"}
 
 class ImageError(ValueError):
     """A model that cannot be laid out: one line naming the tensor and what is allowed."""
-
-
-def pack_residue(residue):
-    """Pack a 12-bit residue plane two weights in three bytes along the last axis (module docstring).
-
-    Parameters
-    ----------
-    residue : numpy.ndarray
-        ``uint16`` values below ``2**12``, shape ``(..., n)``.
-
-    Returns
-    -------
-    numpy.ndarray
-        ``uint8``, shape ``(..., ceil(12·n / 8))``.
-    """
-    res = np.asarray(residue, dtype=np.uint16)
-    if res.size and int(res.max()) >> 12:
-        raise ValueError(f"pack_residue: residue values must be below 2**12, not "
-                         f"{int(res.max()):#x}")
-    n = res.shape[-1]
-    if n % 2:
-        res = np.concatenate([res, np.zeros(res.shape[:-1] + (1,), np.uint16)], axis=-1)
-    lo, hi = res[..., 0::2], res[..., 1::2]
-    groups = np.stack([lo & 0xFF, (lo >> 8) | ((hi & 0xF) << 4), hi >> 4], axis=-1)
-    packed = groups.astype(np.uint8).reshape(res.shape[:-1] + (-1,))
-    return packed[..., :-(-12 * n // 8)]
 
 
 @dataclass(frozen=True, eq=False)
@@ -219,8 +186,9 @@ def build_image(tensors, *, model, config, policy=None):
     ValueError
         A layout larger than the board's memory (:meth:`golden.memory_map.MemoryMap.build`).
     """
-    from specgen.golden.bsfp import encode, pack_nibbles
+    from specgen.golden.bsfp import encode
     from specgen.golden.memory_map import DEFAULT_POLICY, MemoryMap
+    from specgen.golden.weight_planes import pack_matrix, stream_word_bits
 
     from specgen.gen.runtime.model import ModelError, check_weights
 
@@ -243,8 +211,11 @@ def build_image(tensors, *, model, config, policy=None):
             image.inexact[tname] = t.report.inexact
             region = f"weights.{mat}"
             index = _layer(mm[f"{region}.nibble"], i)
-            image.put(f"{region}.nibble", pack_nibbles(t.nibbles).tobytes(), **index)
-            image.put(f"{region}.residue", pack_residue(t.residue).tobytes(), **index)
+            lin = config.linear
+            nibble, residue, _ = pack_matrix(t.stored, rows=lin.rows, cols=lin.cols,
+                                             max_k=lin.max_k, word_bits=stream_word_bits(config))
+            image.put(f"{region}.nibble", nibble, **index)
+            image.put(f"{region}.residue", residue, **index)
             image.put(f"{region}.scales", np.asarray(t.scales, np.uint8).tobytes(), **index)
     for i in range(model.n_layer):
         p = f"backbone.layers.{i}."
