@@ -36,7 +36,6 @@ from specgen.golden import tree as gtree
 from specgen.golden.config import preset
 from specgen.golden.mamba2 import SSMParams, mamba2_init_params
 from specgen.golden.memory_map import SSM_BUFFERS, SSM_SLOTS, align, ssm_engine_layout
-from specgen.golden.weight_planes import column_beats, pack_jobs
 from specgen.hw.accelerator import ERROR
 from specgen.hw.linear_engine import WEIGHT_PORTS, LinearEngine
 from specgen.hw.regmap import LIN_ADDR_SHIFT, accelerator_regmap
@@ -228,22 +227,21 @@ class AccelTB(TB):
         """Put ``job``'s weight planes and activations in the linear area (its y region keeps
         the memory's random bytes); returns the four byte addresses."""
         lin, eng = self.config.linear, self.lin_engine
-        words = column_beats(job.tensor.stored, rows=lin.rows, cols=lin.cols)
-        nibble, residue, _ = pack_jobs([words], word_bits=eng.weight_stream.word_width)
-        x = np.asarray(job.x_beats, dtype="<u2").tobytes()
-        y_bytes = -(-job.n_rows // lin.cols) * job.n_tokens * eng.y_record_bytes
-        need = len(nibble) + len(residue) + len(x) + y_bytes + 8 * 64 * 4
+        img = job.memory_images(rows=lin.rows, cols=lin.cols,
+                                word_bits=eng.weight_stream.word_width)
+        sizes = {name: len(data) for name, data in img.items()}
+        sizes["y"] = job.y_bytes(lin.cols, eng.y_record_bytes)
+        need = sum(sizes.values()) + 8 * 64 * 4
         if self.lin_cursor is None or self.lin_cursor + need > len(self.memory.data):
             self.lin_cursor = self.lin_area       # jobs far apart in time reuse the area
         at = self.lin_cursor
         out = {}
-        for name, size in (("w_nibble", len(nibble)), ("w_residue", len(residue)),
-                           ("x", len(x)), ("y", y_bytes)):
+        for name, size in sizes.items():
             out[name] = at
             at = align(at + size + int(self.rng_np.integers(0, 3)) * 64, 1 << LIN_ADDR_SHIFT)
         assert at <= len(self.memory.data), "a linear job does not fit the bench's memory"
         self.lin_cursor = at
-        for name, data in (("w_nibble", nibble), ("w_residue", residue), ("x", x)):
+        for name, data in img.items():
             self.memory.data[out[name]:out[name] + len(data)] = data
         job.addr = out
         return out
@@ -269,15 +267,8 @@ class AccelTB(TB):
         start = self.cycle
         while ((await self.read("LIN_STATUS"))["jobs_done"] - job.number) % (1 << 16) >= 1 << 15:
             assert self.cycle - start < timeout, f"{what}: not done after {timeout} cycles"
-        rec = self.lin_engine.y_record_bytes
-        T = job.n_tokens
-        for h, t, _, vals in job.beats(self.config.linear.cols):
-            words = self.get(job.addr["y"] + (h * T + t) * rec, rec // 4)
-            for g, want in vals.items():
-                assert int(words[g]) == want, (
-                    f"{what} (mode {job.mode}, K {job.steps}, T {T}) row "
-                    f"{h * self.config.linear.cols + g} token {t}: got {int(words[g]):#010x} in "
-                    f"memory, golden {'draft_dot' if job.mode else 'full_dot'} {want:#010x}")
+        job.check_memory(self.get, job.addr["y"], cols=self.config.linear.cols,
+                         record_bytes=self.lin_engine.y_record_bytes, what=what)
 
 
 def _check(got, want, what):

@@ -16,6 +16,7 @@ import numpy as np
 from cocotb.triggers import ReadOnly, RisingEdge
 
 from specgen.golden import bsfp, dsp
+from specgen.golden.weight_planes import column_beats, pack_jobs
 from specgen.hw.dsp_linear_unit import act_layout, cmd_layout, result_layout, weight_layout
 from specgen.sim.bench import TB, drive_stream, field, pack, params, reset_mid_stream
 
@@ -81,6 +82,29 @@ class Job:
     def w_beats(self, port, ports):
         """Beats of weight port ``port``: its columns ``g ≡ port (mod ports)``, per input."""
         return [b[g] for b in self.col_beats for g in range(port, len(b), ports)]
+
+    def memory_images(self, *, rows, cols, word_bits):
+        """The job in the ``LinearEngine``'s memory layout: ``{"w_nibble", "w_residue", "x"}``
+        byte images (:func:`golden.weight_planes.pack_jobs`; x as binary16, ``k·T + t``)."""
+        words = column_beats(self.tensor.stored, rows=rows, cols=cols)
+        nibble, residue, _ = pack_jobs([words], word_bits=word_bits)
+        return {"w_nibble": nibble, "w_residue": residue,
+                "x": np.asarray(self.x_beats, dtype="<u2").tobytes()}
+
+    def y_bytes(self, cols, record_bytes):
+        """Bytes of the job's result region: one record per row group and token."""
+        return -(-self.n_rows // cols) * self.n_tokens * record_bytes
+
+    def check_memory(self, get_words, y_addr, *, cols, record_bytes, what):
+        """Check every result word in memory (``get_words(addr, n)``) against golden: row
+        ``h·cols + g`` of token ``t`` at ``y_addr + (h·T + t)·record_bytes + 4g``."""
+        for h, t, _, vals in self.beats(cols):
+            words = get_words(y_addr + (h * self.n_tokens + t) * record_bytes, record_bytes // 4)
+            for g, want in vals.items():
+                assert int(words[g]) == want, (
+                    f"{what} (mode {self.mode}, K {self.steps}, rows {self.n_rows}, T "
+                    f"{self.n_tokens}) row {h * cols + g} token {t}: got {int(words[g]):#010x} in "
+                    f"memory, golden {'draft_dot' if self.mode else 'full_dot'} {want:#010x}")
 
     def beats(self, cols):
         """Expected ``(h, t, last, {g: bits})`` in drain order."""

@@ -22,7 +22,6 @@ import numpy as np
 from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, RisingEdge
 
-from specgen.golden.weight_planes import column_beats, pack_jobs
 from specgen.hw.linear_engine import WEIGHT_PORTS, descriptor_layout
 from specgen.sim.axi_master import Memory, attach_memory, period_ps, reset_domains
 from specgen.sim.bench import drive_stream, pack, params
@@ -63,15 +62,14 @@ class LinearTB:
         p = self.p
         job = Job(self.np_rng, rows=p["rows"], cols=p["cols"], max_tokens=p["max_tokens"],
                   max_k=p["max_k"], specials=self.np_rng.random() < 0.5, **kw)
-        words = column_beats(job.tensor.stored, rows=p["rows"], cols=p["cols"])
-        nibble, residue, _ = pack_jobs([words], word_bits=p["word_bits"])
-        x = np.asarray(job.x_beats, dtype="<u2").tobytes()
-        groups = -(-job.n_rows // p["cols"])
-        y_size = groups * job.n_tokens * p["y_record_bytes"]
-        addr = {"nibble_addr": self._take(len(nibble)), "residue_addr": self._take(len(residue)),
-                "x_addr": self._take(len(x)), "y_addr": self._take(y_size)}
-        for name, data in (("nibble_addr", nibble), ("residue_addr", residue), ("x_addr", x)):
-            self.memory.data[addr[name]:addr[name] + len(data)] = data
+        img = job.memory_images(rows=p["rows"], cols=p["cols"], word_bits=p["word_bits"])
+        y_size = job.y_bytes(p["cols"], p["y_record_bytes"])
+        addr = {"nibble_addr": self._take(len(img["w_nibble"])),
+                "residue_addr": self._take(len(img["w_residue"])),
+                "x_addr": self._take(len(img["x"])), "y_addr": self._take(y_size)}
+        for name, key in (("nibble_addr", "w_nibble"), ("residue_addr", "w_residue"),
+                          ("x_addr", "x")):
+            self.memory.data[addr[name]:addr[name] + len(img[key])] = img[key]
         job.addr, job.y_size = addr, y_size
         y = addr["y_addr"]
         job.guard = (bytes(self.memory.data[y - GUARD:y]),
@@ -83,15 +81,9 @@ class LinearTB:
 
     def check(self, job, what):
         p = self.p
-        rec = p["y_record_bytes"]
         y = job.addr["y_addr"]
-        for h, t, _, vals in job.beats(p["cols"]):
-            words = self.memory.get_words(y + (h * job.n_tokens + t) * rec, rec // 4)
-            for g, want in vals.items():
-                assert int(words[g]) == want, (
-                    f"{what} (mode {job.mode}, K {job.steps}, rows {job.n_rows}, T "
-                    f"{job.n_tokens}) row {h * p['cols'] + g} token {t}: got {int(words[g]):#010x}"
-                    f" in memory, golden {'draft_dot' if job.mode else 'full_dot'} {want:#010x}")
+        job.check_memory(self.memory.get_words, y, cols=p["cols"],
+                         record_bytes=p["y_record_bytes"], what=what)
         assert bytes(self.memory.data[y - GUARD:y]) == job.guard[0], f"{what}: wrote below y"
         assert bytes(self.memory.data[y + job.y_size:y + job.y_size + GUARD]) == job.guard[1], (
             f"{what}: wrote past its y region")
