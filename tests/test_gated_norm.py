@@ -47,6 +47,7 @@ def test_gated_norm_bench_can_fail():
 
 
 @pytest.mark.sim
+@pytest.mark.slow
 def test_gated_norm_dspfp32_bench_tells_the_contracts_apart():
     """The DSPFP32 block checked against the "ieee" golden fails: the vectors'
     subnormals and tiny squares reach the flushes."""

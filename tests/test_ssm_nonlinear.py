@@ -26,6 +26,7 @@ def test_lut_function(function, mul_stages, add_stages, count):
 
 
 @pytest.mark.sim
+@pytest.mark.slow
 def test_lut_function_small_table():
     """A non-default geometry: degree 2, step 2^-3, positive lo."""
     spec = LUTSpec(function="exp", lo=0.5, hi=3.0, step_log2=3, degree=2)

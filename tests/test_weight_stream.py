@@ -279,11 +279,13 @@ def test_weight_stream_long():
 
 
 @pytest.mark.sim
+@pytest.mark.slow
 @pytest.mark.parametrize("corrupt", [False, True], ids=["exact", "corrupt-byte-caught"])
 def test_weight_stream_feeds_the_dsp_linear_unit_verilator(corrupt):
     """The stream drives a DSPLinearUnit's weight port from memory (latency 200 ns, stalls
     on every channel): every result of both passes equals golden.dsp; with one exponent
-    bit flipped in memory, a result differs."""
+    bit flipped in memory, a result differs. (make test-slow: make test runs the same
+    pairing inside the LinearEngine, tests/test_linear_engine.py.)"""
     from specgen.sim.weight_stream import streamed_linear_unit
     unit = dict(rows=2, cols=4, max_tokens=3, max_k=12)
     stream = SMALL | dict(rows=2, data_width=32, max_beats=unit["max_k"] * unit["cols"])
