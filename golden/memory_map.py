@@ -19,7 +19,8 @@ Region classes, each starting on a 4 KiB boundary and laid out in this order:
     (4 bits a weight) and the residue plane ``{W, e0, m9..m0}`` (12 bits a weight)
     in the linear engine's job layout (:func:`golden.weight_planes.pack_matrix`:
     output tiles of the array's ``rows · cols`` MAC slots, input chunks of
-    ``linear.max_k``, each job's slice regions padded to the weight stream's word,
+    ``linear.max_k``, each job's slice regions per weight port
+    (:func:`golden.weight_planes.engine_weight_ports`) padded to the weight stream's word,
     :func:`golden.weight_planes.stream_word_bits`), so a job's planes are read in
     long sequential bursts; then the scale exponents ``k`` (one ``uint8`` per
     tensor, or per group of ``BSFPConfig.group_size`` along a row, row-major,
@@ -79,7 +80,8 @@ from .config import Config
 from .lm import LMConfig
 from .mamba2 import MAMBA2_SIZES, SSMConfig
 from .validate import check_choice
-from .weight_planes import matrix_job_count, matrix_plane_bytes, stream_word_bits
+from .weight_planes import (engine_weight_ports, matrix_job_count, matrix_plane_bytes,
+                            stream_word_bits)
 
 __all__ = ["ALIGN", "REGION_CLASSES", "MODELS", "WORD_BYTES",
            "DEFAULT_POLICY", "MAP_POLICIES", "unit_checkpoint", "Region", "MemoryMap", "align", "replay_record_words",
@@ -349,12 +351,12 @@ class MemoryMap:
             return 1 if bsfp.group_size is None else rows * -(-cols // bsfp.group_size)
 
         lin = config.linear
-        word_bits = stream_word_bits(config)
+        word_bits, ports = stream_word_bits(config), engine_weight_ports(config)
 
         def matrix(name, rows, cols, layers, what):
             shape = f"{rows} × {cols}"
             nib, res = matrix_plane_bytes(rows, cols, rows=lin.rows, cols=lin.cols,
-                                          max_k=lin.max_k, word_bits=word_bits)
+                                          max_k=lin.max_k, word_bits=word_bits, ports=ports)
             jobs = matrix_job_count(rows, cols, rows=lin.rows, cols=lin.cols, max_k=lin.max_k)
             add("weights", f"{name}.nibble", nib,
                 f"{what}: BSFP nibble plane {{s, c}}, {shape} in {jobs} jobs, the draft pass "

@@ -43,7 +43,8 @@ from .validate import check_choice, check_int
 
 __all__ = ["SLICE_BITS", "RESIDUE_SLICES", "PLANE_SLICES", "MODES", "sub_beat_bits",
            "region_bytes", "column_beats", "slice_image", "plane_images", "unpack_slice",
-           "pack_jobs", "stream_word_bits", "MatrixJob", "matrix_tiles", "matrix_job_count",
+           "pack_jobs", "port_count", "job_images", "job_port_bytes", "engine_weight_ports",
+           "stream_word_bits", "MatrixJob", "matrix_tiles", "matrix_job_count",
            "matrix_plane_bytes",
            "pack_matrix", "expected_beats", "weight15"]
 
@@ -186,6 +187,50 @@ def pack_jobs(jobs, *, word_bits, align=4096):
     return b"".join(nib), b"".join(res), offsets
 
 
+def port_count(cols, ports):
+    """``ports`` checked: weight ports of a ``cols``-column array, a divisor of ``cols``
+    (each port streams ``cols / ports`` columns, ``g ≡ port (mod ports)``)."""
+    cols = check_int("weight_planes", "cols", cols, min=1)
+    ports = check_int("weight_planes", "ports", ports, min=1, max=cols)
+    if cols % ports:
+        raise ValueError(f"weight_planes.ports must divide cols ({cols}), not {ports}")
+    return ports
+
+
+def job_images(stored, *, rows, cols, ports=1, word_bits):
+    """``(nibble_plane, residue_plane)`` of one job (a tile of stored words, shape
+    ``(n_rows, K)``) for an array with ``ports`` weight ports: port ``p``'s regions
+    (:func:`column_beats` of its columns) follow port ``p − 1``'s in each plane, every
+    port's region :func:`job_port_bytes` long, so port ``p`` reads from
+    ``base + p · job_port_bytes`` (nibble) and ``base + 3p · job_port_bytes`` (residue)."""
+    ports = port_count(cols, ports)
+    parts = [plane_images(column_beats(stored, rows=rows, cols=cols, ports=ports, port=p),
+                          word_bits=word_bits) for p in range(ports)]
+    return b"".join(a for a, _ in parts), b"".join(b for _, b in parts)
+
+
+def job_port_bytes(n_k, *, rows, cols, ports=1, word_bits):
+    """Bytes of one port's nibble region in a job of ``n_k`` inputs (its residue regions
+    are three times as long)."""
+    ports = port_count(cols, ports)
+    return region_bytes(check_int("weight_planes", "n_k", n_k, min=1) * (cols // ports),
+                        rows=rows, word_bits=word_bits)
+
+
+def engine_weight_ports(config):
+    """Weight ports of ``config``'s linear engine: the fewest that keep every MAC slot busy
+    on a job of ``max_tokens`` tokens, rounded up to a divisor of ``cols``.
+
+    A job takes one activation a cycle, and each of the ``cols`` column beats of an input
+    serves ``n_tokens`` activations, so at ``max_tokens`` the array takes
+    ``cols / max_tokens`` beats a cycle (VHK158, 84 columns and 16 tokens: 5.25, so 6
+    ports; the ``sim`` and VCK190 arrays: 1).
+    """
+    lin = config.linear
+    need = -(-lin.cols // lin.max_tokens)
+    return next(p for p in range(need, lin.cols + 1) if lin.cols % p == 0)
+
+
 def stream_word_bits(config):
     """The read masters' word of ``config``'s weight stream: the board's memory port, or one
     sub-beat (``4 · linear.rows`` bits) where that is wider. Every region is a whole
@@ -231,21 +276,23 @@ def matrix_job_count(n_out, k, *, rows, cols, max_k):
                 // check_int("weight_planes", "max_k", max_k, min=1)))
 
 
-def matrix_plane_bytes(n_out, k, *, rows, cols, max_k, word_bits):
+def matrix_plane_bytes(n_out, k, *, rows, cols, max_k, word_bits, ports=1):
     """``(nibble_bytes, residue_bytes)`` of an ``n_out × k`` matrix laid out by
     :func:`pack_matrix`, without building it: a job's regions depend on its input chunk
     only (every tile has ``rows · cols`` slots, padding rows included)."""
+    ports = port_count(cols, ports)
     tiles = matrix_job_count(n_out, 1, rows=rows, cols=cols, max_k=1)
     full, rest = divmod(check_int("weight_planes", "k", k, min=1),
                         check_int("weight_planes", "max_k", max_k, min=1))
-    per_tile = full * region_bytes(max_k * cols, rows=rows, word_bits=word_bits)
+    kw = dict(rows=rows, cols=cols, ports=ports, word_bits=word_bits)
+    per_tile = full * ports * job_port_bytes(max_k, **kw)
     if rest:
-        per_tile += region_bytes(rest * cols, rows=rows, word_bits=word_bits)
+        per_tile += ports * job_port_bytes(rest, **kw)
     nib = tiles * per_tile
     return nib, RESIDUE_SLICES * nib
 
 
-def pack_matrix(stored, *, rows, cols, max_k, word_bits):
+def pack_matrix(stored, *, rows, cols, max_k, word_bits, ports=1):
     """A whole matrix of BSFP stored words (shape ``(n_out, K)``) as the engine's jobs.
 
     Returns
@@ -259,13 +306,17 @@ def pack_matrix(stored, *, rows, cols, max_k, word_bits):
     if w.ndim != 2 or 0 in w.shape:
         raise ValueError(f"weight_planes.stored must be a non-empty (n_out, K) matrix, "
                          f"not shape {w.shape}")
-    tiles = matrix_tiles(*w.shape, rows=rows, cols=cols, max_k=max_k)
-    beats = [column_beats(w[j.row0:j.row0 + j.n_rows, j.k0:j.k0 + j.n_k], rows=rows, cols=cols)
-             for j in tiles]
-    nibble, residue, offsets = pack_jobs(beats, word_bits=word_bits)
-    jobs = [MatrixJob(row0=j.row0, n_rows=j.n_rows, k0=j.k0, n_k=j.n_k, nibble_offset=a,
-                      residue_offset=b, beats=n) for j, (a, b, n) in zip(tiles, offsets)]
-    return nibble, residue, jobs
+    nib, res, jobs = [], [], []
+    n_off = r_off = 0
+    for j in matrix_tiles(*w.shape, rows=rows, cols=cols, max_k=max_k):
+        a, b = job_images(w[j.row0:j.row0 + j.n_rows, j.k0:j.k0 + j.n_k], rows=rows,
+                          cols=cols, ports=ports, word_bits=word_bits)
+        jobs.append(MatrixJob(row0=j.row0, n_rows=j.n_rows, k0=j.k0, n_k=j.n_k,
+                              nibble_offset=n_off, residue_offset=r_off, beats=j.beats))
+        nib.append(a)
+        res.append(b)
+        n_off, r_off = n_off + len(a), r_off + len(b)
+    return b"".join(nib), b"".join(res), jobs
 
 
 def weight15(scaled):

@@ -83,10 +83,12 @@ class Accelerator(wiring.Component):
     ----------
     s_axi : In(AXI4LiteSignature(addr_width=regmap.addr_width))
         Control and status (:func:`hw.regmap.accelerator_regmap`, ``docs/regmap.md``).
-    m_axi_lin_w0 … m_axi_lin_w3 : Out(AXI4 read), domain ``mem``
-        The weight planes: ``w0`` the nibble plane, ``w1``–``w3`` the residue
-        slices (:class:`hw.weight_stream.WeightStream`; a draft job reads ``w0``
-        alone).
+    m_axi_lin_w0 … m_axi_lin_w(4P − 1) : Out(AXI4 read), domain ``mem``
+        The weight planes of the linear engine's ``P`` weight ports
+        (:func:`golden.weight_planes.engine_weight_ports`: 1 on ``sim`` and VCK190, 6
+        on VHK158): ``w(4p)`` port ``p``'s nibble plane, ``w(4p+1)``–``w(4p+3)`` its
+        residue slices (:class:`hw.weight_stream.WeightStream`; a draft job reads the
+        nibble ports alone).
     m_axi_lin_x : Out(AXI4 read), domain ``mem``
         Activations (:data:`hw.linear_engine.X_PORT_BITS` bits).
     m_axi_lin_y : Out(AXI4 write), domain ``mem``
@@ -164,10 +166,11 @@ class Accelerator(wiring.Component):
         self._engine = SSMEngine(config=config, addr_width=self._aw)
         self._tv = template(TreeVerifier.from_config(config))
         eng, lin = self._engine.signature.members, self._lin.signature.members
-        w_port = lin["m_axi_w"].signature
+        self._w_ports = WEIGHT_PORTS * self._lin.weight_ports
         super().__init__({
             "s_axi": In(AXI4LiteSignature(addr_width=self._regmap.addr_width)),
-            **{f"m_axi_lin_w{j}": Out(w_port) for j in range(WEIGHT_PORTS)},
+            **{f"m_axi_lin_w{j}": Out(self._lin.m_axi_w[j].signature)
+               for j in range(self._w_ports)},
             "m_axi_lin_x": Out(lin["m_axi_x"].signature),
             "m_axi_lin_y": Out(lin["m_axi_y"].signature),
             **{f"m_axi_ssm_{port}": Out(eng[f"m_axi_{port}"].signature)
@@ -227,7 +230,7 @@ class Accelerator(wiring.Component):
         # Two clock domains (sync and mem): plain submodules, not hierarchy.submodule.
         lin = self._lin
         m.submodules.linear = lin
-        for j in range(WEIGHT_PORTS):
+        for j in range(self._w_ports):
             wiring.connect(m, wiring.flipped(getattr(self, f"m_axi_lin_w{j}")), lin.m_axi_w[j])
         wiring.connect(m, wiring.flipped(self.m_axi_lin_x), lin.m_axi_x)
         wiring.connect(m, wiring.flipped(self.m_axi_lin_y), lin.m_axi_y)

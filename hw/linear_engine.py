@@ -15,8 +15,10 @@ Memory layouts (addresses in bytes, each aligned to its port's beat; the low bit
 ignored):
 
 * weights at ``nibble_addr`` and ``residue_addr``: one job of
-  :func:`golden.weight_planes.pack_jobs` (``steps · cols`` column beats of
-  :func:`golden.weight_planes.column_beats`);
+  :func:`golden.weight_planes.job_images`, the regions of weight port ``p`` (its
+  ``steps · cols / weight_ports`` column beats, :func:`golden.weight_planes.column_beats`)
+  at ``nibble_addr + p·R`` and ``residue_addr + 3p·R``, ``R`` the port's nibble region
+  (:func:`golden.weight_planes.job_port_bytes`);
 * activations at ``x_addr``: ``x_t[k]`` binary16 for ``k`` ascending and, within it,
   ``t`` ascending (``2·(k·n_tokens + t)`` bytes in), the unit's ``x`` order;
 * results at ``y_addr``: one record of :attr:`y_record_bytes` per result beat (output
@@ -31,10 +33,10 @@ from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
 from specgen.golden.config import Config
-from specgen.golden.weight_planes import PLANE_SLICES
+from specgen.golden.weight_planes import PLANE_SLICES, engine_weight_ports, port_count
 from specgen.golden.validate import check_int
 
-from .axi_master import AXI4ReadMaster, AXI4WriteMaster
+from .axi_master import AXI4ReadMaster, AXI4WriteMaster, axi4_read_signature
 from .bits import index_width
 from .dsp_linear_unit import COUNTER_BITS, DSPLinearUnit, cmd_layout
 from .dual_mode_pe import SCALE_BITS
@@ -48,7 +50,7 @@ __all__ = ["LinearEngine", "descriptor_layout", "X_PORT_BITS", "JOBS_IN_FLIGHT",
 #: Bits of the activation port's beat: the unit takes one binary16 word a cycle, which a
 #: 64-bit port carries with room to spare at any memory clock ≥ the fabric clock / 4.
 X_PORT_BITS = 64
-#: Weight read ports: the nibble plane and the three residue slices.
+#: AXI read ports of one weight stream: the nibble plane and the three residue slices.
 WEIGHT_PORTS = PLANE_SLICES
 #: Jobs accepted and not yet written back, at most (the result marks' FIFO).
 JOBS_IN_FLIGHT = 2 * JOB_DEPTH
@@ -66,13 +68,18 @@ def descriptor_layout(*, slots, max_tokens, max_k, addr_width):
 
 
 class LinearEngine(wiring.Component):
-    """:class:`hw.dsp_linear_unit.DSPLinearUnit` (one weight port) with its weights,
-    activations and results in memory.
+    """:class:`hw.dsp_linear_unit.DSPLinearUnit` with its weights, activations and results
+    in memory.
 
     Parameters
     ----------
     config : golden.config.Config
         ``linear`` (contract ``"dspfp32"``), ``bsfp`` and the board's memory ports.
+    weight_ports : int, optional
+        The unit's weight ports, each fed by a :class:`hw.weight_stream.WeightStream`
+        of its own (four AXI ports each); a divisor of ``cols``. Default
+        :func:`golden.weight_planes.engine_weight_ports`: enough to keep every slot
+        busy on a job of ``max_tokens`` tokens (VHK158: 6; ``sim``, VCK190: 1).
     addr_width : int
         Byte-address width of every AXI port (default 40).
     **master_overrides
@@ -83,11 +90,11 @@ class LinearEngine(wiring.Component):
     ----------
     desc : In(stream.Signature(descriptor_layout(...))), domain ``sync``
         A job. Taken when the engine's descriptor stage is empty; the job is then
-        handed to the weight stream, the activation reader, the unit's command queue
+        handed to the weight streams, the activation reader, the unit's command queue
         and the result writer together, at the earliest two cycles plus one per bit
         of ``n_tokens`` after it is taken (a shift-add multiplier counts the job's
-        ``steps · n_tokens`` activations), when all four have room and fewer than
-        :data:`JOBS_IN_FLIGHT` jobs are unfinished.
+        ``steps · n_tokens`` activations; one more with several weight ports), when
+        all have room and fewer than :data:`JOBS_IN_FLIGHT` jobs are unfinished.
     busy : Out(1)
         Some accepted job has not had every result write answered.
     jobs_done : Out(32)
@@ -103,8 +110,9 @@ class LinearEngine(wiring.Component):
         each of its slots).
     op_draft : Out(1)
         The job whose operations issue is a draft job (valid with ``op_fire``).
-    m_axi_w : Out(axi4_read_signature).array(4), domain ``mem``
-        The weight stream's plane ports (:class:`hw.weight_stream.WeightStream`).
+    m_axi_w : Out(axi4_read_signature).array(4 · weight_ports), domain ``mem``
+        The weight streams' plane ports (:class:`hw.weight_stream.WeightStream`): port
+        ``4p + j`` is plane slice ``j`` of weight port ``p``.
     m_axi_x : Out(axi4_read_signature), domain ``mem``
         Activations, :data:`X_PORT_BITS` bits.
     m_axi_y : Out(axi4_write_signature), domain ``mem``
@@ -116,7 +124,7 @@ class LinearEngine(wiring.Component):
     be partly written) and every later job runs whole.
     """
 
-    def __init__(self, *, config, addr_width=40, **master_overrides):
+    def __init__(self, *, config, weight_ports=None, addr_width=40, **master_overrides):
         if not isinstance(config, Config):
             raise TypeError(f"LinearEngine.config must be a golden.config.Config, not "
                             f"{config!r}")
@@ -126,16 +134,24 @@ class LinearEngine(wiring.Component):
         self._config = config
         self._aw = check_int("LinearEngine", "addr_width", addr_width, min=12, max=64)
         kw = dict(master_overrides, addr_width=self._aw)
-        self._unit = DSPLinearUnit.from_config(config, weight_ports=1)
+        ports = engine_weight_ports(config) if weight_ports is None else weight_ports
+        try:
+            self._ports = port_count(config.linear.cols, ports)
+        except (TypeError, ValueError) as exc:
+            raise type(exc)(str(exc).replace("weight_planes.ports", "LinearEngine.weight_ports")
+                            .replace("weight_planes.cols", "linear.cols")) from None
+        self._unit = DSPLinearUnit.from_config(config, weight_ports=self._ports)
         u = self._unit
-        self._ws = WeightStream.from_config(config, max_beats=u.max_k * u.cols, **kw)
+        self._streams = [WeightStream.from_config(config, max_beats=u.max_k * u.cols
+                                                  // self._ports, **kw)
+                         for _ in range(self._ports)]
+        self._ws = self._streams[0]
         self._x_rd = AXI4ReadMaster.from_config(config, data_width=X_PORT_BITS,
                                                 out_width=X_PORT_BITS, **kw)
         self._y_wr = AXI4WriteMaster.from_config(config, **kw)
         dw = self._y_wr.data_width
         self._y_rec_bits = -(-32 * u.cols // dw) * dw
-        ws, x, y = (self._ws.signature.members, self._x_rd.signature.members,
-                    self._y_wr.signature.members)
+        x, y = self._x_rd.signature.members, self._y_wr.signature.members
         super().__init__({
             "desc": In(stream.Signature(descriptor_layout(
                 slots=u.rows * u.cols, max_tokens=u.max_tokens, max_k=u.max_k,
@@ -143,11 +159,15 @@ class LinearEngine(wiring.Component):
             "busy": Out(1), "jobs_done": Out(32), "error": Out(1),
             "busy_cycles": Out(COUNTER_BITS), "stall_cycles": Out(COUNTER_BITS),
             "useful_macs": Out(COUNTER_BITS), "op_fire": Out(1), "op_draft": Out(1),
-            "m_axi_w": ws["axi"], "m_axi_x": x["axi"], "m_axi_y": y["axi"],
+            "m_axi_w": Out(axi4_read_signature(
+                addr_width=self._ws.master.addr_width, data_width=self._ws.master.data_width,
+                id_width=self._ws.master.id_width)).array(WEIGHT_PORTS * self._ports),
+            "m_axi_x": x["axi"], "m_axi_y": y["axi"],
         })
 
     unit = property(lambda self: self._unit)
     weight_stream = property(lambda self: self._ws)
+    weight_ports = property(lambda self: self._ports)
     addr_width = property(lambda self: self._aw)
 
     @property
@@ -158,7 +178,7 @@ class LinearEngine(wiring.Component):
 
     @property
     def port_widths(self):
-        """Data bits of each AXI port: ``w`` (each of four), ``x``, ``y``."""
+        """Data bits of each AXI port: ``w`` (each of ``4 · weight_ports``), ``x``, ``y``."""
         return {"w": self._ws.master.data_width, "x": X_PORT_BITS, "y": self._y_wr.data_width}
 
     @property
@@ -172,14 +192,18 @@ class LinearEngine(wiring.Component):
         # The unit is one clock domain (one Verilog module of its own); the masters and the
         # weight stream run in two: plain submodules.
         unit = submodule(m, "unit", u)
-        m.submodules.weights = ws = self._ws
+        P = self._ports
+        streams = self._streams
+        for p, ws in enumerate(streams):
+            m.submodules[f"weights{p}" if P > 1 else "weights"] = ws
+            for j in range(WEIGHT_PORTS):
+                wiring.connect(m, wiring.flipped(self.m_axi_w[WEIGHT_PORTS * p + j]), ws.axi[j])
+            wiring.connect(m, ws.w, unit.w[p])
+        ws = streams[0]
         m.submodules.x_rd = x_rd = self._x_rd
         m.submodules.y_wr = y_wr = self._y_wr
-        for j in range(len(self.m_axi_w)):
-            wiring.connect(m, wiring.flipped(self.m_axi_w[j]), ws.axi[j])
         wiring.connect(m, wiring.flipped(self.m_axi_x), x_rd.axi)
         wiring.connect(m, wiring.flipped(self.m_axi_y), y_wr.axi)
-        wiring.connect(m, ws.w, unit.w[0])
         m.d.comb += [self.busy_cycles.eq(unit.busy_cycles),
                      self.stall_cycles.eq(unit.stall_cycles),
                      self.useful_macs.eq(unit.useful_macs),
@@ -187,7 +211,8 @@ class LinearEngine(wiring.Component):
         # The unit takes a job only once the previous one has issued its last operation.
         with m.If(unit.cmd.valid & unit.cmd.ready):
             m.d.sync += self.op_draft.eq(unit.cmd.payload.mode)
-        with m.If(ws.error | ws.overrun | x_rd.error | x_rd.overrun | y_wr.error):
+        ws_error = Cat(*(w.error | w.overrun for w in streams)).any()
+        with m.If(ws_error | x_rd.error | x_rd.overrun | y_wr.error):
             m.d.sync += self.error.eq(1)
 
         def beat_addr(addr, bits):
@@ -229,21 +254,44 @@ class LinearEngine(wiring.Component):
         idle = Signal(init=1, name="jobs_idle")        # in_flight == 0
         issue = Signal(name="issue")
         finish = Signal(name="finish")
-        m.d.comb += issue.eq(full & counted & room & ws.cmd.ready & x_rd.cmd.ready
-                             & unit_q.w_rdy & x_q.w_rdy & y_q.w_rdy)
+        # With several weight ports, their region offsets (below) are registered a cycle
+        # after the count: the job issues a cycle later.
+        addr_ok = counted
+        if P > 1:
+            counted_d = Signal(name="x_counted_d")
+            m.d.sync += counted_d.eq(counted)
+            addr_ok = counted & counted_d
+        m.d.comb += issue.eq(full & addr_ok & room & Cat(*(w.cmd.ready for w in streams)).all()
+                             & x_rd.cmd.ready & unit_q.w_rdy & x_q.w_rdy & y_q.w_rdy)
         cmd = Signal(cmd_layout(u.rows * u.cols, u.max_tokens, u.max_k), name="unit_cmd")
         m.d.comb += [cmd.mode.eq(d.mode), cmd.steps.eq(d.steps), cmd.n_rows.eq(d.n_rows),
                      cmd.n_tokens.eq(d.n_tokens)]
         wbeats = Signal.like(ws.cmd.payload.beats, name="w_beats")
-        # steps · cols column beats: a constant multiplier (shifts and adds of steps),
-        # registered the cycle after the latch, well before the count ends.
-        m.d.sync += wbeats.eq(d.steps * u.cols)
+        # steps · cols / P column beats a port: a constant multiplier (shifts and adds of
+        # steps), registered the cycle after the latch, well before the count ends.
+        m.d.sync += wbeats.eq(d.steps * (u.cols // P))
+        # Port p's regions start p (nibble) and 3p (residue) of its nibble regions after
+        # the job's bases: a region is ceil(beats / sub-beats a word) words
+        # (golden.weight_planes.job_port_bytes), registered a cycle after wbeats.
+        per_word = ws.word_width // ws.sub_beat_bits
+        word_bytes = ws.word_width // 8
+        region = Signal(len(wbeats) + (word_bytes - 1).bit_length(), name="w_port_bytes")
+        m.d.sync += region.eq(((wbeats + (per_word - 1)) >> (per_word - 1).bit_length())
+                              * word_bytes)
+        for p, w in enumerate(streams):
+            nib_at, res_at = d.nibble_addr, d.residue_addr
+            if p:
+                off_n = Signal(self._aw, name=f"w{p}_nibble_off")
+                off_r = Signal(self._aw, name=f"w{p}_residue_off")
+                m.d.sync += [off_n.eq(region * p), off_r.eq(region * (3 * p))]
+                nib_at, res_at = (d.nibble_addr + off_n)[:self._aw], (d.residue_addr + off_r)[:self._aw]
+            m.d.comb += [
+                w.cmd.valid.eq(issue),
+                w.cmd.payload.nibble_addr.eq(nib_at), w.cmd.payload.residue_addr.eq(res_at),
+                w.cmd.payload.beats.eq(wbeats), w.cmd.payload.mode.eq(d.mode),
+                w.cmd.payload.k.eq(d.k),
+            ]
         m.d.comb += [
-            ws.cmd.valid.eq(issue),
-            ws.cmd.payload.nibble_addr.eq(d.nibble_addr),
-            ws.cmd.payload.residue_addr.eq(d.residue_addr),
-            ws.cmd.payload.beats.eq(wbeats), ws.cmd.payload.mode.eq(d.mode),
-            ws.cmd.payload.k.eq(d.k),
             x_rd.cmd.valid.eq(issue),
             x_rd.cmd.payload.addr.eq(beat_addr(d.x_addr, X_PORT_BITS)),
             x_rd.cmd.payload.beats.eq(x_beats),

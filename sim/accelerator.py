@@ -147,13 +147,14 @@ class AccelTB(TB):
         aw = len(d.m_axi_ssm_in__araddr)
         self.memory = Memory(1 << aw, self.rng)
         self.axil = AxiLiteMaster(AxiLiteBus.from_prefix(d, "s_axi_"), d.clk, d.rst)
+        # The linear engine's record sizes and ports (constructing it elaborates nothing).
+        self.lin_engine = LinearEngine(config=self.config, addr_width=aw)
         attach_memory(d, self.memory,
                       reads=("m_axi_ssm_in_", "m_axi_ssm_st_rd_", "m_axi_lin_x_",
-                             *(f"m_axi_lin_w{j}_" for j in range(WEIGHT_PORTS))),
+                             *(f"m_axi_lin_w{j}_" for j in range(
+                                 WEIGHT_PORTS * self.lin_engine.weight_ports))),
                       writes=("m_axi_ssm_st_wr_", "m_axi_ssm_y_", "m_axi_lin_y_"),
                       latency=latency, stall=stall, rng=self.rng)
-        # The linear engine's record sizes (constructing it elaborates nothing).
-        self.lin_engine = LinearEngine(config=self.config, addr_width=aw)
         self.lin_area = None           # set by Layers: where the linear jobs' data go
         self.lin_cursor = None
         self.lin_jobs = 0              # jobs issued since reset
@@ -228,7 +229,7 @@ class AccelTB(TB):
         the memory's random bytes); returns the four byte addresses."""
         lin, eng = self.config.linear, self.lin_engine
         img = job.memory_images(rows=lin.rows, cols=lin.cols,
-                                word_bits=eng.weight_stream.word_width)
+                                word_bits=eng.weight_stream.word_width, ports=eng.weight_ports)
         sizes = {name: len(data) for name, data in img.items()}
         sizes["y"] = job.y_bytes(lin.cols, eng.y_record_bytes)
         need = sum(sizes.values()) + 8 * 64 * 4

@@ -16,7 +16,7 @@ import numpy as np
 from cocotb.triggers import ReadOnly, RisingEdge
 
 from specgen.golden import bsfp, dsp
-from specgen.golden.weight_planes import column_beats, pack_jobs
+from specgen.golden.weight_planes import job_images
 from specgen.hw.dsp_linear_unit import act_layout, cmd_layout, result_layout, weight_layout
 from specgen.sim.bench import TB, drive_stream, field, pack, params, reset_mid_stream
 
@@ -83,11 +83,12 @@ class Job:
         """Beats of weight port ``port``: its columns ``g ≡ port (mod ports)``, per input."""
         return [b[g] for b in self.col_beats for g in range(port, len(b), ports)]
 
-    def memory_images(self, *, rows, cols, word_bits):
+    def memory_images(self, *, rows, cols, word_bits, ports=1):
         """The job in the ``LinearEngine``'s memory layout: ``{"w_nibble", "w_residue", "x"}``
-        byte images (:func:`golden.weight_planes.pack_jobs`; x as binary16, ``k·T + t``)."""
-        words = column_beats(self.tensor.stored, rows=rows, cols=cols)
-        nibble, residue, _ = pack_jobs([words], word_bits=word_bits)
+        byte images (:func:`golden.weight_planes.job_images` for ``ports`` weight ports;
+        x as binary16, ``k·T + t``)."""
+        nibble, residue = job_images(self.tensor.stored, rows=rows, cols=cols, ports=ports,
+                                     word_bits=word_bits)
         return {"w_nibble": nibble, "w_residue": residue,
                 "x": np.asarray(self.x_beats, dtype="<u2").tobytes()}
 

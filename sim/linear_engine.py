@@ -44,7 +44,8 @@ class LinearTB:
         cocotb.start_soon(Clock(dut.clk, period_ps(p["sync_mhz"]), unit="ps").start())
         cocotb.start_soon(Clock(dut.mem_clk, period_ps(p["mem_mhz"]), unit="ps").start())
         attach_memory(dut, self.memory,
-                      reads=("m_axi_x_", *(f"m_axi_w__{j}_" for j in range(WEIGHT_PORTS))),
+                      reads=("m_axi_x_", *(f"m_axi_w__{j}_"
+                                           for j in range(WEIGHT_PORTS * p["weight_ports"]))),
                       writes=("m_axi_y_",), latency=p["latency"], stall=p["stall"],
                       rng=self.rng)
         self.cursor = 0
@@ -62,7 +63,8 @@ class LinearTB:
         p = self.p
         job = Job(self.np_rng, rows=p["rows"], cols=p["cols"], max_tokens=p["max_tokens"],
                   max_k=p["max_k"], specials=self.np_rng.random() < 0.5, **kw)
-        img = job.memory_images(rows=p["rows"], cols=p["cols"], word_bits=p["word_bits"])
+        img = job.memory_images(rows=p["rows"], cols=p["cols"], word_bits=p["word_bits"],
+                                ports=p["weight_ports"])
         y_size = job.y_bytes(p["cols"], p["y_record_bytes"])
         addr = {"nibble_addr": self._take(len(img["w_nibble"])),
                 "residue_addr": self._take(len(img["w_residue"])),

@@ -26,19 +26,23 @@ def _run(engine, config, testcase, seed, **kw):
          "addr_width": ADDR_WIDTH, "sync_mhz": config.board.clock_mhz,
          "mem_mhz": config.board.memory_clock_mhz, "latency": 30, "stall": 0.3,
          "word_bits": engine.weight_stream.word_width, "y_record_bytes": engine.y_record_bytes,
-         "jobs": 6}
+         "weight_ports": engine.weight_ports, "jobs": 6}
     p.update(kw)
     return run_bench(engine, name=engine.module_name, module="specgen.sim.linear_engine",
                      testcase=testcase, params=p, seed=seed)
 
 
 @pytest.mark.sim
-def test_random_jobs_and_reset(seed):
+@pytest.mark.parametrize("ports", [pytest.param(1, id="w1", marks=pytest.mark.slow),
+                                   pytest.param(2, id="w2")])
+def test_random_jobs_and_reset(seed, ports):
     """Random jobs of both passes queued back to back, 30-cycle reads and 30 % stalls on every
     AXI channel: every result word in memory equals golden.dsp; a reset with jobs in flight
-    leaves the engine idle and the jobs after it exact."""
+    leaves the engine idle and the jobs after it exact. With two weight ports (eight plane
+    ports), each port's regions at their offsets; one port runs in make test-slow, and in
+    make test inside the accelerator bench (the sim preset's engine has one)."""
     config = _config()
-    eng = LinearEngine(config=config, addr_width=ADDR_WIDTH)
+    eng = LinearEngine(config=config, weight_ports=ports, addr_width=ADDR_WIDTH)
     _run(eng, config, "random_jobs,reset_mid_job", seed)
 
 
@@ -68,6 +72,12 @@ def test_rejects_bad_parameters():
     with pytest.raises(ValueError, match=r"LinearEngine\.addr_width must be an integer in "
                                          r"\[12, 64\], not 8"):
         LinearEngine(config=_config(), addr_width=8)
+    with pytest.raises(ValueError) as info:
+        LinearEngine(config=_config(), weight_ports=3)
+    assert str(info.value) == "LinearEngine.weight_ports must divide cols (4), not 3"
+    with pytest.raises(ValueError, match=r"LinearEngine\.weight_ports must be an integer in "
+                                         r"\[1, 4\], not 5"):
+        LinearEngine(config=_config(), weight_ports=5)
 
 
 def test_ports_and_records():
@@ -75,4 +85,8 @@ def test_ports_and_records():
     # 84 binary32 results a record, padded to whole 256-bit HBM beats: 11 beats.
     assert eng.port_widths == {"w": 256, "x": 64, "y": 256}
     assert eng.y_record_bytes == 11 * 32
-    assert eng.weight_stream.max_beats == 8192 * 84
+    # 84 columns at 16 tokens take 5.25 column beats a cycle: 6 weight ports (a divisor
+    # of 84), each streaming 14 columns' beats through four plane ports.
+    assert eng.weight_ports == 6 and len(eng.m_axi_w) == 24
+    assert eng.weight_stream.max_beats == 8192 * 84 // 6
+    assert LinearEngine(config=preset("vck190")).weight_ports == 1   # 8 columns, 16 tokens

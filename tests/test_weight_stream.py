@@ -62,16 +62,46 @@ def test_plane_images_match_split_planes(rows, word_bits):
 @pytest.mark.parametrize("n_out,k,rows,cols,max_k,word_bits", [
     (1, 1, 1, 1, 1, 8), (17, 40, 2, 4, 16, 512), (5376, 2560, 64, 84, 8192, 256),
     (2560, 5120, 64, 84, 8192, 256), (100, 33, 3, 5, 7, 64), (9, 16, 2, 4, 16, 32)])
-def test_matrix_sizes_are_the_sum_of_the_jobs(n_out, k, rows, cols, max_k, word_bits):
+@pytest.mark.parametrize("ports", [1, 2])
+def test_matrix_sizes_are_the_sum_of_the_jobs(n_out, k, rows, cols, max_k, word_bits, ports):
     """The closed forms the memory map uses equal the job list, job by job."""
+    if cols % ports:
+        ports = 1
     jobs = wp.matrix_tiles(n_out, k, rows=rows, cols=cols, max_k=max_k)
     assert wp.matrix_job_count(n_out, k, rows=rows, cols=cols, max_k=max_k) == len(jobs)
     assert sum(j.n_rows for j in jobs) == n_out * -(-k // max_k)
     assert {(j.row0, j.k0) for j in jobs} == {(r, c) for r in range(0, n_out, rows * cols)
                                               for c in range(0, k, max_k)}
-    nib = sum(wp.region_bytes(j.n_k * cols, rows=rows, word_bits=word_bits) for j in jobs)
+    nib = sum(ports * wp.region_bytes(j.n_k * cols // ports, rows=rows, word_bits=word_bits)
+              for j in jobs)
     assert wp.matrix_plane_bytes(n_out, k, rows=rows, cols=cols, max_k=max_k,
-                                 word_bits=word_bits) == (nib, 3 * nib)
+                                 word_bits=word_bits, ports=ports) == (nib, 3 * nib)
+
+
+@pytest.mark.parametrize("ports", [1, 2, 4])
+def test_job_images_put_each_port_at_its_offset(ports):
+    """Port p's regions start p (nibble) and 3p (residue) port regions into the job, each
+    the column beats of its columns g ≡ p (mod ports): what the LinearEngine computes."""
+    rng = np.random.default_rng(ports)
+    stored = rng.integers(0, 1 << 16, (7, 5), dtype=np.uint16)
+    nib, res = wp.job_images(stored, rows=2, cols=4, ports=ports, word_bits=64)
+    r = wp.job_port_bytes(5, rows=2, cols=4, ports=ports, word_bits=64)
+    assert len(nib) == ports * r and len(res) == 3 * ports * r
+    for p in range(ports):
+        words = wp.column_beats(stored, rows=2, cols=4, ports=ports, port=p)
+        a, b = wp.plane_images(words, word_bits=64)
+        assert nib[p * r:(p + 1) * r] == a and res[3 * p * r:3 * (p + 1) * r] == b
+    with pytest.raises(ValueError, match="weight_planes.ports must divide cols \\(4\\), not 3"):
+        wp.job_images(stored, rows=2, cols=4, ports=3, word_bits=64)
+
+
+def test_engine_weight_ports_keep_the_slots_busy():
+    # cols / max_tokens column beats a cycle, rounded up to a divisor of cols.
+    assert [wp.engine_weight_ports(preset(n)) for n in ("sim", "vck190", "vhk158")] == [1, 1, 6]
+    cfg = preset("sim")
+    for cols, tokens, want in [(84, 16, 6), (84, 4, 21), (10, 3, 5), (7, 2, 7), (8, 16, 1)]:
+        c = cfg.replace(linear=dataclasses.replace(cfg.linear, cols=cols, max_tokens=tokens))
+        assert wp.engine_weight_ports(c) == want, (cols, tokens)
 
 
 def test_draft_reads_a_quarter():

@@ -188,7 +188,7 @@ def build_image(tensors, *, model, config, policy=None):
     """
     from specgen.golden.bsfp import encode
     from specgen.golden.memory_map import DEFAULT_POLICY, MemoryMap
-    from specgen.golden.weight_planes import pack_matrix, stream_word_bits
+    from specgen.golden.weight_planes import engine_weight_ports, pack_matrix, stream_word_bits
 
     from specgen.gen.runtime.model import ModelError, check_weights
 
@@ -213,7 +213,8 @@ def build_image(tensors, *, model, config, policy=None):
             index = _layer(mm[f"{region}.nibble"], i)
             lin = config.linear
             nibble, residue, _ = pack_matrix(t.stored, rows=lin.rows, cols=lin.cols,
-                                             max_k=lin.max_k, word_bits=stream_word_bits(config))
+                                             max_k=lin.max_k, word_bits=stream_word_bits(config),
+                                             ports=engine_weight_ports(config))
             image.put(f"{region}.nibble", nibble, **index)
             image.put(f"{region}.residue", residue, **index)
             image.put(f"{region}.scales", np.asarray(t.scales, np.uint8).tobytes(), **index)
