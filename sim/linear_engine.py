@@ -155,11 +155,13 @@ async def reset_mid_job(dut):
 async def efficiency(dut):
     """Long jobs back to back with no idle descriptors: the cycles of the run and those from
     the first operation to the last (the unit streams one a cycle at best), written to
-    ``result_file``."""
+    ``result_file``. ``tokens`` (default ``max_tokens``) sets the jobs' tokens: with fewer
+    than ``cols / weight_ports``, the weights bound the rate."""
     tb = await _start(dut)
     p = tb.p
     lin = {"steps": p["max_k"], "n_rows": p["rows"] * p["cols"]}
-    jobs = [tb.job(mode=m, n_tokens=p["max_tokens"], **lin) for m in (0, 1, 0, 1)]
+    tokens = p.get("tokens", p["max_tokens"])
+    jobs = [tb.job(mode=m, n_tokens=tokens, **lin) for m in (0, 1, 0, 1)]
     cycles, ops = await tb.run(jobs, idle=0.0, what="long job")
     # A job is K·T operations: with every input on time the unit issues one a cycle.
     want = sum(j.steps * j.n_tokens for j in jobs)

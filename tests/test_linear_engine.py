@@ -62,6 +62,25 @@ def test_issue_rate(seed, tmp_path):
     assert r["operations"] / r["span"] >= 0.95, r
 
 
+@pytest.mark.sim
+@pytest.mark.parametrize("ports", [1, 2])
+def test_weight_ports_set_the_rate_of_short_jobs(seed, tmp_path, ports):
+    """Jobs of 2 tokens on the 4-column array: each input's 4 column beats serve 2
+    operations, so one weight port lets the unit issue on at most half the cycles and
+    two ports on all of them (what engine_weight_ports sizes the vhk158 engine by)."""
+    config = _config()
+    eng = LinearEngine(config=config, weight_ports=ports, addr_width=ADDR_WIDTH)
+    out = tmp_path / "rate.json"
+    _run(eng, config, "efficiency", seed, result_file=str(out), tokens=2)
+    r = json.loads(out.read_text())
+    rate = r["operations"] / r["span"]
+    print(f"linear engine, {ports} weight port(s), 2-token jobs: {rate:.3f} operations a cycle")
+    # The weight stream's FIFOs hold a few beats ahead, so a run may beat the bound by a
+    # few operations at its start.
+    bound = min(1.0, 2 * ports / config.linear.cols)
+    assert bound - 0.05 <= rate <= bound + 0.02, r
+
+
 def test_rejects_bad_parameters():
     with pytest.raises(TypeError, match=r"LinearEngine\.config must be a golden\.config\.Config"):
         LinearEngine(config="sim")
