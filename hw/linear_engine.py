@@ -93,7 +93,7 @@ class LinearEngine(wiring.Component):
         handed to the weight streams, the activation reader, the unit's command queue
         and the result writer together, at the earliest two cycles plus one per bit
         of ``n_tokens`` after it is taken (a shift-add multiplier counts the job's
-        ``steps · n_tokens`` activations; one more with several weight ports), when
+        ``steps · n_tokens`` activations; two more with several weight ports), when
         all have room and fewer than :data:`JOBS_IN_FLIGHT` jobs are unfinished.
     busy : Out(1)
         Some accepted job has not had every result write answered.
@@ -254,13 +254,13 @@ class LinearEngine(wiring.Component):
         idle = Signal(init=1, name="jobs_idle")        # in_flight == 0
         issue = Signal(name="issue")
         finish = Signal(name="finish")
-        # With several weight ports, their region offsets (below) are registered a cycle
-        # after the count: the job issues a cycle later.
+        # With several weight ports, their region addresses (below) are ready five cycles
+        # after the latch, two after the earliest count: the job waits two cycles more.
         addr_ok = counted
         if P > 1:
-            counted_d = Signal(name="x_counted_d")
-            m.d.sync += counted_d.eq(counted)
-            addr_ok = counted & counted_d
+            counted_d = Signal(2, name="x_counted_d")
+            m.d.sync += counted_d.eq(Cat(counted, counted_d[0]))
+            addr_ok = counted & counted_d.all()
         m.d.comb += issue.eq(full & addr_ok & room & Cat(*(w.cmd.ready for w in streams)).all()
                              & x_rd.cmd.ready & unit_q.w_rdy & x_q.w_rdy & y_q.w_rdy)
         cmd = Signal(cmd_layout(u.rows * u.cols, u.max_tokens, u.max_k), name="unit_cmd")
@@ -272,7 +272,8 @@ class LinearEngine(wiring.Component):
         m.d.sync += wbeats.eq(d.steps * (u.cols // P))
         # Port p's regions start p (nibble) and 3p (residue) of its nibble regions after
         # the job's bases: a region is ceil(beats / sub-beats a word) words
-        # (golden.weight_planes.job_port_bytes), registered a cycle after wbeats.
+        # (golden.weight_planes.job_port_bytes). The region, its multiples (constant
+        # multiplies: one adder) and the sums with the bases are each registered.
         per_word = ws.word_width // ws.sub_beat_bits
         word_bytes = ws.word_width // 8
         region = Signal(len(wbeats) + (word_bytes - 1).bit_length(), name="w_port_bytes")
@@ -283,8 +284,10 @@ class LinearEngine(wiring.Component):
             if p:
                 off_n = Signal(self._aw, name=f"w{p}_nibble_off")
                 off_r = Signal(self._aw, name=f"w{p}_residue_off")
-                m.d.sync += [off_n.eq(region * p), off_r.eq(region * (3 * p))]
-                nib_at, res_at = (d.nibble_addr + off_n)[:self._aw], (d.residue_addr + off_r)[:self._aw]
+                nib_at = Signal(self._aw, name=f"w{p}_nibble_addr")
+                res_at = Signal(self._aw, name=f"w{p}_residue_addr")
+                m.d.sync += [off_n.eq(region * p), off_r.eq(region * (3 * p)),
+                             nib_at.eq(d.nibble_addr + off_n), res_at.eq(d.residue_addr + off_r)]
             m.d.comb += [
                 w.cmd.valid.eq(issue),
                 w.cmd.payload.nibble_addr.eq(nib_at), w.cmd.payload.residue_addr.eq(res_at),

@@ -127,10 +127,16 @@ async def _start(dut):
 
 @cocotb.test()
 async def random_jobs(dut):
-    """Random jobs of both passes, queued back to back: every result in memory is golden."""
+    """Random jobs of both passes, queued back to back: every result in memory is golden.
+    Then three jobs of one token (the descriptor stage's shortest count), each into an
+    idle engine (so it issues at the earliest cycle) and with a K other than the job
+    before it, so a weight port's region offset that lagged the job would show."""
     tb = await _start(dut)
+    k = tb.p["max_k"]
     jobs = [tb.job() for _ in range(tb.p["jobs"])]
     cycles, ops = await tb.run(jobs)
+    for s in (k, 1, max(1, k // 2 + 1)):
+        await tb.run([tb.job(n_tokens=1, steps=s)], idle=0.0, what="one-token job")
     dut._log.info("%d jobs (%d draft), %d cycles, %d operations", len(jobs),
                   sum(j.mode for j in jobs), cycles, ops)
 

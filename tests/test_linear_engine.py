@@ -40,8 +40,9 @@ def test_random_jobs_and_reset(seed, ports):
     AXI channel: every result word in memory equals golden.dsp; a reset with jobs in flight
     leaves the engine idle and the jobs after it exact. With two weight ports (eight plane
     ports), each port's regions at their offsets; one port runs in make test-slow, and in
-    make test inside the accelerator bench (the sim preset's engine has one)."""
-    config = _config()
+    make test inside the accelerator bench (the sim preset's engine has one). K up to 64,
+    so a port's region is one or two 512-bit words and its offset changes with K."""
+    config = _config(max_k=64)
     eng = LinearEngine(config=config, weight_ports=ports, addr_width=ADDR_WIDTH)
     _run(eng, config, "random_jobs,reset_mid_job", seed)
 
