@@ -110,3 +110,14 @@ def test_ports_and_records():
     assert eng.weight_ports == 6 and len(eng.m_axi_w) == 24
     assert eng.weight_stream.max_beats == 8192 * 84 // 6
     assert LinearEngine(config=preset("vck190")).weight_ports == 1   # 8 columns, 16 tokens
+
+
+@pytest.mark.slow
+def test_vhk158_engine_passes_lint(tmp_path):
+    """The paper-scale engine (64 × 84 slots, six weight ports, 26 AXI masters): every
+    module linted with -Wall and the project's waivers only (53 s here; make test-slow)."""
+    from specgen.sim.lint import lint_component
+    eng = LinearEngine(config=preset("vhk158"))
+    assert eng.weight_ports == 6
+    ok, output = lint_component(eng, folder=tmp_path, hierarchical=True)
+    assert ok, output
