@@ -187,13 +187,14 @@ def pack_jobs(jobs, *, word_bits, align=4096):
     return b"".join(nib), b"".join(res), offsets
 
 
-def port_count(cols, ports):
+def port_count(cols, ports, *, owner="weight_planes", name="ports"):
     """``ports`` checked: weight ports of a ``cols``-column array, a divisor of ``cols``
-    (each port streams ``cols / ports`` columns, ``g ≡ port (mod ports)``)."""
+    (each port streams ``cols / ports`` columns, ``g ≡ port (mod ports)``); errors name
+    ``owner.name``."""
     cols = check_int("weight_planes", "cols", cols, min=1)
-    ports = check_int("weight_planes", "ports", ports, min=1, max=cols)
+    ports = check_int(owner, name, ports, min=1, max=cols)
     if cols % ports:
-        raise ValueError(f"weight_planes.ports must divide cols ({cols}), not {ports}")
+        raise ValueError(f"{owner}.{name} must divide cols ({cols}), not {ports}")
     return ports
 
 
@@ -231,11 +232,12 @@ def engine_weight_ports(config):
     return next(p for p in range(need, lin.cols + 1) if lin.cols % p == 0)
 
 
-def stream_word_bits(config):
-    """The read masters' word of ``config``'s weight stream: the board's memory port, or one
-    sub-beat (``4 · linear.rows`` bits) where that is wider. Every region is a whole
-    number of these words."""
-    return max(sub_beat_bits(config.linear.rows), config.board.memory_port_bits)
+def stream_word_bits(config, port_bits=None):
+    """The read masters' word of ``config``'s weight stream: the memory port
+    (``port_bits``, default the board's), or one sub-beat (``4 · linear.rows`` bits)
+    where that is wider. Every region is a whole number of these words."""
+    port_bits = config.board.memory_port_bits if port_bits is None else port_bits
+    return max(sub_beat_bits(config.linear.rows), port_bits)
 
 
 @dataclass(frozen=True)

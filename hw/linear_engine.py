@@ -135,11 +135,8 @@ class LinearEngine(wiring.Component):
         self._aw = check_int("LinearEngine", "addr_width", addr_width, min=12, max=64)
         kw = dict(master_overrides, addr_width=self._aw)
         ports = engine_weight_ports(config) if weight_ports is None else weight_ports
-        try:
-            self._ports = port_count(config.linear.cols, ports)
-        except (TypeError, ValueError) as exc:
-            raise type(exc)(str(exc).replace("weight_planes.ports", "LinearEngine.weight_ports")
-                            .replace("weight_planes.cols", "linear.cols")) from None
+        self._ports = port_count(config.linear.cols, ports, owner="LinearEngine",
+                                 name="weight_ports")
         self._unit = DSPLinearUnit.from_config(config, weight_ports=self._ports)
         u = self._unit
         self._streams = [WeightStream.from_config(config, max_beats=u.max_k * u.cols

@@ -21,7 +21,7 @@ from amaranth.lib.wiring import In, Out
 
 from specgen.golden.bsfp import BSFPConfig
 from specgen.golden.validate import check_int
-from specgen.golden.weight_planes import PLANE_SLICES, SLICE_BITS
+from specgen.golden.weight_planes import PLANE_SLICES, SLICE_BITS, stream_word_bits
 
 from .axi_master import AXI4ReadMaster, axi4_read_signature
 from .dsp_linear_unit import weight_layout
@@ -161,7 +161,7 @@ class WeightStream(wiring.Component):
         width = port.get("data_width", config.board.memory_port_bits)
         # The masters as from_config sizes them for one port, with the stream's word.
         probe = template(AXI4ReadMaster.from_config(
-            config, out_width=max(SLICE_BITS * lin.rows, width), **port))
+            config, out_width=stream_word_bits(config, width), **port))
         kwargs = dict(rows=lin.rows, max_beats=lin.max_k * lin.cols, config=config.bsfp,
                       addr_width=probe.addr_width, data_width=probe.data_width,
                       max_burst=probe.max_burst, max_outstanding=probe.max_outstanding,

@@ -1,4 +1,5 @@
 import json
+import os
 import subprocess
 import sys
 
@@ -36,7 +37,6 @@ def test_verilog_writes_manifest(tmp_path):
     # orders clock-domain ports by a set; hw.hierarchy.stable_headers undoes it), gives
     # the same bytes.
     out2 = tmp_path / "again"
-    import os
     proc = subprocess.run([sys.executable, "-m", "gen", "verilog", "--board", "sim", "--out",
                            str(out2)], capture_output=True, text=True,
                           env=os.environ | {"PYTHONHASHSEED": "2"})
