@@ -398,7 +398,9 @@ PRESETS = {
     # Mamba2-2.7B layer (80 heads x 64 x 128) with one EMU lane per state column
     # on VHK158 and half of that on the smaller VCK190, on DSPFP32 slices, fed 8
     # binary32 words (256 bits) a cycle so that a token's 5,456 input words
-    # (682 beats) arrive well within its 5,120-cycle sweep.
+    # (682 beats) arrive well within its 5,120-cycle sweep. VHK158's 128 lanes take and
+    # give 4,096 state bits a 250 MHz cycle: 16 of its 256-bit HBM ports each way, as a
+    # write master takes one beat a fabric cycle; VCK190's DDR is one port.
     "vck190": Config(name="vck190", board=_VCK190, tree=TreeConfig(fifo_depth=16, tile_size=64),
                      linear=LinearConfig(rows=64, cols=8, quant_lanes=3, max_k=8192,
                                          contract="dspfp32", max_tokens=16),
@@ -409,7 +411,7 @@ PRESETS = {
                      linear=LinearConfig(rows=64, cols=84, quant_lanes=3, max_k=8192,
                                          contract="dspfp32", max_tokens=16),
                      ssm=SSMConfig(nheads=80, headdim=64, d_state=128, lanes=128,
-                                   contract="dspfp32", input_words=8),
+                                   contract="dspfp32", input_words=8, state_ports=16),
                      pipeline=_BOARD_PIPELINE),
 }
 

@@ -156,6 +156,13 @@ class SSMConfig:
         ``nheads`` and ``nheads·headdim``. A token's ``2·d_state + nheads·headdim
         + nheads`` input words must arrive faster than its sweep of
         :attr:`cycles_per_token` cycles (8 words, 256 bits, on the board presets).
+    state_ports : int
+        Memory ports the committed state streams through, each way (read and write):
+        a power of two that divides ``lanes``. The unit takes ``lanes`` binary32 words
+        a cycle; port ``p`` carries words ``p·lanes/state_ports …`` of each, from a
+        stripe of its own (:func:`golden.memory_map.stripe_state`). The VHK158 preset
+        uses 16: the 128 lanes' 4,096 bits a fabric cycle in 256-bit HBM port beats,
+        one a fabric cycle per port, the rate of a write port.
     """
 
     nheads: int
@@ -168,6 +175,7 @@ class SSMConfig:
     silu_lut: LUTSpec = field(default_factory=lambda: DEFAULT_LUTS["silu"])
     contract: str = "ieee"
     input_words: int = 1
+    state_ports: int = 1
 
     def __post_init__(self):
         check_int("SSMConfig", "nheads", self.nheads, min=1)
@@ -191,6 +199,10 @@ class SSMConfig:
                              f"lanes, d_state, nheads and nheads*headdim "
                              f"({', '.join(f'{k} = {v}' for k, v in counts.items())}), "
                              f"not {self.input_words!r}")
+        check_int("SSMConfig", "state_ports", self.state_ports, min=1, max=64)
+        if not _is_pow2(self.state_ports) or self.lanes % self.state_ports:
+            raise ValueError(f"SSMConfig.state_ports must be a power of two that divides "
+                             f"lanes ({self.lanes}), not {self.state_ports!r}")
         for name, function in (("exp_lut", "exp"), ("softplus_lut", "softplus"),
                                ("silu_lut", "silu")):
             spec = getattr(self, name)

@@ -38,7 +38,8 @@ Region classes, each starting on a 4 KiB boundary and laid out in this order:
     tokens ping-pong between (a draft rollback is a change of slot, no copy).
     A slot holds ``nheads × headdim × d_state`` values in ``SSMConfig.state_format``
     in the SSM unit's tile order (row ``r = h·P + p``, ``⌈N/lanes⌉`` tiles of
-    ``lanes`` values). Then the committed conv window ``(d_conv − 1) × conv_dim``
+    ``lanes`` values), striped over ``SSMConfig.state_ports`` (:func:`state_image`).
+    Then the committed conv window ``(d_conv − 1) × conv_dim``
     of each model in binary32 (the layer state of :mod:`golden.backtrack`).
 ``checkpoint``
     What the backtracking policy (a key of :data:`MAP_POLICIES`) keeps off chip per
@@ -69,6 +70,8 @@ for every model whose layer is no larger than the unit's; a map of a larger mode
 
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from .backtrack import (
     SYSTEM_POLICIES,
     Recompute,
@@ -85,7 +88,8 @@ from .weight_planes import (engine_weight_ports, matrix_job_count, matrix_plane_
 
 __all__ = ["ALIGN", "REGION_CLASSES", "MODELS", "WORD_BYTES",
            "DEFAULT_POLICY", "MAP_POLICIES", "unit_checkpoint", "Region", "MemoryMap", "align", "replay_record_words",
-           "layer_param_words", "SSM_SLOTS", "SSM_BUFFERS", "SSMEngineLayout", "ssm_engine_layout"]
+           "layer_param_words", "SSM_SLOTS", "SSM_BUFFERS", "SSMEngineLayout", "ssm_engine_layout",
+           "stripe_state", "unstripe_state", "state_image"]
 
 #: Alignment of every region, layer entry and node entry: one 4 KiB page (AXI4's burst boundary).
 ALIGN = 4096
@@ -121,7 +125,8 @@ class SSMEngineLayout:
 
     ``record_bytes``: one node's input record ``4·(2N + H·P + H)``; ``y_bytes``: one
     node's ``y``, ``4·H·P``; ``state_bytes``: one state in the tile order,
-    ``s·H·P·⌈N/lanes⌉·lanes``; ``params_bytes``: ``A``, ``dt_bias``, ``D``, ``4·3H``.
+    ``s·H·P·⌈N/lanes⌉·lanes``, striped over the state ports (:func:`stripe_state`),
+    ``stripe_bytes`` a stripe; ``params_bytes``: ``A``, ``dt_bias``, ``D``, ``4·3H``.
     The strides are page multiples: ``slot_stride``/``state_layer_stride`` of
     ``state.ssm``, ``buffer_stride``/``io_layer_stride`` of ``io.ssm``,
     ``params_stride`` of ``weights.ssm_params``.
@@ -130,6 +135,7 @@ class SSMEngineLayout:
     record_bytes: int
     y_bytes: int
     state_bytes: int
+    stripe_bytes: int
     params_bytes: int
     slot_stride: int
     state_layer_stride: int
@@ -166,10 +172,58 @@ def ssm_engine_layout(config, model=None):
         params = max(params, WORD_BYTES * 3 * mH)
     slot = align(state)
     buffer = align(nodes * max(record, y))
-    return SSMEngineLayout(record_bytes=record, y_bytes=y, state_bytes=state, params_bytes=params,
+    return SSMEngineLayout(record_bytes=record, y_bytes=y, state_bytes=state,
+                           stripe_bytes=state // c.state_ports, params_bytes=params,
                            slot_stride=slot, state_layer_stride=slot * len(SSM_SLOTS),
                            buffer_stride=buffer, io_layer_stride=buffer * len(SSM_BUFFERS),
                            params_stride=align(params))
+
+
+def stripe_state(words, *, lanes, ports):
+    """A state in the SSM unit's tile order (``words``: a flat array whose length is a
+    multiple of ``lanes``, one unit word of ``lanes`` elements after another) in its
+    memory order over ``ports`` state ports: stripe ``p`` (``len(words)/ports`` elements,
+    the stripes back to back) holds elements ``p·w … p·w + w − 1`` (``w = lanes/ports``)
+    of every unit word, in word order.
+
+    Port ``p`` then reads (and writes) its stripe as one linear region, and the unit's
+    word is the ports' slices side by side: the ports share the state's traffic
+    evenly, with no reordering on chip. One port: the tile order itself.
+    """
+    a = np.asarray(words)
+    if a.ndim != 1 or lanes < 1 or ports < 1 or lanes % ports or a.size % lanes:
+        raise ValueError(f"stripe_state: {a.size} elements in words of {lanes} lanes over "
+                         f"{ports} ports (ports must divide lanes, lanes the length)")
+    return a.reshape(-1, ports, lanes // ports).transpose(1, 0, 2).reshape(-1)
+
+
+def state_image(ssm, state):
+    """A layer's SSM state (``ssm.state_shape`` values, any dtype) in its memory order:
+    the unit's tile order, each row of ``N`` columns padded with zeros to
+    ``⌈N/lanes⌉·lanes``, striped over ``ssm.state_ports`` (:func:`stripe_state`).
+
+    ``ssm`` is a :class:`golden.mamba2.SSMConfig` with ``lanes ≤ d_state``.
+    """
+    H, P, N = ssm.state_shape
+    a = np.asarray(state)
+    if a.shape != (H, P, N):
+        raise ValueError(f"state_image: a state of shape {a.shape}, the unit's is {(H, P, N)}")
+    if ssm.lanes > N:
+        raise ValueError(f"state_image: SSMConfig.lanes ({ssm.lanes}) above d_state ({N}) has "
+                         f"no tile order here")
+    width = ssm.groups_per_row * ssm.lanes
+    rows = np.zeros((H * P, width), dtype=a.dtype)
+    rows[:, :N] = a.reshape(H * P, N)
+    return stripe_state(rows.reshape(-1), lanes=ssm.lanes, ports=ssm.state_ports)
+
+
+def unstripe_state(words, *, lanes, ports):
+    """The inverse of :func:`stripe_state`: a state in memory order back in the tile order."""
+    a = np.asarray(words)
+    if a.ndim != 1 or lanes < 1 or ports < 1 or lanes % ports or a.size % lanes:
+        raise ValueError(f"unstripe_state: {a.size} elements in words of {lanes} lanes over "
+                         f"{ports} ports (ports must divide lanes, lanes the length)")
+    return a.reshape(ports, -1, lanes // ports).transpose(1, 0, 2).reshape(-1)
 
 
 def unit_checkpoint(config):
@@ -386,7 +440,9 @@ class MemoryMap:
             elif kind == "state":
                 add("state", "ssm", eng.state_bytes,
                     f"SSM state slots {', '.join(SSM_SLOTS)}: nheads × headdim × d_state "
-                    f"({config.ssm.state_format}, tile order)", L, len(SSM_SLOTS), inner="slot")
+                    f"({config.ssm.state_format}, tile order"
+                    + (f", striped over {config.ssm.state_ports} ports" if config.ssm.state_ports > 1
+                       else "") + ")", L, len(SSM_SLOTS), inner="slot")
                 for who in MODELS:
                     add("state", f"{who}.conv", m.conv_elems * WORD_BYTES,
                         f"{who}: committed conv window (d_conv − 1) × conv_dim (binary32)", L)

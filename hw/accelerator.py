@@ -10,7 +10,7 @@ Block diagram (``docs/accelerator.md`` has the full description)::
                         └──────────────┘          └───────────────────┘   (schedule, path)
                      (WeightStream, DSPLinearUnit)   │ node table, one descriptor per layer
                                                      v
-                     m_axi_ssm_in, m_axi_ssm_st_rd <── SSMEngine ──> m_axi_ssm_st_wr, m_axi_ssm_y
+                  m_axi_ssm_in, m_axi_ssm_st_rd* <── SSMEngine ──> m_axi_ssm_st_wr*, m_axi_ssm_y
                                     (TreeSSMUnit; every m_axi_* port in domain mem)
 
 The SSM side feeds itself from memory (``golden.memory_map``): the host writes
@@ -93,11 +93,12 @@ class Accelerator(wiring.Component):
         Activations (:data:`hw.linear_engine.X_PORT_BITS` bits).
     m_axi_lin_y : Out(AXI4 write), domain ``mem``
         Result records (:attr:`hw.linear_engine.LinearEngine.y_record_bytes` each).
-    m_axi_ssm_in, m_axi_ssm_st_rd : Out(AXI4 read), domain ``mem``
-    m_axi_ssm_st_wr, m_axi_ssm_y : Out(AXI4 write), domain ``mem``
+    m_axi_ssm_in, m_axi_ssm_st_rd0 … m_axi_ssm_st_rd(S − 1) : Out(AXI4 read), domain ``mem``
+    m_axi_ssm_st_wr0 … m_axi_ssm_st_wr(S − 1), m_axi_ssm_y : Out(AXI4 write), domain ``mem``
         The SSM engine's memory ports (:class:`hw.ssm_engine.SSMEngine`): parameters
         and node records in, the committed state in, one node's new state out,
-        every node's ``y`` out. ``mem_clk``/``mem_rst`` clock them
+        every node's ``y`` out; the state through ``S = ssm.state_ports`` ports each
+        way (1 on ``sim`` and VCK190, 16 on VHK158), port ``p`` on stripe ``p``. ``mem_clk``/``mem_rst`` clock them
         (``board.memory_clock_mhz``).
     irq : Out(1)
         ``CTRL.IRQ_EN`` and (``STATUS.DONE`` or ``STATUS.ERROR``).
@@ -174,9 +175,14 @@ class Accelerator(wiring.Component):
             "m_axi_lin_x": Out(lin["m_axi_x"].signature),
             "m_axi_lin_y": Out(lin["m_axi_y"].signature),
             **{f"m_axi_ssm_{port}": Out(eng[f"m_axi_{port}"].signature)
-               for port in ("in", "st_rd", "st_wr", "y")},
+               for port in self._ssm_ports()},
             "irq": Out(1),
         })
+
+    def _ssm_ports(self):
+        """The SSM engine's AXI ports, by their names there without ``m_axi_``."""
+        S = self._engine.state_ports
+        return ("in", *(f"st_rd{q}" for q in range(S)), *(f"st_wr{q}" for q in range(S)), "y")
 
     @classmethod
     def from_config(cls, config, **kw):
@@ -238,7 +244,7 @@ class Accelerator(wiring.Component):
         m.submodules.tree = tv
         eng = self._engine
         m.submodules.ssm = eng
-        for port in ("in", "st_rd", "st_wr", "y"):
+        for port in self._ssm_ports():
             wiring.connect(m, wiring.flipped(getattr(self, f"m_axi_ssm_{port}")),
                            getattr(eng, f"m_axi_{port}"))
         m.d.comb += tv.passes.eq(1)

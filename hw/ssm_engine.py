@@ -21,12 +21,16 @@ its port's beat):
   node of the accepted path in a commit pass, which replays the path from the
   committed state (SpecMamba's replay backtracking) and writes only its last state;
 * state: the tile port's order of :class:`hw.ssm_unit.SSMUnit` (row ``r``, tile
-  ``k`` at ``(r·⌈N/lanes⌉ + k)·lanes`` words), :attr:`state_bytes` per layer;
+  ``k`` at ``(r·⌈N/lanes⌉ + k)·lanes`` words), :attr:`state_bytes` per layer, striped
+  over the ``S = ssm.state_ports`` state ports (:func:`golden.memory_map.stripe_state`):
+  port ``p`` reads (and writes) the stripe at ``state_in_addr + p·stripe_bytes`` (and
+  ``state_out_addr + p·stripe_bytes``), words ``p·lanes/S …`` of every unit word;
 * ``y``: node ``j``'s ``y[h, p]`` at ``y_addr + 4·(j·H·P + h·P + p)``.
 """
 
 from amaranth import Array, Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
+from amaranth.lib.fifo import SyncFIFO, SyncFIFOBuffered
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out, connect
 
@@ -40,7 +44,13 @@ from specgen.hw.hierarchy import submodule
 from specgen.hw.ssm_unit import SEL_A, SEL_B, SEL_C, SEL_D, SEL_DT, SEL_DT_BIAS, SEL_X
 from specgen.hw.tree_ssm import TreeSSMUnit, table_layout
 
-__all__ = ["SSMEngine", "StreamDownsizer", "descriptor_layout"]
+__all__ = ["SSMEngine", "StreamDownsizer", "descriptor_layout", "state_port_shape"]
+
+#: Words of the FIFO that joins the state ports' slices into the unit's word (several
+#: ports), and of each port's FIFO on the way out: enough to run at one word a cycle
+#: with registered handshakes on the unit's side.
+JOIN_DEPTH = 4
+FORK_DEPTH = 4
 
 
 def descriptor_layout(*, max_nodes, addr_width):
@@ -52,6 +62,16 @@ def descriptor_layout(*, max_nodes, addr_width):
         "y_en": 1, "load_params": 1, "params_addr": addr_width, "input_addr": addr_width,
         "state_in_addr": addr_width, "state_out_addr": addr_width, "y_addr": addr_width,
     })
+
+
+def state_port_shape(config):
+    """``(data_bits, slice_bits)`` of each state port of ``config``'s engine: the port's
+    AXI data width, ``min(memory_port_bits, slice_bits)``, and its slice of the unit's
+    word, ``32·lanes/state_ports`` bits, which its read master packs beats into (one
+    slice a fabric cycle at most) and its write master takes one beat of a cycle."""
+    c = config.ssm
+    slice_bits = 32 * c.lanes // c.state_ports
+    return min(config.board.memory_port_bits, slice_bits), slice_bits
 
 
 def _table(values, index):
@@ -147,10 +167,11 @@ class SSMEngine(wiring.Component):
         Passes completed since reset.
     error : Out(1)
         Sticky: an AXI response other than OKAY on any port.
-    m_axi_in, m_axi_st_rd : Out(axi4_read_signature), domain ``mem``
-    m_axi_st_wr, m_axi_y : Out(axi4_write_signature), domain ``mem``
+    m_axi_in, m_axi_st_rd0 … m_axi_st_rd(S − 1) : Out(axi4_read_signature), domain ``mem``
+    m_axi_st_wr0 … m_axi_st_wr(S − 1), m_axi_y : Out(axi4_write_signature), domain ``mem``
+        ``S = ssm.state_ports`` state ports each way, port ``p`` on stripe ``p``.
         Widths: inputs ``32·input_words`` bits, state ``min(memory_port_bits,
-        32·lanes)``, ``y`` 32 bits (:attr:`port_widths`).
+        32·lanes/S)``, ``y`` 32 bits (:attr:`port_widths`).
     """
 
     def __init__(self, *, config, addr_width=40, **master_overrides):
@@ -160,16 +181,20 @@ class SSMEngine(wiring.Component):
         self._unit = TreeSSMUnit.from_config(config)
         c = config.ssm
         self._aw = check_int("SSMEngine", "addr_width", addr_width, min=12, max=64)
-        widths = {"in": 32 * c.input_words,
-                  "st": min(config.board.memory_port_bits, 32 * c.lanes), "y": 32}
+        S = self._ports = c.state_ports
+        # A port's slice of the unit's word; a write master takes one beat of it a
+        # cycle, so the presets' ports of this width match the unit's word a cycle.
+        st_bits, self._slice = state_port_shape(config)
+        widths = {"in": 32 * c.input_words, "st": st_bits, "y": 32}
         self._widths = widths
         kw = dict(master_overrides, addr_width=self._aw)
         # One input beat a cycle is what the unit's write port takes: no packing.
         self._in_rd = AXI4ReadMaster.from_config(config, data_width=widths["in"],
                                                  out_width=widths["in"], **kw)
-        self._st_rd = AXI4ReadMaster.from_config(config, data_width=widths["st"],
-                                                 out_width=32 * c.lanes, **kw)
-        self._st_wr = AXI4WriteMaster.from_config(config, data_width=widths["st"], **kw)
+        self._st_rd = [AXI4ReadMaster.from_config(config, data_width=widths["st"],
+                                                  out_width=self._slice, **kw) for _ in range(S)]
+        self._st_wr = [AXI4WriteMaster.from_config(config, data_width=widths["st"], **kw)
+                       for _ in range(S)]
         self._y_wr = AXI4WriteMaster.from_config(config, data_width=widths["y"], **kw)
         u = self._unit
         super().__init__({
@@ -179,13 +204,17 @@ class SSMEngine(wiring.Component):
             "tbl_entry": In(table_layout(u.fifo_depth)), "tbl_src": In(index_width(u.max_nodes)),
             "busy": Out(1), "passes": Out(32), "error": Out(1),
             "m_axi_in": Out(self._in_rd.signature.members["axi"].signature),
-            "m_axi_st_rd": Out(self._st_rd.signature.members["axi"].signature),
-            "m_axi_st_wr": Out(self._st_wr.signature.members["axi"].signature),
+            **{f"m_axi_st_rd{q}": Out(self._st_rd[q].signature.members["axi"].signature)
+               for q in range(S)},
+            **{f"m_axi_st_wr{q}": Out(self._st_wr[q].signature.members["axi"].signature)
+               for q in range(S)},
             "m_axi_y": Out(self._y_wr.signature.members["axi"].signature),
         })
 
     unit = property(lambda self: self._unit)
     port_widths = property(lambda self: dict(self._widths))
+    #: State ports each way (``ssm.state_ports``).
+    state_ports = property(lambda self: self._ports)
 
     @property
     def record_bytes(self):
@@ -200,8 +229,14 @@ class SSMEngine(wiring.Component):
         return ssm_engine_layout(self._config).state_bytes
 
     @property
+    def stripe_bytes(self):
+        """Bytes of one state port's stripe, ``state_bytes / S``."""
+        return ssm_engine_layout(self._config).stripe_bytes
+
+    @property
     def module_name(self):
-        return "SSMEngine_" + self._unit.module_name.removeprefix("TreeSSMUnit_")
+        name = "SSMEngine_" + self._unit.module_name.removeprefix("TreeSSMUnit_")
+        return name if self._ports == 1 else f"{name}_s{self._ports}"
 
     def elaborate(self, platform):
         m = Module()
@@ -210,26 +245,59 @@ class SSMEngine(wiring.Component):
         W = c.input_words
         u = submodule(m, "unit", self._unit)
         # The masters run in two clock domains (sync and mem): plain submodules.
+        S, sl = self._ports, self._slice
         m.submodules.in_rd = in_rd = self._in_rd
-        m.submodules.st_rd = st_rd = self._st_rd
-        m.submodules.st_wr = st_wr = self._st_wr
+        st_rd, st_wr = self._st_rd, self._st_wr
+        for q in range(S):
+            m.submodules[f"st_rd{q}"] = st_rd[q]
+            m.submodules[f"st_wr{q}"] = st_wr[q]
+            wiring.connect(m, wiring.flipped(getattr(self, f"m_axi_st_rd{q}")), st_rd[q].axi)
+            wiring.connect(m, wiring.flipped(getattr(self, f"m_axi_st_wr{q}")), st_wr[q].axi)
         m.submodules.y_wr = y_wr = self._y_wr
-        dn = submodule(m, "st_down", StreamDownsizer(in_width=32 * c.lanes,
-                                                     out_width=self._widths["st"]))
         wiring.connect(m, wiring.flipped(self.m_axi_in), in_rd.axi)
-        wiring.connect(m, wiring.flipped(self.m_axi_st_rd), st_rd.axi)
-        wiring.connect(m, wiring.flipped(self.m_axi_st_wr), st_wr.axi)
         wiring.connect(m, wiring.flipped(self.m_axi_y), y_wr.axi)
-        connect(m, st_rd.data, u.st_in)
-        connect(m, u.st_out, dn.i)
-        connect(m, dn.o, st_wr.data)
+        if S == 1:
+            connect(m, st_rd[0].data, u.st_in)
+        else:
+            # The unit's word is the ports' slices side by side, joined into a buffered
+            # FIFO when every port has its slice: the unit sees a registered valid and
+            # word, and its ready (deep in its sweep logic) reaches no master.
+            m.submodules.st_join = join = SyncFIFOBuffered(width=32 * c.lanes,
+                                                            depth=JOIN_DEPTH)
+            take = Signal(name="st_join_take")
+            m.d.comb += [take.eq(Cat(r.data.valid for r in st_rd).all() & join.w_rdy),
+                         join.w_en.eq(take), join.w_data.eq(Cat(r.data.payload for r in st_rd)),
+                         u.st_in.valid.eq(join.r_rdy), u.st_in.payload.eq(join.r_data),
+                         join.r_en.eq(u.st_in.ready)]
+            m.d.comb += [r.data.ready.eq(take) for r in st_rd]
+        downs = [submodule(m, f"st_down{q}", StreamDownsizer(in_width=sl,
+                                                              out_width=self._widths["st"]))
+                 for q in range(S)]
+        for q in range(S):
+            connect(m, downs[q].o, st_wr[q].data)
+        if S == 1:
+            connect(m, u.st_out, downs[0].i)
+        else:
+            # The word forks into a small FIFO per port: the unit's word leaves when
+            # every FIFO has room (each a compare of its own level), and no master's
+            # ready reaches the unit.
+            forks = [SyncFIFO(width=sl, depth=FORK_DEPTH) for _ in range(S)]
+            room = Signal(name="st_fork_room")
+            m.d.comb += [room.eq(Cat(f.w_rdy for f in forks).all()), u.st_out.ready.eq(room)]
+            for q, f in enumerate(forks):
+                m.submodules[f"st_fork{q}"] = f
+                m.d.comb += [f.w_en.eq(u.st_out.valid & room),
+                             f.w_data.eq(u.st_out.payload[q * sl:(q + 1) * sl]),
+                             downs[q].i.valid.eq(f.r_rdy), downs[q].i.payload.eq(f.r_data),
+                             f.r_en.eq(downs[q].i.ready)]
         y_en = Signal(name="y_en")
         # Without y_en the rows are taken and dropped (a commit pass).
         m.d.comb += [y_wr.data.payload.eq(u.y.payload), y_wr.data.valid.eq(u.y.valid & y_en),
                      u.y.ready.eq(Mux(y_en, y_wr.data.ready, 1)),
                      u.tbl_we.eq(self.tbl_we), u.tbl_node.eq(self.tbl_node),
                      u.tbl_entry.eq(self.tbl_entry),
-                     self.error.eq(in_rd.error | st_rd.error | st_wr.error | y_wr.error)]
+                     self.error.eq(Cat(in_rd.error, y_wr.error, *(x.error for x in st_rd),
+                                       *(x.error for x in st_wr)).any())]
 
         d = Signal.like(self.desc.payload, name="d")
         m.d.comb += y_en.eq(d.y_en)
@@ -244,7 +312,6 @@ class SSMEngine(wiring.Component):
         st_beat = self._widths["st"]
         rec_beats = self.record_bytes * 8 // in_beat
         par_beats = 3 * H // W
-        st_beats = self.state_bytes * 8 // st_beat
         max_nodes = self._unit.max_nodes
         n = Signal(range(max_nodes + 1), name="n")
         # n - 1 and n - 2, registered with the descriptor: the "last node" tests of the
@@ -253,14 +320,16 @@ class SSMEngine(wiring.Component):
         n_m2 = Signal(range(-1, max_nodes), name="n_m2")
         one_node = Signal(name="one_node")
         # Commands still to issue on each master (one each, except y: one per node).
-        want = Signal(4, name="cmd_pending")      # params, inputs, state read, state write
+        want = Signal(2, name="cmd_pending")      # params, inputs
+        want_rd = Signal(S, name="st_rd_pending")  # a state read per port
+        want_wr = Signal(S, name="st_wr_pending")  # a state write per port
         accept = Signal(name="accept")
         m.d.comb += accept.eq(self.desc.valid & ~busy)
         with m.If(accept):
             p = self.desc.payload
             m.d.sync += [d.eq(p), busy.eq(1), n.eq(p.nodes), n_m1.eq(p.nodes - 1),
                          n_m2.eq(p.nodes - 2), one_node.eq(p.nodes == 1),
-                         want.eq(Cat(p.load_params, 1, 1, p.out_en))]
+                         want.eq(Cat(p.load_params, 1)), want_rd.eq(0), want_wr.eq(0)]
         # input reads: the parameters (if asked), then every node's record
         # Each node's record, from the source table (a commit pass gathers the path's).
         # The table holds the record's beat offset src·rec_beats, written through a
@@ -295,17 +364,36 @@ class SSMEngine(wiring.Component):
                 m.d.sync += [rec_ok.eq(0), rd_node.eq(add_const(rd_node, 1, len(rd_node)))]
                 with m.If(rd_node == n_m1):
                     m.d.sync += want[1].eq(0)
-        # the committed state streams in as the unit asks for it
-        m.d.comb += [st_rd.cmd.valid.eq(want[2]),
-                     st_rd.cmd.payload.addr.eq(shift(d.state_in_addr, st_beat)),
-                     st_rd.cmd.payload.beats.eq(st_beats)]
-        with m.If(st_rd.cmd.valid & st_rd.cmd.ready):
-            m.d.sync += want[2].eq(0)
-        m.d.comb += [st_wr.cmd.valid.eq(want[3]),
-                     st_wr.cmd.payload.addr.eq(shift(d.state_out_addr, st_beat)),
-                     st_wr.cmd.payload.beats.eq(st_beats)]
-        with m.If(st_wr.cmd.valid & st_wr.cmd.ready):
-            m.d.sync += want[3].eq(0)
+        # the committed state streams in as the unit asks for it, stripe q through
+        # port q. The stripes' addresses are registers loaded the cycle after the
+        # descriptor (base + a constant offset each), and the commands wait for them.
+        stripe_beats = self.stripe_bytes * 8 // st_beat
+        st_ok = Signal(name="st_addr_ok")
+        st_load = Signal(name="st_addr_load")
+        m.d.comb += st_load.eq(busy & ~st_ok)
+        ones = (1 << S) - 1
+        with m.If(accept):
+            m.d.sync += st_ok.eq(0)
+        with m.Elif(st_load):
+            m.d.sync += [st_ok.eq(1), want_rd.eq(ones), want_wr.eq(Mux(d.out_en, ones, 0))]
+        for q in range(S):
+            rd_addr = Signal(self._aw, name=f"st_rd{q}_addr")
+            wr_addr = Signal(self._aw, name=f"st_wr{q}_addr")
+            with m.If(st_load):
+                m.d.sync += [rd_addr.eq(add_const(shift(d.state_in_addr, st_beat),
+                                                  q * stripe_beats, self._aw)),
+                             wr_addr.eq(add_const(shift(d.state_out_addr, st_beat),
+                                                  q * stripe_beats, self._aw))]
+            m.d.comb += [st_rd[q].cmd.valid.eq(want_rd[q]),
+                         st_rd[q].cmd.payload.addr.eq(rd_addr),
+                         st_rd[q].cmd.payload.beats.eq(stripe_beats),
+                         st_wr[q].cmd.valid.eq(want_wr[q]),
+                         st_wr[q].cmd.payload.addr.eq(wr_addr),
+                         st_wr[q].cmd.payload.beats.eq(stripe_beats)]
+            with m.If(st_rd[q].cmd.valid & st_rd[q].cmd.ready):
+                m.d.sync += want_rd[q].eq(0)
+            with m.If(st_wr[q].cmd.valid & st_wr[q].cmd.ready):
+                m.d.sync += want_wr[q].eq(0)
 
         # loader: the read beats into the unit's write port. The sections run in one
         # sequence, the parameters' (0-2) then each node's (3-6); a section's beats
@@ -405,10 +493,11 @@ class SSMEngine(wiring.Component):
             return zero
 
         y_idle = in_flight(y_wr, y_issue, "y")
-        st_idle = in_flight(st_wr, st_wr.cmd.valid & st_wr.cmd.ready, "st")
+        st_idle = Cat(in_flight(st_wr[q], st_wr[q].cmd.valid & st_wr[q].cmd.ready, f"st{q}")
+                      for q in range(S)).all()
         finished = Signal(name="finished")
         m.d.comb += finished.eq(busy & started & (y_all | ~y_en) & ~u.busy & ~want.any()
-                                & y_idle & st_idle)
+                                & st_ok & ~want_rd.any() & ~want_wr.any() & y_idle & st_idle)
         with m.If(finished):
             m.d.sync += [busy.eq(0), self.passes.eq(self.passes + 1)]
         return m

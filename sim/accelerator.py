@@ -43,7 +43,7 @@ from specgen.sim.axi_master import Memory, attach_memory, period_ps, reset_domai
 from specgen.sim.bench import TB, params
 from specgen.sim.dsp_linear_unit import Job
 from specgen.sim.ssm_unit import initial_state, make_tokens
-from specgen.sim.ssm_unit_bfm import pack_tiles, unpack_tiles
+from specgen.sim.ssm_unit_bfm import state_from_memory, state_to_memory
 from specgen.sim.tree_ssm import expected
 
 __all__ = ["AccelTB", "Layers"]
@@ -99,15 +99,11 @@ class Layers:
         return f"{who}{self.bank[who] ^ int(other)}"
 
     def write_state(self, layer, slot, state):
-        L = self.cfg.lanes
-        self.tb.put(self.slot_addr(layer, slot), np.concatenate([np.frombuffer(
-            int(w).to_bytes(4 * L, "little"), "<u4") for w in pack_tiles(self.cfg, state)]))
+        self.tb.put(self.slot_addr(layer, slot), state_to_memory(self.cfg, state))
 
     def read_state(self, layer, slot):
-        L = self.cfg.lanes
-        words = self.tb.get(self.slot_addr(layer, slot), self.lay.state_bytes // 4)
-        return unpack_tiles(self.cfg, [int.from_bytes(words[a * L:(a + 1) * L].tobytes(), "little")
-                                       for a in range(len(words) // L)])
+        return state_from_memory(self.cfg, self.tb.get(self.slot_addr(layer, slot),
+                                                       self.lay.state_bytes // 4))
 
     def write_records(self, layer, who, first, tokens):
         """Node records ``first …`` of ``who``'s input buffer: B, C, x, dt (binary32)."""
@@ -149,11 +145,13 @@ class AccelTB(TB):
         self.axil = AxiLiteMaster(AxiLiteBus.from_prefix(d, "s_axi_"), d.clk, d.rst)
         # The linear engine's record sizes and ports (constructing it elaborates nothing).
         self.lin_engine = LinearEngine(config=self.config, addr_width=aw)
+        S = self.config.ssm.state_ports
         attach_memory(d, self.memory,
-                      reads=("m_axi_ssm_in_", "m_axi_ssm_st_rd_", "m_axi_lin_x_",
-                             *(f"m_axi_lin_w{j}_" for j in range(
+                      reads=("m_axi_ssm_in_", *(f"m_axi_ssm_st_rd{q}_" for q in range(S)),
+                             "m_axi_lin_x_", *(f"m_axi_lin_w{j}_" for j in range(
                                  WEIGHT_PORTS * self.lin_engine.weight_ports))),
-                      writes=("m_axi_ssm_st_wr_", "m_axi_ssm_y_", "m_axi_lin_y_"),
+                      writes=(*(f"m_axi_ssm_st_wr{q}_" for q in range(S)), "m_axi_ssm_y_",
+                              "m_axi_lin_y_"),
                       latency=latency, stall=stall, rng=self.rng)
         self.lin_area = None           # set by Layers: where the linear jobs' data go
         self.lin_cursor = None

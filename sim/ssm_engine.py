@@ -7,7 +7,9 @@ AR and R stalls), the two write ports ``cocotbext-axi``'s ``AxiSlaveWrite`` (ran
 AW, W and B stalls). The bench writes only descriptors and the node table; it lays
 out each layer's parameters, node inputs and committed state in memory, and after
 every pass reads back every node's ``y`` and the written state and compares them
-with the golden step applied along the tree. The committed state lives in two
+with the golden step applied along the tree. The state is striped over the
+engine's state ports (``golden.memory_map.stripe_state``), each port on its own
+subordinate. The committed state lives in two
 banks: a step reads bank ``b`` and writes bank ``1 − b`` of every layer, and the
 banks flip when the step is done. One pass is cut by a reset of both domains in
 mid-burst; the committed bank must be byte-for-byte untouched, and the pass, run
@@ -26,17 +28,13 @@ from specgen.sim.axi_master import Memory, attach_memory, period_ps, reset_domai
 from specgen.sim.bench import pack, params
 from specgen.sim.bench import seed as bench_seed
 from specgen.sim.ssm_unit import config_from_params, initial_state, make_tokens
-from specgen.sim.ssm_unit_bfm import pack_tiles, unpack_tiles
+from specgen.sim.ssm_unit_bfm import state_from_memory, state_to_memory
 from specgen.sim.tree_ssm import expected, node_table
 
 __all__ = ["Layout"]
 
 #: Fabric cycles a pass may take before the bench calls it stuck.
 PASS_TIMEOUT = 100_000
-
-
-def _bytes(words):
-    return np.asarray(words, dtype="<u4").tobytes()
 
 
 class Layout:
@@ -89,12 +87,16 @@ class Bench:
     def attach(self):
         d, p, rng = self.dut, self.p, self.rng
         cocotb.start_soon(self.count())
-        attach_memory(d, self.memory, reads=("m_axi_in_", "m_axi_st_rd_"),
-                      writes=("m_axi_st_wr_", "m_axi_y_"), latency=p["latency"],
+        S = self.cfg.state_ports
+        attach_memory(d, self.memory,
+                      reads=("m_axi_in_", *(f"m_axi_st_rd{q}_" for q in range(S))),
+                      writes=(*(f"m_axi_st_wr{q}_" for q in range(S)), "m_axi_y_"),
+                      latency=p["latency"],
                       stall=p["stall"], rng=rng)
 
     def put(self, addr, words):
         self.memory.put_words(addr, words)
+
 
     def get(self, addr, count):
         return self.memory.get_words(addr, count)
@@ -131,7 +133,7 @@ class Bench:
                 await RisingEdge(d.mem_clk)
                 await ReadOnly()
                 assert int(d.passes.value) == before, "the pass was done before its state write"
-                beats += int(d.m_axi_st_wr__wvalid.value) & int(d.m_axi_st_wr__wready.value)
+                beats += int(d.m_axi_st_wr0__wvalid.value) & int(d.m_axi_st_wr0__wready.value)
                 if beats == cut_beat:
                     await RisingEdge(d.mem_clk)
                     await self.reset()
@@ -183,8 +185,7 @@ async def steps(dut):
                                                  for v in (prm.A, prm.dt_bias, prm.D)]))
         st = initial_state(b.nprng, cfg)
         states.append(st)
-        b.put(lay.state[layer][0], np.concatenate([np.frombuffer(
-            int(w).to_bytes(4 * cfg.lanes, "little"), "<u4") for w in pack_tiles(cfg, st)]))
+        b.put(lay.state[layer][0], state_to_memory(cfg, st))
     bank = 0
     cut = p.get("cut_step")
     children = [[j for j in range(n) if parents[j] == i] for i in range(n)]
@@ -202,9 +203,10 @@ async def steps(dut):
                 # The exponent's top bit of element (h, 0, 0) flipped in memory, one per
                 # head: a head whose dA underflows to 0 forgets its state, so corrupting
                 # every head keeps the bench's failure certain.
-                for h in range(H):
-                    word = h * cfg.headdim * cfg.groups_per_row * cfg.lanes
-                    b.memory.data[lay.state[layer][bank] + 4 * word + 3] ^= 0x40
+                at = lay.state[layer][bank]
+                bad = state_from_memory(cfg, b.get(at, p["state_bytes"] // 4))
+                bad[:, 0, 0] ^= 0x40000000
+                b.put(at, state_to_memory(cfg, bad))
             assert await b.run_pass({
                 "nodes": n, "out_node": 0, "out_en": 0, "y_en": 1, "load_params": 1,
                 "params_addr": lay.params[layer], "input_addr": lay.inputs[layer],
@@ -231,19 +233,15 @@ async def steps(dut):
             lo, hi = lay.state[layer][bank], lay.state[layer][bank] + p["state_bytes"]
             if cut is not None and step == cut and layer == layers - 1:
                 committed = bytes(b.memory.data[lo:hi])
-                # Cut inside the state write: after 1 to all-but-one of its beats.
-                beats = p["state_bytes"] * 8 // len(d.m_axi_st_wr__wdata)
+                # Cut inside the state write: after 1 to all-but-one of port 0's beats.
+                beats = p["state_bytes"] // cfg.state_ports * 8 // len(d.m_axi_st_wr0__wdata)
                 assert not await b.run_pass(desc, cut_beat=b.rng.randrange(1, beats))
                 assert bytes(b.memory.data[lo:hi]) == committed, (
                     "the reset in mid-pass changed the committed state")
                 await b.write_table([-1] + list(range(len(path) - 1)), path)
                 cut = None
             assert await b.run_pass(desc)
-            words = b.get(lay.state[layer][1 - bank], p["state_bytes"] // 4)
-            L = cfg.lanes
-            tiles = [int.from_bytes(_bytes(words[a * L:(a + 1) * L]), "little")
-                     for a in range(len(words) // L)]
-            got = unpack_tiles(cfg, tiles)
+            got = state_from_memory(cfg, b.get(lay.state[layer][1 - bank], p["state_bytes"] // 4))
             want = golden[layer][path[-1]]
             bad = np.argwhere(got != want)
             assert bad.size == 0, (f"step {step} layer {layer}: {len(bad)} committed state "

@@ -17,9 +17,11 @@ from collections import deque
 
 import numpy as np
 
+from specgen.golden.memory_map import stripe_state, unstripe_state
 from specgen.hw.ssm_unit import SEL_B, SEL_C, SEL_DT, SEL_X
 
-__all__ = ["SSMUnitBFM", "BFMHooks", "toy_step", "pack_tiles", "unpack_tiles", "get_tile", "set_tile"]
+__all__ = ["SSMUnitBFM", "BFMHooks", "toy_step", "pack_tiles", "unpack_tiles", "get_tile", "set_tile",
+           "state_to_memory", "state_from_memory"]
 
 M32 = 0xFFFFFFFF
 
@@ -56,6 +58,24 @@ def unpack_tiles(cfg, words):
     for a, w in enumerate(words):
         set_tile(cfg, out, a, w)
     return out
+
+
+def state_to_memory(cfg, state):
+    """A state (``state_shape`` binary32 bits) as the ``uint32`` words of its memory image:
+    the tile order (:func:`pack_tiles`) striped over ``cfg.state_ports``
+    (:func:`golden.memory_map.stripe_state`)."""
+    L = cfg.lanes
+    words = np.concatenate([np.frombuffer(int(w).to_bytes(4 * L, "little"), "<u4")
+                            for w in pack_tiles(cfg, state)])
+    return stripe_state(words, lanes=L, ports=cfg.state_ports)
+
+
+def state_from_memory(cfg, words):
+    """Inverse of :func:`state_to_memory`: the state of a memory image's ``uint32`` words."""
+    L = cfg.lanes
+    tiles = unstripe_state(np.asarray(words, dtype="<u4"), lanes=L, ports=cfg.state_ports)
+    return unpack_tiles(cfg, [int.from_bytes(tiles[a * L:(a + 1) * L].tobytes(), "little")
+                              for a in range(len(tiles) // L)])
 
 
 def _tile_columns(cfg, a):

@@ -119,7 +119,7 @@ def test_ports_and_properties():
     # sim: 2 heads × 2 × 8 states, 4 lanes; the engine's ports: 32-bit records (one input
     # word a beat), 128-bit state (4 lanes of binary32), 32-bit y; 40-bit addresses.
     assert a.ssm_port_widths == {"in": 32, "st": 128, "y": 32}
-    assert len(a.m_axi_ssm_in.araddr) == 40 and len(a.m_axi_ssm_st_wr.wdata) == 128
+    assert len(a.m_axi_ssm_in.araddr) == 40 and len(a.m_axi_ssm_st_wr0.wdata) == 128
     lay = a.layout
     assert (lay.record_bytes, lay.state_bytes, lay.y_bytes) == (4 * (16 + 4 + 2), 128, 16)
     assert lay.state_layer_stride == 6 * 4096 and lay.io_layer_stride == 4 * 8192
@@ -130,6 +130,23 @@ def test_ports_and_properties():
     assert len(a.m_axi_lin_w3.araddr) == 40 and len(a.m_axi_lin_y.wdata) == 512
     assert a.module_name == "Accelerator_sim_d2x4t16k16_h2p2n8l4_t64d16_p222"
     assert Accelerator(config=preset("sim"), addr_width=20).module_name.endswith("_p222_a20")
+
+
+@pytest.mark.filterwarnings("ignore::amaranth.hdl.UnusedElaboratable")
+def test_vhk158_memory_ports_fit_the_hbm_nmus():
+    """At paper scale the top's AXI4 masters are 24 weight-plane ports (6 weight ports of
+    4 planes), the activation and result ports, 16 state ports each way (the state
+    striped, ssm.state_ports) and the SSM input and y ports: 60, within the part's 64
+    HBM_NMUs, each at most 256 bits wide."""
+    from specgen.golden.config import HBM_NMU_PORTS
+    a = Accelerator(config=preset("vhk158"))
+    masters = [n for n in a.signature.members if n.startswith("m_axi_")]
+    assert len([n for n in masters if n.startswith("m_axi_ssm_st_rd")]) == 16
+    assert len([n for n in masters if n.startswith("m_axi_ssm_st_wr")]) == 16
+    assert len(masters) == 24 + 2 + 2 + 32 == 60 <= HBM_NMU_PORTS
+    widths = {**{f"st_rd{q}": len(getattr(a, f"m_axi_ssm_st_rd{q}").rdata) for q in range(16)},
+              "lin_y": len(a.m_axi_lin_y.wdata), "lin_w0": len(a.m_axi_lin_w0.rdata)}
+    assert max(widths.values()) <= 256, widths
 
 
 @pytest.mark.slow   # tests/test_lint.py lints every module of the emitted sim design

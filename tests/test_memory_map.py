@@ -243,3 +243,69 @@ def test_docs_memory_map_is_current():
     assert text == render_memory_map_doc(), "docs/memory-map.md is stale: run specgen docs memory-map"
     for name in PRESETS:
         assert f"| `{name}` |" in text
+
+
+@pytest.mark.parametrize("lanes, ports, words", [(4, 1, 3), (4, 2, 3), (8, 4, 5), (128, 16, 2)])
+def test_stripe_state_is_the_ports_slices(lanes, ports, words):
+    """Stripe ``p`` holds slice ``p`` (``lanes/ports`` elements) of every unit word in word
+    order, the stripes back to back; built here element by element."""
+    from specgen.golden.memory_map import stripe_state, unstripe_state
+    tile = np.arange(words * lanes, dtype=np.uint32) * 7 + 3
+    w = lanes // ports
+    want = [int(tile[i * lanes + p * w + j]) for p in range(ports) for i in range(words)
+            for j in range(w)]
+    got = stripe_state(tile, lanes=lanes, ports=ports)
+    assert got.tolist() == want
+    assert unstripe_state(got, lanes=lanes, ports=ports).tolist() == tile.tolist()
+    if ports == 1:
+        assert got.tolist() == tile.tolist()
+
+
+def test_stripe_state_errors():
+    from specgen.golden.memory_map import stripe_state, unstripe_state
+    for f in (stripe_state, unstripe_state):
+        with pytest.raises(ValueError, match="ports must divide lanes"):
+            f(np.zeros(8), lanes=4, ports=3)
+        with pytest.raises(ValueError, match="lanes the length"):
+            f(np.zeros(6), lanes=4, ports=2)
+
+
+def test_state_ports_of_the_presets_carry_the_unit():
+    """Each preset's state ports, at one port beat a fabric cycle each way (the write
+    master's rate), carry the unit's ``lanes`` words a cycle, and half as many would not;
+    or the board has one port's bandwidth at most (VCK190's DDR), where one is enough."""
+    from specgen.golden.memory_map import ssm_engine_layout
+    for name in ("vck190", "vhk158"):
+        c = preset(name)
+        S, word = c.ssm.state_ports, 32 * c.ssm.lanes
+        beat = min(c.board.memory_port_bits, word // S)
+        if c.board.memory_ports <= 1:
+            assert S == 1
+        else:
+            assert S * beat >= word and (S // 2) * c.board.memory_port_bits < word
+        lay = ssm_engine_layout(c)
+        assert lay.stripe_bytes * S == lay.state_bytes and lay.stripe_bytes % (beat // 8) == 0
+    with pytest.raises(ValueError, match=r"SSMConfig.state_ports must be a power of two that "
+                                         r"divides lanes \(128\), not 3"):
+        dataclasses.replace(preset("vhk158").ssm, state_ports=3)
+    with pytest.raises(ValueError, match="SSMConfig.state_ports"):
+        dataclasses.replace(preset("vhk158").ssm, state_ports=256)
+
+
+def test_state_image_is_the_benches_tile_order_striped():
+    """The memory image of a state equals the tile-port words the SSM unit's benches
+    build (``sim.ssm_unit_bfm.pack_tiles``, a partial last tile per row), striped."""
+    from specgen.golden.mamba2 import SSMConfig
+    from specgen.golden.memory_map import state_image
+    from specgen.sim.ssm_unit_bfm import state_to_memory
+    rng = np.random.default_rng(5)
+    for geom in ({"nheads": 2, "headdim": 3, "d_state": 8, "lanes": 4, "state_ports": 2},
+                 {"nheads": 1, "headdim": 2, "d_state": 6, "lanes": 4, "state_ports": 4},
+                 {"nheads": 2, "headdim": 2, "d_state": 8, "lanes": 8}):
+        cfg = SSMConfig(**geom)
+        st = rng.integers(0, 2**32, size=cfg.state_shape, dtype=np.uint64).astype(np.uint32)
+        assert state_image(cfg, st).tolist() == state_to_memory(cfg, st).tolist()
+    with pytest.raises(ValueError, match="a state of shape"):
+        state_image(cfg, st[:1])
+    with pytest.raises(ValueError, match="no tile order"):
+        state_image(SSMConfig(nheads=1, headdim=1, d_state=4, lanes=8), np.zeros((1, 1, 4)))

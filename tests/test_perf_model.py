@@ -94,11 +94,16 @@ def test_speq_draft_reads_the_nibble_plane():
     # the golden packing of a nibble plane agrees with ceil(in/2) bytes per row
     w = (np.random.default_rng(0).standard_normal((5, 33)) * 0.1).astype(np.float16)
     assert pack_nibbles(encode(w.view(np.uint16)).nibbles).nbytes == 5 * math.ceil(33 / 2)
-    # and the step model charges every draft pass exactly that
-    res = step_model(accelerator(preset("vhk158")), speq_step(continue_prob=1.0))
+    # and the step model charges every draft pass the nibble plane as laid out (padded
+    # tiles: test_design_reads_the_padded_planes_by_hand), the verify pass both planes
+    from specgen.gen.perf.system import layout_weight_bytes
+    c = preset("vhk158")
+    res = step_model(accelerator(c), speq_step(continue_prob=1.0))
     assert res.draft_passes == 16
-    assert math.isclose(res.phase("draft").weight_bytes, 16 * weight_bytes(dims, bits=4))
-    assert math.isclose(res.phase("verify").weight_bytes, weight_bytes(dims, bits=16))
+    assert math.isclose(res.phase("draft").weight_bytes, 16 * layout_weight_bytes(c, dims, bits=4))
+    assert math.isclose(res.phase("verify").weight_bytes, layout_weight_bytes(c, dims, bits=16))
+    assert math.isclose(layout_weight_bytes(c, dims, bits=16) - 2 * dims.small_params,
+                        4 * (layout_weight_bytes(c, dims, bits=4) - 2 * dims.small_params))
 
 
 def test_model_dims_match_the_checkpoints():
@@ -292,3 +297,36 @@ def test_paper_rows_cover_both_boards():
     # The VH1582's HBM2e, from its geometry (AMD Versal HBM Series Product Selection Guide):
     # 2 stacks x 1024 data bits x 3.2 Gb/s per pin = 819.2 GB/s.
     assert math.isclose(preset("vhk158").board.mem_bw_gbs, 2 * 1024 * 3.2 / 8, rel_tol=1e-3)
+
+
+def test_design_reads_the_padded_planes_by_hand():
+    """The design's passes read the weight planes as laid out: each matrix in output tiles
+    of rows × cols slots (VHK158: 64 × 84 = 5,376), padding rows included. On VHK158 a
+    column beat is 64 weights × 4 bit = one 256-bit word, so a tile row of K inputs is
+    K/2 nibble bytes and 3K/2 residue bytes, with no word padding."""
+    from specgen.gen.perf.system import layout_weight_bytes, mamba_dims, weight_bytes
+    c = preset("vhk158")
+    d = mamba_dims("2.7B")
+    tile = 64 * 84
+
+    def padded(rows):
+        return -(-rows // tile) * tile
+    # in_proj 10,576 rows -> 2 tiles, out_proj 2,560 -> 1 tile, the tied LM head 50,288 -> 10.
+    rows_k = [(padded(d.d_in_proj), d.d_model, d.n_layer), (padded(d.d_model), d.d_inner, d.n_layer),
+              (padded(d.vocab), d.d_model, 1)]
+    assert [r for r, _, _ in rows_k] == [10_752, 5_376, 53_760]
+    nibble = sum(r * k * n for r, k, n in rows_k) // 2
+    small = d.small_params * 2
+    assert layout_weight_bytes(c, d, bits=4) == nibble + small
+    assert layout_weight_bytes(c, d, bits=16) == 4 * nibble + small
+    # 1.36x the dense FP16 bytes (out_proj fills 48 % of its tile).
+    ratio = layout_weight_bytes(c, d, bits=16) / weight_bytes(d, bits=16)
+    assert 1.35 < ratio < 1.36
+    # The design's verify pass (one per step) moves the padded bytes; the roofline keeps
+    # the dense ones.
+    res = step_model(accelerator(c), seed_step())
+    assert res.phase("verify").weight_bytes == pytest.approx(layout_weight_bytes(c, d, bits=16))
+    roof = step_model(accelerator(c), seed_step()).roofline_tokens_per_s
+    dense = res.tokens_per_step / ((4 * weight_bytes(mamba_dims("370M")) + weight_bytes(d))
+                                   / c.board.mem_bw_gbs / 1e9)
+    assert roof == pytest.approx(dense, rel=1e-9)

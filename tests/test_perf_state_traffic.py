@@ -1,9 +1,12 @@
 """The SSM-state traffic term of the performance model (gen.perf.system.StateTraffic).
 
 Every expected value is worked out here by hand from the presets' documented facts
-(docs/boards.md, docs/blocks-tree-ssm.md): the state port is ``min(memory port, 32 bits
-per SSM lane)`` wide at the board's memory clock, and one layer's state is
-``nheads × headdim × d_state`` binary32 words.
+(docs/boards.md, docs/blocks-tree-ssm.md): the state is striped over ``ssm.state_ports``
+ports each way, each ``min(memory port, 32 bits per SSM lane / state_ports)`` wide; a
+port moves one beat a memory cycle, but a write master takes one beat a fabric cycle
+and a read master hands on one slice (its packed beats) a fabric cycle, so a port is
+no faster than that either; one layer's state is ``nheads × headdim × d_state``
+binary32 words.
 """
 
 import dataclasses
@@ -27,17 +30,19 @@ def _traffic(board, **kw):
 
 
 def test_sim_preset_by_hand():
-    # sim: 2 heads x 2 x 8 state, 4 lanes -> a 4 x 32 = 128-bit state port (the widest
-    # memory port, 512, is wider); memory clock 150 MHz; no shared bandwidth.
+    # sim: 2 heads x 2 x 8 state, 4 lanes, one state port -> a 4 x 32 = 128-bit port (the
+    # widest memory port, 512, is wider); memory clock 150 MHz, fabric 100 MHz: one beat
+    # a fabric cycle each way (the read master packs nothing); no shared bandwidth.
     cfg = preset("sim")
     assert (cfg.ssm.nheads, cfg.ssm.headdim, cfg.ssm.d_state, cfg.ssm.lanes) == (2, 2, 8, 4)
-    assert cfg.board.memory_clock_mhz == 150.0
+    assert (cfg.board.memory_clock_mhz, cfg.board.clock_mhz, cfg.ssm.state_ports) == (150, 100, 1)
     st = _traffic("sim")
     layer = 2 * 2 * 8 * 4                                  # 128 bytes
-    port = Fraction(128, 8) * 150_000_000                  # 2.4 GB/s
+    port = Fraction(128, 8) * 100_000_000                  # 1.6 GB/s
     assert st.layer_bytes == layer and st.port_bits == 128 and st.shared_bytes_per_s is None
-    tree = Fraction(layer) / port                          # 160/3 ns
-    assert tree == Fraction(160, 3) * Fraction(1, 10**9)
+    assert st.read_port_bytes_per_s == st.write_port_bytes_per_s == port
+    tree = Fraction(layer) / port                          # 80 ns
+    assert tree == Fraction(80, 10**9)
     assert st.seconds(reads=1, writes=0) == pytest.approx(float(tree), rel=1e-12)
     # Reads and writes on their own ports: a commit takes as long as a tree pass.
     assert st.seconds(reads=1, writes=1) == pytest.approx(float(tree), rel=1e-12)
@@ -48,30 +53,38 @@ def test_sim_preset_by_hand():
 
 
 def test_vhk158_by_hand():
-    # One Mamba2-2.7B layer: 80 x 64 x 128 binary32 = 2,621,440 B; the state port is one
-    # 256-bit HBM_NMU port (128 lanes would want 4,096 bits) at 450 MHz = 14.4 GB/s.
+    # One Mamba2-2.7B layer: 80 x 64 x 128 binary32 = 2,621,440 B, striped over 16 state
+    # ports each way, each a 256-bit HBM_NMU port (4,096 bits of the 128 lanes / 16): at
+    # 450 MHz a port could move 14.4 GB/s, but its master moves one 256-bit beat a
+    # 250 MHz fabric cycle, 8 GB/s, 128 GB/s over the 16 = one unit word a cycle.
     st = _traffic("vhk158")
     layer = 80 * 64 * 128 * 4
-    port = 256 // 8 * 450_000_000
-    assert st.layer_bytes == layer == 2_621_440 and st.port_bytes_per_s == port
-    per_state = Fraction(layer, port)                      # 182.04 us
-    assert float(per_state) == pytest.approx(182.04e-6, abs=0.01e-6)
+    port = 256 // 8 * 250_000_000
+    assert st.layer_bytes == layer == 2_621_440 and st.ports == 16 and st.port_bits == 256
+    assert st.read_port_bytes_per_s == st.write_port_bytes_per_s == port
+    per_state = Fraction(layer, 16 * port)                 # 20.48 us = 5,120 fabric cycles
+    assert per_state == Fraction(5120, 250_000_000)
     assert st.seconds(reads=1, writes=0) == pytest.approx(float(per_state), rel=1e-12)
     assert st.seconds(reads=1, writes=1) == pytest.approx(float(per_state), rel=1e-12)
     # A commit of 5 nodes computes 5 x 5,120 cycles (80 x 64 x 128 / 128 lanes) at
-    # 250 MHz = 102.4 us: 2 ports per direction make it compute-bound, 1 does not.
+    # 250 MHz = 102.4 us: one port is 327.68 us, 4 ports per direction (81.92 us) make
+    # it compute-bound, 3 (109.2 us) do not.
     compute = 5 * Fraction(80 * 64 * 128, 128) / 250_000_000
-    assert st.ports_needed(float(compute), reads=1, writes=1) == 2
-    # One draft node, 20.48 us: ceil(182.04 / 20.48) = 9 ports.
-    assert st.ports_needed(float(compute / 5), reads=1, writes=1) == 9
+    one = dataclasses.replace(st, ports=1)
+    assert one.ports_needed(float(compute), reads=1, writes=1) == 4
+    # One draft node, 20.48 us: all 16.
+    assert one.ports_needed(float(compute / 5), reads=1, writes=1) == 16
 
 
 def test_vck190_shared_ddr_binds():
     # 64 lanes x 32 = 2,048 bits > 512: one 512-bit port at 300 MHz = 19.2 GB/s, but the
     # DDR's 12 GB/s carry reads and writes (and weights) together.
+    # The read master packs 4 beats into its 2,048-bit word, so it is the memory clock
+    # (300 MHz) that limits both directions (the fabric runs at 400 MHz).
     st = _traffic("vck190")
     layer = 80 * 64 * 128 * 4
-    assert st.port_bits == 512 and st.port_bytes_per_s == 512 // 8 * 300_000_000
+    assert st.port_bits == 512 and st.ports == 1 and st.read_pack == 4
+    assert st.read_port_bytes_per_s == st.write_port_bytes_per_s == 512 // 8 * 300_000_000
     assert st.seconds(reads=1, writes=0) == pytest.approx(layer / 12e9, rel=1e-12)
     assert st.seconds(reads=1, writes=1) == pytest.approx(2 * layer / 12e9, rel=1e-12)
     # No port count beats the DDR.
@@ -79,9 +92,10 @@ def test_vck190_shared_ddr_binds():
 
 
 def test_step_counts_state_per_pass_by_hand():
-    acc = accelerator(preset("vhk158"))
+    # One state port each way (--state-ports 1): a 256-bit beat a 250 MHz fabric cycle.
+    acc = accelerator(preset("vhk158"), state_ports=1)
     res = step_model(acc, SEED_TREE)
-    port = 256 / 8 * 450e6
+    port = 256 / 8 * 250e6
     tgt, drf = 80 * 64 * 128 * 4, 32 * 64 * 128 * 4        # 2.7B and 370M layers
     # Tree pass: the committed state read once per layer of the target's 64.
     assert res.phase("verify").t_state == pytest.approx(64 * tgt / port, rel=1e-12)

@@ -283,3 +283,32 @@ def test_dimensions_are_checked_against_the_built_geometry():
         check_fits(load_model("target").config, regmap=accelerator_regmap(preset("sim")))
     check_fits(load_model("target").config, regmap=accelerator_regmap(preset("sim")),
                caps={"NHEADS": 8, "HEADDIM": 32, "D_STATE": 32})
+
+
+def test_state_of_a_unit_sized_model_is_striped():
+    """On a design whose SSM unit is the model's layer, the committed state is in the
+    engine's order: row r's tile k (lanes words) at word (r·⌈N/lanes⌉ + k)·lanes of the
+    tile order, whose unit words' slices p go to stripe p (read back here by index)."""
+    base = preset("sim")
+    model, tensors = tiny_tensors()
+    ssm = replace(base.ssm, nheads=model.nheads, headdim=model.headdim,
+                              d_state=model.d_state, state_ports=2)
+    config = replace(base, ssm=ssm)
+    img = build_image(tensors, model=model, config=config)
+    lm = MambaLM(model, tensors)
+    _, state = lm.prefill([4, 1, 2])
+    img.write_state("target", state)
+    d, data = defines(img.memory_map), bytes(img.data)
+    L, S, N = ssm.lanes, ssm.state_ports, model.d_state
+    K, w = -(-N // L), ssm.lanes // ssm.state_ports
+    for i in range(model.n_layer):
+        a = at(d, "STATE", "SSM", i)
+        mem = np.frombuffer(data[a:a + 4 * model.state_elems], "<f4")
+        stripe = mem.size // S
+        want = np.float32(state.ssm[i]).reshape(-1, N)
+        for r in range(want.shape[0]):
+            for n in range(N):
+                k, lane = divmod(n, L)
+                word = r * K + k
+                p, j = divmod(lane, w)
+                assert mem[p * stripe + word * w + j] == want[r, n]

@@ -31,14 +31,21 @@ def _params(engine, config, geom, **kw):
     return p
 
 
+#: Two state ports each way (slices of 2 of the 4 lanes): the striped path. The top
+#: level's benches run the one-port engine of the ``sim`` preset.
+STRIPED = {**GEOM, "state_ports": 2}
+
+
 @pytest.mark.sim
 def test_ssm_engine_steps_verilator(seed):
-    """Three tree steps over two layers of a (2, 1) tree, every word in memory, 30-cycle
-    reads, stalls on every AXI channel, one pass cut by a reset in mid-burst."""
-    config = _config(GEOM)
+    """Three tree steps over two layers of a (2, 1) tree, every word in memory, the state
+    striped over two ports each way, 30-cycle reads, stalls on every AXI channel (each
+    port on its own subordinate), one pass cut by a reset in mid-burst."""
+    config = _config(STRIPED)
     eng = SSMEngine(config=config, addr_width=20)
+    assert eng.state_ports == 2 and eng.port_widths["st"] == 64
     run_bench(eng, name=eng.module_name, module="specgen.sim.ssm_engine", testcase="steps",
-              params=_params(eng, config, GEOM, parents=[-1, 0, 0, 1, 2], layers=2, steps=3,
+              params=_params(eng, config, STRIPED, parents=[-1, 0, 0, 1, 2], layers=2, steps=3,
                              cut_step=1), seed=seed)
 
 
@@ -46,14 +53,16 @@ def test_ssm_engine_steps_verilator(seed):
 def test_ssm_engine_bench_catches_a_flipped_state_bit(seed):
     """The bench can fail: one exponent bit per head of the committed state flipped in memory
     (in the first of two steps, before the special values of the last)."""
-    config = _config(GEOM)
+    config = _config(STRIPED)
     eng = SSMEngine(config=config, addr_width=20)
     with pytest.raises(BenchFailure, match="in memory, golden"):
         run_bench(eng, name=eng.module_name, module="specgen.sim.ssm_engine", testcase="steps",
-                  params=_params(eng, config, GEOM, parents=[-1, 0, 0, 1, 2], layers=1, steps=2,
-                                 corrupt=True), seed=seed)
+                  params=_params(eng, config, STRIPED, parents=[-1, 0, 0, 1, 2], layers=1,
+                                 steps=2, corrupt=True), seed=seed)
 
 
+# Engines built for their sizes only: their masters are never elaborated.
+@pytest.mark.filterwarnings("ignore::amaranth.hdl.UnusedElaboratable")
 def test_ssm_engine_sizes_and_errors():
     config = _config(GEOM)
     eng = SSMEngine(config=config, addr_width=20)
@@ -64,6 +73,15 @@ def test_ssm_engine_sizes_and_errors():
     board = preset("vhk158")
     big = SSMEngine(config=board)
     assert big.port_widths == {"in": 256, "st": 256, "y": 32}
+    # VHK158: 16 state ports each way, a 256-bit slice of the 128 lanes' word each, so
+    # the write masters (one beat a fabric cycle) take the unit's word every cycle.
+    assert big.state_ports == 16 and 16 * 256 == 32 * board.ssm.lanes
+    assert big.stripe_bytes * 16 == big.state_bytes
+    assert big.module_name.endswith("_s16")
+    members = big.signature.members
+    assert [n for n in members if n.startswith("m_axi_st_")] == (
+        [f"m_axi_st_rd{q}" for q in range(16)] + [f"m_axi_st_wr{q}" for q in range(16)])
+    assert SSMEngine(config=preset("vck190")).state_ports == 1
     with pytest.raises(TypeError, match="SSMEngine.config must be a golden.config.Config"):
         SSMEngine(config=config.ssm)
     with pytest.raises(ValueError, match="StreamDownsizer.out_width must divide in_width"):

@@ -72,8 +72,9 @@ def _passes():
 
 
 def layer_rows():
-    """Per board and pass: one layer's state bytes, their time on one read and one write
-    port, the SSM unit's compute for the layer, and the ports that make it compute-bound."""
+    """Per board and pass: one layer's state bytes, their time on the design's state ports
+    (``ssm.state_ports`` each way), the SSM unit's compute for the layer, and the fewest
+    ports that make it compute-bound."""
     rows = []
     for name in perf_board_names():
         acc = accelerator(preset(name))
@@ -83,7 +84,9 @@ def layer_rows():
             t_ssm = ssm_layer_seconds(acc, dims, tokens=nodes)
             rows.append({"board": name, "pass": label, "nodes": nodes,
                          "read_bytes": reads * st.layer_bytes, "write_bytes": writes * st.layer_bytes,
-                         "port_bits": st.port_bits, "port_gbs": st.port_bytes_per_s / 1e9,
+                         "port_bits": st.port_bits, "ports": st.ports,
+                         "read_gbs": st.read_port_bytes_per_s / 1e9,
+                         "write_gbs": st.write_port_bytes_per_s / 1e9,
                          "t_state": t_state, "t_ssm": t_ssm,
                          "bound": "state" if t_state > t_ssm else "compute",
                          "ports_needed": st.ports_needed(t_ssm, reads=reads, writes=writes,
@@ -98,16 +101,19 @@ STEPS = (("SpecMamba: 2.7B + 370M, tree (2,2,1,1), 4.91 tok/step", seed_step),
 
 
 def step_rows():
-    """Per board and step: tok/s with the state on one read and one write port, and the
-    fewest ports per direction with which no phase waits on its state."""
+    """Per board and step: tok/s with the state on the design's ports, on one read and one
+    write port, and the fewest ports per direction with which no phase waits on its
+    state."""
     rows = []
     for name in perf_board_names():
         for label, make in STEPS:
             acc = accelerator(preset(name))
-            one = step_model(acc, make())
+            res = step_model(acc, make())
+            one = step_model(accelerator(preset(name), state_ports=1), make())
             need, free = state_ports_needed(acc, make(), max_ports=MAX_STATE_PORTS)
-            rows.append({"board": name, "step": label, "tok_s_one_port": one.tokens_per_s,
-                         "bounds": [p.bound for p in one.phases], "ports_needed": need,
+            rows.append({"board": name, "step": label, "ports": acc.state_ports,
+                         "tok_s": res.tokens_per_s, "bounds": [p.bound for p in res.phases],
+                         "tok_s_one_port": one.tokens_per_s, "ports_needed": need,
                          "tok_s_needed": free.tokens_per_s if free else None})
     return rows
 
@@ -149,7 +155,11 @@ def bandwidth_section(records):
             "two measured efficiencies (the model's `mem_efficiency` stays 1.0 while they "
             "are 1.0).", "",
             f"### SSM state traffic per layer (Mamba2-{TARGET} layers unless named)", "",
-            "One read and one write state port, as `SSMEngine` has today; per layer a tree pass "
+            "The design's state ports (`ssm.state_ports` read and as many write ports, the "
+            "state striped over them: 16 on vhk158, 1 on vck190), each as fast as its memory "
+            "clock allows and its master's fabric side takes (a read master hands on one "
+            "slice of the unit's word a fabric cycle, a write master takes one beat a fabric "
+            "cycle: `hw.axi_master`); per layer a tree pass "
             "reads the committed state once (the tile ring keeps the nodes' states on chip), a "
             "commit reads it and writes one new state, a draft node reads its parent's and "
             "writes its own. Reads and writes run on their own ports and share the board's "
@@ -158,27 +168,30 @@ def bandwidth_section(records):
             f"the fewest read (and as many write) ports, striped, that make the layer "
             f"compute-bound (at most {MAX_STATE_PORTS}, the part's HBM_NMUs; \"none\": the "
             "board's shared bandwidth binds whatever the port count).", "",
-            "| board | pass | state read | state written | state port | state time | SSM "
-            "compute | bound | ports needed |",
+            "| board | pass | state read | state written | state ports (GB/s each, read / "
+            "write) | state time | SSM compute | bound | ports needed |",
             "|---|---|---:|---:|---|---:|---:|---|---:|"]
     for r in layer_rows():
         need = "none" if r["ports_needed"] is None else str(r["ports_needed"])
         out.append(f"| {r['board']} | {r['pass']} | {_mb(r['read_bytes'])} | "
-                   f"{_mb(r['write_bytes'])} | {r['port_bits']} bit, {r['port_gbs']:g} GB/s | "
+                   f"{_mb(r['write_bytes'])} | {r['ports']} × {r['port_bits']} bit, "
+                   f"{r['read_gbs']:g} / {r['write_gbs']:g} | "
                    f"{_us(r['t_state'])} | {_us(r['t_ssm'])} | {r['bound']} | {need} |")
     out += ["", "### Tokens/s with the state traffic counted", "",
-            "`specgen perf` (model) with `Accelerator.state_ports` = 1 (today's engine) and "
-            "with the fewest state ports per direction for which no phase of the step is "
-            "bound by its state (bounds: of each phase at one port, draft / verify / restore; "
+            "`specgen perf` (model) with the design's state ports, with one read and one write "
+            "port (`--state-ports 1`, the engine before striping) and with the fewest state "
+            "ports per direction for which no phase of the step is bound by its state "
+            "(bounds: of each phase on the design's ports, draft / verify / restore; "
             "m = shared memory, s = state ports, c = compute).", "",
-            "| board | step | tok/s, 1 + 1 state ports | bounds | state ports needed | tok/s there |",
-            "|---|---|---:|---|---:|---:|"]
+            "| board | step | state ports | tok/s | bounds | tok/s, 1 + 1 state ports | "
+            "state ports needed | tok/s there |",
+            "|---|---|---:|---:|---|---:|---:|---:|"]
     for r in step_rows():
         need = "none" if r["ports_needed"] is None else str(r["ports_needed"])
         there = "—" if r["tok_s_needed"] is None else f"{r['tok_s_needed']:,.1f}"
         bounds = " / ".join(b[0] for b in r["bounds"])
-        out.append(f"| {r['board']} | {r['step']} | {r['tok_s_one_port']:,.1f} | {bounds} | "
-                   f"{need} | {there} |")
+        out.append(f"| {r['board']} | {r['step']} | {r['ports']} | {r['tok_s']:,.1f} | "
+                   f"{bounds} | {r['tok_s_one_port']:,.1f} | {need} | {there} |")
     return "\n".join(out) + "\n"
 
 

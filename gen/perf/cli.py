@@ -121,9 +121,9 @@ def add_parser(sub):
                    help=f"target state restore: {', '.join(RESTORE_POLICIES)} (default recompute)")
     p.add_argument("--overlap", type=float, default=0.0, metavar="X",
                    help="linear/SSM scheduler overlap in [0, 1] (default 0: no scheduler yet)")
-    p.add_argument("--state-ports", type=int, default=1, metavar="N", dest="state_ports",
+    p.add_argument("--state-ports", type=int, default=None, metavar="N", dest="state_ports",
                    help="SSM state read ports, and as many write ports, the state is striped "
-                        "over (default 1: SSMEngine today)")
+                        "over (default the design's ssm.state_ports: 16 on vhk158, 1 on vck190)")
     p.add_argument("--json", action="store_true", help="print JSON instead of the table")
     p.set_defaults(func=run)
     return p

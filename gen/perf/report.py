@@ -171,9 +171,10 @@ def gap_sentences(rows=None):
     need, free = state_ports_needed(acc, hp.step, max_ports=HBM_NMU_PORTS)
     bound = {p.name: p for p in hp.phases}
     out.append(
-        f"**SSM state ports.** The state streams through one {st_.port_bits}-bit read and one "
-        f"write port at {acc.board.memory_clock_mhz:g} MHz "
-        f"({st_.port_bytes_per_s / 1e9:g} GB/s each), {st_.layer_bytes / 1e6:.2f} MB per 2.7B "
+        f"**SSM state ports.** The state is striped over {st_.ports} {st_.port_bits}-bit read "
+        f"and as many write ports ({st_.read_port_bytes_per_s / 1e9:g} / "
+        f"{st_.write_port_bytes_per_s / 1e9:g} GB/s each: the memory clock, or one beat a "
+        f"fabric cycle where that is slower), {st_.layer_bytes / 1e6:.2f} MB per 2.7B "
         f"layer: the {hp.step.draft} draft's passes wait {_ms(bound['draft'].t_state)} ms on "
         f"their states "
         f"({bound['draft'].bound}-bound) and the commit {_ms(bound['restore'].t_state)} ms "

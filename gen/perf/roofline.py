@@ -4,8 +4,9 @@ A decode pass reads every weight once (the memory ceiling) and every linear-laye
 needs a multiplier slot (the compute ceiling). :func:`roofline` places each phase of a
 modeled step (:class:`gen.perf.system.StepResult`) under
 
-* the **memory ceiling**: its weight bytes at the board's sustained bandwidth (state
-  traffic is design-dependent and could stay on chip, so it is not part of the limit);
+* the **memory ceiling**: its weight bytes at the board's sustained bandwidth, the
+  model's dense bytes (an array's padded tiles are the design's cost, not the limit's;
+  state traffic is design-dependent and could stay on chip, so it is not part of it);
 * the **state ports**: its SSM-state traffic on the design's state ports
   (:class:`gen.perf.system.StateTraffic`, ``Accelerator.state_ports``), which the
   ``state_limit`` adds to ``limit`` and the design's compute ceiling includes;
@@ -222,7 +223,7 @@ def roofline(result, *, lut_per_mac=LUT_PER_FP16_MAC, lut_share=LUT_SHARE_FOR_MA
         t_lin = (p.full_macs + p.quant_macs / quant_per_slot) / (lin.pes * clk)
         t_ssm = p.state_updates / (lanes * clk)
         phases.append(PhaseCeiling(
-            name=p.name, t_actual=p.time, t_memory=p.weight_bytes / bw,
+            name=p.name, t_actual=p.time, t_memory=p.dense_weight_bytes / bw,
             t_device=p.linear_macs / (board.dsp58 * clk) if board.dsp58 else float("inf"),
             t_design=max(t_lin, t_ssm, p.t_state), t_state=p.t_state * (1 - p.hidden),
             t_lut=p.linear_macs / ((board.dsp58 + extra) * clk) if board.dsp58 + extra

@@ -36,7 +36,8 @@ from specgen.gen.perf.claims import SEED, SEED_TREE, SPEQ_ALPHA, SPEQ_CHAIN
 __all__ = ["VOCAB", "MambaDims", "model_names", "mamba_dims", "Calibration", "PowerModel",
            "PAPER_BOARD", "SIZINGS", "RESTORE_POLICIES", "Accelerator", "perf_board_names",
            "accelerator", "DRAFT_CHOICES", "StepConfig", "Phase", "StepResult", "JSON_KEYS",
-           "expected_tokens", "SSM_OPS_PER_ELEM", "ssm_timing", "weight_bytes", "state_bytes",
+           "expected_tokens", "SSM_OPS_PER_ELEM", "ssm_timing", "weight_bytes", "layout_weight_bytes",
+           "state_bytes",
            "step_model", "seed_step", "speq_step", "paper_rows", "StateTraffic", "state_port_bits",
            "state_traffic", "ssm_layer_seconds", "state_ports_needed"]
 
@@ -179,9 +180,10 @@ class PowerModel:
 @functools.lru_cache(maxsize=64)
 def state_port_bits(config):
     """Data width of ``hw.ssm_engine.SSMEngine``'s state ports for ``config``, read from the
-    block (``min(board.memory_port_bits, 32·ssm.lanes)``)."""
-    from specgen.hw.ssm_engine import SSMEngine
-    return SSMEngine(config=config).port_widths["st"]
+    block (:func:`hw.ssm_engine.state_port_shape`: ``min(board.memory_port_bits,
+    32·ssm.lanes/ssm.state_ports)``)."""
+    from specgen.hw.ssm_engine import state_port_shape
+    return state_port_shape(config)[0]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -201,7 +203,10 @@ class StateTraffic:
 
     Reads and writes run on their own ports, striped over ``ports`` of each; on a
     board they also share the board's bandwidth with the weights
-    (``shared_bytes_per_s``: DDR on VCK190 is the tighter limit).
+    (``shared_bytes_per_s``: DDR on VCK190 is the tighter limit). A port moves one beat
+    a memory cycle at most, and no faster than its master's fabric side: a read
+    master hands on one slice (``read_pack`` beats) a fabric cycle, a write master
+    takes one beat a fabric cycle (``hw.axi_master``).
 
     Attributes
     ----------
@@ -211,6 +216,10 @@ class StateTraffic:
         Width of one state port (:func:`state_port_bits`).
     memory_clock_hz : float
         The board's memory clock, on which the ports run.
+    fabric_clock_hz : float
+        The board's fabric clock, on which the engine's side of each master runs.
+    read_pack : int
+        Beats a read master packs into the slice it hands on each fabric cycle.
     ports : int
         Read ports, and as many write ports.
     efficiency : float
@@ -223,23 +232,28 @@ class StateTraffic:
     layer_bytes: float
     port_bits: int
     memory_clock_hz: float
+    fabric_clock_hz: float
+    read_pack: int
     ports: int
     efficiency: float = 1.0
     shared_bytes_per_s: float | None = None
 
     @property
-    def port_bytes_per_s(self):
-        """Peak of one state port: its width times the memory clock."""
-        return self.port_bits / 8 * self.memory_clock_hz
+    def read_port_bytes_per_s(self):
+        """Peak of one read port: its width times the memory clock, or times the fabric
+        clock and ``read_pack`` where that is lower."""
+        return self.port_bits / 8 * min(self.memory_clock_hz, self.fabric_clock_hz * self.read_pack)
 
     @property
-    def bytes_per_s(self):
-        """Sustained bytes/s of each direction over all ``ports``."""
-        return self.ports * self.port_bytes_per_s * self.efficiency
+    def write_port_bytes_per_s(self):
+        """Peak of one write port: its width times the lower of the two clocks."""
+        return self.port_bits / 8 * min(self.memory_clock_hz, self.fabric_clock_hz)
 
     def seconds(self, *, reads, writes):
         """Seconds to read ``reads`` and write ``writes`` states of one layer."""
-        t = max(reads, writes) * self.layer_bytes / self.bytes_per_s
+        per_port = self.ports * self.efficiency
+        t = max(reads * self.layer_bytes / (self.read_port_bytes_per_s * per_port),
+                writes * self.layer_bytes / (self.write_port_bytes_per_s * per_port))
         if self.shared_bytes_per_s:
             t = max(t, (reads + writes) * self.layer_bytes / self.shared_bytes_per_s)
         return t
@@ -253,7 +267,7 @@ class StateTraffic:
         return None
 
 
-def state_traffic(config, *, state_elems, elem_bytes, ports=1, efficiency=1.0):
+def state_traffic(config, *, state_elems, elem_bytes, ports=None, efficiency=1.0):
     """The :class:`StateTraffic` of a layer of ``state_elems`` elements on ``config``'s
     state ports (works without a memory model too: the ``sim`` preset).
 
@@ -265,8 +279,8 @@ def state_traffic(config, *, state_elems, elem_bytes, ports=1, efficiency=1.0):
         State elements of one layer (``nheads × headdim × d_state``).
     elem_bytes : int
         Bytes per state element.
-    ports : int
-        Read ports and as many write ports.
+    ports : int, optional
+        Read ports and as many write ports (default the design's ``ssm.state_ports``).
     efficiency : float
         Sustained share of the peaks.
     """
@@ -274,13 +288,17 @@ def state_traffic(config, *, state_elems, elem_bytes, ports=1, efficiency=1.0):
         raise TypeError(f"state_traffic: config must be a golden.config.Config, not {config!r}")
     check_int("state_traffic", "state_elems", state_elems, min=1)
     check_int("state_traffic", "elem_bytes", elem_bytes, min=1)
+    ports = config.ssm.state_ports if ports is None else ports
     check_int("state_traffic", "ports", ports, min=1)
     check_float("state_traffic", "efficiency", efficiency, min=0.01, max=1.0)
     board = config.board
     shared = board.mem_bw_gbs * 1e9 * efficiency if board.mem_bw_gbs > 0 else None
-    return StateTraffic(layer_bytes=state_elems * elem_bytes, port_bits=state_port_bits(config),
-                        memory_clock_hz=board.memory_clock_mhz * 1e6, ports=ports,
-                        efficiency=efficiency, shared_bytes_per_s=shared)
+    from specgen.hw.ssm_engine import state_port_shape
+    bits, slice_bits = state_port_shape(config)
+    return StateTraffic(layer_bytes=state_elems * elem_bytes, port_bits=bits,
+                        memory_clock_hz=board.memory_clock_mhz * 1e6,
+                        fabric_clock_hz=board.clock_mhz * 1e6, read_pack=slice_bits // bits,
+                        ports=ports, efficiency=efficiency, shared_bytes_per_s=shared)
 
 
 SIZINGS = ("preset", "dsp")
@@ -317,10 +335,11 @@ class Accelerator:
     mem_efficiency : float
         Sustained share of the peak memory bandwidth (1.0: peak); the state ports
         sustain the same share of theirs.
-    state_ports : int
-        State read ports, and as many write ports, the SSM state is striped over
-        (``hw.ssm_engine.SSMEngine`` has one of each today: 1). Each is as wide as
-        the engine's state port (:func:`state_port_bits`) at the board's memory clock.
+    state_ports : int, optional
+        State read ports, and as many write ports, the SSM state is striped over:
+        by default the design's (``ssm.state_ports``, what ``hw.ssm_engine.SSMEngine``
+        builds: 16 on VHK158, 1 on VCK190); another count prices a design with
+        that many ports of the same width (:class:`StateTraffic`).
     calibration : Calibration
     """
 
@@ -332,7 +351,7 @@ class Accelerator:
     controller_cycles: int = 25
     state_bytes: int = 4
     mem_efficiency: float = 1.0
-    state_ports: int = 1
+    state_ports: int | None = None
     calibration: Calibration = field(default_factory=Calibration)
 
     def __post_init__(self):
@@ -353,6 +372,8 @@ class Accelerator:
         check_int("Accelerator", "controller_cycles", self.controller_cycles, min=0)
         check_choice("Accelerator", "state_bytes", self.state_bytes, (2, 4))
         check_float("Accelerator", "mem_efficiency", self.mem_efficiency, min=0.01, max=1.0)
+        if self.state_ports is None:
+            object.__setattr__(self, "state_ports", self.config.ssm.state_ports)
         check_int("Accelerator", "state_ports", self.state_ports, min=1)
         if not isinstance(self.calibration, Calibration):
             raise TypeError(f"Accelerator.calibration must be a Calibration, not {self.calibration!r}")
@@ -549,6 +570,8 @@ class Phase:
     bytes : float
         Off-chip bytes (weights and state).
     weight_bytes : float
+        The weight bytes the design reads (the planes as laid out, padded tiles
+        included: :func:`layout_weight_bytes`).
     macs : float
         Useful work in multiply-accumulate equivalents (operations / 2): the
         linear layers' MACs plus :data:`SSM_OPS_PER_ELEM` / 2 per EMU state update.
@@ -566,6 +589,9 @@ class Phase:
     t_ssm : float
         Seconds of the SSM unit's own cycles; the SSM part of :attr:`t_compute` is
         ``max(t_ssm, t_state)``.
+    dense_weight_bytes : float
+        The model's weight bytes at the pass's precision, unpadded (:func:`weight_bytes`):
+        what the memory ceiling counts.
     """
 
     name: str
@@ -583,6 +609,7 @@ class Phase:
     state_updates: float = 0.0
     t_state: float = 0.0
     t_ssm: float = 0.0
+    dense_weight_bytes: float = 0.0
 
     @property
     def linear_macs(self):
@@ -758,8 +785,10 @@ SSM_OPS_PER_ELEM = 5
 class _Tally:
     """Sums of one phase (cycles, bytes, work), weighted by probability."""
 
-    KEYS = ("lin", "ssm", "other", "wbytes", "sbytes", "full", "quant", "elems", "t_comp", "t_mem",
-            "t_state", "t_ssm", "time")
+    # wbytes: the weight bytes the design reads; dbytes: the model's dense weight bytes,
+    # which the roofline (the physical limit) counts.
+    KEYS = ("lin", "ssm", "other", "wbytes", "dbytes", "sbytes", "full", "quant", "elems",
+            "t_comp", "t_mem", "t_state", "t_ssm", "time")
 
     def __init__(self):
         for k in self.KEYS:
@@ -781,7 +810,7 @@ class _Tally:
     def phase(self, name, hidden=0.0):
         return Phase(name, self.t_mem, self.t_comp, self.wbytes + self.sbytes, self.wbytes,
                      self.ops / 2, self.lin, self.ssm, self.other, hidden, self.full, self.quant,
-                     self.elems, self.t_state, self.t_ssm)
+                     self.elems, self.t_state, self.t_ssm, self.dbytes)
 
 
 # Pure functions of frozen (hashable) inputs: a tree search or a sweep prices the same
@@ -838,6 +867,26 @@ def weight_bytes(dims, *, bits=16, scale_group=None):
     return b
 
 
+@functools.lru_cache(maxsize=256)
+def layout_weight_bytes(config, dims, *, bits):
+    """Bytes a pass of ``config``'s DSP linear engine reads from the weight planes of
+    ``dims``'s model, as the memory map lays them out (``golden.weight_planes``): every
+    output tile holds ``rows · cols`` slots, padding rows included, so a matrix whose rows
+    do not fill its last tile reads that tile whole (``docs/memory.md``, tile padding).
+    ``bits`` 4: the nibble plane alone (a SPEQ draft pass); 16: both planes. The other
+    weights (:attr:`MambaDims.small_params`) are FP16, as in :func:`weight_bytes`."""
+    from specgen.golden.weight_planes import (engine_weight_ports, matrix_plane_bytes,
+                                              stream_word_bits)
+    lin = config.linear
+    kw = dict(rows=lin.rows, cols=lin.cols, max_k=lin.max_k, word_bits=stream_word_bits(config),
+              ports=engine_weight_ports(config))
+    total = dims.small_params * 2
+    for _, o, i, n in dims.matrices():
+        nib, res = matrix_plane_bytes(o, i, **kw)
+        total += n * (nib if bits == 4 else nib + res)
+    return total
+
+
 def state_bytes(acc, dims):
     """Bytes of one node's recurrent state over all layers: SSM state and conv window."""
     return dims.n_layer * (dims.state_elems + dims.conv_elems) * acc.state_bytes
@@ -854,7 +903,16 @@ def _pass(acc, dims, *, tokens, mode, bits, scale_group, state_reads, state_writ
     t = _Tally()
     t.lin = _linear_cycles(acc, dims, tokens=tokens, mode=mode)
     t.ssm = _ssm_cycles(acc, dims, tokens=tokens)
-    t.wbytes = weight_bytes(dims, bits=bits, scale_group=scale_group)
+    t.dbytes = weight_bytes(dims, bits=bits, scale_group=scale_group)
+    t.wbytes = t.dbytes
+    if acc.linear.contract == "dspfp32" and bits in (4, 16) and scale_group is None:
+        # What the engine streams: the planes as laid out, padding rows included. An
+        # array with no plane layout (a column beat of 4·rows bits that is not whole
+        # bytes, as some DSP-sized arrays of the model) keeps the dense bytes.
+        try:
+            t.wbytes = layout_weight_bytes(acc.config, dims, bits=bits)
+        except ValueError:
+            pass
     t.sbytes = (state_reads + state_writes) * state_bytes(acc, dims)
     if mode:
         t.quant = dims.linear_params * tokens
@@ -980,7 +1038,7 @@ def step_model(accel, step):
         passes_e += prob * levels
         nodes_e += prob * nodes
         tokens_e += prob * tokens
-        roof_e += prob * (d.wbytes + v.wbytes)
+        roof_e += prob * (d.dbytes + v.dbytes)
 
     phases = [verify.phase("verify")]
     if drafting:

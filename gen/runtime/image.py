@@ -113,8 +113,11 @@ class ModelImage:
         """The committed state ``state`` (:class:`golden.lm.LMState`) of pass ``who``
         (``"target"`` or ``"draft"``), in the design's ``state_format`` and binary32:
         the SSM state into slot ``who + "0"`` of ``state.ssm`` (bank 0, as ``STATE_BANK``
-        resets), the conv window into ``state.<who>.conv``."""
-        from specgen.golden.memory_map import MODELS, SSM_SLOTS
+        resets) in the engine's order (:func:`golden.memory_map.state_image`: the tile
+        order striped over ``ssm.state_ports``) when its shape is the unit's, row-major
+        otherwise (a model the SSM unit cannot run, :func:`check_fits`); the conv window
+        into ``state.<who>.conv``."""
+        from specgen.golden.memory_map import MODELS, SSM_SLOTS, state_image
         from specgen.golden.validate import check_choice
         check_choice("ModelImage.write_state", "who", who, MODELS)
         m = self.memory_map.model
@@ -122,10 +125,15 @@ class ModelImage:
         if len(state.ssm) != m.n_layer:
             raise ValueError(f"ModelImage.write_state: the state has {len(state.ssm)} layers, "
                              f"the model {m.n_layer}")
+        unit = self.memory_map.config.ssm
         for i, (conv, ssm) in enumerate(zip(state.conv, state.ssm)):
             index = _layer(self.memory_map[f"state.{who}.conv"], i)
-            self.put("state.ssm", _binary(ssm, fmt, f"{who} SSM state, layer {i}"),
-                     slot=SSM_SLOTS.index(f"{who}0"), **index)
+            words = _binary(ssm, fmt, f"{who} SSM state, layer {i}")
+            if np.shape(ssm) == unit.state_shape and unit.lanes <= unit.d_state:
+                # The engine's order: tile order, striped over its state ports.
+                words = state_image(unit, np.frombuffer(words, fmt).reshape(
+                    unit.state_shape)).tobytes()
+            self.put("state.ssm", words, slot=SSM_SLOTS.index(f"{who}0"), **index)
             self.put(f"state.{who}.conv", _binary(conv, "<f4", f"{who} conv window, layer {i}"),
                      **index)
 
