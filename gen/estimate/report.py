@@ -13,6 +13,7 @@ is :mod:`gen.estimate.depth`, the DSP58 count from the config alone
 per board and writes the report (``docs/estimate.md``).
 """
 
+import math
 import json
 import re
 from dataclasses import asdict, dataclass, field
@@ -181,7 +182,8 @@ def _ssm_fit_points(cfg):
             w = cfg.input_words
             while w > 1 and any(v % w for v in (lanes, cfg.d_state, heads, heads * cfg.headdim)):
                 w //= 2
-            points.append(replace(cfg, nheads=heads, lanes=lanes, input_words=w))
+            points.append(replace(cfg, nheads=heads, lanes=lanes, input_words=w,
+                                  state_ports=math.gcd(cfg.state_ports, lanes)))
         lanes *= 2
     return points
 
