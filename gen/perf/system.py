@@ -28,6 +28,7 @@ from specgen.golden.lm import LMConfig
 from specgen.golden.mamba2 import MAMBA2_DEFAULTS, MAMBA2_SIZES, MAMBA2_VOCAB
 from specgen.golden.tree import TreeShape, fifo_schedule
 from specgen.golden.validate import check_choice, check_float, check_int
+from specgen.golden.weight_planes import engine_weight_ports, matrix_plane_bytes, stream_word_bits
 
 from specgen.gen.perf.blocks import (SSMTiming, pe_latency, dsp_linear_schedule, dsp_matmul_jobs,
                              linear_schedule, matmul_jobs, ssm_stream, tree_verifier_cycles)
@@ -38,7 +39,7 @@ __all__ = ["VOCAB", "MambaDims", "model_names", "mamba_dims", "Calibration", "Po
            "accelerator", "DRAFT_CHOICES", "StepConfig", "Phase", "StepResult", "JSON_KEYS",
            "expected_tokens", "SSM_OPS_PER_ELEM", "ssm_timing", "weight_bytes", "layout_weight_bytes",
            "state_bytes",
-           "step_model", "seed_step", "speq_step", "paper_rows", "StateTraffic", "state_port_bits",
+           "step_model", "seed_step", "speq_step", "paper_rows", "StateTraffic",
            "state_traffic", "ssm_layer_seconds", "state_ports_needed"]
 
 #: Mamba2 vocabulary (:data:`golden.mamba2.MAMBA2_VOCAB`).
@@ -177,15 +178,6 @@ class PowerModel:
         return cls(static_w=board.static_w, pj_per_byte=board.mem_pj_per_byte)
 
 
-@functools.lru_cache(maxsize=64)
-def state_port_bits(config):
-    """Data width of ``hw.ssm_engine.SSMEngine``'s state ports for ``config``, read from the
-    block (:func:`hw.ssm_engine.state_port_shape`: ``min(board.memory_port_bits,
-    32·ssm.lanes/ssm.state_ports)``)."""
-    from specgen.hw.ssm_engine import state_port_shape
-    return state_port_shape(config)[0]
-
-
 @dataclass(frozen=True, kw_only=True)
 class StateTraffic:
     """One layer's SSM-state traffic on ``SSMEngine``'s state ports.
@@ -213,7 +205,7 @@ class StateTraffic:
     layer_bytes : float
         One state of one layer: ``state_elems × elem_bytes``.
     port_bits : int
-        Width of one state port (:func:`state_port_bits`).
+        Width of one state port (:func:`hw.ssm_engine.state_port_shape`).
     memory_clock_hz : float
         The board's memory clock, on which the ports run.
     fabric_clock_hz : float
@@ -875,8 +867,6 @@ def layout_weight_bytes(config, dims, *, bits):
     do not fill its last tile reads that tile whole (``docs/memory.md``, tile padding).
     ``bits`` 4: the nibble plane alone (a SPEQ draft pass); 16: both planes. The other
     weights (:attr:`MambaDims.small_params`) are FP16, as in :func:`weight_bytes`."""
-    from specgen.golden.weight_planes import (engine_weight_ports, matrix_plane_bytes,
-                                              stream_word_bits)
     lin = config.linear
     kw = dict(rows=lin.rows, cols=lin.cols, max_k=lin.max_k, word_bits=stream_word_bits(config),
               ports=engine_weight_ports(config))
@@ -905,14 +895,12 @@ def _pass(acc, dims, *, tokens, mode, bits, scale_group, state_reads, state_writ
     t.ssm = _ssm_cycles(acc, dims, tokens=tokens)
     t.dbytes = weight_bytes(dims, bits=bits, scale_group=scale_group)
     t.wbytes = t.dbytes
-    if acc.linear.contract == "dspfp32" and bits in (4, 16) and scale_group is None:
+    if (acc.linear.contract == "dspfp32" and bits in (4, 16) and scale_group is None
+            and stream_word_bits(acc.config) % 8 == 0):
         # What the engine streams: the planes as laid out, padding rows included. An
         # array with no plane layout (a column beat of 4·rows bits that is not whole
         # bytes, as some DSP-sized arrays of the model) keeps the dense bytes.
-        try:
-            t.wbytes = layout_weight_bytes(acc.config, dims, bits=bits)
-        except ValueError:
-            pass
+        t.wbytes = layout_weight_bytes(acc.config, dims, bits=bits)
     t.sbytes = (state_reads + state_writes) * state_bytes(acc, dims)
     if mode:
         t.quant = dims.linear_params * tokens
