@@ -13,7 +13,7 @@ import cocotb
 from cocotb.clock import Clock
 from cocotb.triggers import ReadOnly, RisingEdge
 
-__all__ = ["params", "seed", "TB", "random_pattern", "pack", "field", "drive_stream",
+__all__ = ["params", "seed", "TB", "random_pattern", "RandomResets", "pack", "field", "drive_stream",
            "reset_mid_stream"]
 
 
@@ -31,6 +31,33 @@ def random_pattern(rng, probability):
     """Endless 0/1 stream: 1 with ``probability`` (an idle or stall cycle)."""
     while True:
         yield int(rng.random() < probability)
+
+
+class RandomResets:
+    """Per-cycle reset draws: the first reset at a uniform cycle in ``[1, every]``,
+    then each cycle with probability ``1 / every``.
+
+    The first is placed rather than drawn because a geometric draw alone gives a
+    run of ``n`` cycles no reset at all with probability about ``exp(-n / every)``
+    (2 % for a 450-cycle run at ``every = 120``), and a bench that asserts it saw a
+    reset would then fail on a good design. ``every=None`` never resets and draws
+    nothing from ``rng``.
+    """
+
+    def __init__(self, rng, every):
+        if every is not None and every < 1:
+            raise ValueError(f"RandomResets: every must be None or >= 1, got {every!r}")
+        self.rng, self.every = rng, every
+        self._first = None if every is None else rng.randint(1, every)
+        self._cycle = 0
+
+    def __call__(self):
+        """Whether to assert ``rst`` in the next cycle."""
+        if self.every is None:
+            return False
+        self._cycle += 1
+        draw = self.rng.random() < 1 / self.every
+        return draw or self._cycle == self._first
 
 
 class TB:

@@ -31,7 +31,7 @@ from specgen.golden.bsfp import (
 from specgen.golden.dot import Terms, round_sum
 from specgen.golden.fp import FP16, FPFormat
 from specgen.hw.dual_mode_pe import MODE_FULL, MODE_QUANT, SCALE_BITS, WEIGHT_BITS, input_layout
-from specgen.sim.bench import TB, params
+from specgen.sim.bench import TB, RandomResets, params
 from specgen.sim.fp_datapath import random_operands
 
 
@@ -181,9 +181,10 @@ async def run(dut, *, idle, stall, reset_every=None, expect_cycles=None):
     stats = {"results": 0, "resets": 0, "stalls": 0, "beats": 0, "lost_to_reset": 0}
     held = None                # (payload) while o.valid & ~o.ready
     cycle = 0
+    resets = RandomResets(tb.rng, reset_every)
     first_out = None
     while d < len(dots) or pending:
-        rst = reset_every is not None and tb.rng.random() < 1 / reset_every
+        rst = resets()
         valid = d < len(dots) and tb.rng.random() >= idle
         ready = tb.rng.random() >= stall
         dut.rst.value = int(rst)

@@ -12,7 +12,7 @@ from collections import deque
 import cocotb
 
 from specgen.golden.ring_fifo import RingFIFOModel
-from specgen.sim.bench import TB, params
+from specgen.sim.bench import TB, RandomResets, params
 
 
 def _check(dut, model, cycle):
@@ -46,6 +46,7 @@ async def _run(dut, *, cycles, idle, stall, reset_every=None, phases=None, drain
     # pushed/popped: the model's transfers; written/read: the handshakes seen on the DUT.
     stats = {"pushed": 0, "popped": 0, "written": 0, "read": 0, "resets": 0, "full": 0,
              "empty": 0}
+    resets = RandomResets(rng, reset_every)
     # With ``drain``, the writer stops after ``cycles`` and the reader takes every item left.
     for cycle in range(cycles + (depth + 2 if drain else 0)):
         if cycle >= cycles:
@@ -53,7 +54,7 @@ async def _run(dut, *, cycles, idle, stall, reset_every=None, phases=None, drain
         elif phases is not None:
             # Alternate fill and drain phases so both boundaries are hit often.
             idle, stall = phases[(cycle // (3 * depth + 5)) % len(phases)]
-        rst = reset_every is not None and rng.random() < 1 / reset_every
+        rst = resets()
         w_valid = int(rng.random() >= idle)
         r_ready = int(rng.random() >= stall)
         # Payloads count up (mod 2**width) with random high bits, so a lost,

@@ -12,7 +12,7 @@ import numpy as np
 from cocotb.triggers import ReadOnly, RisingEdge, Timer
 
 from specgen.golden.bsfp import BSFPConfig
-from specgen.sim.bench import TB, params, seed
+from specgen.sim.bench import TB, RandomResets, params, seed
 
 __all__ = ["start", "run_stream", "config_from", "shuffled_words", "word_stream_tests",
            "run_vectors", "abandon_and_reset"]
@@ -48,7 +48,7 @@ async def run_stream(dut, rng, *, inputs, expected, stages, idle, stall, reset_e
     flight whenever ``o.valid`` is high (so it is also stable under back-pressure),
     an output with nothing in flight fails, an item leaves no earlier than
     ``stages`` cycles after it entered, and with ``stages = 0`` valid and ready
-    pass straight through. A reset cycle (probability ``1 / reset_every``) voids
+    pass straight through. A reset cycle (:class:`RandomResets` of ``reset_every``) voids
     the items in flight. At most ``capacity`` items (default ``stages``) may be in
     flight: a block with an output FIFO holds more than its latency under
     back-pressure.
@@ -68,6 +68,7 @@ async def run_stream(dut, rng, *, inputs, expected, stages, idle, stall, reset_e
     dut.i__valid.value = 0
     dut.o__ready.value = 0
     limit = max_cycles if max_cycles is not None else 20 * n + 1000
+    resets = RandomResets(rng, reset_every)
     cycle = 0
     while nxt < n or i_valid or inflight:
         assert cycle < limit, f"cycle {cycle}: stalled with {len(inflight)} item(s) in flight"
@@ -80,7 +81,7 @@ async def run_stream(dut, rng, *, inputs, expected, stages, idle, stall, reset_e
         ready = int(stall == 0 or rng.random() >= stall)
         if ready != o_ready:
             dut.o__ready.value = o_ready = ready
-        rst = int(reset_every is not None and rng.random() < 1 / reset_every)
+        rst = int(resets())
         if rst != driven_rst:
             dut.rst.value = driven_rst = rst
         await ReadOnly()

@@ -17,7 +17,7 @@ import cocotb
 from specgen.golden.tree import (TreeShape, accepted_path, fifo_schedule, overflow_node, schedule_beats,
                          seed_shapes)
 from specgen.hw.bits import index_width
-from specgen.sim.bench import TB, params, seed
+from specgen.sim.bench import TB, RandomResets, params, seed
 
 FIELDS = ("node_valid", "node", "root", "parent_slot", "write_slot", "release", "release_slot", "last")
 
@@ -93,7 +93,7 @@ def _unpack(value, widths):
     return out
 
 
-async def _run(dut, jobs, *, idle, stall, reset_prob=0.0, max_cycles=200_000):
+async def _run(dut, jobs, *, idle, stall, reset_every=None, max_cycles=200_000):
     p = params()
     nb, sb = index_width(p["max_nodes"]), index_width(p["fifo_depth"])
     sched_w = [("node_valid", 1), ("node", nb), ("root", 1), ("parent_slot", sb), ("write_slot", sb),
@@ -107,12 +107,13 @@ async def _run(dut, jobs, *, idle, stall, reset_prob=0.0, max_cycles=200_000):
     await tb.reset()
     stats = {"trees": 0, "beats": 0, "resets": 0, "errors": 0, "cycles": 0}
     quiet = True  # no tree beat taken since reset or since the last path: busy must be low
+    resets = RandomResets(rng, reset_every)
     k = 0
     job = jobs[0]
     for cycle in range(max_cycles):
         if k == len(jobs):
             break
-        rst = reset_prob and rng.random() < reset_prob
+        rst = resets()
         n = len(job.parents)
         tree_valid = int(job.tree_i < n and rng.random() >= idle)
         ti = min(job.tree_i, n - 1)
@@ -246,7 +247,7 @@ async def full_rate(dut):
 async def reset_mid_stream(dut):
     """Synchronous resets at random points; the interrupted tree is sent again from scratch."""
     jobs = _jobs(random.Random(seed() + 3), count=params().get("trees", 60) // 2)
-    stats = await _run(dut, jobs, idle=0.2, stall=0.3, reset_prob=1 / 120)
+    stats = await _run(dut, jobs, idle=0.2, stall=0.3, reset_every=120)
     assert stats["resets"] > 0, stats
 
 
