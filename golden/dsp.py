@@ -160,6 +160,44 @@ def add(a, b):
     return p, fa | fb, fo
 
 
+_EXP32, _MAN32, _SIGN32 = np.uint32(0x7F80_0000), np.uint32(0x007F_FFFF), np.uint32(0x8000_0000)
+
+
+def _flush32(bits):
+    """:func:`flush` of binary32 bits, with the format's masks as constants (the native
+    operations run it a few thousand times a decode step)."""
+    sub = ((bits & _EXP32) == 0) & ((bits & _MAN32) != 0)
+    return np.where(sub, bits & _SIGN32, bits), sub
+
+
+def _native(op, a, b, *, signed_nan):
+    a, fa = _flush32(np.asarray(a, np.uint32))
+    b, fb = _flush32(np.asarray(b, np.uint32))
+    with np.errstate(all="ignore"):
+        r = op(a.view(np.float32), b.view(np.float32))
+    p, fo = _flush32(r.view(np.uint32))
+    nan = np.uint32(FP32.nan_bits)
+    if signed_nan:
+        nan = nan | (((a ^ b) >> np.uint32(31)) << np.uint32(31))
+    return np.where(np.isnan(r), nan, p).astype(np.uint32), fa | fb, fo
+
+
+def mul_native(a, b):
+    """:func:`mul` of binary32 operands from numpy's float32 multiply: the same bits.
+
+    numpy's binary32 multiply is IEEE 754's (RNE, gradual underflow), so on operands
+    flushed to signed zeros it rounds the exact product once, and the flush of a
+    subnormal result after that rounding, and the signed NaN, are :func:`mul`'s
+    (``tests/test_golden_dsp.py`` checks every operand class against it).
+    """
+    return _native(np.multiply, a, b, signed_nan=True)
+
+
+def add_native(a, b):
+    """:func:`add` from numpy's float32 add: the same bits (see :func:`mul_native`)."""
+    return _native(np.add, a, b, signed_nan=False)
+
+
 def dot(w, x, *, counts=False):
     """DSPFP32 dot products: ascending-``k`` fold of multiply and add from ``−0``.
 
@@ -196,6 +234,44 @@ def dot(w, x, *, counts=False):
     # One flushed activation is read once per weight row it meets.
     n_act = int(np.count_nonzero(fx)) * w.shape[-2]
     return acc, FlushCounts(activations=n_act, products=n_prod, sums=n_sum)
+
+
+def dot_native(w, x):
+    """:func:`dot`'s bits from numpy's IEEE arithmetic: the same fold, a hundred times faster.
+
+    Each step is one exact operation and one rounding of numpy that equals the
+    DSPFP32 step, so the result is bit for bit :func:`dot`'s
+    (``tests/test_golden_dsp.py`` checks them equal on random and special operands):
+
+    * **multiply**: operands flushed to signed zeros, then multiplied in float64,
+      where the product of an 11-bit and a 24-bit significand is exact, and
+      rounded once to binary32 (RNE, gradual underflow, overflow to ±Inf); a
+      subnormal product is then flushed (after rounding, as :func:`mul`);
+    * **add**: a binary32 numpy add (IEEE RNE; both operands are normal or zero),
+      its subnormal sums flushed to the zero of their sign;
+    * every NaN result is the adder's ``0x7FC00000``.
+
+    Parameters and result as :func:`dot` (``counts`` is not offered).
+    """
+    w = np.asarray(w, dtype=np.uint32)
+    x = np.asarray(x, dtype=np.uint16)
+    if w.shape[-1] != x.shape[-1]:
+        raise ValueError(f"dot_native: weights have K = {w.shape[-1]} inputs, activations "
+                         f"K = {x.shape[-1]}; they must match")
+    wf = flush(w, FP32)[0].view(np.float32).astype(np.float64)
+    xf = flush(x, FP16)[0].view(np.float16).astype(np.float64)
+    ws, xs = wf[..., :, None, :], xf[..., None, :, :]
+    acc = np.full(np.broadcast_shapes(ws.shape[:-1], xs.shape[:-1]), NEG_ZERO,
+                  np.uint32).view(np.float32)
+    tiny = np.float32(np.finfo(np.float32).tiny)
+    with np.errstate(all="ignore"):
+        for k in range(w.shape[-1]):
+            m = (xs[..., k] * ws[..., k]).astype(np.float32)
+            m = np.where(np.abs(m) < tiny, np.copysign(np.float32(0), m), m)
+            acc = acc + m
+            acc = np.where(np.abs(acc) < tiny, np.copysign(np.float32(0), acc), acc)
+    bits = acc.view(np.uint32)
+    return np.where(np.isnan(acc), np.uint32(FP32.nan_bits), bits).astype(np.uint32)
 
 
 def activation_operand(x):
@@ -292,7 +368,8 @@ class Binary32Ops:
     The SSM unit's golden model (:func:`golden.mamba2.ssm_step_hw`) and the
     tables' Horner evaluation (:func:`golden.nonlinear.lut_eval`) run every
     operation through one of these, so the two contracts differ in exactly the
-    operations, never in their order.
+    operations, never in their order. ``"dspfp32"`` runs :func:`mul_native` and
+    :func:`add_native`, the bits of :func:`mul` and :func:`add` at numpy's speed.
 
     Parameters
     ----------
@@ -325,7 +402,7 @@ class Binary32Ops:
         if self.contract == "ieee":
             with np.errstate(all="ignore"):
                 return np.asarray(a, np.float32) * np.asarray(b, np.float32)
-        m, fi, fo = mul(*self._bits(a, b))
+        m, fi, fo = mul_native(*self._bits(a, b))
         self._count(fi, fo)
         return m.view(np.float32)
 
@@ -334,6 +411,6 @@ class Binary32Ops:
         if self.contract == "ieee":
             with np.errstate(all="ignore"):
                 return np.asarray(a, np.float32) + np.asarray(b, np.float32)
-        p, fi, fo = add(*self._bits(a, b))
+        p, fi, fo = add_native(*self._bits(a, b))
         self._count(fi, fo)
         return p.view(np.float32)

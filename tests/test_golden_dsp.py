@@ -81,6 +81,24 @@ def test_random_pairs_vs_softfloat_with_flush(op):
     _assert_same(got, want, a.tolist(), b.tolist(), "+" if op == "add" else "*")
 
 
+@pytest.mark.parametrize("op", ["add", "mul"])
+def test_native_ops_equal_the_spec(op):
+    # mul/add are checked against SoftFloat above; the native ones must give their bits,
+    # flags included, on every operand class (specials, subnormals, ties, overflow).
+    rng = seeded_rng(f"dsp_native_{op}")
+    a, b = _edge_operands(rng, 5 * N_PAIRS), _edge_operands(rng, 5 * N_PAIRS)
+    if op == "add":
+        near = (a ^ np.uint32(0x8000_0000)) ^ rng.integers(0, 64, a.size).astype(np.uint32)
+        b = np.where(rng.random(a.size) < 0.3, near, b).astype(np.uint32)
+    spec, native = (dsp.add, dsp.add_native) if op == "add" else (dsp.mul, dsp.mul_native)
+    want, got = spec(a, b), native(a, b)
+    for w, g, name in zip(want, got, ("result", "flushed_in", "flushed_out")):
+        bad = np.flatnonzero(w != g)
+        assert bad.size == 0, (f"{name}: {bad.size} mismatches, first {a[bad[0]]:#010x} {op} "
+                               f"{b[bad[0]]:#010x}: spec {w[bad[0]]}, native {g[bad[0]]}")
+    assert want[2].any() and want[1].any()      # the flushes were exercised
+
+
 def test_flush_boundaries_spelled_out():
     min_normal, half = 0x0080_0000, 0x3F00_0000
     # (1 + 2**-23) * 2**-126 minus 2**-126: exactly 2**-149, a subnormal -> +0, counted.
@@ -192,6 +210,68 @@ def test_dot_matches_exact_fold():
         flushed += n_sum
         assert counts.activations == int(np.count_nonzero(
             ((x >> 10) & 0x1F == 0) & (x & 0x3FF != 0))) * w.shape[0]
+
+
+def is_finite32(bits):
+    return (np.asarray(bits, np.uint32) >> 23) & 0xFF != 0xFF
+
+
+def is_finite16(bits):
+    return (np.asarray(bits, np.uint16) >> 10) & 0x1F != 0x1F
+
+
+def _extreme_operands(rng, rows, tokens, K):
+    """:func:`_operands` plus weights at binary32's ends (products that round to a
+    subnormal and are flushed, that round up to ``2**-126`` and stay, subnormal weights)
+    in every row, and Inf, NaN and overflowing weights and special activations in the
+    first half of the rows and tokens: the other half stays finite for the
+    exact-rational oracle."""
+    w, x = _operands(rng, rows, tokens, K)
+    tiny32 = np.array([0x0080_0000, 0x8080_0001, 0x0000_0001, 0x807F_FFFF, 0x0000_0000, 0x8000_0000,
+                       0x0C80_0000, 0x0D7F_FFFF, 0x3F80_0000], np.uint32)
+    huge32 = np.array([0x7F7F_FFFF, 0xFF7F_FFFF, 0x7F80_0000, 0xFF80_0000, 0x7FC0_0000], np.uint32)
+    mask = rng.random(w.shape) < 0.25
+    w[mask] = rng.choice(tiny32, int(mask.sum()))
+    mask = rng.random(w.shape) < 0.15
+    mask[rows // 2:] = False
+    w[mask] = rng.choice(huge32, int(mask.sum()))
+    pool16 = np.array([0x7C00, 0xFC00, 0x7E00, 0x0001, 0x03FF, 0x0400, 0x3C00, 0x8000], np.uint16)
+    mask = rng.random(x.shape) < 0.1
+    mask[tokens // 2:] = False
+    x[mask] = rng.choice(pool16, int(mask.sum()))
+    return w, x
+
+
+def test_dot_native_equals_dot_and_the_exact_fold():
+    # The exact-rational fold (oracle_dot) is the independent oracle; dot is the spec.
+    rng = seeded_rng("dsp_dot_native")
+    for K in (1, 2, 5, 16, 40):
+        for operands in (_operands, _extreme_operands):
+            w, x = operands(rng, 6, 4, K)
+            got = dsp.dot_native(w, x)
+            assert got.dtype == np.uint32 and got.shape == (6, 4)
+            assert np.array_equal(got, dsp.dot(w, x)), f"K={K} {operands.__name__}"
+            finite = 0
+            for r in range(w.shape[0]):
+                for t in range(x.shape[0]):
+                    # oracle_dot folds finite operands to a finite sum; dot (checked op by
+                    # op against SoftFloat) covers Inf, NaN and overflow above.
+                    if (not is_finite32(w[r]).all() or not is_finite16(x[t]).all()
+                            or not is_finite32(got[r, t])):
+                        continue
+                    finite += 1
+                    want, _ = oracle_dot(w[r].tolist(), x[t].tolist())
+                    assert int(got[r, t]) == want, (f"K={K} r={r} t={t}: {int(got[r, t]):#x} vs "
+                                                    f"{want:#x}")
+            assert finite > 0, f"K={K} {operands.__name__}: no finite dot product checked"
+
+
+def test_dot_native_flushes_tiny_sums_and_checks_k():
+    one = np.uint16(0x3C00)
+    w = np.array([[0x0080_0001, 0x8080_0000]], np.uint32)
+    assert int(dsp.dot_native(w, np.array([[one, one]]))[0, 0]) == 0
+    with pytest.raises(ValueError, match=r"dot_native: weights have K = 2 inputs, activations K = 3"):
+        dsp.dot_native(w, np.zeros((1, 3), np.uint16))
 
 
 def test_dot_flush_fires_on_tiny_sums():
