@@ -64,7 +64,7 @@ def test_a_draft_model_with_a_branching_tree_gives_the_targets_greedy_sequence()
 def test_the_rtl_engine_is_refused_not_faked():
     with pytest.raises(EngineUnavailable, match="not available in this revision"):
         make_engine("rtl", config=CONFIG)
-    with pytest.raises(ValueError, match="Runtime.engine must be one of 'rtl', 'golden'"):
+    with pytest.raises(ValueError, match="Runtime.engine must be one of 'rtl', 'hw', 'golden'"):
         make_engine("fpga", config=CONFIG)
 
 
@@ -87,6 +87,21 @@ def test_generate_json_on_the_shipped_model(capsys):
     assert doc["text"] == bytes(doc["tokens"]).decode("utf-8", errors="replace")
     assert doc["cycles_per_token"] is None and doc["engine"] == "golden"
     assert sum(doc["tokens_per_step"]) >= 12
+
+
+def test_generate_on_the_hw_engine_with_a_draft_model(capsys):
+    # The accelerator's numerics (golden.decoder.HardwareLM): the shipped draft model as
+    # the draft, and the same tokens as the golden engine's (the float64 model's greedy).
+    argv = ["generate", "--board", "sim", "--tokens", "12", "--draft", "draft", "--tree", "2,1,1",
+            "--json"]
+    assert main(argv + ["--engine", "hw"]) == 0
+    hw = json.loads(capsys.readouterr().out)
+    assert main(argv) == 0
+    golden = json.loads(capsys.readouterr().out)
+    assert hw["engine"] == "hw" and hw["cycles_per_token"] is None
+    assert hw["tokens"] == golden["tokens"] and hw["tokens_per_step"] == golden["tokens_per_step"]
+    assert main(["generate", "--board", "sim", "--tokens", "4", "--engine", "hw"]) == 0
+    assert capsys.readouterr().out.startswith("specgen generate: hw engine, model target")
 
 
 def test_generate_text_output_with_a_draft_file(tmp_path, capsys):
@@ -137,7 +152,7 @@ def bad_files(tmp_path):
 
 
 @pytest.mark.parametrize("argv,fragments", [
-    (["--engine", "asic"], ["unknown --engine 'asic'; allowed: rtl, golden"]),
+    (["--engine", "asic"], ["unknown --engine 'asic'; allowed: rtl, hw, golden"]),
     (["--model", "nosuch"], ["--model: model 'nosuch': not a shipped or seeded model (target, "
                              "draft, tiny, small) and not a .npz or .safetensors file"]),
     (["--model", "gone.npz"], ["--model: model 'gone.npz': no such file"]),

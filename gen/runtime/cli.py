@@ -6,8 +6,10 @@
 
 It prints the tokens, their text (byte-level models) and the tokens per step;
 ``--json`` gives ``tokens``, ``tokens_per_step`` and ``cycles_per_token`` (``null``
-for the golden engine). ``--engine rtl`` is refused in one line: the on-chip
-decoder is not built in this revision (:data:`gen.runtime.runtime.RTL_UNAVAILABLE`).
+for the golden and hw engines). ``--engine hw`` runs the decoder in the
+accelerator's numerics (:class:`golden.decoder.HardwareLM`): the tokens an RTL run
+must print. ``--engine rtl`` is refused in one line: the on-chip decoder is not
+built in this revision (:data:`gen.runtime.runtime.RTL_UNAVAILABLE`).
 """
 
 import json
@@ -33,7 +35,7 @@ def add_parser(sub):
     from specgen.gen.runtime.runtime import DEFAULT_TREE, ENGINES, SPEQ
 
     p = sub.add_parser("generate", help="generate tokens from a prompt by speculative decoding "
-                                        "(golden engine; the RTL engine is not built yet)")
+                                        "(golden or hw engine; the RTL engine is not built yet)")
     add_design_args(p)
     p.add_argument("--model", default=DEFAULT_MODEL, metavar="PATH_OR_NAME",
                    help=f"target: a shipped model (target, draft), a seeded preset (tiny, small) "
@@ -48,7 +50,8 @@ def add_parser(sub):
     p.add_argument("--tokens", type=int_at_least(1), default=DEFAULT_TOKENS, metavar="N",
                    help=f"tokens to generate (default {DEFAULT_TOKENS})")
     p.add_argument("--engine", default="golden", metavar="ENGINE",
-                   help=f"{', '.join(ENGINES)} (default golden)")
+                   help=f"{', '.join(ENGINES)} (default golden: float64; hw: the accelerator's "
+                        f"numerics, bit for bit; rtl: not built yet)")
     p.add_argument("--draft", default=SPEQ, metavar="speq|PATH_OR_NAME",
                    help="'speq': SPEQ self-speculation from the BSFP nibble plane (default); or a "
                         "draft model, named as --model")
@@ -104,7 +107,7 @@ def run(args, *, out=None):
     try:
         rt = Runtime(config=config, engine=args.engine)
     except EngineUnavailable as exc:
-        raise CLIError(f"--engine {args.engine}: {RTL_UNAVAILABLE}; use --engine golden") \
+        raise CLIError(f"--engine {args.engine}: {RTL_UNAVAILABLE}; use --engine hw or golden") \
             from exc
     try:
         progress.status(f"loading {args.model}")

@@ -17,6 +17,14 @@ Engines (:data:`ENGINES`):
     ``TreeConfig``, states restored by the backtracking policy the memory map
     is laid out for (:data:`golden.memory_map.DEFAULT_POLICY`). The reference
     every other engine must match token for token.
+``hw``
+    :class:`HardwareEngine`: the same speculative decoding over
+    :class:`golden.decoder.HardwareLM` models, the decoder in the accelerator's
+    numerics (every stage its block's golden contract: DSPFP32 dots on the BSFP
+    planes, the conv1d, norms, residual and SSM unit in the design's SSM
+    contract and tables). These are the tokens and logits an RTL run must
+    reproduce bit for bit; on the shipped models they equal ``golden``'s
+    (``tests/test_golden_decoder.py``).
 ``rtl``
     The whole decoder on the accelerator (simulated, or a board through
     :mod:`gen.runtime.regbus` and :mod:`gen.runtime.image`). Not available
@@ -25,8 +33,9 @@ Engines (:data:`ENGINES`):
     (:class:`EngineUnavailable`) instead of pretending.
 
 An engine is any object with ``name`` and ``generate(*, target, draft,
-prompt, tokens, tree, gamma) -> GenerateResult``; the RTL engine will plug in
-here, and ``cycles_per_token`` is the field it fills.
+prompt, tokens, tree, gamma, source, speq) -> GenerateResult`` (``source``: the
+model as loaded; ``speq``: the draft is SPEQ self-speculation on it); the RTL
+engine will plug in here, and ``cycles_per_token`` is the field it fills.
 
 SPEQ self-speculation (arXiv 2510.18525) builds both models from one FP16
 weight copy in the design's BSFP v1 format (:func:`golden.lm.speq_pair`): the
@@ -37,10 +46,10 @@ draft model the target is the model as loaded.
 from dataclasses import dataclass, field
 
 __all__ = ["ENGINES", "SPEQ", "DEFAULT_TREE", "RTL_UNAVAILABLE", "EngineUnavailable", "GenerateResult",
-           "GoldenEngine", "make_engine", "Runtime"]
+           "GoldenEngine", "HardwareEngine", "make_engine", "Runtime"]
 
 #: Engines :class:`Runtime` knows, in the order of ``specgen generate --help``.
-ENGINES = ("rtl", "golden")
+ENGINES = ("rtl", "hw", "golden")
 #: The ``draft`` that asks for SPEQ self-speculation instead of a draft model.
 SPEQ = "speq"
 #: Default per-depth branching: the tree SpecMamba's notes use (branching 2, depth 4).
@@ -108,7 +117,7 @@ class GoldenEngine:
             raise TypeError(f"GoldenEngine.config must be a golden.config.Config, not {config!r}")
         self.config = config
 
-    def generate(self, *, target, draft, prompt, tokens, tree, gamma):
+    def generate(self, *, target, draft, prompt, tokens, tree, gamma, source=None, speq=False):
         """Greedy tree speculative decoding; see :class:`Runtime.generate`."""
         from specgen.golden.memory_map import DEFAULT_POLICY
         from specgen.golden.speculative import speculative_generate
@@ -117,6 +126,55 @@ class GoldenEngine:
         res = speculative_generate(target, draft, prompt, tokens, tree=tree, mode="greedy",
                                    gamma=gamma, verify="fifo", tile_size=t.tile_size,
                                    fifo_depth=t.fifo_depth, backtrack=DEFAULT_POLICY)
+        return GenerateResult(tokens=res.tokens, tokens_per_step=res.tokens_per_step,
+                              engine=self.name, accepted_per_step=res.accepted_per_step,
+                              nodes_per_step=res.nodes_per_step)
+
+
+class HardwareEngine:
+    """The ``hw`` engine (module docstring) for the design ``config``.
+
+    Parameters
+    ----------
+    config : golden.config.Config
+        The design whose numerics the models run in (its BSFP format, SSM contract
+        and tables).
+    """
+
+    name = "hw"
+
+    def __init__(self, *, config):
+        from specgen.golden.config import Config
+        if not isinstance(config, Config):
+            raise TypeError(f"HardwareEngine.config must be a golden.config.Config, not {config!r}")
+        self.config = config
+        self._models = {}
+
+    def _model(self, lm, linear_pass="verify"):
+        # One encoding per loaded model and pass (a generate call re-uses them).
+        from specgen.golden.decoder import hardware_pair
+        key = id(lm)
+        if key not in self._models or self._models[key][0] is not lm:
+            pair = hardware_pair(lm, config=self.config)
+            self._models[key] = (lm, pair)
+        pair = self._models[key][1]
+        return pair.target if linear_pass == "verify" else pair.draft
+
+    def generate(self, *, target, draft, prompt, tokens, tree, gamma, source=None, speq=False):
+        """Greedy tree speculative decoding of :class:`golden.decoder.HardwareLM` models:
+        ``source`` in the verify pass, and ``source`` in the draft pass under SPEQ or
+        ``draft`` (a model as loaded) in the verify pass."""
+        from specgen.golden.speculative import speculative_generate
+        if source is None:
+            raise ValueError("HardwareEngine.generate needs source, the model as loaded "
+                             "(Runtime.generate passes it)")
+        hw_target = self._model(source)
+        hw_draft = self._model(source, "draft") if speq else self._model(draft)
+        # Paths verification (every node stepped from its parent's state) and stored node
+        # states: the model protocol a HardwareLM follows. The tokens are the target's
+        # greedy continuation whatever the schedule (lossless greedy verification).
+        res = speculative_generate(hw_target, hw_draft, prompt, tokens, tree=tree, mode="greedy",
+                                   gamma=gamma, verify="paths", backtrack="pure-store")
         return GenerateResult(tokens=res.tokens, tokens_per_step=res.tokens_per_step,
                               engine=self.name, accepted_per_step=res.accepted_per_step,
                               nodes_per_step=res.nodes_per_step)
@@ -141,8 +199,9 @@ def make_engine(name, *, config):
     from specgen.golden.validate import check_choice
     check_choice("Runtime", "engine", name, ENGINES)
     if name == "rtl":
-        raise EngineUnavailable(f"engine 'rtl': {RTL_UNAVAILABLE}; use engine 'golden'")
-    return GoldenEngine(config=config)
+        raise EngineUnavailable(f"engine 'rtl': {RTL_UNAVAILABLE}; use engine 'hw' (its "
+                                f"numerics) or 'golden'")
+    return HardwareEngine(config=config) if name == "hw" else GoldenEngine(config=config)
 
 
 class Runtime:
@@ -260,4 +319,5 @@ class Runtime:
         fifo_schedule(shape.parents, fifo_depth=t.fifo_depth)
         gamma = DEFAULT_GAMMA if gamma is None else gamma
         return self.engine.generate(target=self.target, draft=self.draft, prompt=list(prompt_ids),
-                                    tokens=tokens, tree=shape, gamma=gamma)
+                                    tokens=tokens, tree=shape, gamma=gamma, source=self.model,
+                                    speq=self._pair is not None)
