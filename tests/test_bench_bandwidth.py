@@ -113,3 +113,18 @@ def test_section_needs_the_memory_benchmark(capsys):
     assert main(["bench", "--section", "bandwidth", "--only", "numerics"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "--only memory" in err
+
+
+def test_model_section_alone_is_stamped_and_keeps_the_rest(tmp_path):
+    from specgen.gen.bench.suite import MODEL_HEADING, write_section
+    out = tmp_path / "perf.md"
+    head = "# R\n\n- Commit: `old`\n\n## Benchmarks\n\nmeasured\n\n"
+    out.write_text(head + MODEL_HEADING + "\n\nstale model text\n")
+    write_section("model", None, out=out)
+    text = out.read_text()
+    assert text.startswith(head) and "stale model text" not in text
+    body = text[len(head):]
+    assert body.startswith(MODEL_HEADING + "\n\n_This section alone was regenerated at commit `")
+    assert "(`specgen bench --section model`)" in body and "| VHK158 |" in body
+    assert sorted(p.name for p in tmp_path.glob("*.png")) == [
+        "perf-acceptance.png", "perf-roofline.png", "perf-tree.png"]

@@ -64,6 +64,15 @@ SECTIONS = {"bandwidth": "memory", "model": None}
 MODEL_HEADING = "## Modeled tokens/s beside the papers"
 
 
+def _stamped(section, name):
+    """``section`` (Markdown, its heading first) with a line after the heading that names
+    the commit it was regenerated at alone: the page's ``Commit`` line is the full run's."""
+    heading, _, rest = section.partition("\n")
+    return (f"{heading}\n\n_This section alone was regenerated at commit `{_git_rev()}` "
+            f"(`specgen bench --section {name}`); the rest of the page is from the commit at "
+            f"its top._\n{rest}")
+
+
 def write_section(name, records, *, out="docs/perf.md"):
     """Rewrite only section ``name`` of the report ``out`` from ``records`` (the records of
     ``SECTIONS[name]``), leaving the rest as it is; ``model`` rewrites the plots too.
@@ -80,12 +89,12 @@ def write_section(name, records, *, out="docs/perf.md"):
     try:
         text = out.read_text()
         if name == "bandwidth":
-            text = replace_section(text, bandwidth_section(records))
+            text = replace_section(text, _stamped(bandwidth_section(records), name))
         else:
             at = text.find(MODEL_HEADING)
             if at < 0:
                 raise ValueError(f"no {MODEL_HEADING!r} in the report")
-            text = text[:at] + model_section(out.parent) + "\n"
+            text = text[:at] + _stamped(model_section(out.parent), name) + "\n"
         tmp = out.with_name(f".{out.name}.tmp")
         tmp.write_text(text)
         os.replace(tmp, out)

@@ -132,14 +132,25 @@ def gap_sentences(rows=None):
         f"{hp.roofline_tokens_per_s:,.0f} tok/s, so the claimed {claimed:g} tok/s is "
         f"{100 * claimed / hp.roofline_tokens_per_s:.0f} % of it; the notes "
         f"put the rest in drafting (35 % of the time) and scheduling (85 % of peak).")
+    lin = acc.linear
+    if lin.contract == "dspfp32":
+        # Weight-stationary slots: a weight serves the job's tokens one a cycle, so the
+        # unit's weight rate is what the verify pass's schedule achieved (padding included).
+        per_cycle = tgt.linear_params / ver.linear_cycles
+        how = (f"the DSPLinearUnit's {lin.pes:,} DSPFP32 slots each do one MAC a cycle, so a "
+               f"weight serves the pass's {hp.verify_nodes:.0f} tokens in as many cycles and the "
+               f"pass takes {per_cycle:,.0f} weights/cycle, tile padding included")
+    else:
+        per_cycle = lin.rows
+        how = (f"the output-stationary LinearUnit consumes one weight per PE row per cycle, "
+               f"{lin.rows} weights/cycle; its {lin.cols} token lanes only help up to the "
+               f"tree's {hp.verify_nodes:.0f} nodes")
     out.append(
-        f"**Ours (VHK158 preset) vs the roofline.** The verify pass is compute-bound: the "
-        f"output-stationary LinearUnit consumes one weight per PE row per cycle, "
-        f"{acc.linear.rows} weights/cycle = {acc.linear.rows * 2 * acc.clock_hz / 1e9:,.0f} GB/s "
-        f"at {acc.board.clock_mhz:g} MHz, {100 * acc.linear.rows / w_cycle:.1f} % of what HBM "
-        f"delivers, so {tgt.linear_params / 1e9:.2f} G weights take "
-        f"{_ms(ver.linear_cycles / acc.clock_hz)} ms instead of {_ms(ver.t_mem)} ms; its "
-        f"{acc.linear.cols} token lanes only help up to the tree's {hp.verify_nodes:.0f} nodes.")
+        f"**Ours (VHK158 preset) vs the roofline.** The verify pass is compute-bound: {how} "
+        f"({per_cycle * 2 * acc.clock_hz / 1e9:,.0f} GB/s at {acc.board.clock_mhz:g} MHz, "
+        f"{100 * per_cycle / w_cycle:.1f} % of what HBM delivers), so "
+        f"{tgt.linear_params / 1e9:.2f} G weights take {_ms(ver.linear_cycles / acc.clock_hz)} ms "
+        f"instead of {_ms(ver.t_mem)} ms.")
     out.append(
         f"**DSP-sized array.** Giving the linear unit SpecMamba's {SEED['linear_dsp_vhk158']:,} "
         f"DSP58 (notes) at 16 token lanes "
@@ -153,7 +164,7 @@ def gap_sentences(rows=None):
         f"≥ {need_rows:,.0f} weights/cycle (PE rows) for the linear layers alone, "
         f"{need_rows * 16:,.0f} DSP58 at 16 token lanes against the VHK158's "
         f"{acc.board.dsp58:,}, i.e. {need_rows * 16 / acc.board.dsp58:.1f} FP16 MACs per DSP58 "
-        f"per cycle where our DualModePE does one.")
+        f"per cycle where a DSPFP32 slot (or a DualModePE) does one.")
     ssm = hp.phase("verify").ssm_cycles / acc.clock_hz
     t = hp.accel
     st = ssm_timing(t, tgt)
@@ -243,8 +254,8 @@ def model_markdown(rows=None, *, plots=None):
            "Model outputs of `gen/perf/system.py` (assumptions in `docs/perf-model.md`), "
            "command `specgen perf --board B --target 2.7B --draft D`; figures of the SpecMamba notes ([sources](sources.md#notes)) are claims. "
            "Roofline: every pass streams its weights once at the board's bandwidth (the physical "
-           "limit of a decode pass, docs/perf-model.md). Bound: M memory, C compute, S the SSM state's ports (one read, "
-           "one write; section Board bandwidth).", "",
+           "limit of a decode pass, docs/perf-model.md). Bound: M memory, C compute, S the SSM state's ports "
+           "(`ssm.state_ports` read and as many write ports; section Board bandwidth).", "",
            side_by_side_markdown(rows), "", "### Every gap in one sentence", ""]
     out += [f"- {s}" for s in gap_sentences(rows)]
     out += ["", "### Time split of SpecMamba's configuration", ""]
