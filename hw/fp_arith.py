@@ -1,6 +1,7 @@
 """Pipelined IEEE 754 multiply and add for any binary format: ``FPMul`` and ``FPAdd``.
 
-These are the hardware images of :func:`golden.fp.mul` and :func:`golden.fp.add`:
+These are the hardware images of :func:`golden.fp.mul` and :func:`golden.fp.add`
+(and :class:`FPNarrow` of :func:`golden.fp.convert` to a narrower format):
 one rounding, round to nearest even (IEEE 754 §4.3.1), gradual underflow
 (§7.5, subnormals honoured on input and output, nothing flushed to zero),
 overflow to ±Inf (§7.4), signs of zero per §6.3, and every NaN result the
@@ -25,6 +26,7 @@ from specgen.hw.fp_datapath import StagedFPUnit, fp_fields, ge_const, pipeline_s
 __all__ = [
     "FPAdd",
     "FPMul",
+    "FPNarrow",
     "add_const",
     "count_leading_zeros",
     "delay_line",
@@ -333,6 +335,104 @@ class FPAdd(_FPUnit):
         result = _round_pack(m, fmt, sign=s["sign"], efield_pre=s["efield_pre"], mant=s["mant"],
                              guard=s["guard"], sticky=s["sticky"], overflow=s["overflow"],
                              nan=s["nan"], inf=s["inf"], inf_sign=s["inf_sign"])
+        s = pipeline_stage(m, en, "round" in regs, "round", valid=s["valid"], result=result)
+        m.d.comb += [self.result.eq(s["result"]), self.result_valid.eq(s["valid"])]
+        return m
+
+
+class FPNarrow(StagedFPUnit):
+    """``result = round(a)`` from format ``fmt`` to the narrower ``dst``, bit for bit
+    :func:`golden.fp.convert` (IEEE 754 §5.4.2 convertFormat).
+
+    The decoder's activations leave the binary32 norms for the linear engine's binary16
+    port through one of these: round to nearest even, gradual underflow (a result below
+    ``dst``'s normal range is its subnormal, which the DSP58 then reads as zero), overflow
+    to ±Inf, zeros and Infs keeping their sign, every NaN ``dst``'s canonical NaN.
+
+    Parameters
+    ----------
+    fmt : golden.fp.FPFormat
+        The operand format (binary32).
+    dst : golden.fp.FPFormat
+        The result format (binary16): at most as many exponent and fraction bits as ``fmt``.
+    stages : int
+        Pipeline registers, 0..3, on the last ``stages`` of the boundaries ``classify``
+        (the exponent in ``dst``'s bias and the denormalizing shift), ``shift`` and
+        ``round`` (the output register).
+
+    Attributes
+    ----------
+    en : In(1)
+        Clock enable of every pipeline register; the pipeline holds while low.
+    valid : In(1)
+        Qualifies ``a``; travels to ``result_valid``.
+    a : In(fmt.width)
+    result : Out(dst.width)
+        ``a`` rounded, :attr:`latency` enabled clock edges after it was presented.
+    result_valid : Out(1)
+    """
+
+    BOUNDARIES = ("classify", "shift", "round")
+
+    def __init__(self, *, fmt, dst, stages):
+        from specgen.golden.fp import FPFormat
+        if not isinstance(dst, FPFormat):
+            raise TypeError(f"FPNarrow.dst must be an FPFormat, not {dst!r}")
+        if isinstance(fmt, FPFormat) and (dst.exp_bits > fmt.exp_bits or dst.man_bits > fmt.man_bits):
+            raise ValueError(f"FPNarrow.dst must have at most fmt's {fmt.exp_bits} exponent and "
+                             f"{fmt.man_bits} fraction bits, not {dst.exp_bits} and {dst.man_bits}")
+        self._dst = dst
+        super().__init__(fmt=fmt, stages=stages)
+
+    def members(self, fmt):
+        return {"en": In(1), "valid": In(1), "a": In(fmt.width), "result": Out(self._dst.width),
+                "result_valid": Out(1)}
+
+    @property
+    def dst(self):
+        return self._dst
+
+    @property
+    def module_name(self):
+        """``FPNarrow_e8_m23_to_e5_m10_s2``."""
+        f, d = self._fmt, self._dst
+        return f"FPNarrow_e{f.exp_bits}_m{f.man_bits}_to_e{d.exp_bits}_m{d.man_bits}_s{self._stages}"
+
+    def elaborate(self, platform):
+        m = Module()
+        src, dst, regs, en = self._fmt, self._dst, self._regs(), self.en
+        ps, pd = src.man_bits + 1, dst.man_bits + 1
+        drop = src.man_bits - dst.man_bits          # fraction bits below dst's LSB
+        ew = src.exp_bits + 2                        # signed exponent arithmetic width
+        W = ps + 2                                   # significand with two bits of headroom below
+        # classify: the exponent in dst's bias (signed), and how far below dst's normal
+        # range it is (the extra right shift of a dst subnormal; ≥ W is all sticky).
+        a = fp_fields(self.a, src)
+        ed = Signal(ew, name="narrow_ed")
+        m.d.comb += ed.eq(add_const(a["exp"], dst.bias - src.bias, ew))
+        low = ed[ew - 1] | ~ed[:ew - 1].any()       # ed ≤ 0: a dst subnormal (or zero)
+        extra = Signal(range(W + 1), name="narrow_extra")
+        far = Signal(name="narrow_far")
+        below = Signal(ew, name="narrow_below")      # 1 − ed
+        m.d.comb += [below.eq(sub_mod(C(1, ew), ed, ew)),
+                     far.eq(~below[ew - 1] & ge_const(below[:ew - 1], W)),
+                     extra.eq(Mux(~low, 0, Mux(far, W, below[:len(extra)])))]
+        s = pipeline_stage(m, en, "classify" in regs, "classify",
+                           valid=self.valid, sign=a["sign"], sig=a["sig"], extra=extra,
+                           efield_pre=Mux(low, 0, add_const(ed, -1, ew)[:dst.exp_bits]),
+                           overflow=~ed[ew - 1] & ge_const(ed[:ew - 1], (1 << dst.exp_bits) - 1),
+                           nan=a["nan"], inf=a["inf"])
+        # shift: denormalize, keeping the bits shifted out as sticky.
+        y, st = shift_right_sticky(m, Cat(C(0, 2), s["sig"]), s["extra"], W, "narrow_shr")
+        s = pipeline_stage(m, en, "shift" in regs, "shift",
+                           valid=s["valid"], sign=s["sign"], efield_pre=s["efield_pre"],
+                           mant=y[drop + 2:drop + 2 + pd], guard=y[drop + 1],
+                           sticky=y[:drop + 1].any() | st, overflow=s["overflow"],
+                           nan=s["nan"], inf=s["inf"])
+        # round (NaN first, then an Inf operand, then overflow: _round_pack's order)
+        result = _round_pack(m, dst, sign=s["sign"], efield_pre=s["efield_pre"], mant=s["mant"],
+                             guard=s["guard"], sticky=s["sticky"], overflow=s["overflow"],
+                             nan=s["nan"], inf=s["inf"], inf_sign=s["sign"])
         s = pipeline_stage(m, en, "round" in regs, "round", valid=s["valid"], result=result)
         m.d.comb += [self.result.eq(s["result"]), self.result_valid.eq(s["valid"])]
         return m

@@ -16,7 +16,10 @@ is normalized and emitted):
   (:class:`LUTFunction`), and the exponent put back;
 * **emit**: one element per cycle from the buffer, ``out = fl(fl(g·r)·w)``,
   every NaN made canonical, into a credited output FIFO
-  (:func:`hw.stream_pipe.credited_output`).
+  (:func:`hw.stream_pipe.credited_output`); with ``out_fmt=FP16`` it is rounded to
+  binary16 first (:class:`hw.fp_arith.FPNarrow`, :func:`golden.fp.convert`): the
+  activation format of the linear engine the norm feeds (``in_proj`` after the
+  pre-norm, ``out_proj`` after the gated norm, the LM head after the final norm).
 """
 
 from types import SimpleNamespace
@@ -27,19 +30,23 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from specgen.golden.fp import FP32
+from specgen.golden.fp import FP16, FP32
 from specgen.golden.nonlinear import CANONICAL_NAN32, LUTSpec
 from specgen.golden.rmsnorm import NORM_EPS, RSQRT_LUT, inv_n32
 from specgen.golden.validate import check_float, check_int
 from specgen.hw.bits import eq_const, index_width
 from specgen.hw.dsp58 import DSPFP32, OP_ACC_P, OP_START
-from specgen.hw.fp_arith import FPAdd, add_const, delay_line, sub_mod
+from specgen.hw.fp_arith import FPAdd, FPNarrow, add_const, delay_line, sub_mod
 from specgen.hw.fp_ops import FPOps
 from specgen.hw.hierarchy import submodule
 from specgen.hw.ssm_nonlinear import LUTFunction
 from specgen.hw.stream_pipe import ALWAYS, credited_output
 
-__all__ = ["GatedRMSNorm", "norm_in_layout"]
+__all__ = ["GatedRMSNorm", "norm_in_layout", "NARROW_STAGES"]
+
+#: Registers of the binary16 output's rounding (``out_fmt=FP16``): its shift and its
+#: round each get one, as an FP unit's stages of a few levels.
+NARROW_STAGES = 2
 
 
 def norm_in_layout(gate):
@@ -68,6 +75,9 @@ class GatedRMSNorm(wiring.Component):
         ``"ieee"`` or ``"dspfp32"``.
     mul_stages, add_stages : int
         Registers of every fabric FPMul / FPAdd (``"ieee"`` only).
+    out_fmt : golden.fp.FPFormat
+        ``FP32`` (default) or ``FP16``: the output rounded to binary16 (RNE, gradual
+        underflow) by a :class:`hw.fp_arith.FPNarrow` of :data:`NARROW_STAGES` registers.
 
     Attributes
     ----------
@@ -76,7 +86,7 @@ class GatedRMSNorm(wiring.Component):
         high while a bank is free: low from a vector's last beat while both banks
         hold vectors whose last element has not been read back (a registered
         condition; no path from ``o.ready``).
-    o : Out(stream.Signature(32))
+    o : Out(stream.Signature(out_fmt.width))
         The normalized elements in order; held while ``o.valid`` and not ``o.ready``.
 
     Notes
@@ -90,8 +100,12 @@ class GatedRMSNorm(wiring.Component):
     """
 
     def __init__(self, *, size, silu_lut, gate=True, rsqrt_lut=RSQRT_LUT, eps=NORM_EPS,
-                 contract="ieee", mul_stages=2, add_stages=2):
+                 contract="ieee", mul_stages=2, add_stages=2, out_fmt=FP32):
         self._n = check_int("GatedRMSNorm", "size", size, min=2)
+        if out_fmt not in (FP32, FP16):
+            raise ValueError(f"GatedRMSNorm.out_fmt must be FP32 or FP16 (golden.fp), not "
+                             f"{out_fmt!r}")
+        self._out_fmt = out_fmt
         if not isinstance(gate, bool):
             raise TypeError(f"GatedRMSNorm.gate must be True or False, not {gate!r}")
         for name, spec, fn in (("silu_lut", silu_lut, "silu"), ("rsqrt_lut", rsqrt_lut, "rsqrt")):
@@ -107,16 +121,16 @@ class GatedRMSNorm(wiring.Component):
         self._lm, self._la = mul_stages, add_stages
         self._silu_spec, self._rsqrt_spec = silu_lut, rsqrt_lut
         super().__init__({"i": In(stream.Signature(norm_in_layout(gate))),
-                          "o": Out(stream.Signature(32))})
+                          "o": Out(stream.Signature(out_fmt.width))})
 
     @classmethod
-    def from_config(cls, config, *, gate=True):
+    def from_config(cls, config, *, gate=True, out_fmt=FP32):
         """The layer's gated norm of a :class:`golden.config.Config` (``size = d_inner``;
         with ``gate=False`` the final norm, ``size`` = ``d_model`` is not in the config
         and must be given to the constructor)."""
         return cls(size=config.ssm.d_inner, gate=gate, silu_lut=config.ssm.silu_lut,
                    contract=config.ssm.contract, mul_stages=config.pipeline.fp_mul_stages,
-                   add_stages=config.pipeline.fp_add_stages)
+                   add_stages=config.pipeline.fp_add_stages, out_fmt=out_fmt)
 
     def _lut(self, spec):
         return LUTFunction(spec=spec, mul_stages=self._lm, add_stages=self._la,
@@ -153,8 +167,18 @@ class GatedRMSNorm(wiring.Component):
 
     @property
     def _emit_latency(self):
-        """Pipeline cycles from a buffer read's address to its output: read + two multiplies."""
-        return 1 + 2 * self._ops.mul_latency
+        """Pipeline cycles from a buffer read's address to its output: read + two multiplies
+        (+ the binary16 rounding)."""
+        return 1 + 2 * self._ops.mul_latency + self._narrow_latency
+
+    @property
+    def _narrow_latency(self):
+        return NARROW_STAGES if self._out_fmt is FP16 else 0
+
+    @property
+    def out_fmt(self):
+        """The output format (``golden.fp.FP32`` or ``FP16``)."""
+        return self._out_fmt
 
     @property
     def latency(self):
@@ -174,8 +198,9 @@ class GatedRMSNorm(wiring.Component):
     @property
     def module_name(self):
         g = f"silu_s{self._silu_spec.step_log2}" if self._gate else "nogate"
+        out = "_o16" if self._out_fmt is FP16 else ""
         return (f"GatedRMSNorm_n{self._n}_{g}_rsqrt_s{self._rsqrt_spec.step_log2}"
-                f"_{self._ops.tag}")
+                f"_{self._ops.tag}{out}")
 
     # -- the parts ----------------------------------------------------------------------
 
@@ -310,6 +335,10 @@ class GatedRMSNorm(wiring.Component):
                       delay_line(m, en, w_e, ops.mul_latency, "w_e", reset_less=True), en)
         canon = Signal(32, name="out_canon")
         m.d.comb += canon.eq(Mux(out[23:31].all() & out[:23].any(), int(CANONICAL_NAN32), out))
+        if self._out_fmt is FP16:
+            narrow = submodule(m, "narrow", FPNarrow(fmt=FP32, dst=FP16, stages=NARROW_STAGES))
+            m.d.comb += [narrow.en.eq(en), narrow.valid.eq(1), narrow.a.eq(canon)]
+            canon = narrow.result
         issue = credited_output(m, i=issue_port, o=self.o, data=canon,
                                 latency=self._emit_latency)
         out_last = eq_const(cnt_out, n - 1)

@@ -13,6 +13,7 @@ out right.
 import cocotb
 import numpy as np
 
+from specgen.golden.fp import FP16, FP32, convert
 from specgen.golden.nonlinear import LUTSpec
 from specgen.golden.rmsnorm import gated_rmsnorm_hw
 from specgen.sim.bench import TB, params
@@ -56,6 +57,9 @@ class _Vectors:
         want = gated_rmsnorm_hw(y, z if gate else None, w, silu_lut=LUTSpec(**p["silu_lut"]),
                                 rsqrt_lut=LUTSpec(**p["rsqrt_lut"]), eps=p["eps"],
                                 contract=p["contract"]).view(np.uint32)
+        if p.get("out16"):
+            # The binary16 output: the binary32 result rounded once (IEEE convertFormat).
+            want = convert(want, FP32, FP16)
         yb, zb, wb = y.view(np.uint32), z.view(np.uint32), w.view(np.uint32)
         self.beats = []
         for v in range(count):

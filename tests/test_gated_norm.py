@@ -3,6 +3,7 @@ import dataclasses
 import pytest
 
 from specgen.golden.config import preset
+from specgen.golden.fp import FP16
 from specgen.golden.nonlinear import LUTSpec
 from specgen.golden.rmsnorm import RSQRT_LUT
 from specgen.hw.gated_norm import GatedRMSNorm
@@ -14,6 +15,7 @@ SIM = preset("sim")
 
 def _params(dut, **extra):
     return {"size": dut.size, "gate": dut.gate, "contract": dut._ops.contract,
+            "out16": dut.out_fmt is FP16,
             "silu_lut": dataclasses.asdict(dut._silu_spec),
             "rsqrt_lut": dataclasses.asdict(dut._rsqrt_spec), "eps": dut._eps,
             "latency": dut.latency, "pair_cycles": dut.pair_cycles, **extra}
@@ -28,6 +30,18 @@ def _run(dut, *, testcase=None, **extra):
 def test_gated_norm_sim_preset():
     """The sim preset's layer norm (d_inner = 4, "ieee") under every scenario."""
     _run(GatedRMSNorm.from_config(SIM))
+
+
+@pytest.mark.sim
+def test_gated_norm_binary16_output():
+    """The pre-norm feeding ``in_proj`` (no gate, d_model = 8) with its output rounded to
+    the linear engine's binary16, every scenario: ``golden.fp.convert`` of the binary32
+    result, bit for bit, the latency two cycles longer."""
+    dut = GatedRMSNorm(size=8, gate=False, silu_lut=SIM.ssm.silu_lut, out_fmt=FP16)
+    ref = GatedRMSNorm(size=8, gate=False, silu_lut=SIM.ssm.silu_lut)
+    assert len(dut.o.payload) == 16 and dut.latency == ref.latency + 2
+    assert dut.module_name == ref.module_name + "_o16"
+    _run(dut)
 
 
 # The default suite builds the norm once (sim preset); the board contract's build runs with the slow set.
@@ -57,10 +71,12 @@ def test_gated_norm_dspfp32_bench_tells_the_contracts_apart():
                   params={**_params(dut), "contract": "ieee"})
 
 
-def test_gated_norm_lint(tmp_path):
+@pytest.mark.parametrize("out_fmt", ["fp32", "fp16"])
+def test_gated_norm_lint(tmp_path, out_fmt):
+    from specgen.golden.fp import FP32
     dut = GatedRMSNorm(size=4, silu_lut=LUTSpec(function="silu", lo=-2.0, hi=2.0, step_log2=3),
                        rsqrt_lut=LUTSpec(function="rsqrt", lo=1.0, hi=4.0, step_log2=3),
-                       mul_stages=1, add_stages=1)
+                       mul_stages=1, add_stages=1, out_fmt={"fp32": FP32, "fp16": FP16}[out_fmt])
     ok, out = lint_component(dut, folder=tmp_path)
     assert ok, out
 
@@ -82,6 +98,9 @@ def test_gated_norm_properties_and_errors():
     assert board.size == 5120 and board.module_name.endswith("_dsp")
     with pytest.raises(ValueError, match=r"^GatedRMSNorm.size must be an integer >= 2, not 1$"):
         GatedRMSNorm(size=1, silu_lut=silu)
+    with pytest.raises(ValueError, match=r"^GatedRMSNorm.out_fmt must be FP32 or FP16 \(golden.fp\), "
+                                         r"not 'fp16'$"):
+        GatedRMSNorm(size=4, silu_lut=silu, out_fmt="fp16")
     with pytest.raises(TypeError, match=r"^GatedRMSNorm.rsqrt_lut must be a LUTSpec of 'rsqrt'"):
         GatedRMSNorm(size=4, silu_lut=silu, rsqrt_lut=silu)
     with pytest.raises(ValueError, match=r"^GatedRMSNorm.rsqrt_lut must cover \[1.0, 4.0\], "
