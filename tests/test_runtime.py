@@ -149,6 +149,8 @@ def bad_files(tmp_path):
     t = dict(seeded().tensors)
     del t["backbone.layers.1.mixer.D"]
     save_tensors(tmp_path / "missing.npz", t)
+    # d_state 3: the sim design's SSM unit (4 lanes) cannot run it.
+    save_tensors(tmp_path / "odd.npz", MambaLM.from_seed(lm_preset("tiny", d_state=3), seed=0).tensors)
 
 
 @pytest.mark.parametrize("argv,fragments", [
@@ -172,6 +174,12 @@ def bad_files(tmp_path):
     (["--tree", "2,x"], ["--tree must be a comma-separated branching list"]),
     (["--tokens", "0"], ["argument --tokens: must be an integer >= 1, not 0"]),
     (["--gamma", "1.5"], ["--gamma must be in [0, 1], not 1.5"]),
+    (["--engine", "hw", "--model", "odd.npz"], ["--model: the target model: HardwareLM: the "
+                                                "model's SSM (nheads 8, headdim 4, d_state 3) "
+                                                "does not fit the design's SSM unit",
+                                                "(the design: --set ssm.lanes)"]),
+    (["--engine", "hw", "--model", "tiny", "--draft", "odd.npz"], ["--draft: the draft model: "
+                                                                   "HardwareLM"]),
 ])
 def test_bad_input_is_one_line_exit_2(argv, fragments, tmp_path, capsys, monkeypatch):
     bad_files(tmp_path)

@@ -123,6 +123,9 @@ def run(args, *, out=None):
                     f"(tree {','.join(map(str, tree))}, draft {rt.draft_label})")
     try:
         res = rt.generate(prompt, args.tokens, tree=tree, gamma=args.gamma)
+    except ModelError as exc:
+        flag = "--draft" if str(exc).startswith("the draft") else "--model"
+        raise CLIError(f"{flag}: {exc}") from None
     except ValueError as exc:
         # The tree checks against the design's verifier name TreeConfig: say which flags.
         raise CLIError(f"--tree {','.join(map(str, tree))}: {exc} (--set tree.max_nodes, "

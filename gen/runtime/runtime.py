@@ -150,12 +150,19 @@ class HardwareEngine:
         self.config = config
         self._models = {}
 
-    def _model(self, lm, linear_pass="verify"):
+    def _model(self, lm, linear_pass="verify", *, who="target"):
         # One encoding per loaded model and pass (a generate call re-uses them).
         from specgen.golden.decoder import hardware_pair
+
+        from specgen.gen.runtime.model import ModelError
         key = id(lm)
         if key not in self._models or self._models[key][0] is not lm:
-            pair = hardware_pair(lm, config=self.config)
+            try:
+                pair = hardware_pair(lm, config=self.config)
+            except ValueError as exc:
+                # A model the design cannot run (its SSM against the unit's lanes, a weight
+                # beyond FP16): the model's fault, not the tree's.
+                raise ModelError(f"the {who} model: {exc} (the design: --set ssm.lanes)") from None
             self._models[key] = (lm, pair)
         pair = self._models[key][1]
         return pair.target if linear_pass == "verify" else pair.draft
@@ -169,7 +176,7 @@ class HardwareEngine:
             raise ValueError("HardwareEngine.generate needs source, the model as loaded "
                              "(Runtime.generate passes it)")
         hw_target = self._model(source)
-        hw_draft = self._model(source, "draft") if speq else self._model(draft)
+        hw_draft = self._model(source, "draft") if speq else self._model(draft, who="draft")
         # Paths verification (every node stepped from its parent's state) and stored node
         # states: the model protocol a HardwareLM follows. The tokens are the target's
         # greedy continuation whatever the schedule (lossless greedy verification).
