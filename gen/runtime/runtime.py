@@ -162,7 +162,8 @@ class HardwareEngine:
             except ValueError as exc:
                 # A model the design cannot run (its SSM against the unit's lanes, a weight
                 # beyond FP16): the model's fault, not the tree's.
-                raise ModelError(f"the {who} model: {exc} (the design: --set ssm.lanes)") from None
+                hint = " (the design: --set ssm.lanes)" if "does not fit" in str(exc) else ""
+                raise ModelError(f"the {who} model: {exc}{hint}") from None
             self._models[key] = (lm, pair)
         pair = self._models[key][1]
         return pair.target if linear_pass == "verify" else pair.draft
