@@ -46,6 +46,7 @@ significand bits, exponents far inside the binary32 range), so the only
 rounding of a dot product is in its additions.
 """
 
+import functools
 from typing import NamedTuple
 
 import numpy as np
@@ -96,10 +97,18 @@ class FlushCounts(NamedTuple):
         return sum(self)
 
 
+@functools.lru_cache(maxsize=None)
+def _masks(fmt):
+    """``(dtype, exponent-field mask, fraction mask, sign mask)`` of ``fmt`` as numpy scalars:
+    built once per format, since the native operations flush a few thousand times a step."""
+    t = fmt.dtype.type
+    return (fmt.dtype, t(fmt.exp_mask << fmt.man_bits), t(fmt.man_mask), t(1 << (fmt.width - 1)))
+
+
 def _subnormal(bits, fmt):
-    bits = np.asarray(bits, dtype=fmt.dtype)
-    efield = (bits >> fmt.dtype.type(fmt.man_bits)) & fmt.dtype.type(fmt.exp_mask)
-    return (efield == 0) & ((bits & fmt.dtype.type(fmt.man_mask)) != 0)
+    dtype, exp_field, man, _ = _masks(fmt)
+    bits = np.asarray(bits, dtype=dtype)
+    return ((bits & exp_field) == 0) & ((bits & man) != 0)
 
 
 def flush(bits, fmt):
@@ -111,10 +120,10 @@ def flush(bits, fmt):
     flushed : numpy.ndarray of bool
         Where a subnormal was flushed.
     """
-    bits = np.asarray(bits, dtype=fmt.dtype)
+    dtype, _, _, sign = _masks(fmt)
+    bits = np.asarray(bits, dtype=dtype)
     sub = _subnormal(bits, fmt)
-    sign_only = bits & fmt.dtype.type(1 << (fmt.width - 1))
-    return np.where(sub, sign_only, bits).astype(fmt.dtype), sub
+    return np.where(sub, bits & sign, bits), sub
 
 
 def mul(a, b, *, fmt_a=FP32, fmt_b=FP32):
@@ -160,22 +169,12 @@ def add(a, b):
     return p, fa | fb, fo
 
 
-_EXP32, _MAN32, _SIGN32 = np.uint32(0x7F80_0000), np.uint32(0x007F_FFFF), np.uint32(0x8000_0000)
-
-
-def _flush32(bits):
-    """:func:`flush` of binary32 bits, with the format's masks as constants (the native
-    operations run it a few thousand times a decode step)."""
-    sub = ((bits & _EXP32) == 0) & ((bits & _MAN32) != 0)
-    return np.where(sub, bits & _SIGN32, bits), sub
-
-
 def _native(op, a, b, *, signed_nan):
-    a, fa = _flush32(np.asarray(a, np.uint32))
-    b, fb = _flush32(np.asarray(b, np.uint32))
+    a, fa = flush(a, FP32)
+    b, fb = flush(b, FP32)
     with np.errstate(all="ignore"):
         r = op(a.view(np.float32), b.view(np.float32))
-    p, fo = _flush32(r.view(np.uint32))
+    p, fo = flush(r.view(np.uint32), FP32)
     nan = np.uint32(FP32.nan_bits)
     if signed_nan:
         nan = nan | (((a ^ b) >> np.uint32(31)) << np.uint32(31))

@@ -124,7 +124,7 @@ def run(args, *, out=None):
     try:
         res = rt.generate(prompt, args.tokens, tree=tree, gamma=args.gamma)
     except ModelError as exc:
-        flag = "--draft" if str(exc).startswith("the draft") else "--model"
+        flag = "--draft" if getattr(exc, "who", "target") == "draft" else "--model"
         raise CLIError(f"{flag}: {exc}") from None
     except ValueError as exc:
         # The tree checks against the design's verifier name TreeConfig: say which flags.

@@ -155,17 +155,18 @@ class HardwareEngine:
         from specgen.golden.decoder import hardware_pair
 
         from specgen.gen.runtime.model import ModelError
-        key = id(lm)
-        if key not in self._models or self._models[key][0] is not lm:
+        if lm not in self._models:        # keyed by the model object itself (identity)
             try:
                 pair = hardware_pair(lm, config=self.config)
             except ValueError as exc:
                 # A model the design cannot run (its SSM against the unit's lanes, a weight
                 # beyond FP16): the model's fault, not the tree's.
                 hint = " (the design: --set ssm.lanes)" if "does not fit" in str(exc) else ""
-                raise ModelError(f"the {who} model: {exc}{hint}") from None
-            self._models[key] = (lm, pair)
-        pair = self._models[key][1]
+                err = ModelError(f"the {who} model: {exc}{hint}")
+                err.who = who           # "target" or "draft": the flag a CLI names
+                raise err from None
+            self._models[lm] = pair
+        pair = self._models[lm]
         return pair.target if linear_pass == "verify" else pair.draft
 
     def generate(self, *, target, draft, prompt, tokens, tree, gamma, source=None, speq=False):
