@@ -13,7 +13,7 @@ import cocotb
 from cocotb.clock import Clock
 from cocotb.triggers import ReadOnly, RisingEdge
 
-__all__ = ["params", "seed", "TB", "random_pattern", "RandomResets", "pack", "field", "drive_stream",
+__all__ = ["params", "seed", "TB", "random_pattern", "RandomResets", "pack", "field", "drive_stream", "offer",
            "reset_mid_stream"]
 
 
@@ -100,6 +100,19 @@ def field(word, layout, name):
     """Field ``name`` of ``layout`` in the integer ``word``."""
     f = layout[name]
     return (word >> f.offset) & ((1 << f.width) - 1)
+
+
+async def offer(dut, port, payload):
+    """Hold ``payload`` valid on stream ``port`` of ``dut`` until the cycle it is taken."""
+    getattr(dut, port + "__payload").value = payload
+    getattr(dut, port + "__valid").value = 1
+    while True:
+        await ReadOnly()
+        taken = int(getattr(dut, port + "__ready").value)
+        await RisingEdge(dut.clk)
+        if taken:
+            break
+    getattr(dut, port + "__valid").value = 0
 
 
 async def expect_quiet(dut, valid, cycles, what):

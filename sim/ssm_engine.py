@@ -25,7 +25,7 @@ from specgen.golden.mamba2 import SSMParams, mamba2_init_params
 from specgen.hw.ssm_engine import descriptor_layout
 from specgen.hw.tree_ssm import table_layout
 from specgen.sim.axi_master import Memory, attach_memory, period_ps, reset_domains
-from specgen.sim.bench import pack, params
+from specgen.sim.bench import offer, pack, params
 from specgen.sim.bench import seed as bench_seed
 from specgen.sim.ssm_unit import config_from_params, initial_state, make_tokens
 from specgen.sim.ssm_unit_bfm import state_from_memory, state_to_memory
@@ -118,15 +118,7 @@ class Bench:
         d = self.dut
         lay = descriptor_layout(max_nodes=self.p["max_nodes"], addr_width=self.p["addr_width"])
         before = int(d.passes.value)
-        d.desc__payload.value = pack(lay, desc)
-        d.desc__valid.value = 1
-        while True:
-            await ReadOnly()
-            taken = int(d.desc__ready.value)
-            await RisingEdge(d.clk)
-            if taken:
-                break
-        d.desc__valid.value = 0
+        await offer(d, "desc", pack(lay, desc))
         if cut_beat is not None:
             beats = 0
             for _ in range(PASS_TIMEOUT):

@@ -1,0 +1,472 @@
+"""``StreamEngine``: a stream block of the decoder fed from memory and writing to it.
+
+The vector stages of a Mamba2 layer (the conv1d, the norms, the residual add, the
+argmax) are stream blocks: a beat in, a beat (or, for a reduction, one beat a vector)
+out. A layer sequencer must run them on operands that live in memory, as it runs the
+linear and SSM engines. ``StreamEngine`` is that wrapper: one AXI4 read master per
+operand of the block's input beat, joined into the beat; one AXI4 write master per
+field of its output beat, forked from it. One descriptor runs ``vectors`` vectors of
+``elements`` beats each; the host (or the sequencer) writes descriptors, never a data
+word.
+
+Memory layouts (addresses and strides in bytes, each a multiple of its port's beat;
+the low bits are ignored). Each operand ``q`` is an element of :attr:`read_bytes` bytes
+(its field, zero-padded to a power of two of at least 32 bits): element ``e`` of
+vector ``v`` is in chunk ``k = e // chunk``, at
+``addr + v·vstride + k·cstride + (e mod chunk)·bytes``. A vector is ``chunks`` chunks
+of ``chunk`` elements (``chunks·chunk = elements``, which the runtime keeps):
+
+* ``chunks = 1``, ``vstride = elements·bytes``: vectors one after another;
+* ``vstride = 0``: one vector shared by all (a norm's weights, the conv taps);
+* ``chunk = cols``, ``cstride = n_tokens·record``: one token's row of a linear engine
+  job (:mod:`hw.linear_engine`'s result records), read in place.
+
+Each result field ``r`` is written as elements of :attr:`write_bytes` bytes: a field of
+at most 16 bits is packed ``32 / bits`` to a 32-bit beat, low first (a binary16 norm
+output), so ``elements`` must be a multiple of that; a wider field is zero-padded to a
+power of two. Vector ``v``'s results start at ``addr + v·vstride``, ``elements`` of them
+(one for a reduction).
+"""
+
+from dataclasses import dataclass
+
+from amaranth import Cat, Module, Signal, Value
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.fifo import SyncFIFO
+from amaranth.lib.wiring import In, Out, connect
+from specgen.golden.config import MEMORY_PORT_BITS, Config
+from specgen.golden.validate import check_int
+from specgen.hw.argmax import Argmax, argmax_out_layout
+from specgen.hw.axi_master import AXI4ReadMaster, AXI4WriteMaster
+from specgen.hw.conv1d import Conv1d
+from specgen.hw.fp_arith import add_const
+from specgen.hw.gated_norm import GatedRMSNorm
+from specgen.hw.hierarchy import submodule
+from specgen.hw.residual import Residual
+
+__all__ = [
+    "Field",
+    "StreamEngine",
+    "StreamUpsizer",
+    "argmax_engine",
+    "conv1d_engine",
+    "descriptor_layout",
+    "element_bits",
+    "norm_engine",
+    "residual_engine",
+]
+
+#: Beats of each result field's FIFO when the output beat forks to several write ports:
+#: the block's beat leaves when every FIFO has room, so no master's ready reaches it.
+FORK_DEPTH = 4
+#: Width of the count of write regions issued, compared with a write master's ``done``
+#: (modulo 2**16): more regions than this are never in flight.
+ISSUED_BITS = 16
+
+
+@dataclass(frozen=True)
+class Field:
+    """One operand (or result) of a block's beat: ``name`` and ``bits``, low bits first."""
+
+    name: str
+    bits: int
+
+
+def element_bits(bits):
+    """Bits one element of a ``bits``-bit field takes in memory: ``bits`` itself when it
+    packs into a 32-bit word (8 or 16), else the power of two ≥ ``max(bits, 32)``."""
+    if bits in (8, 16):
+        return bits
+    width = 32
+    while width < bits:
+        width *= 2
+    return width
+
+
+def descriptor_layout(*, reads, writes, max_vectors, max_elements, addr_width):
+    """One run: ``vectors``, ``elements`` (per vector), and per operand ``<name>_addr``,
+    ``<name>_vstride``, ``<name>_cstride``, ``<name>_chunk``, ``<name>_chunks``, per
+    result ``<name>_addr`` and ``<name>_vstride``, as in the module docstring."""
+    count = range(1, max_elements + 1)
+    fields = {"vectors": range(1, max_vectors + 1), "elements": count}
+    for f in reads:
+        fields.update({f"{f.name}_addr": addr_width, f"{f.name}_vstride": addr_width,
+                       f"{f.name}_cstride": addr_width, f"{f.name}_chunk": count,
+                       f"{f.name}_chunks": count})
+    for f in writes:
+        fields.update({f"{f.name}_addr": addr_width, f"{f.name}_vstride": addr_width})
+    return data.StructLayout(fields)
+
+
+class StreamUpsizer(wiring.Component):
+    """``out_width / in_width`` words of a stream out as one word, the earliest low.
+
+    Attributes
+    ----------
+    i : In(stream.Signature(in_width))
+        ``i.ready`` is high unless a full word waits on ``o`` (a register).
+    o : Out(stream.Signature(out_width))
+        A registered word, offered the cycle after its last part is taken.
+    """
+
+    def __init__(self, *, in_width, out_width):
+        self._in = check_int("StreamUpsizer", "in_width", in_width, min=1)
+        self._out = check_int("StreamUpsizer", "out_width", out_width, min=in_width)
+        if out_width % in_width:
+            raise ValueError(f"StreamUpsizer.out_width must be a multiple of in_width "
+                             f"({in_width}), not {out_width!r}")
+        super().__init__({"i": In(stream.Signature(in_width)),
+                          "o": Out(stream.Signature(out_width))})
+
+    @property
+    def module_name(self):
+        return f"StreamUpsizer_i{self._in}_o{self._out}"
+
+    def elaborate(self, platform):
+        m = Module()
+        ratio = self._out // self._in
+        word = Signal(self._out, name="word", reset_less=True)
+        full = Signal(name="full")
+        part = Signal(range(max(ratio, 2)), name="part")
+        m.d.comb += [self.o.valid.eq(full), self.o.payload.eq(word),
+                     self.i.ready.eq(~full | self.o.ready)]
+        with m.If(self.o.valid & self.o.ready):
+            m.d.sync += full.eq(0)
+        with m.If(self.i.valid & self.i.ready):
+            # A case per part, not word_select (see StreamDownsizer).
+            with m.Switch(part):
+                for k in range(ratio):
+                    with m.Case(k):
+                        m.d.sync += word[k * self._in:(k + 1) * self._in].eq(self.i.payload)
+            with m.If(part == ratio - 1):
+                m.d.sync += [part.eq(0), full.eq(1)]
+            with m.Else():
+                m.d.sync += part.eq(add_const(part, 1, len(part)))
+        return m
+
+
+class StreamEngine(wiring.Component):
+    """A stream block with its operands and results in memory.
+
+    Parameters
+    ----------
+    block : wiring.Component
+        With ``i`` (``In(stream.Signature(...))``) and ``o`` (``Out(...)``); the block's
+        own latency and throughput set the engine's.
+    config : golden.config.Config
+        The board's memory ports (``board``): the masters' sizes and kinds.
+    reads : sequence of Field
+        The fields of ``block.i.payload``, low bits first; their bits sum to its width.
+    writes : sequence of Field
+        Fields of ``block.o.payload``, low bits first, each to its own port (their bits
+        sum to at most its width: the high bits left over are dropped).
+    reduce : bool
+        ``True``: the block emits one beat per vector (an argmax), ``False``: one per
+        input beat.
+    max_vectors, max_elements : int
+        Descriptor limits (the widths of its counts).
+    addr_width : int
+        Byte-address width of every AXI port (default 40).
+    name : str
+        The module name's stem (default the block's ``module_name``).
+    **master_overrides
+        Overrides of every AXI master's parameters (``max_burst``, ``max_outstanding``,
+        ``fifo_depth``), as in :meth:`hw.axi_master.AXI4ReadMaster.from_config`.
+
+    Attributes
+    ----------
+    desc : In(stream.Signature(descriptor_layout(...)))
+        A run; taken when the engine is idle.
+    busy : Out(1)
+        From the cycle after ``desc`` is taken until every result region has its B
+        response.
+    runs : Out(32)
+        Runs completed since reset.
+    error : Out(1)
+        Sticky: an AXI response other than OKAY on any port.
+    m_axi_<read> : Out(axi4_read_signature), domain ``mem``
+    m_axi_<write> : Out(axi4_write_signature), domain ``mem``
+        One per field, ``8·read_bytes[name]`` (``8·write_bytes``) bits wide.
+
+    Notes
+    -----
+    The engine issues every operand's chunk commands and every result's region
+    commands as fast as its masters take them; the join takes a beat when every
+    operand has one and the block is ready, so the operands' reads run ahead by the
+    masters' FIFOs. A synchronous reset of both domains abandons the run (the
+    results already written stay); the runtime runs the descriptor again.
+    """
+
+    def __init__(self, *, block, config, reads, writes, reduce=False, max_vectors,
+                 max_elements, addr_width=40, name=None, **master_overrides):
+        if not isinstance(config, Config):
+            raise TypeError(f"StreamEngine.config must be a golden.config.Config, not {config!r}")
+        members = getattr(getattr(block, "signature", None), "members", {})
+        if "i" not in members or "o" not in members:
+            raise TypeError(f"StreamEngine.block must be a component with streams i and o, "
+                            f"not {block!r}")
+        self._block = block
+        self._reads, self._writes = tuple(reads), tuple(writes)
+        in_bits = len(Value.cast(block.i.payload))
+        out_bits = len(Value.cast(block.o.payload))
+        names = [f.name for f in self._reads + self._writes]
+        if len(set(names)) != len(names) or not self._reads or not self._writes:
+            raise ValueError(f"StreamEngine.reads and writes must be non-empty with distinct "
+                             f"names, not {names}")
+        if sum(f.bits for f in self._reads) != in_bits:
+            raise ValueError(f"StreamEngine.reads must sum to the block's input beat "
+                             f"({in_bits} bits), not {sum(f.bits for f in self._reads)}")
+        if sum(f.bits for f in self._writes) > out_bits:
+            raise ValueError(f"StreamEngine.writes must sum to at most the block's output "
+                             f"beat ({out_bits} bits), not {sum(f.bits for f in self._writes)}")
+        if not isinstance(reduce, bool):
+            raise TypeError(f"StreamEngine.reduce must be True or False, not {reduce!r}")
+        self._reduce = reduce
+        self._max_v = check_int("StreamEngine", "max_vectors", max_vectors, min=1)
+        self._max_e = check_int("StreamEngine", "max_elements", max_elements, min=1)
+        self._aw = check_int("StreamEngine", "addr_width", addr_width, min=12, max=64)
+        self._name = block.module_name if name is None else name
+        allowed = MEMORY_PORT_BITS[config.board.memory]
+        self._rbits, self._wbits = {}, {}
+        for f, kind in [(f, "reads") for f in self._reads] + [(f, "writes") for f in self._writes]:
+            check_int("StreamEngine", f"{kind}.{f.name}.bits", f.bits, min=1)
+            bits = element_bits(f.bits)
+            if kind == "reads" and bits < 32:
+                raise ValueError(f"StreamEngine.reads.{f.name}.bits must be at least 32 (an "
+                                 f"operand is a beat of its own), not {f.bits}")
+            port = max(bits, 32)
+            if port not in allowed:
+                raise ValueError(f"StreamEngine.{kind}.{f.name}.bits must fit a port of "
+                                 f"{', '.join(map(str, allowed))} bits on {config.board.name!r} "
+                                 f"({config.board.memory}), not {f.bits}")
+            (self._rbits if kind == "reads" else self._wbits)[f.name] = bits
+        kw = dict(master_overrides, addr_width=self._aw)
+        self._rd = {f.name: AXI4ReadMaster.from_config(config, data_width=self._rbits[f.name],
+                                                       out_width=self._rbits[f.name], **kw)
+                    for f in self._reads}
+        self._wr = {f.name: AXI4WriteMaster.from_config(config,
+                                                        data_width=max(self._wbits[f.name], 32),
+                                                        **kw)
+                    for f in self._writes}
+        super().__init__({
+            "desc": In(stream.Signature(self.descriptor_layout)),
+            "busy": Out(1), "runs": Out(32), "error": Out(1),
+            **{f"m_axi_{n}": Out(r.signature.members["axi"].signature) for n, r in self._rd.items()},
+            **{f"m_axi_{n}": Out(w.signature.members["axi"].signature) for n, w in self._wr.items()},
+        })
+
+    block = property(lambda self: self._block)
+    reads = property(lambda self: self._reads)
+    writes = property(lambda self: self._writes)
+    reduce = property(lambda self: self._reduce)
+    max_vectors = property(lambda self: self._max_v)
+    max_elements = property(lambda self: self._max_e)
+    addr_width = property(lambda self: self._aw)
+
+    @property
+    def descriptor_layout(self):
+        return descriptor_layout(reads=self._reads, writes=self._writes,
+                                 max_vectors=self._max_v, max_elements=self._max_e,
+                                 addr_width=self._aw)
+
+    @property
+    def read_bytes(self):
+        """Bytes of one element of each operand in memory."""
+        return {n: b // 8 for n, b in self._rbits.items()}
+
+    @property
+    def write_bytes(self):
+        """Bytes of one element of each result in memory (a 32-bit beat holds
+        ``4 / write_bytes`` of a packed field)."""
+        return {n: b // 8 for n, b in self._wbits.items()}
+
+    @property
+    def pack(self):
+        """Elements per written beat of each result (2 for binary16, else 1)."""
+        return {n: max(32 // b, 1) for n, b in self._wbits.items()}
+
+    @property
+    def module_name(self):
+        kind = "r" if self._reduce else "m"
+        return f"StreamEngine_{self._name}_{kind}_v{self._max_v}_e{self._max_e}_a{self._aw}"
+
+    def elaborate(self, platform):
+        m = Module()
+        blk = submodule(m, "block", self._block)
+        aw = self._aw
+        # The masters run in two clock domains (sync and mem): plain submodules.
+        for n, r in self._rd.items():
+            m.submodules[f"rd_{n}"] = r
+            wiring.connect(m, wiring.flipped(getattr(self, f"m_axi_{n}")), r.axi)
+        for n, w in self._wr.items():
+            m.submodules[f"wr_{n}"] = w
+            wiring.connect(m, wiring.flipped(getattr(self, f"m_axi_{n}")), w.axi)
+        rds = [self._rd[f.name] for f in self._reads]
+        wrs = [self._wr[f.name] for f in self._writes]
+
+        d = Signal(self.descriptor_layout, name="d")
+        busy = Signal(name="busy_r")
+        accept = Signal(name="accept")
+        p = self.desc.payload
+        m.d.comb += [self.busy.eq(busy), self.desc.ready.eq(~busy),
+                     accept.eq(self.desc.valid & ~busy),
+                     self.error.eq(Cat(*(x.error for x in rds), *(x.error for x in wrs)).any())]
+        with m.If(accept):
+            m.d.sync += [d.eq(p), busy.eq(1)]
+
+        def beat(value, nbytes):
+            """A byte address or stride in beats of ``nbytes`` bytes."""
+            return value[(nbytes - 1).bit_length():]
+
+        # -- the join: a beat when every operand has its element and the block is ready
+        take = Signal(name="join_take")
+        m.d.comb += [take.eq(Cat(r.data.valid for r in rds).all() & blk.i.ready),
+                     blk.i.valid.eq(Cat(r.data.valid for r in rds).all()),
+                     blk.i.payload.eq(Cat(r.data.payload[:f.bits]
+                                          for r, f in zip(rds, self._reads)))]
+        m.d.comb += [r.data.ready.eq(take) for r in rds]
+
+        # -- read commands: per operand, each vector's chunks
+        pending = []
+        for f, r in zip(self._reads, rds):
+            nb = self._rbits[f.name] // 8
+            vstride, cstride, chunk, chunks = (getattr(d, f"{f.name}_{k}") for k in
+                                               ("vstride", "cstride", "chunk", "chunks"))
+            want = Signal(name=f"{f.name}_rd_pending")
+            cur = Signal(aw, name=f"{f.name}_rd_addr")      # beats: this chunk's first
+            vbase = Signal(aw, name=f"{f.name}_rd_vbase")   # beats: this vector's first
+            kleft = Signal(range(self._max_e), name=f"{f.name}_rd_chunks_left")
+            klast = Signal(name=f"{f.name}_rd_chunk_last")
+            vleft = Signal(range(self._max_v), name=f"{f.name}_rd_vectors_left")
+            vlast = Signal(name=f"{f.name}_rd_vector_last")
+            pq = self.desc.payload
+            with m.If(accept):
+                a = beat(getattr(pq, f"{f.name}_addr"), nb)
+                chunks = getattr(pq, f"{f.name}_chunks")
+                m.d.sync += [want.eq(1), cur.eq(a), vbase.eq(a), kleft.eq(chunks - 1),
+                             klast.eq(chunks == 1), vleft.eq(pq.vectors - 1),
+                             vlast.eq(pq.vectors == 1)]
+            nxt = Signal(aw, name=f"{f.name}_rd_vnext")
+            m.d.comb += [r.cmd.valid.eq(want), r.cmd.payload.addr.eq(cur),
+                         r.cmd.payload.beats.eq(chunk), nxt.eq(vbase + beat(vstride, nb))]
+            with m.If(r.cmd.valid & r.cmd.ready):
+                with m.If(klast):
+                    m.d.sync += [vbase.eq(nxt), cur.eq(nxt), kleft.eq(chunks - 1),
+                                 klast.eq(chunks == 1), vleft.eq(vleft - 1),
+                                 vlast.eq(vleft == 1)]
+                    with m.If(vlast):
+                        m.d.sync += want.eq(0)
+                with m.Else():
+                    m.d.sync += [cur.eq(cur + beat(cstride, nb)), kleft.eq(kleft - 1),
+                                 klast.eq(kleft == 1)]
+            pending.append(want)
+
+        # -- the fork: each result field to its write port (packed if narrow)
+        lo, sinks = 0, []
+        for f, w in zip(self._writes, wrs):
+            pk = self.pack[f.name]
+            if pk > 1:
+                up = submodule(m, f"up_{f.name}", StreamUpsizer(in_width=f.bits, out_width=32))
+                connect(m, up.o, w.data)
+                sinks.append((lo, f, up.i))
+            else:
+                sinks.append((lo, f, w.data))
+            lo += f.bits
+        out = Value.cast(blk.o.payload)
+        if len(sinks) == 1:
+            lo, f, s = sinks[0]
+            m.d.comb += [s.valid.eq(blk.o.valid), s.payload.eq(out[lo:lo + f.bits]),
+                         blk.o.ready.eq(s.ready)]
+        else:
+            forks = [SyncFIFO(width=f.bits, depth=FORK_DEPTH) for _, f, _ in sinks]
+            room = Signal(name="fork_room")
+            m.d.comb += [room.eq(Cat(q.w_rdy for q in forks).all()), blk.o.ready.eq(room)]
+            for (lo, f, s), q in zip(sinks, forks):
+                m.submodules[f"fork_{f.name}"] = q
+                m.d.comb += [q.w_en.eq(blk.o.valid & room), q.w_data.eq(out[lo:lo + f.bits]),
+                             s.valid.eq(q.r_rdy), s.payload.eq(q.r_data), q.r_en.eq(s.ready)]
+
+        # -- write commands: per result, one region a vector; done when each master's
+        # B-response count reaches the regions issued
+        idle = []
+        for f, w in zip(self._writes, wrs):
+            nb = max(self._wbits[f.name], 32) // 8
+            pk = self.pack[f.name]
+            want = Signal(name=f"{f.name}_wr_pending")
+            cur = Signal(aw, name=f"{f.name}_wr_addr")
+            vleft = Signal(range(self._max_v), name=f"{f.name}_wr_vectors_left")
+            vlast = Signal(name=f"{f.name}_wr_vector_last")
+            issued = Signal(ISSUED_BITS, name=f"{f.name}_wr_issued")
+            beats = Signal(range(self._max_e + 1), name=f"{f.name}_wr_beats")
+            pq = self.desc.payload
+            with m.If(accept):
+                m.d.sync += [want.eq(1), cur.eq(beat(getattr(pq, f"{f.name}_addr"), nb)),
+                             vleft.eq(pq.vectors - 1), vlast.eq(pq.vectors == 1),
+                             beats.eq(1 if self._reduce else pq.elements[(pk - 1).bit_length():])]
+            m.d.comb += [w.cmd.valid.eq(want), w.cmd.payload.addr.eq(cur),
+                         w.cmd.payload.beats.eq(beats)]
+            with m.If(w.cmd.valid & w.cmd.ready):
+                m.d.sync += [issued.eq(issued + 1), vleft.eq(vleft - 1), vlast.eq(vleft == 1),
+                             cur.eq(cur + beat(getattr(d, f"{f.name}_vstride"), nb))]
+                with m.If(vlast):
+                    m.d.sync += want.eq(0)
+            # ``issued`` counts up the cycle after a command; ``done`` only after its B
+            # response, many cycles later: equality with no command pending is the end.
+            idle.append(~want & (w.done[:ISSUED_BITS] == issued))
+            pending.append(want)
+        finished = Signal(name="finished")
+        m.d.comb += finished.eq(busy & ~Cat(*pending).any() & Cat(*idle).all())
+        with m.If(finished):
+            m.d.sync += [busy.eq(0), self.runs.eq(self.runs + 1)]
+        return m
+
+
+# -- the decoder's vector stages ------------------------------------------------------
+
+
+def conv1d_engine(config, *, max_vectors, max_elements, **kw):
+    """The conv1d and SiLU of ``config`` (:class:`hw.conv1d.Conv1d`) on channels in memory.
+
+    Operands ``window`` (the node's parent's ``d_conv − 1`` raw values of a channel,
+    oldest first, in a 128-bit element for Mamba2's ``d_conv = 4``), ``x`` (the new raw
+    value), ``taps``, ``bias``; results ``y`` (``silu(conv)``) and ``window`` (the new
+    window, the node's own, in the layout it was read in)."""
+    blk = Conv1d.from_config(config)
+    w = 32 * (blk.d_conv - 1)
+    return StreamEngine(block=blk, config=config, reduce=False, max_vectors=max_vectors,
+                        max_elements=max_elements,
+                        reads=(Field("window", w), Field("x", 32), Field("taps", 32 * blk.d_conv),
+                               Field("bias", 32)),
+                        writes=(Field("y", 32), Field("new_window", w)), **kw)
+
+
+def residual_engine(config, *, max_vectors, max_elements, **kw):
+    """The residual add of ``config`` (:class:`hw.residual.Residual`): operands ``h`` and
+    ``d``, result ``out``."""
+    return StreamEngine(block=Residual.from_config(config), config=config, reduce=False,
+                        max_vectors=max_vectors, max_elements=max_elements,
+                        reads=(Field("h", 32), Field("d", 32)), writes=(Field("out", 32),), **kw)
+
+
+def norm_engine(config, *, size, gate, out_fmt, max_vectors, **kw):
+    """A gated RMSNorm of ``config`` (:class:`hw.gated_norm.GatedRMSNorm`) of ``size``
+    elements: operands ``y``, ``z`` (with the gate) and ``w`` (``vstride = 0``: one
+    weight vector for every node), result ``out`` in ``out_fmt`` (binary16 packed two a
+    word). Every descriptor's ``elements`` must be ``size``."""
+    blk = GatedRMSNorm(size=size, gate=gate, silu_lut=config.ssm.silu_lut,
+                       contract=config.ssm.contract, mul_stages=config.pipeline.fp_mul_stages,
+                       add_stages=config.pipeline.fp_add_stages, out_fmt=out_fmt)
+    reads = (Field("y", 32),) + ((Field("z", 32),) if gate else ()) + (Field("w", 32),)
+    return StreamEngine(block=blk, config=config, reduce=False, max_vectors=max_vectors,
+                        max_elements=size, reads=reads, writes=(Field("out", out_fmt.width),),
+                        **kw)
+
+
+def argmax_engine(config, *, size, max_vectors, **kw):
+    """The greedy argmax (:class:`hw.argmax.Argmax`) of ``size`` logits a vector:
+    operand ``logits``, result ``result`` (:func:`hw.argmax.argmax_out_layout`, in a
+    64-bit element), one a vector. Every descriptor's ``elements`` must be ``size``."""
+    return StreamEngine(block=Argmax(size=size), config=config, reduce=True,
+                        max_vectors=max_vectors, max_elements=size,
+                        reads=(Field("logits", 32),),
+                        writes=(Field("result", argmax_out_layout(size).size),), **kw)
