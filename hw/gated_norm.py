@@ -124,11 +124,13 @@ class GatedRMSNorm(wiring.Component):
                           "o": Out(stream.Signature(out_fmt.width))})
 
     @classmethod
-    def from_config(cls, config, *, gate=True, out_fmt=FP32):
-        """The layer's gated norm of a :class:`golden.config.Config` (``size = d_inner``;
-        with ``gate=False`` the final norm, ``size`` = ``d_model`` is not in the config
-        and must be given to the constructor)."""
-        return cls(size=config.ssm.d_inner, gate=gate, silu_lut=config.ssm.silu_lut,
+    def from_config(cls, config, *, gate=True, out_fmt=FP32, size=None):
+        """The layer's gated norm of a :class:`golden.config.Config` (``size`` defaults to
+        ``d_inner``; the pre-norm and the final norm, with ``gate=False``, normalize
+        ``d_model`` elements, which the config does not hold, so their caller gives
+        ``size``)."""
+        size = config.ssm.d_inner if size is None else size
+        return cls(size=size, gate=gate, silu_lut=config.ssm.silu_lut,
                    contract=config.ssm.contract, mul_stages=config.pipeline.fp_mul_stages,
                    add_stages=config.pipeline.fp_add_stages, out_fmt=out_fmt)
 

@@ -319,9 +319,10 @@ class StreamEngine(wiring.Component):
             return value[(nbytes - 1).bit_length():]
 
         # -- the join: a beat when every operand has its element and the block is ready
+        have = Signal(name="join_have")
         take = Signal(name="join_take")
-        m.d.comb += [take.eq(Cat(r.data.valid for r in rds).all() & blk.i.ready),
-                     blk.i.valid.eq(Cat(r.data.valid for r in rds).all()),
+        m.d.comb += [have.eq(Cat(r.data.valid for r in rds).all()),
+                     take.eq(have & blk.i.ready), blk.i.valid.eq(have),
                      blk.i.payload.eq(Cat(r.data.payload[:f.bits]
                                           for r, f in zip(rds, self._reads)))]
         m.d.comb += [r.data.ready.eq(take) for r in rds]
@@ -339,13 +340,12 @@ class StreamEngine(wiring.Component):
             klast = Signal(name=f"{f.name}_rd_chunk_last")
             vleft = Signal(range(self._max_v), name=f"{f.name}_rd_vectors_left")
             vlast = Signal(name=f"{f.name}_rd_vector_last")
-            pq = self.desc.payload
             with m.If(accept):
-                a = beat(getattr(pq, f"{f.name}_addr"), nb)
-                chunks = getattr(pq, f"{f.name}_chunks")
+                a = beat(getattr(p, f"{f.name}_addr"), nb)
+                chunks = getattr(p, f"{f.name}_chunks")
                 m.d.sync += [want.eq(1), cur.eq(a), vbase.eq(a), kleft.eq(chunks - 1),
-                             klast.eq(chunks == 1), vleft.eq(pq.vectors - 1),
-                             vlast.eq(pq.vectors == 1)]
+                             klast.eq(chunks == 1), vleft.eq(p.vectors - 1),
+                             vlast.eq(p.vectors == 1)]
             nxt = Signal(aw, name=f"{f.name}_rd_vnext")
             m.d.comb += [r.cmd.valid.eq(want), r.cmd.payload.addr.eq(cur),
                          r.cmd.payload.beats.eq(chunk), nxt.eq(vbase + beat(vstride, nb))]
@@ -398,11 +398,10 @@ class StreamEngine(wiring.Component):
             vlast = Signal(name=f"{f.name}_wr_vector_last")
             issued = Signal(ISSUED_BITS, name=f"{f.name}_wr_issued")
             beats = Signal(range(self._max_e + 1), name=f"{f.name}_wr_beats")
-            pq = self.desc.payload
             with m.If(accept):
-                m.d.sync += [want.eq(1), cur.eq(beat(getattr(pq, f"{f.name}_addr"), nb)),
-                             vleft.eq(pq.vectors - 1), vlast.eq(pq.vectors == 1),
-                             beats.eq(1 if self._reduce else pq.elements[(pk - 1).bit_length():])]
+                m.d.sync += [want.eq(1), cur.eq(beat(getattr(p, f"{f.name}_addr"), nb)),
+                             vleft.eq(p.vectors - 1), vlast.eq(p.vectors == 1),
+                             beats.eq(1 if self._reduce else p.elements[(pk - 1).bit_length():])]
             m.d.comb += [w.cmd.valid.eq(want), w.cmd.payload.addr.eq(cur),
                          w.cmd.payload.beats.eq(beats)]
             with m.If(w.cmd.valid & w.cmd.ready):
@@ -453,9 +452,7 @@ def norm_engine(config, *, size, gate, out_fmt, max_vectors, **kw):
     elements: operands ``y``, ``z`` (with the gate) and ``w`` (``vstride = 0``: one
     weight vector for every node), result ``out`` in ``out_fmt`` (binary16 packed two a
     word). Every descriptor's ``elements`` must be ``size``."""
-    blk = GatedRMSNorm(size=size, gate=gate, silu_lut=config.ssm.silu_lut,
-                       contract=config.ssm.contract, mul_stages=config.pipeline.fp_mul_stages,
-                       add_stages=config.pipeline.fp_add_stages, out_fmt=out_fmt)
+    blk = GatedRMSNorm.from_config(config, size=size, gate=gate, out_fmt=out_fmt)
     reads = (Field("y", 32),) + ((Field("z", 32),) if gate else ()) + (Field("w", 32),)
     return StreamEngine(block=blk, config=config, reduce=False, max_vectors=max_vectors,
                         max_elements=size, reads=reads, writes=(Field("out", out_fmt.width),),

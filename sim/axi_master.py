@@ -46,6 +46,13 @@ def period_ps(mhz):
     return 2 * round(5e5 / mhz)    # even: cocotb splits it into equal halves
 
 
+def start_clocks(dut, *, sync_mhz, mem_mhz):
+    """Start ``dut.clk`` (the fabric) and ``dut.mem_clk`` (the memory side) at their
+    frequencies: every bench of a two-domain block."""
+    cocotb.start_soon(Clock(dut.clk, period_ps(sync_mhz), unit="ps").start())
+    cocotb.start_soon(Clock(dut.mem_clk, period_ps(mem_mhz), unit="ps").start())
+
+
 class Memory:
     """Byte memory of ``2**addr_width`` bytes, the target of the AXI models."""
 
@@ -161,8 +168,7 @@ class TB:
         self.bytes = p["data_width"] // 8
         self.size = 1 << p["addr_width"]
         self.memory = Memory(self.size, self.rng)
-        cocotb.start_soon(Clock(dut.clk, period_ps(p["sync_mhz"]), unit="ps").start())
-        cocotb.start_soon(Clock(dut.mem_clk, period_ps(p["mem_mhz"]), unit="ps").start())
+        start_clocks(dut, sync_mhz=p["sync_mhz"], mem_mhz=p["mem_mhz"])
         self.in_reset = False
         self.generation = 0          # counts resets: a transfer offered before one is void
         self.bursts = deque()        # (byte address, beats) of every AR/AW handshake

@@ -19,11 +19,15 @@ import json
 
 import cocotb
 import numpy as np
-from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, RisingEdge
 
 from specgen.hw.linear_engine import WEIGHT_PORTS, descriptor_layout
-from specgen.sim.axi_master import Memory, attach_memory, period_ps, reset_domains
+from specgen.sim.axi_master import (
+    Memory,
+    attach_memory,
+    reset_domains,
+    start_clocks,
+)
 from specgen.sim.bench import drive_stream, pack, params
 from specgen.sim.bench import seed as bench_seed
 from specgen.sim.dsp_linear_unit import Job
@@ -41,8 +45,7 @@ class LinearTB:
         self.rng = random.Random(bench_seed())
         self.np_rng = np.random.default_rng(self.rng.getrandbits(32))
         self.memory = Memory(1 << p["addr_width"], self.rng)
-        cocotb.start_soon(Clock(dut.clk, period_ps(p["sync_mhz"]), unit="ps").start())
-        cocotb.start_soon(Clock(dut.mem_clk, period_ps(p["mem_mhz"]), unit="ps").start())
+        start_clocks(dut, sync_mhz=p["sync_mhz"], mem_mhz=p["mem_mhz"])
         attach_memory(dut, self.memory,
                       reads=("m_axi_x_", *(f"m_axi_w__{j}_"
                                            for j in range(WEIGHT_PORTS * p["weight_ports"]))),

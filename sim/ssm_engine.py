@@ -18,13 +18,17 @@ again, must give the golden result (nothing lost, nothing applied twice).
 
 import cocotb
 import numpy as np
-from cocotb.clock import Clock
 from cocotb.triggers import ReadOnly, RisingEdge
 
 from specgen.golden.mamba2 import SSMParams, mamba2_init_params
 from specgen.hw.ssm_engine import descriptor_layout
 from specgen.hw.tree_ssm import table_layout
-from specgen.sim.axi_master import Memory, attach_memory, period_ps, reset_domains
+from specgen.sim.axi_master import (
+    Memory,
+    attach_memory,
+    reset_domains,
+    start_clocks,
+)
 from specgen.sim.bench import offer, pack, params
 from specgen.sim.bench import seed as bench_seed
 from specgen.sim.ssm_unit import config_from_params, initial_state, make_tokens
@@ -64,8 +68,7 @@ class Bench:
         self.nprng = np.random.default_rng(self.rng.getrandbits(64))
         self.cfg = config_from_params(p)
         self.memory = Memory(1 << p["addr_width"], self.rng)
-        cocotb.start_soon(Clock(dut.clk, period_ps(p["sync_mhz"]), unit="ps").start())
-        cocotb.start_soon(Clock(dut.mem_clk, period_ps(p["mem_mhz"]), unit="ps").start())
+        start_clocks(dut, sync_mhz=p["sync_mhz"], mem_mhz=p["mem_mhz"])
 
     async def reset(self):
         await reset_domains(self.dut)

@@ -16,7 +16,6 @@ import random
 
 import cocotb
 import numpy as np
-from cocotb.clock import Clock
 from cocotb.triggers import ReadOnly, RisingEdge
 from specgen.golden.argmax import argmax_hw_bits
 from specgen.golden.conv1d import conv1d_hw
@@ -27,7 +26,12 @@ from specgen.golden.rmsnorm import gated_rmsnorm_hw
 from specgen.hw.argmax import argmax_out_layout
 from specgen.hw.stream_engine import Field, descriptor_layout
 from specgen.sim.argmax import logit_vectors
-from specgen.sim.axi_master import Memory, attach_memory, period_ps, reset_domains
+from specgen.sim.axi_master import (
+    Memory,
+    attach_memory,
+    reset_domains,
+    start_clocks,
+)
 from specgen.sim.bench import offer, pack, params, write_report
 from specgen.sim.bench import seed as bench_seed
 from specgen.sim.conv1d import channel_inputs
@@ -112,8 +116,7 @@ class Bench:
                                         max_elements=p["max_elements"],
                                         addr_width=p["addr_width"])
         self.top = 0
-        cocotb.start_soon(Clock(dut.clk, period_ps(p["sync_mhz"]), unit="ps").start())
-        cocotb.start_soon(Clock(dut.mem_clk, period_ps(p["mem_mhz"]), unit="ps").start())
+        start_clocks(dut, sync_mhz=p["sync_mhz"], mem_mhz=p["mem_mhz"])
 
     def attach(self):
         attach_memory(self.dut, self.memory,
