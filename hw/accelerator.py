@@ -295,6 +295,8 @@ class Accelerator(wiring.Component):
                              lin_desc.nibble_addr.eq(lin_addr("w_nibble")),
                              lin_desc.residue_addr.eq(lin_addr("w_residue")),
                              lin_desc.x_addr.eq(lin_addr("x")),
+                             lin_desc.x_stride.eq(
+                                 Cat(C(0, LIN_ADDR_SHIFT), rf.lin_x_stride_stride)[:aw]),
                              lin_desc.y_addr.eq(lin_addr("y"))]
         # A memory error of the linear engine (sticky there) is reported once.
         lin_err_seen = Signal()

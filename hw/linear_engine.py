@@ -19,15 +19,16 @@ ignored):
   ``steps · cols / weight_ports`` column beats, :func:`golden.weight_planes.column_beats`)
   at ``nibble_addr + p·R`` and ``residue_addr + 3p·R``, ``R`` the port's nibble region
   (:func:`golden.weight_planes.job_port_bytes`);
-* activations at ``x_addr``: ``x_t[k]`` binary16 for ``k`` ascending and, within it,
-  ``t`` ascending (``2·(k·n_tokens + t)`` bytes in), the unit's ``x`` order;
+* activations at ``x_addr``, token-major as the norms write them: ``x_t[k]`` binary16
+  at ``x_addr + t·x_stride + 2k`` (``x_addr`` and ``x_stride`` multiples of 8 bytes);
+  :class:`hw.activation_reader.ActivationReader` turns them into the unit's order;
 * results at ``y_addr``: one record of :attr:`y_record_bytes` per result beat (output
   group ``h`` ascending, token ``t`` within it): row ``h·cols + g`` of token ``t`` is the
   binary32 word at ``y_addr + (h·n_tokens + t)·y_record_bytes + 4·g``; rows at or above
   ``n_rows`` hold padding results.
 """
 
-from amaranth import Cat, Module, Mux, Signal
+from amaranth import Cat, Module, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
@@ -36,20 +37,16 @@ from specgen.golden.config import Config
 from specgen.golden.weight_planes import PLANE_SLICES, engine_weight_ports, port_count
 from specgen.golden.validate import check_int
 
-from .axi_master import AXI4ReadMaster, AXI4WriteMaster, axi4_read_signature
-from .bits import index_width
+from .activation_reader import CHUNK_BEATS, X_PORT_BITS, ActivationReader
+from .axi_master import AXI4WriteMaster, axi4_read_signature
 from .dsp_linear_unit import COUNTER_BITS, DSPLinearUnit, cmd_layout
 from .dual_mode_pe import SCALE_BITS
-from .fp_arith import add_const
 from .hierarchy import submodule
 from .ssm_engine import StreamDownsizer
 from .weight_stream import JOB_DEPTH, WeightStream
 
 __all__ = ["LinearEngine", "descriptor_layout", "X_PORT_BITS", "JOBS_IN_FLIGHT", "WEIGHT_PORTS"]
 
-#: Bits of the activation port's beat: the unit takes one binary16 word a cycle, which a
-#: 64-bit port carries with room to spare at any memory clock ≥ the fabric clock / 4.
-X_PORT_BITS = 64
 #: AXI read ports of one weight stream: the nibble plane and the three residue slices.
 WEIGHT_PORTS = PLANE_SLICES
 #: Jobs accepted and not yet written back, at most (the result marks' FIFO).
@@ -63,7 +60,7 @@ def descriptor_layout(*, slots, max_tokens, max_k, addr_width):
         "mode": 1, "steps": range(1, max_k + 1), "n_rows": range(1, slots + 1),
         "n_tokens": range(1, max_tokens + 1), "k": SCALE_BITS,
         "nibble_addr": addr_width, "residue_addr": addr_width,
-        "x_addr": addr_width, "y_addr": addr_width,
+        "x_addr": addr_width, "x_stride": addr_width, "y_addr": addr_width,
     })
 
 
@@ -82,6 +79,9 @@ class LinearEngine(wiring.Component):
         busy on a job of ``max_tokens`` tokens (VHK158: 6; ``sim``, VCK190: 1).
     addr_width : int
         Byte-address width of every AXI port (default 40).
+    x_chunk_beats : int
+        The activation reader's beats a token and chunk
+        (:data:`hw.activation_reader.CHUNK_BEATS` by default).
     **master_overrides
         Overrides of every AXI master's ``max_burst``, ``max_outstanding`` and
         ``fifo_depth`` (as in :meth:`hw.axi_master.AXI4ReadMaster.from_config`).
@@ -91,10 +91,9 @@ class LinearEngine(wiring.Component):
     desc : In(stream.Signature(descriptor_layout(...))), domain ``sync``
         A job. Taken when the engine's descriptor stage is empty; the job is then
         handed to the weight streams, the activation reader, the unit's command queue
-        and the result writer together, at the earliest two cycles plus one per bit
-        of ``n_tokens`` after it is taken (a shift-add multiplier counts the job's
-        ``steps · n_tokens`` activations; two more with several weight ports), when
-        all have room and fewer than :data:`JOBS_IN_FLIGHT` jobs are unfinished.
+        and the result writer together, at the earliest two cycles after it is taken
+        (five with several weight ports: their region offsets are computed), when all
+        have room and fewer than :data:`JOBS_IN_FLIGHT` jobs are unfinished.
     busy : Out(1)
         Some accepted job has not had every result write answered.
     jobs_done : Out(32)
@@ -124,7 +123,8 @@ class LinearEngine(wiring.Component):
     be partly written) and every later job runs whole.
     """
 
-    def __init__(self, *, config, weight_ports=None, addr_width=40, **master_overrides):
+    def __init__(self, *, config, weight_ports=None, addr_width=40, x_chunk_beats=CHUNK_BEATS,
+                 **master_overrides):
         if not isinstance(config, Config):
             raise TypeError(f"LinearEngine.config must be a golden.config.Config, not "
                             f"{config!r}")
@@ -143,8 +143,7 @@ class LinearEngine(wiring.Component):
                                                   // self._ports, **kw)
                          for _ in range(self._ports)]
         self._ws = self._streams[0]
-        self._x_rd = AXI4ReadMaster.from_config(config, data_width=X_PORT_BITS,
-                                                out_width=X_PORT_BITS, **kw)
+        self._x_rd = ActivationReader.from_config(config, chunk_beats=x_chunk_beats, **kw)
         self._y_wr = AXI4WriteMaster.from_config(config, **kw)
         dw = self._y_wr.data_width
         self._y_rec_bits = -(-32 * u.cols // dw) * dw
@@ -181,7 +180,8 @@ class LinearEngine(wiring.Component):
     @property
     def module_name(self):
         return (f"LinearEngine_{self._unit.module_name.removeprefix('DSPLinearUnit_')}"
-                f"_w{self._ws.master.data_width}_y{self._y_wr.data_width}")
+                f"_w{self._ws.master.data_width}_y{self._y_wr.data_width}"
+                f"_c{self._x_rd.chunk_beats}")
 
     def elaborate(self, platform):
         m = Module()
@@ -215,51 +215,32 @@ class LinearEngine(wiring.Component):
         def beat_addr(addr, bits):
             return addr[(bits // 8 - 1).bit_length():]
 
-        # ---- descriptor stage: latch, count the activations, hand out ----------------
+        # ---- descriptor stage: latch, size the weight regions, hand out ---------------
         d = Signal.like(self.desc.payload, name="d")
         full = Signal(name="desc_full")
-        mul_left = Signal.like(d.n_tokens, name="mul_left")   # multiplier bits still to add
-        mcand = Signal(len(d.steps) + len(d.n_tokens), name="mul_mcand")
-        x_words = Signal(len(d.steps) + len(d.n_tokens), name="x_words")
-        counted = Signal(name="x_counted")
-        x_beats = Signal(len(x_words) + 1, name="x_beats")     # registered with counted
-        per = X_PORT_BITS // 16                       # activations per x beat
         m.d.comb += self.desc.ready.eq(~full)
+        # The weight regions' beats (below) are registered one cycle after the latch, and
+        # with several weight ports the port offsets three more: the job is handed out
+        # once they have settled.
+        # (settle[i] is high from the (i + 2)-th cycle after the latch).
+        settle = Signal(1 if P == 1 else 4, name="desc_settle")
         with m.If(self.desc.valid & ~full):
-            p = self.desc.payload
-            m.d.sync += [d.eq(p), full.eq(1), counted.eq(0), mul_left.eq(p.n_tokens),
-                         mcand.eq(p.steps), x_words.eq(0)]
-        # steps · n_tokens by shift and add, one multiplier bit a cycle: a job lasts
-        # thousands of cycles, and no multiply sits on the descriptor's path.
-        with m.Elif(full & ~counted):
-            with m.If(mul_left.any()):
-                with m.If(mul_left[0]):
-                    m.d.sync += x_words.eq(x_words + mcand)
-                m.d.sync += [mcand.eq(mcand << 1), mul_left.eq(mul_left >> 1)]
-            with m.Else():
-                m.d.sync += [counted.eq(1),
-                             x_beats.eq((x_words + (per - 1)) >> (per - 1).bit_length())]
-
+            m.d.sync += [d.eq(self.desc.payload), full.eq(1), settle.eq(0)]
+        with m.Elif(full):
+            m.d.sync += settle.eq(Cat(1, settle[:-1]))
 
         unit_q = SyncFIFOBuffered(width=len(unit.cmd.payload.as_value()), depth=JOB_DEPTH)
-        x_q = SyncFIFOBuffered(width=len(x_words), depth=JOB_DEPTH)
         y_q = SyncFIFOBuffered(width=self._aw, depth=JOB_DEPTH)
-        m.submodules.unit_q, m.submodules.x_q, m.submodules.y_q = unit_q, x_q, y_q
+        m.submodules.unit_q, m.submodules.y_q = unit_q, y_q
 
         in_flight = Signal(range(JOBS_IN_FLIGHT + 1), name="jobs_in_flight")
         room = Signal(init=1, name="jobs_room")        # in_flight < JOBS_IN_FLIGHT
         idle = Signal(init=1, name="jobs_idle")        # in_flight == 0
         issue = Signal(name="issue")
         finish = Signal(name="finish")
-        # With several weight ports, their region addresses (below) are ready five cycles
-        # after the latch, two after the earliest count: the job waits two cycles more.
-        addr_ok = counted
-        if P > 1:
-            counted_d = Signal(2, name="x_counted_d")
-            m.d.sync += counted_d.eq(Cat(counted, counted_d[0]))
-            addr_ok = counted & counted_d.all()
-        m.d.comb += issue.eq(full & addr_ok & room & Cat(*(w.cmd.ready for w in streams)).all()
-                             & x_rd.cmd.ready & unit_q.w_rdy & x_q.w_rdy & y_q.w_rdy)
+        m.d.comb += issue.eq(full & settle[-1] & room
+                             & Cat(*(w.cmd.ready for w in streams)).all()
+                             & x_rd.job.ready & unit_q.w_rdy & y_q.w_rdy)
         cmd = Signal(cmd_layout(u.rows * u.cols, u.max_tokens, u.max_k), name="unit_cmd")
         m.d.comb += [cmd.mode.eq(d.mode), cmd.steps.eq(d.steps), cmd.n_rows.eq(d.n_rows),
                      cmd.n_tokens.eq(d.n_tokens)]
@@ -292,11 +273,10 @@ class LinearEngine(wiring.Component):
                 w.cmd.payload.k.eq(d.k),
             ]
         m.d.comb += [
-            x_rd.cmd.valid.eq(issue),
-            x_rd.cmd.payload.addr.eq(beat_addr(d.x_addr, X_PORT_BITS)),
-            x_rd.cmd.payload.beats.eq(x_beats),
+            x_rd.job.valid.eq(issue),
+            x_rd.job.payload.addr.eq(d.x_addr), x_rd.job.payload.stride.eq(d.x_stride),
+            x_rd.job.payload.steps.eq(d.steps), x_rd.job.payload.n_tokens.eq(d.n_tokens),
             unit_q.w_en.eq(issue), unit_q.w_data.eq(cmd),
-            x_q.w_en.eq(issue), x_q.w_data.eq(x_words),
             y_q.w_en.eq(issue), y_q.w_data.eq(d.y_addr),
         ]
         with m.If(issue):
@@ -312,34 +292,9 @@ class LinearEngine(wiring.Component):
         m.d.comb += [unit.cmd.valid.eq(unit_q.r_rdy), unit.cmd.payload.eq(unit_q.r_data),
                      unit_q.r_en.eq(unit.cmd.ready)]
 
-        # ---- activations: the job's x_words binary16 slices of the x beats, the rest of
-        # its last beat dropped (every job's region starts on a beat) -------------------
-        x_active = Signal(name="x_active")
-        x_left = Signal.like(x_words, name="x_left")            # slices after this one
-        x_idx = Signal(index_width(max(per, 2)), name="x_idx")
-        # x_left == 0, as a register (a wide zero test would sit before the pops).
-        x_last = Signal(name="x_last")
-        x_fire = Signal(name="x_fire")
-        slice_ = Signal(16, name="x_slice")
-        with m.Switch(x_idx):
-            for n in range(per):
-                with m.Case(n):
-                    m.d.comb += slice_.eq(x_rd.data.payload[16 * n:16 * (n + 1)])
-            with m.Default():
-                m.d.comb += slice_.eq(0)
-        m.d.comb += [unit.x.valid.eq(x_active & x_rd.data.valid), unit.x.payload.act.eq(slice_),
-                     x_fire.eq(unit.x.valid & unit.x.ready),
-                     x_rd.data.ready.eq(x_fire & (x_last | (x_idx == per - 1)))]
-        x_load = ~x_active | (x_fire & x_last)
-        m.d.comb += x_q.r_en.eq(x_load)
-        with m.If(x_load & x_q.r_rdy):
-            m.d.sync += [x_active.eq(1), x_left.eq(x_q.r_data - 1), x_idx.eq(0),
-                         x_last.eq(x_q.r_data == 1)]
-        with m.Elif(x_fire):
-            with m.If(x_last):
-                m.d.sync += x_active.eq(0)
-            m.d.sync += [x_left.eq(x_left - 1), x_last.eq(x_left == 1),
-                         x_idx.eq(Mux(x_idx == per - 1, 0, add_const(x_idx, 1, len(x_idx))))]
+        # ---- activations: the reader emits every job's words in the unit's order ------
+        m.d.comb += [unit.x.valid.eq(x_rd.x.valid), unit.x.payload.act.eq(x_rd.x.payload),
+                     x_rd.x.ready.eq(unit.x.ready)]
 
         # ---- results: one write region per result beat, at a running address ----------
         dw = y_wr.data_width

@@ -27,7 +27,7 @@ from specgen.hw.bits import index_width, value_width
 
 __all__ = ["ACCESS", "Enum", "Field", "Register", "RegisterMap", "accelerator_regmap",
            "ERROR_CODES", "REGMAP_VERSION", "MEM_BASE_OFFSETS", "LIN_ADDR_OFFSETS",
-           "LIN_ADDR_SHIFT"]
+           "LIN_ADDR_SHIFT", "LIN_X_STRIDE_OFFSET"]
 
 #: Field access kinds.
 ACCESS = {
@@ -39,7 +39,7 @@ ACCESS = {
 }
 
 #: Register map version (major, minor): bumped when offsets or fields change.
-REGMAP_VERSION = (3, 0)
+REGMAP_VERSION = (3, 1)
 
 #: Offset of each region class's 64-bit base-address pair (LO, then HI), in the free words after
 #: the performance counters, so every earlier offset is unchanged.
@@ -50,9 +50,12 @@ LIN_ADDR_OFFSETS = {"W_NIBBLE": 0x140, "W_RESIDUE": 0x148, "X": 0x150, "Y": 0x15
 #: What each linear job address points at (hw.linear_engine).
 LIN_ADDR_TEXT = {"W_NIBBLE": "the job's BSFP nibble-plane region (golden.weight_planes.pack_jobs)",
                  "W_RESIDUE": "the job's three residue-plane slice regions, back to back",
-                 "X": "the job's binary16 activations, input-major, token-minor",
+                 "X": "the job's binary16 activations, token 0's first (one vector a token, "
+                      "LIN_X_STRIDE apart)",
                  "Y": "the job's result records (binary32, one record per output group and "
                       "token)"}
+#: Offset of the linear job's activation stride, after its addresses.
+LIN_X_STRIDE_OFFSET = 0x160
 #: Low address bits the linear job's address registers do not store: 64-byte alignment
 #: covers every port's beat (at most 512 bits).
 LIN_ADDR_SHIFT = 6
@@ -668,6 +671,13 @@ def accelerator_regmap(config):
         *(reg for kind in REGION_CLASSES for reg in base_address(kind, MEM_CLASS_TEXT[kind])),
         # --- the linear job's memory (hw.linear_engine) ---
         *(reg for name in LIN_ADDR_OFFSETS for reg in lin_address(name, LIN_ADDR_TEXT[name])),
+        Register(name="LIN_X_STRIDE", offset=LIN_X_STRIDE_OFFSET,
+                 description="Bytes from one token's activations to the next's in the next "
+                             "linear job (token t's input k at LIN_X + t·STRIDE + 2k, as the "
+                             "norms write their vectors). Read at LIN_CTRL.GO.",
+                 fields=(Field(name="STRIDE", lsb=LIN_ADDR_SHIFT, width=32 - LIN_ADDR_SHIFT,
+                               access="RW", description=f"stride bits 31..{LIN_ADDR_SHIFT}; "
+                                                        f"{1 << LIN_ADDR_SHIFT}-byte aligned"),)),
         # --- tree table ---
         Register(name="TREE_PARENT", offset=0x400, count=tree.max_nodes,
                  description="Parent of every tree node in BFS order; entry 0 (the root) is "

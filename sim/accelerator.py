@@ -226,8 +226,13 @@ class AccelTB(TB):
         """Put ``job``'s weight planes and activations in the linear area (its y region keeps
         the memory's random bytes); returns the four byte addresses."""
         lin, eng = self.config.linear, self.lin_engine
+        # Token-major activations, one vector a token at a 64-byte-aligned stride, at times
+        # with a gap of random bytes between vectors.
+        stride = align(2 * job.steps, 1 << LIN_ADDR_SHIFT) + (
+            int(self.rng_np.integers(0, 2)) << LIN_ADDR_SHIFT)
         img = job.memory_images(rows=lin.rows, cols=lin.cols,
-                                word_bits=eng.weight_stream.word_width, ports=eng.weight_ports)
+                                word_bits=eng.weight_stream.word_width, ports=eng.weight_ports,
+                                x_stride=stride, rng=self.rng_np)
         sizes = {name: len(data) for name, data in img.items()}
         sizes["y"] = job.y_bytes(lin.cols, eng.y_record_bytes)
         need = sum(sizes.values()) + 8 * 64 * 4
@@ -253,6 +258,7 @@ class AccelTB(TB):
         await self.write("LIN_CMD", mode=job.mode, n_rows=job.n_rows, n_tokens=job.n_tokens,
                          scale=int(job.tensor.scales))
         await self.write("LIN_STEPS", steps=job.steps)
+        await self.write("LIN_X_STRIDE", stride=job.x_stride >> LIN_ADDR_SHIFT)
         for name, at in addr.items():
             await self.write(f"LIN_{name.upper()}_LO", addr=at >> LIN_ADDR_SHIFT)
             await self.write(f"LIN_{name.upper()}_HI", addr=at >> 32)

@@ -77,20 +77,30 @@ class Job:
                                    "k": int(kk[r, j])}
                 beats.append(pack(wl, {"slot": slot}))
             self.col_beats.append(beats)
+        self.x = x                                             # (T, K) binary16
         self.x_beats = [pack(xl, {"act": int(x[tt, j])}) for j in range(K) for tt in range(T)]
 
     def w_beats(self, port, ports):
         """Beats of weight port ``port``: its columns ``g ≡ port (mod ports)``, per input."""
         return [b[g] for b in self.col_beats for g in range(port, len(b), ports)]
 
-    def memory_images(self, *, rows, cols, word_bits, ports=1):
+    def memory_images(self, *, rows, cols, word_bits, ports=1, x_stride=None, rng=None):
         """The job in the ``LinearEngine``'s memory layout: ``{"w_nibble", "w_residue", "x"}``
         byte images (:func:`golden.weight_planes.job_images` for ``ports`` weight ports;
-        x as binary16, ``k·T + t``)."""
+        x token-major, :class:`hw.activation_reader.ActivationReader`: token ``t``'s
+        binary16 vector at ``t·x_stride`` bytes, the gaps between vectors random bytes of
+        ``rng``). ``x_stride`` (default: a vector rounded up to 8 bytes) is kept as
+        :attr:`x_stride`."""
         nibble, residue = job_images(self.tensor.stored, rows=rows, cols=cols, ports=ports,
                                      word_bits=word_bits)
-        return {"w_nibble": nibble, "w_residue": residue,
-                "x": np.asarray(self.x_beats, dtype="<u2").tobytes()}
+        vec = 2 * self.steps
+        self.x_stride = -(-vec // 8) * 8 if x_stride is None else x_stride
+        assert self.x_stride >= vec and self.x_stride % 8 == 0, self.x_stride
+        size = (self.n_tokens - 1) * self.x_stride + vec
+        x = bytearray(rng.bytes(size) if rng is not None else bytes(size))
+        for t in range(self.n_tokens):
+            x[t * self.x_stride:t * self.x_stride + vec] = self.x[t].astype("<u2").tobytes()
+        return {"w_nibble": nibble, "w_residue": residue, "x": bytes(x)}
 
     def y_bytes(self, cols, record_bytes):
         """Bytes of the job's result region: one record per row group and token."""

@@ -2,7 +2,8 @@
 
 Jobs are real BSFP tiles (:class:`sim.dsp_linear_unit.Job`: random sizes, both passes,
 special activations) placed in memory as the engine reads them
-(:func:`golden.weight_planes.pack_jobs` for the planes, binary16 activations input-major);
+(:func:`golden.weight_planes.pack_jobs` for the planes, binary16 activations one vector a
+token at a stride, random bytes between them);
 their descriptors go in on ``desc`` with random idle cycles, several queued at once. All
 six AXI4 ports reach one memory: :class:`sim.axi_master.LatencyReadSlave` on the five
 read ports (a fixed latency, random AR and R stalls), ``cocotbext-axi``'s
@@ -66,8 +67,10 @@ class LinearTB:
         p = self.p
         job = Job(self.np_rng, rows=p["rows"], cols=p["cols"], max_tokens=p["max_tokens"],
                   max_k=p["max_k"], specials=self.np_rng.random() < 0.5, **kw)
+        vec = -(-2 * job.steps // 8) * 8
         img = job.memory_images(rows=p["rows"], cols=p["cols"], word_bits=p["word_bits"],
-                                ports=p["weight_ports"])
+                                ports=p["weight_ports"], rng=self.np_rng,
+                                x_stride=vec + 8 * int(self.np_rng.choice([0, 0, 1, 5])))
         y_size = job.y_bytes(p["cols"], p["y_record_bytes"])
         addr = {"nibble_addr": self._take(len(img["w_nibble"])),
                 "residue_addr": self._take(len(img["w_residue"])),
@@ -81,7 +84,7 @@ class LinearTB:
                      bytes(self.memory.data[y + y_size:y + y_size + GUARD]))
         job.desc = pack(self.layout, {"mode": job.mode, "steps": job.steps, "n_rows": job.n_rows,
                                       "n_tokens": job.n_tokens, "k": int(job.tensor.scales),
-                                      **addr})
+                                      "x_stride": job.x_stride, **addr})
         return job
 
     def check(self, job, what):

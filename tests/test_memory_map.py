@@ -201,7 +201,7 @@ def test_base_registers_appended():
         assert hi.field("ADDR").width == 32
     # 2.0: the memory-fed SSM path changed what ROLLBACK does and error code 8 (MEMORY);
     # 3.0: the linear job's addresses (LIN_*), LIN_CMD.SCALE and LIN_STATUS.BUSY.
-    assert (rm["VERSION"].field("MAJOR").reset, rm["VERSION"].field("MINOR").reset) == (3, 0)
+    assert (rm["VERSION"].field("MAJOR").reset, rm["VERSION"].field("MINOR").reset) == (3, 1)
     for i, name in enumerate(("W_NIBBLE", "W_RESIDUE", "X", "Y")):
         lo, hi = rm[f"LIN_{name}_LO"], rm[f"LIN_{name}_HI"]
         assert (lo.offset, hi.offset) == (0x140 + 8 * i, 0x144 + 8 * i)
