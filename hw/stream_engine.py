@@ -42,14 +42,17 @@ from specgen.hw.conv1d import Conv1d
 from specgen.hw.fp_arith import add_const
 from specgen.hw.gated_norm import GatedRMSNorm
 from specgen.hw.hierarchy import submodule
+from specgen.hw.pipeline import stream_stages
 from specgen.hw.residual import Residual
 
 __all__ = [
+    "CopyStage",
     "Field",
     "StreamEngine",
     "StreamUpsizer",
     "argmax_engine",
     "conv1d_engine",
+    "copy_engine",
     "descriptor_layout",
     "element_bits",
     "norm_engine",
@@ -437,6 +440,44 @@ def conv1d_engine(config, *, max_vectors, max_elements, **kw):
                         reads=(Field("window", w), Field("x", 32), Field("taps", 32 * blk.d_conv),
                                Field("bias", 32)),
                         writes=(Field("y", 32), Field("new_window", w)), **kw)
+
+
+class CopyStage(wiring.Component):
+    """A word in, the same word out, through one register stage with valid/ready
+    handshakes: the block of :func:`copy_engine`.
+
+    Parameters
+    ----------
+    bits : int
+        Bits of a word, >= 1.
+
+    Attributes
+    ----------
+    i : In(stream.Signature(bits)), o : Out(stream.Signature(bits))
+        ``o`` carries ``i``'s words in order, the first one cycle after it is taken.
+    """
+
+    def __init__(self, *, bits):
+        self._bits = check_int("CopyStage", "bits", bits, min=1)
+        super().__init__({"i": In(stream.Signature(bits)), "o": Out(stream.Signature(bits))})
+
+    latency = property(lambda self: 1)
+    module_name = property(lambda self: f"CopyStage_b{self._bits}")
+
+    def elaborate(self, platform):
+        m = Module()
+        stream_stages(m, i=self.i, o=self.o, payload=self.i.payload, stages=1)
+        return m
+
+
+def copy_engine(config, *, bits=32, max_vectors, max_elements, **kw):
+    """A copy between two layouts (:class:`CopyStage`): operand ``x``, result ``y``, words
+    of ``bits`` bits. The decoder's moves that no stage computes: ``dt`` from the
+    in_proj records into the SSM engine's input record, and the commit's copy of the
+    last accepted node's conv window into the layer's state."""
+    return StreamEngine(block=CopyStage(bits=bits), config=config, reduce=False,
+                        max_vectors=max_vectors, max_elements=max_elements,
+                        reads=(Field("x", bits),), writes=(Field("y", bits),), **kw)
 
 
 def residual_engine(config, *, max_vectors, max_elements, **kw):

@@ -16,7 +16,7 @@ import cocotb
 import numpy as np
 from cocotb.triggers import ReadOnly, RisingEdge
 from specgen.hw.activation_reader import job_layout
-from specgen.sim.axi_master import Memory, attach_memory, reset_domains, start_clocks
+from specgen.sim.axi_master import Memory, reset_and_attach, reset_domains, start_clocks
 from specgen.sim.bench import pack, params, write_report
 from specgen.sim.bench import seed as bench_seed
 
@@ -133,9 +133,7 @@ async def _start(dut, p):
     b = Bench(dut, p)
     dut.job__valid.value = 0
     dut.x__ready.value = 0
-    await reset_domains(dut)
-    attach_memory(dut, b.memory, reads=["axi_"], writes=[], latency=p["latency"],
-                  stall=p["stall"], rng=b.rng)
+    await reset_and_attach(dut, b.memory, p, b.rng, reads=["axi_"])
     return b
 
 

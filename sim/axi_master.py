@@ -105,6 +105,14 @@ def attach_memory(dut, memory, *, reads, writes, latency, stall, rng):
             ch.set_pause_generator(random_pattern(rng, stall))
 
 
+async def reset_and_attach(dut, memory, p, rng, *, reads=(), writes=()):
+    """Reset both domains, then put ``memory`` behind the ports ``reads`` and ``writes``
+    (:func:`attach_memory`) with the bench parameters' ``latency`` and ``stall``."""
+    await reset_domains(dut)
+    attach_memory(dut, memory, reads=reads, writes=writes, latency=p["latency"],
+                  stall=p["stall"], rng=rng)
+
+
 class LatencyReadSlave(Reset):
     """AXI4 read subordinate: every burst's first beat leaves ``latency`` ``mem``
     cycles after its AR handshake, bursts back to back in AR order (one ID)."""

@@ -65,6 +65,15 @@ def stage_data(p, rng, vectors, elements):
         res = {"out": residual_hw_bits(h, d, contract=p["contract"])}
         shape = lambda a: np.asarray(a, np.uint32).reshape(vectors, elements, -1)
         return {k: shape(v) for k, v in ops.items()}, {k: shape(v) for k, v in res.items()}
+    if kind == "copy":
+        # Any words, IEEE specials among them (a copy must not canonicalize a NaN or
+        # flush a subnormal).
+        x = rng.integers(0, 1 << 32, count, dtype=np.uint64).astype(np.uint32)
+        specials = np.array([0x7FC00001, 0xFF800000, 0x80000000, 0x00000001, 0x7F7FFFFF],
+                            np.uint32)
+        x[rng.random(count) < 0.2] = rng.choice(specials)
+        x = x.reshape(vectors, elements, 1)
+        return {"x": x}, {"y": x.copy()}
     if kind == "conv1d":
         dc = p["d_conv"]
         window, x, w, b = channel_inputs(rng, count, dc)

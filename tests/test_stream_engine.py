@@ -16,6 +16,7 @@ from specgen.hw.stream_engine import (
     StreamUpsizer,
     argmax_engine,
     conv1d_engine,
+    copy_engine,
     element_bits,
     norm_engine,
     residual_engine,
@@ -81,6 +82,14 @@ def test_argmax_engine(seed):
     """The greedy argmax of up to 4 vectors of 40 logits: one 64-bit result a vector."""
     eng = argmax_engine(DSP, size=40, max_vectors=4, addr_width=20)
     _run(eng, DSP, "argmax", seed)
+
+
+@pytest.mark.sim
+def test_copy_engine(seed):
+    """Copies of up to 3 vectors of up to 40 words between every pair of layouts (the
+    in_proj records' chunks into one vector a node), IEEE specials kept bit for bit."""
+    eng = copy_engine(SIM, max_vectors=3, max_elements=40, addr_width=20)
+    _run(eng, SIM, "copy", seed)
 
 
 @pytest.mark.sim
