@@ -221,8 +221,8 @@ class LinearEngine(wiring.Component):
         m.d.comb += self.desc.ready.eq(~full)
         # The weight regions' beats (below) are registered one cycle after the latch, and
         # with several weight ports the port offsets three more: the job is handed out
-        # once they have settled.
-        # (settle[i] is high from the (i + 2)-th cycle after the latch).
+        # once they have settled (settle[i] is high from the (i + 2)-th cycle after the
+        # latch).
         settle = Signal(1 if P == 1 else 4, name="desc_settle")
         with m.If(self.desc.valid & ~full):
             m.d.sync += [d.eq(self.desc.payload), full.eq(1), settle.eq(0)]

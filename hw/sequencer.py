@@ -1,6 +1,6 @@
 """``Sequencer``: the layer sequencer, a walker of descriptor programs in memory.
 
-A decode step is a few hundred engine descriptors (per layer: the pre-norm, the
+A decode step is hundreds to thousands of engine descriptors (per layer: the pre-norm, the
 in_proj jobs, conv1d, the SSM pass, the gated norm, the out_proj jobs, the residual;
 then the final norm, the LM head and the argmax). The host writes them once, as a
 *program* of fixed-size records in memory, and starts it with one descriptor; the
