@@ -344,10 +344,12 @@ class StreamEngine(wiring.Component):
             vleft = Signal(range(self._max_v), name=f"{f.name}_rd_vectors_left")
             vlast = Signal(name=f"{f.name}_rd_vector_last")
             with m.If(accept):
+                # From the descriptor port itself (``d`` loads in this cycle); the later
+                # vectors reload from ``d``: the port's payload may change once taken.
                 a = beat(getattr(p, f"{f.name}_addr"), nb)
-                chunks = getattr(p, f"{f.name}_chunks")
-                m.d.sync += [want.eq(1), cur.eq(a), vbase.eq(a), kleft.eq(chunks - 1),
-                             klast.eq(chunks == 1), vleft.eq(p.vectors - 1),
+                p_chunks = getattr(p, f"{f.name}_chunks")
+                m.d.sync += [want.eq(1), cur.eq(a), vbase.eq(a), kleft.eq(p_chunks - 1),
+                             klast.eq(p_chunks == 1), vleft.eq(p.vectors - 1),
                              vlast.eq(p.vectors == 1)]
             nxt = Signal(aw, name=f"{f.name}_rd_vnext")
             m.d.comb += [r.cmd.valid.eq(want), r.cmd.payload.addr.eq(cur),

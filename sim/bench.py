@@ -103,8 +103,11 @@ def field(word, layout, name):
 
 
 async def offer(dut, port, payload):
-    """Hold ``payload`` valid on stream ``port`` of ``dut`` until the cycle it is taken."""
-    getattr(dut, port + "__payload").value = payload
+    """Hold ``payload`` valid on stream ``port`` of ``dut`` until the cycle it is taken;
+    then put junk on the payload (a block must not read a descriptor's port after the
+    handshake, as a sequencer moves on to its next record)."""
+    data = getattr(dut, port + "__payload")
+    data.value = payload
     getattr(dut, port + "__valid").value = 1
     while True:
         await ReadOnly()
@@ -113,6 +116,7 @@ async def offer(dut, port, payload):
         if taken:
             break
     getattr(dut, port + "__valid").value = 0
+    data.value = random.Random(payload).getrandbits(len(data))
 
 
 async def expect_quiet(dut, valid, cycles, what):
