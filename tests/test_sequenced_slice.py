@@ -1,6 +1,7 @@
 # amaranth: UnusedElaboratable=no
 """The layer sequencer driving real engines: norm → projection → residual from one program
-in memory, against the golden contracts."""
+in memory, against the golden contracts. In ``make test-slow``: the top level's cold
+Verilator build is over a minute, and ``make test`` is near its 15-minute limit."""
 
 import dataclasses
 
@@ -37,6 +38,7 @@ def _run(seed, **kw):
 
 
 @pytest.mark.sim
+@pytest.mark.slow
 def test_norm_projection_residual(seed):
     """Three slices of 3 nodes (norm of 16, an 8 × 16 projection in a random pass, the
     residual of 8) from one 4-record program each, 24-cycle reads with 30 % stalls on every
@@ -48,7 +50,6 @@ def test_norm_projection_residual(seed):
 @pytest.mark.sim
 @pytest.mark.slow
 def test_slice_bench_can_fail(seed):
-    """One flipped expected word fails the bench (make test-slow: the build is the one
-    above, the run another 15 s)."""
+    """One flipped expected word fails the bench."""
     with pytest.raises(BenchFailure, match="golden"):
         _run(seed, runs=1, cut_run=None, corrupt=True)
