@@ -84,9 +84,9 @@ class ActivationReader(wiring.Component):
         once the chunk's beats fit in the ring.
     x : Out(stream.Signature(16)), domain ``sync``
         Each job's ``steps · n_tokens`` words in order ``k`` ascending, ``t`` within it,
-        the jobs one after another. A chunk's first word is valid two cycles after its
-        last beat is written into the ring (its last beat's ``data`` handshake), and
-        the words of a job follow at one a cycle while ``x.ready`` holds.
+        the jobs one after another. A chunk's first word follows its last beat's ring
+        write through the registers of :attr:`latency`, and the words of a job follow
+        at one a cycle while ``x.ready`` holds.
     axi : Out(axi4_read_signature), domain ``mem``
     error, overrun : Out(1)
         The master's (:class:`hw.axi_master.AXI4ReadMaster`).
@@ -131,13 +131,9 @@ class ActivationReader(wiring.Component):
         master parameter or ``chunk_beats``)."""
         lin = config.linear
         chunk = overrides.pop("chunk_beats", CHUNK_BEATS)
-        kw = {"data_width": X_PORT_BITS, "out_width": X_PORT_BITS, **overrides}
-        master = AXI4ReadMaster.from_config(config, **kw)
-        return cls(max_tokens=lin.max_tokens, max_steps=lin.max_k, chunk_beats=chunk,
-                   addr_width=master.addr_width, data_width=master.data_width,
-                   id_width=master.id_width, max_burst=master.max_burst,
-                   max_outstanding=master.max_outstanding, fifo_depth=master.fifo_depth,
-                   memory=master.memory, out_width=master.out_width)
+        master = AXI4ReadMaster.config_kwargs(config, **{"data_width": X_PORT_BITS,
+                                                         "out_width": X_PORT_BITS, **overrides})
+        return cls(max_tokens=lin.max_tokens, max_steps=lin.max_k, chunk_beats=chunk, **master)
 
     master = property(lambda self: self._master)
     chunk_beats = property(lambda self: self._cb)
@@ -146,9 +142,11 @@ class ActivationReader(wiring.Component):
 
     @property
     def latency(self):
-        """``sync`` cycles from the ring write of a chunk's last beat to its first ``x`` word
-        (at most, with ``x.ready`` high and the previous chunk emitted)."""
-        return 2
+        """Registers from the ring write of a chunk's last beat to its first ``x`` word,
+        with ``x.ready`` high and the previous chunk emitted: ``ring_ahead``, the
+        readiness flag, the emitter's hand-over, the ring's read port and the output
+        FIFO (counted from the design, not measured by a bench)."""
+        return 5
 
     @property
     def module_name(self):

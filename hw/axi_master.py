@@ -135,7 +135,10 @@ class _Params:
                 f"_b{self._max_burst}_o{self._max_outstanding}_f{self._fifo_depth}")
 
     @classmethod
-    def _config_kwargs(cls, config, overrides):
+    def config_kwargs(cls, config, **overrides):
+        """The constructor's keyword arguments for one memory port of ``config``'s board
+        (the sizes :meth:`from_config` uses; ``overrides`` replace any), without building
+        a master: for a block that builds its own."""
         board = config.board
         kwargs = dict(addr_width=40, data_width=board.memory_port_bits, id_width=1,
                       memory=board.memory)
@@ -360,7 +363,7 @@ class AXI4ReadMaster(_Params, wiring.Component):
         power-of-two multiple of the beat ≥ memory clock ÷ fabric clock).
         ``overrides`` replace any.
         """
-        kwargs = cls._config_kwargs(config, overrides)
+        kwargs = cls.config_kwargs(config, **overrides)
         if "out_width" not in kwargs:
             board = config.board
             ratio = 1
@@ -551,7 +554,7 @@ class AXI4WriteMaster(_Params, wiring.Component):
     def from_config(cls, config, **overrides):
         """The write master of one memory port of ``config``'s board (see
         :meth:`AXI4ReadMaster.from_config`)."""
-        return cls(**cls._config_kwargs(config, overrides))
+        return cls(**cls.config_kwargs(config, **overrides))
 
     @property
     def module_name(self):

@@ -163,12 +163,9 @@ class Sequencer(wiring.Component):
     def from_config(cls, config, *, engines, max_records, **overrides):
         """A sequencer on a 64-bit port of ``config``'s board memory."""
         record_bits = overrides.pop("record_bits", None)
-        kw = {"data_width": 64, "out_width": 64, **overrides}
-        m = AXI4ReadMaster.from_config(config, **kw)
-        return cls(engines=engines, max_records=max_records, record_bits=record_bits,
-                   addr_width=m.addr_width, data_width=m.data_width, id_width=m.id_width,
-                   max_burst=m.max_burst, max_outstanding=m.max_outstanding,
-                   fifo_depth=m.fifo_depth, memory=m.memory)
+        master = AXI4ReadMaster.config_kwargs(config, **{"data_width": 64, **overrides})
+        master.pop("out_width", None)            # the record width, set by the sequencer
+        return cls(engines=engines, max_records=max_records, record_bits=record_bits, **master)
 
     record_bits = property(lambda self: self._record_bits)
     engines = property(lambda self: dict(self._engines))

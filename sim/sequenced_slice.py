@@ -42,6 +42,8 @@ from specgen.sim.residual import residual_inputs
 
 #: Engine indices of the program.
 NORM, LINEAR, RESIDUAL = 0, 1, 2
+#: Records of a program at most (the slice's program has four).
+MAX_RECORDS = 8
 #: Fabric cycles a program may take.
 TIMEOUT = 100_000
 
@@ -67,7 +69,7 @@ class SliceTop(wiring.Component):
                                    addr_width=addr_width)
         engines = {"norm": self.norm.desc.payload.shape(), "linear": self.lin.desc.payload.shape(),
                    "residual": self.res.desc.payload.shape()}
-        self.seq = Sequencer.from_config(config, engines=engines, max_records=8,
+        self.seq = Sequencer.from_config(config, engines=engines, max_records=MAX_RECORDS,
                                          addr_width=addr_width)
         self.ports = {"seq": self.seq.signature.members["axi"]}
         for who, eng in (("norm", self.norm), ("lin", self.lin), ("res", self.res)):
@@ -76,7 +78,7 @@ class SliceTop(wiring.Component):
                     self.ports[f"{who}_{name[len('m_axi_'):]}"] = member
         self.k, self.n, self.nodes = k, n, nodes
         super().__init__({
-            "start": In(stream.Signature(start_layout(addr_width, 8))), "busy": Out(1),
+            "start": In(stream.Signature(start_layout(addr_width, MAX_RECORDS))), "busy": Out(1),
             "done": Out(32),
             "error": Out(1), "engine_error": Out(3),
             **{f"m_axi_{name}": member for name, member in self.ports.items()},
@@ -213,7 +215,7 @@ class Bench:
         prog = b"".join(recs)
         prog_at = self.alloc(len(prog), rb // 8)
         self.memory.data[prog_at:prog_at + len(prog)] = prog
-        start = pack(start_layout(p["addr_width"], 8), {"addr": prog_at, "records": len(recs)})
+        start = pack(start_layout(p["addr_width"], MAX_RECORDS), {"addr": prog_at, "records": len(recs)})
         written = [(x_at, V * x_stride), (y_at, groups * V * rec), (out_at, V * out_stride)]
         return start, want, (out_at, out_stride), written, mode
 

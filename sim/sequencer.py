@@ -33,8 +33,8 @@ PROGRAM_TIMEOUT = 100_000
 class Engine:
     """A model engine on port ``name``: random ready, a queue, random work times."""
 
-    def __init__(self, bench, index, name, width):
-        self.b, self.index, self.name, self.width = bench, index, name, width
+    def __init__(self, index, name, width):
+        self.index, self.name, self.width = index, name, width
         self.got = []              # payloads taken, in order
         self.finished = 0          # of them, finished
         self.queue = []            # cycles of work of each unfinished one
@@ -51,7 +51,7 @@ class Bench:
         self.dut, self.p = dut, p
         self.rng = random.Random(bench_seed())
         self.memory = Memory(1 << p["addr_width"], self.rng)
-        self.engines = [Engine(self, e, name, w) for e, (name, w) in enumerate(p["engines"])]
+        self.engines = [Engine(e, name, w) for e, (name, w) in enumerate(p["engines"])]
         self.layout = start_layout(p["addr_width"], p["max_records"])
         self.rb = p["record_bits"]
         self.violations = []

@@ -7,19 +7,20 @@ import json
 import pytest
 from specgen.golden.config import preset
 from specgen.hw.activation_reader import ActivationReader
+from specgen.hw.axi_master import AXI4ReadMaster
 from specgen.sim.runner import BenchFailure, run_bench
 
 SIM = preset("sim")
 ADDR_WIDTH = 16
 
 
+def _master(config=SIM):
+    return AXI4ReadMaster.config_kwargs(config, addr_width=ADDR_WIDTH, data_width=64)
+
+
 def _reader(chunk_beats=2, max_steps=40, max_tokens=5, config=SIM):
-    base = ActivationReader.from_config(config, addr_width=ADDR_WIDTH)
-    m = base.master
     return ActivationReader(max_tokens=max_tokens, max_steps=max_steps, chunk_beats=chunk_beats,
-                            addr_width=ADDR_WIDTH, data_width=m.data_width, max_burst=m.max_burst,
-                            max_outstanding=m.max_outstanding, fifo_depth=m.fifo_depth,
-                            memory=m.memory)
+                            **_master(config))
 
 
 def _run(rd, testcase, seed, **kw):
@@ -68,9 +69,7 @@ def test_rate(seed, tmp_path, tokens):
 
 
 def test_parameters_are_checked():
-    m = ActivationReader.from_config(SIM, addr_width=ADDR_WIDTH).master
-    kw = dict(addr_width=ADDR_WIDTH, data_width=m.data_width, max_burst=m.max_burst,
-              max_outstanding=m.max_outstanding, fifo_depth=m.fifo_depth, memory=m.memory)
+    kw = _master()
     with pytest.raises(ValueError, match="chunk_beats must be a power of two"):
         ActivationReader(max_tokens=2, max_steps=8, chunk_beats=3, **kw)
     with pytest.raises(ValueError, match="max_tokens"):
