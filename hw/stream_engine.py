@@ -14,12 +14,15 @@ the low bits are ignored). Each operand ``q`` is an element of :attr:`read_bytes
 (its field, zero-padded to a power of two of at least 32 bits): element ``e`` of
 vector ``v`` is in chunk ``k = e // chunk``, at
 ``addr + v·vstride + k·cstride + (e mod chunk)·bytes``. A vector is ``chunks`` chunks
-of ``chunk`` elements (``chunks·chunk = elements``, which the runtime keeps):
+of ``chunk`` elements, the last of ``tail`` (``0``: a whole chunk), so
+``(chunks − 1)·chunk + tail = elements``, which the runtime keeps:
 
 * ``chunks = 1``, ``vstride = elements·bytes``: vectors one after another;
 * ``vstride = 0``: one vector shared by all (a norm's weights, the conv taps);
 * ``chunk = cols``, ``cstride = n_tokens·record``: one token's row of a linear engine
-  job (:mod:`hw.linear_engine`'s result records), read in place.
+  job (:mod:`hw.linear_engine`'s result records), read in place; ``tail`` is the last
+  output group's rows when ``cols`` does not divide the row count (``vhk158``'s 84
+  columns against Mamba2's 2,560 or 5,120 rows).
 
 Each result field ``r`` is written as elements of :attr:`write_bytes` bytes: a field of
 at most 16 bits is packed ``32 / bits`` to a 32-bit beat, low first (a binary16 norm
@@ -30,7 +33,7 @@ power of two. Vector ``v``'s results start at ``addr + v·vstride``, ``elements`
 
 from dataclasses import dataclass
 
-from amaranth import Cat, Module, Signal, Value
+from amaranth import Cat, Module, Mux, Signal, Value
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.wiring import In, Out, connect
@@ -88,14 +91,15 @@ def element_bits(bits):
 
 def descriptor_layout(*, reads, writes, max_vectors, max_elements, addr_width):
     """One run: ``vectors``, ``elements`` (per vector), and per operand ``<name>_addr``,
-    ``<name>_vstride``, ``<name>_cstride``, ``<name>_chunk``, ``<name>_chunks``, per
-    result ``<name>_addr`` and ``<name>_vstride``, as in the module docstring."""
+    ``<name>_vstride``, ``<name>_cstride``, ``<name>_chunk``, ``<name>_chunks``,
+    ``<name>_tail``, per result ``<name>_addr`` and ``<name>_vstride``, as in the module
+    docstring."""
     count = range(1, max_elements + 1)
     fields = {"vectors": range(1, max_vectors + 1), "elements": count}
     for f in reads:
         fields.update({f"{f.name}_addr": addr_width, f"{f.name}_vstride": addr_width,
                        f"{f.name}_cstride": addr_width, f"{f.name}_chunk": count,
-                       f"{f.name}_chunks": count})
+                       f"{f.name}_chunks": count, f"{f.name}_tail": range(max_elements + 1)})
     for f in writes:
         fields.update({f"{f.name}_addr": addr_width, f"{f.name}_vstride": addr_width})
     return data.StructLayout(fields)
@@ -339,9 +343,9 @@ class StreamEngine(wiring.Component):
             want = Signal(name=f"{f.name}_rd_pending")
             cur = Signal(aw, name=f"{f.name}_rd_addr")      # beats: this chunk's first
             vbase = Signal(aw, name=f"{f.name}_rd_vbase")   # beats: this vector's first
-            kleft = Signal(range(self._max_e), name=f"{f.name}_rd_chunks_left")
+            kleft = Signal(range(max(self._max_e, 2)), name=f"{f.name}_rd_chunks_left")
             klast = Signal(name=f"{f.name}_rd_chunk_last")
-            vleft = Signal(range(self._max_v), name=f"{f.name}_rd_vectors_left")
+            vleft = Signal(range(max(self._max_v, 2)), name=f"{f.name}_rd_vectors_left")
             vlast = Signal(name=f"{f.name}_rd_vector_last")
             with m.If(accept):
                 # From the descriptor port itself (``d`` loads in this cycle); the later
@@ -352,8 +356,14 @@ class StreamEngine(wiring.Component):
                              klast.eq(p_chunks == 1), vleft.eq(p.vectors - 1),
                              vlast.eq(p.vectors == 1)]
             nxt = Signal(aw, name=f"{f.name}_rd_vnext")
-            m.d.comb += [r.cmd.valid.eq(want), r.cmd.payload.addr.eq(cur),
-                         r.cmd.payload.beats.eq(chunk), nxt.eq(vbase + beat(vstride, nb))]
+            # The last chunk's beats: ``tail`` when it is set, a whole chunk otherwise. Both
+            # are descriptor registers and ``klast`` is one: a 2:1 mux on the command.
+            tail = getattr(d, f"{f.name}_tail")
+            ragged = Signal(name=f"{f.name}_rd_ragged")
+            m.d.comb += [ragged.eq(klast & tail.any()), r.cmd.valid.eq(want),
+                         r.cmd.payload.addr.eq(cur),
+                         r.cmd.payload.beats.eq(Mux(ragged, tail, chunk)),
+                         nxt.eq(vbase + beat(vstride, nb))]
             with m.If(r.cmd.valid & r.cmd.ready):
                 with m.If(klast):
                     m.d.sync += [vbase.eq(nxt), cur.eq(nxt), kleft.eq(chunks - 1),
@@ -399,7 +409,7 @@ class StreamEngine(wiring.Component):
             pk = self.pack[f.name]
             want = Signal(name=f"{f.name}_wr_pending")
             cur = Signal(aw, name=f"{f.name}_wr_addr")
-            vleft = Signal(range(self._max_v), name=f"{f.name}_wr_vectors_left")
+            vleft = Signal(range(max(self._max_v, 2)), name=f"{f.name}_wr_vectors_left")
             vlast = Signal(name=f"{f.name}_wr_vector_last")
             issued = Signal(ISSUED_BITS, name=f"{f.name}_wr_issued")
             beats = Signal(range(self._max_e + 1), name=f"{f.name}_wr_beats")

@@ -147,11 +147,19 @@ class Bench:
         shared = name in SHARED and self.rng.random() < 0.6
         style = "shared" if shared else self.rng.choice(["rows", "rows", "chunks"])
         if style == "chunks":
+            # Half the time a chunk that does not divide the vector: a ragged last chunk
+            # of ``tail`` elements, as a linear job's last output group when ``cols``
+            # does not divide the rows.
             divisors = [c for c in range(1, E + 1) if E % c == 0]
-            chunk = self.rng.choice(divisors[:-1] or divisors)
+            ragged = [c for c in range(2, E) if E % c]
+            chunk = self.rng.choice(ragged if ragged and self.rng.random() < 0.5
+                                    else divisors[:-1] or divisors)
         else:
             chunk = E
-        chunks = E // chunk
+        chunks = -(-E // chunk)
+        tail = E - (chunks - 1) * chunk
+        # A whole last chunk may be given as 0 or as its size: both mean the same.
+        tail_field = 0 if tail == chunk and self.rng.random() < 0.5 else tail
         # Chunks of one vector at cstride, vectors at vstride: vector v's chunk k sits in
         # slot k·V + v of a record array, as a linear job's tokens interleave.
         cstride = (chunk + self.rng.randrange(0, 3)) * nbytes * (1 if style != "chunks" else V)
@@ -166,9 +174,9 @@ class Bench:
         for v in range(1 if shared else V):
             for k in range(chunks):
                 at = base + v * vstride + k * cstride
-                self.memory.put_words(at, elem[v, k * chunk:(k + 1) * chunk].reshape(-1))
+                self.memory.put_words(at, elem[v, k * chunk:min(E, (k + 1) * chunk)].reshape(-1))
         return {f"{name}_addr": base, f"{name}_vstride": vstride, f"{name}_cstride": cstride,
-                f"{name}_chunk": chunk, f"{name}_chunks": chunks}
+                f"{name}_chunk": chunk, f"{name}_chunks": chunks, f"{name}_tail": tail_field}
 
     def result_region(self, name, n, vectors, nbytes, pack_):
         beat = max(nbytes, 4)
