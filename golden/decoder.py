@@ -148,7 +148,7 @@ class HardwareLM:
             w = operand(self.encoded[name])
             return w[0] if linear_pass == "verify" else w
 
-        self._head = weights("lm_head.weight" if not c.tie_embeddings else _EMBEDDING)
+        self._head = weights(self.head_tensor)
         self._layers = []
         for i in range(c.n_layer):
             p = f"backbone.layers.{i}."
@@ -179,6 +179,26 @@ class HardwareLM:
                                   for _ in range(c.n_layer)),
                        ssm=tuple(np.zeros((c.nheads, c.headdim, c.d_state), self.ssm.state_dtype)
                                  for _ in range(c.n_layer)))
+
+    def parameters(self, i):
+        """Layer ``i``'s parameters as the memory image stores them (binary32,
+        ``float32`` copies): ``norm`` (d_model), ``gate`` (d_inner), ``conv_w``
+        (conv_dim, d_conv), ``conv_b`` (conv_dim), ``A``, ``dt_bias``, ``D`` (nheads)."""
+        L = self._layers[i]
+        p = L["params"]
+        return {"norm": L["norm"].copy(), "gate": L["gate"].copy(), "conv_w": L["conv_w"].copy(),
+                "conv_b": L["conv_b"].copy(), "A": np.array(p.A, np.float32),
+                "dt_bias": np.array(p.dt_bias, np.float32), "D": np.array(p.D, np.float32)}
+
+    @property
+    def norm_f(self):
+        """The final norm's weights (binary32, a copy)."""
+        return self._norm_f.copy()
+
+    @property
+    def head_tensor(self):
+        """The name of the BSFP tensor the LM head reads (the embedding when tied)."""
+        return "lm_head.weight" if not self._c.tie_embeddings else _EMBEDDING
 
     def _linear(self, w, x):
         """binary32 ``W·x`` of the weight operands ``w`` (rows, K) and binary32 ``x`` (K,)."""

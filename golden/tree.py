@@ -32,7 +32,8 @@ from .validate import check_int
 
 __all__ = [
     "ROOT", "TreeShape", "flatten", "validate_parents", "tree_depths", "dead_times",
-    "live_profile", "FifoSchedule", "fifo_schedule", "overflow_node", "schedule_beats",
+    "live_profile", "FifoSchedule", "fifo_schedule", "node_table", "overflow_node",
+    "schedule_beats",
     "AcceptedPath", "accepted_path", "TreeMemory", "tree_memory",
     "MAMBA2_2P7B_STATE_ELEMS", "seed_shapes",
 ]
@@ -267,6 +268,16 @@ class FifoSchedule:
         """Summary figures: nodes, peak live (FIFO, ideal), their difference."""
         return dict(nodes=self.num_nodes, peak_live=self.peak_live, ideal_peak=self.ideal_peak,
                     fifo_cost=self.fifo_cost, fifo_depth=self.fifo_depth)
+
+
+def node_table(parents, *, fifo_depth):
+    """The SSM unit's node table of one pass over ``parents``: per node ``(root,
+    parent_slot, write_slot)`` of its :func:`fifo_schedule` (``root`` 1: the node steps
+    from the committed state; ``parent_slot`` 0 then), as the tree SSM unit's
+    ``tbl_entry`` takes them."""
+    s = fifo_schedule(parents, fifo_depth=fifo_depth)
+    return [(int(p == ROOT), 0 if p == ROOT else int(ps), int(ws))
+            for p, ps, ws in zip(s.parents, s.parent_slot, s.write_slot)]
 
 
 def overflow_node(parents, *, fifo_depth):

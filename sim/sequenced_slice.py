@@ -2,8 +2,8 @@
 projection and the residual, ``h' = h + W·fp16(RMSNorm(u)·w)`` for ``V`` nodes, with every
 word in a modeled memory and no host work between the stages.
 
-:class:`SliceTop` (a bench top level, not part of the design) joins a
-:class:`hw.sequencer.Sequencer` to three engines: a :func:`hw.stream_engine.norm_engine`
+:class:`SliceTop` (a bench top level, not part of the design) is a
+:class:`hw.decoder.SequencedCore` of three engines: a :func:`hw.stream_engine.norm_engine`
 writing binary16 vectors one a node, a :class:`hw.linear_engine.LinearEngine` reading
 them token-major (:class:`hw.activation_reader.ActivationReader`) and writing result
 records, and a :func:`hw.stream_engine.residual_engine` reading those records in place.
@@ -19,10 +19,6 @@ import random
 
 import cocotb
 import numpy as np
-from amaranth import Cat, Module
-from amaranth.lib import stream, wiring
-from amaranth.lib.wiring import In, Out
-from cocotb.triggers import ReadOnly, RisingEdge
 from specgen.golden import bsfp, dsp
 from specgen.golden.fp import FP16, FP32, convert
 from specgen.golden.nonlinear import LUTSpec
@@ -31,11 +27,13 @@ from specgen.golden.rmsnorm import gated_rmsnorm_hw
 from specgen.golden.weight_planes import job_images
 from specgen.hw.linear_engine import WEIGHT_PORTS, LinearEngine
 from specgen.hw.linear_engine import descriptor_layout as linear_layout
-from specgen.hw.sequencer import OP_DISPATCH, OP_END, Sequencer, encode_record, start_layout
+from specgen.hw.decoder import SequencedCore
+from specgen.hw.sequencer import OP_DISPATCH, OP_END, encode_record, start_layout
 from specgen.hw.stream_engine import Field, norm_engine, residual_engine
 from specgen.hw.stream_engine import descriptor_layout as stream_layout
-from specgen.sim.axi_master import Memory, reset_and_attach, reset_domains, start_clocks
-from specgen.sim.bench import offer, pack, params
+from specgen.sim.axi_master import Memory, reset_and_attach, start_clocks
+from specgen.sim.bench import pack, params
+from specgen.sim.decoder_core import run_program
 from specgen.sim.bench import seed as bench_seed
 from specgen.sim.gated_norm import norm_vectors
 from specgen.sim.residual import residual_inputs
@@ -48,7 +46,7 @@ MAX_RECORDS = 8
 TIMEOUT = 100_000
 
 
-class SliceTop(wiring.Component):
+class SliceTop(SequencedCore):
     """The sequencer and the slice's three engines; every AXI port at the top.
 
     Parameters
@@ -62,58 +60,21 @@ class SliceTop(wiring.Component):
     """
 
     def __init__(self, *, config, k, n, nodes, addr_width):
-        self.norm = norm_engine(config, size=k, gate=False, out_fmt=FP16, max_vectors=nodes,
-                                addr_width=addr_width)
-        self.lin = LinearEngine(config=config, addr_width=addr_width)
-        self.res = residual_engine(config, max_vectors=nodes, max_elements=n,
-                                   addr_width=addr_width)
-        engines = {"norm": self.norm.desc.payload.shape(), "linear": self.lin.desc.payload.shape(),
-                   "residual": self.res.desc.payload.shape()}
-        self.seq = Sequencer.from_config(config, engines=engines, max_records=MAX_RECORDS,
-                                         addr_width=addr_width)
-        self.ports = {"seq": self.seq.signature.members["axi"]}
-        for who, eng in (("norm", self.norm), ("lin", self.lin), ("res", self.res)):
-            for name, member in eng.signature.members.items():
-                if name.startswith("m_axi_"):
-                    self.ports[f"{who}_{name[len('m_axi_'):]}"] = member
+        engines = {
+            "norm": norm_engine(config, size=k, gate=False, out_fmt=FP16, max_vectors=nodes,
+                                addr_width=addr_width),
+            "lin": LinearEngine(config=config, addr_width=addr_width),
+            "res": residual_engine(config, max_vectors=nodes, max_elements=n,
+                                   addr_width=addr_width)}
+        self.norm, self.lin, self.res = engines.values()
         self.k, self.n, self.nodes = k, n, nodes
-        super().__init__({
-            "start": In(stream.Signature(start_layout(addr_width, MAX_RECORDS))), "busy": Out(1),
-            "done": Out(32),
-            "error": Out(1), "engine_error": Out(3),
-            **{f"m_axi_{name}": member for name, member in self.ports.items()},
-        })
+        super().__init__(config=config, engines=engines, max_records=MAX_RECORDS,
+                         addr_width=addr_width)
 
     @property
     def module_name(self):
         return (f"SliceTop_k{self.k}_n{self.n}_v{self.nodes}_"
                 f"{self.lin.module_name.removeprefix('LinearEngine_')}")
-
-    def elaborate(self, platform):
-        m = Module()
-        m.submodules.seq, m.submodules.norm = self.seq, self.norm
-        m.submodules.lin, m.submodules.res = self.lin, self.res
-        seq = self.seq
-        wiring.connect(m, wiring.flipped(self.start), seq.start)
-        wiring.connect(m, seq.norm, self.norm.desc)
-        wiring.connect(m, seq.linear, self.lin.desc)
-        wiring.connect(m, seq.residual, self.res.desc)
-        m.d.comb += [seq.engine_busy.eq(Cat(self.norm.busy, self.lin.busy, self.res.busy)),
-                     self.busy.eq(seq.busy), self.done.eq(seq.done), self.error.eq(seq.error),
-                     self.engine_error.eq(Cat(self.norm.error, self.lin.error, self.res.error))]
-        wiring.connect(m, wiring.flipped(self.m_axi_seq), seq.axi)
-        for who, eng in (("norm", self.norm), ("lin", self.lin), ("res", self.res)):
-            for name in eng.signature.members:
-                if not name.startswith("m_axi_"):
-                    continue
-                outer = getattr(self, f"m_axi_{who}_{name[len('m_axi_'):]}")
-                inner = getattr(eng, name)
-                if isinstance(inner, list):
-                    for a, b in zip(outer, inner):
-                        wiring.connect(m, wiring.flipped(a), b)
-                else:
-                    wiring.connect(m, wiring.flipped(outer), inner)
-        return m
 
 
 def axi_prefixes(p):
@@ -219,26 +180,6 @@ class Bench:
         written = [(x_at, V * x_stride), (y_at, groups * V * rec), (out_at, V * out_stride)]
         return start, want, (out_at, out_stride), written, mode
 
-    async def run(self, start, *, cut=None):
-        d = self.dut
-        done0 = int(d.done.value)
-        await offer(d, "start", start)
-        for cycle in range(TIMEOUT):
-            await RisingEdge(d.clk)
-            await ReadOnly()
-            assert not int(d.error.value), "the sequencer stopped on an error"
-            assert not int(d.engine_error.value), "an engine's AXI port answered an error"
-            if cut is not None and cycle == cut:
-                assert int(d.busy.value), "the program ended before its cut"
-                await RisingEdge(d.clk)
-                await reset_domains(d)
-                return None
-            if int(d.done.value) == done0 + 1 and not int(d.busy.value):
-                self.cycles = cycle + 1
-                await RisingEdge(d.clk)
-                return self.cycles
-        raise AssertionError(f"the program did not end in {TIMEOUT} cycles")
-
 
 @cocotb.test()
 async def slices(dut):
@@ -255,8 +196,8 @@ async def slices(dut):
             want[0, 0] ^= 1
         snapshot = np.frombuffer(bytes(b.memory.data), np.uint8).copy()
         if run == p.get("cut_run"):
-            await b.run(start, cut=b.rng.randrange(20, 200))
-        cycles = await b.run(start)
+            await run_program(dut, start, timeout=TIMEOUT, cut=b.rng.randrange(20, 200))
+        cycles = await run_program(dut, start, timeout=TIMEOUT)
         V, N = want.shape
         for v in range(V):
             got = b.memory.get_words(out_at + v * out_stride, N)

@@ -23,7 +23,8 @@ from amaranth.lib import data
 from cocotb.triggers import ReadOnly, RisingEdge
 
 from specgen.golden.mamba2 import SSMParams, mamba2_init_params, ssm_step_hw_bits
-from specgen.golden.tree import ROOT, fifo_schedule
+from specgen.golden.tree import ROOT
+from specgen.golden.tree import node_table as tree_node_table
 from specgen.hw.tree_ssm import TreeSSMUnit, pass_layout, table_layout
 from specgen.sim.bench import TB, pack, params
 from specgen.sim.ssm_unit import (
@@ -40,10 +41,9 @@ __all__ = ["CocotbIO", "PySimIO", "check", "expected", "make_plans", "node_table
 
 
 def node_table(parents, fifo_depth):
-    """Per node ``(root, parent_slot, write_slot)`` of the FIFO schedule."""
-    s = fifo_schedule(np.asarray(parents), fifo_depth=fifo_depth)
-    return [(int(p == ROOT), 0 if p == ROOT else int(ps), int(ws))
-            for p, ps, ws in zip(s.parents, s.parent_slot, s.write_slot)]
+    """Per node ``(root, parent_slot, write_slot)`` of the FIFO schedule
+    (:func:`golden.tree.node_table`)."""
+    return tree_node_table(np.asarray(parents), fifo_depth=fifo_depth)
 
 
 def expected(cfg, prm, state0, parents, tokens):

@@ -135,7 +135,7 @@ def test_rtl_engine_is_one_line_exit_2(tmp_path):
     proc = run_cli("generate", "--board", "sim", "--engine", "rtl", cwd=tmp_path)
     assert proc.returncode == 2, proc.stderr
     assert proc.stdout == "" and len(proc.stderr.strip().splitlines()) == 1
-    assert proc.stderr.startswith("specgen generate: error: --engine rtl: the on-chip decoder")
+    assert proc.stderr.startswith("specgen generate: error: --engine rtl: the runtime's RTL engine")
     assert "not available in this revision" in proc.stderr
 
 

@@ -35,7 +35,7 @@ def add_parser(sub):
     from specgen.gen.runtime.runtime import DEFAULT_TREE, ENGINES, SPEQ
 
     p = sub.add_parser("generate", help="generate tokens from a prompt by speculative decoding "
-                                        "(golden or hw engine; the RTL engine is not built yet)")
+                                        "(golden or hw engine; the RTL engine is not available yet)")
     add_design_args(p)
     p.add_argument("--model", default=DEFAULT_MODEL, metavar="PATH_OR_NAME",
                    help=f"target: a shipped model (target, draft), a seeded preset (tiny, small) "
@@ -51,7 +51,7 @@ def add_parser(sub):
                    help=f"tokens to generate (default {DEFAULT_TOKENS})")
     p.add_argument("--engine", default="golden", metavar="ENGINE",
                    help=f"{', '.join(ENGINES)} (default golden: float64; hw: the accelerator's "
-                        f"numerics, bit for bit; rtl: not built yet)")
+                        f"numerics, bit for bit; rtl: not available yet)")
     p.add_argument("--draft", default=SPEQ, metavar="speq|PATH_OR_NAME",
                    help="'speq': SPEQ self-speculation from the BSFP nibble plane (default); or a "
                         "draft model, named as --model")

@@ -28,8 +28,11 @@ Engines (:data:`ENGINES`):
 ``rtl``
     The whole decoder on the accelerator (simulated, or a board through
     :mod:`gen.runtime.regbus` and :mod:`gen.runtime.image`). Not available
-    in this revision: the on-chip layer sequencer, conv1d, norms, embedding
-    and LM head are not built yet, so :func:`make_engine` refuses it
+    in this revision: :class:`hw.decoder.DecoderCore` runs a whole tree step
+    from one program (:mod:`gen.runtime.program`), bit for bit against
+    :class:`golden.decoder.HardwareLM` on Verilator, but the commit pass,
+    the embedding lookup on chip and this runtime's drive of the simulation
+    are not built, so :func:`make_engine` refuses it
     (:class:`EngineUnavailable`) instead of pretending.
 
 An engine is any object with ``name`` and ``generate(*, target, draft,
@@ -190,9 +193,11 @@ class HardwareEngine:
 
 
 #: Why the RTL engine is refused, in one line.
-RTL_UNAVAILABLE = ("the on-chip decoder (layer sequencer, conv1d, gated norm, residual, embedding "
-                   "and LM head) is not available in this revision, so there is no RTL run to "
-                   "report")
+RTL_UNAVAILABLE = ("the runtime's RTL engine is not available in this revision: the decoder core "
+                   "runs a whole tree step on Verilator (hw.decoder.DecoderCore, "
+                   "tests/test_decoder_core.py), but the commit pass, the embedding lookup on "
+                   "chip and the runtime's drive of the simulation are not built, so there is "
+                   "no RTL generation to report")
 
 
 def make_engine(name, *, config):

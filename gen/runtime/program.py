@@ -1,0 +1,389 @@
+"""A decode step as a program of the decoder core: where every word lives, and the records.
+
+:class:`StepPlan` lays a :class:`golden.decoder.HardwareLM` out in the memory of a
+:class:`hw.decoder.DecoderCore` (weights, parameters, committed states, and the buffers
+between the stages) and writes the program of one step for a tree of ``V`` nodes
+(``docs/decoder.md``): per layer
+
+1. the pre-norm of every node's ``h`` (``norm``), binary16, token-major;
+2. the in_proj jobs (``linear``), one per output tile; its rows are laid out with each
+   segment (``z``, ``x``, ``B``, ``C``, ``dt``) starting on a multiple of ``cols`` rows
+   (zero rows between them), so the stream engines read a node's segment in place from
+   the job's result records, a chunk of ``cols`` rows per record and a ragged last chunk;
+3. the conv1d (``conv1d``): three descriptors per node, its ``x``, ``B`` and ``C``
+   channels, each reading the window its parent wrote (the committed window for the
+   root) and writing its outputs into the node's SSM input record (``B, C, x, dt``) and
+   its own window; the first node of every tree depth waits for the conv1d engine to
+   drain, so a parent's window is in memory before its children read it;
+4. ``dt`` of every node into its record (``copy``), beside the conv1d;
+5. the tree SSM pass (``ssm``), ``y`` of every node, no state written (a commit pass
+   replays the accepted path);
+6. the gated norm (``gate_norm``): ``y`` and ``z`` in place, binary16, token-major;
+7. the out_proj jobs and the residual (``residual``), ``h`` updated in place;
+
+then the final norm, the LM head's jobs and the argmax of every node. Each record waits
+only for the engines whose results it reads (and the linear jobs of a layer for the
+stage before them); the in_proj jobs queue in the linear engine, and the conv1d runs
+beside the ``dt`` copy.
+
+The plan writes into a flat byte array (``data``), addresses from ``base``; the host
+copies it into the memory the core reaches. The embedding lookup is the host's
+(:meth:`StepPlan.write_hidden`): the image holds the embedding only as BSFP planes.
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from specgen.golden.decoder import HardwareLM
+from specgen.golden.memory_map import state_image
+from specgen.golden.tree import ROOT, node_table, tree_depths, validate_parents
+from specgen.golden.weight_planes import pack_matrix
+
+__all__ = ["StepPlan", "Segment", "in_proj_segments"]
+
+#: Alignment of every buffer (the widest beat of the core's ports, and an AXI burst's
+#: 4 KB boundary for the weight planes).
+ALIGN, PLANE_ALIGN = 64, 4096
+
+
+@dataclass(frozen=True)
+class Segment:
+    """One part of in_proj's output: ``rows`` rows from ``row0`` of the model's matrix,
+    placed from row ``at`` (a multiple of ``cols``) of the padded one."""
+
+    name: str
+    row0: int
+    rows: int
+    at: int
+
+
+def in_proj_segments(model, cols):
+    """The segments ``z, x, B, C, dt`` of in_proj, each placed on a multiple of ``cols``
+    rows; and the padded row count."""
+    parts = (("z", model.d_inner), ("x", model.d_inner), ("B", model.d_state),
+             ("C", model.d_state), ("dt", model.nheads))
+    out, row0, at = [], 0, 0
+    for name, rows in parts:
+        out.append(Segment(name, row0, rows, at))
+        row0 += rows
+        at += -(-rows // cols) * cols
+    return out, at
+
+
+def _pack(layout, value):
+    return layout.const(value).as_value().value
+
+
+def _up(n, align):
+    return -(-n // align) * align
+
+
+class StepPlan:
+    """A model laid out for a :class:`hw.decoder.DecoderCore`, and its step programs.
+
+    Parameters
+    ----------
+    core : hw.decoder.DecoderCore
+        The core (its engines' descriptor layouts, record sizes and limits).
+    lm : golden.decoder.HardwareLM
+        The model in the core's design and pass (``linear_pass``).
+    nodes : int
+        Tree nodes of a step (``V``), at most ``core.max_nodes``.
+    base : int
+        Byte address of the plan's first byte in the core's memory.
+
+    Raises
+    ------
+    ValueError
+        A model or pass the core cannot run (naming the field), or a layout beyond the
+        core's address width.
+    """
+
+    def __init__(self, core, lm, *, nodes, base=0):
+        if not isinstance(lm, HardwareLM):
+            raise TypeError(f"StepPlan.lm must be a golden.decoder.HardwareLM, not {lm!r}")
+        m = lm.lm.config
+        if m != core.model:
+            raise ValueError(f"StepPlan: the model {m} is not the one the core is built for "
+                             f"({core.model})")
+        if not 1 <= nodes <= core.max_nodes:
+            raise ValueError(f"StepPlan.nodes must be in [1, {core.max_nodes}] (the core's "
+                             f"max_nodes), not {nodes!r}")
+        if lm.config.bsfp.group_size is not None:
+            raise ValueError("StepPlan: bsfp.group_size must be None (one scale per tensor: "
+                             "the linear engine's descriptor has one scale exponent)")
+        self.core, self.lm, self.model, self.V, self.base = core, lm, m, nodes, base
+        self.mode = 1 if lm.linear_pass == "draft" else 0
+        eng = core.engines
+        self.lin = eng["linear"]
+        self.cols, self.rows = lm.config.linear.cols, lm.config.linear.rows
+        self.rec = self.lin.y_record_bytes
+        self.ssm_rec = eng["ssm"].record_bytes
+        self.layouts = {n: e.desc.payload.shape() for n, e in eng.items()}
+        self._top = 0
+        self.data = bytearray()
+        self._weights()
+        self._buffers()
+        end = self.base + len(self.data)
+        if end > 1 << self.lin.addr_width:
+            raise ValueError(f"StepPlan: the layout needs {end} bytes, beyond the core's "
+                             f"{self.lin.addr_width}-bit addresses")
+
+    # -- layout ---------------------------------------------------------------------------
+    def _alloc(self, nbytes, align=ALIGN):
+        at = _up(self._top, align)
+        self._top = at + nbytes
+        if len(self.data) < self._top:
+            self.data.extend(bytes(self._top - len(self.data)))
+        return self.base + at
+
+    def put(self, addr, payload):
+        """Write ``payload`` (bytes) at core address ``addr``."""
+        at = addr - self.base
+        self.data[at:at + len(payload)] = bytes(payload)
+
+    def get(self, addr, nbytes, data=None):
+        """``nbytes`` at core address ``addr`` of ``data`` (default the plan's own bytes;
+        any buffer laid out from ``base``)."""
+        at = addr - self.base
+        return bytes((self.data if data is None else data)[at:at + nbytes])
+
+    def _words(self, values):
+        return np.ascontiguousarray(values, np.float32).tobytes()
+
+    def _matrix(self, stored):
+        """A matrix's planes in memory: ``(scale, [(job, nibble addr, residue addr)])``."""
+        c = self.lm.config.linear
+        nib, res, jobs = pack_matrix(stored, rows=c.rows, cols=c.cols, max_k=c.max_k,
+                                     word_bits=self.lin.weight_stream.word_width,
+                                     ports=self.lin.weight_ports)
+        n_at, r_at = self._alloc(len(nib), PLANE_ALIGN), self._alloc(len(res), PLANE_ALIGN)
+        self.put(n_at, nib)
+        self.put(r_at, res)
+        for j in jobs:
+            if j.k0 or j.n_k != stored.shape[1]:
+                raise ValueError(f"StepPlan: a matrix of {stored.shape[1]} inputs exceeds "
+                                 f"linear.max_k ({c.max_k})")
+        return [(j, n_at + j.nibble_offset, r_at + j.residue_offset) for j in jobs]
+
+    def _weights(self):
+        m, lm = self.model, self.lm
+        self.segments, padded = in_proj_segments(m, self.cols)
+        self.layers = []
+        for i in range(m.n_layer):
+            p = f"backbone.layers.{i}.mixer."
+            t_in = lm.encoded[p + "in_proj.weight"]
+            stored = np.zeros((padded, m.d_model), np.uint16)
+            for s in self.segments:
+                stored[s.at:s.at + s.rows] = t_in.stored[s.row0:s.row0 + s.rows]
+            t_out = lm.encoded[p + "out_proj.weight"]
+            prm = lm.parameters(i)
+            L = {"in_k": int(t_in.scales), "in_jobs": self._matrix(stored),
+                 "out_k": int(t_out.scales), "out_jobs": self._matrix(t_out.stored)}
+            for name in ("norm", "gate", "conv_b"):
+                L[name] = self._alloc(4 * prm[name].size)
+                self.put(L[name], self._words(prm[name]))
+            # A channel's taps are one element of the conv1d engine (d_conv words).
+            L["conv_w"] = self._alloc(4 * prm["conv_w"].size)
+            self.put(L["conv_w"], self._words(prm["conv_w"]))
+            L["ssm_params"] = self._alloc(12 * m.nheads)
+            self.put(L["ssm_params"], self._words(np.concatenate(
+                [prm["A"], prm["dt_bias"], prm["D"]])))
+            self.layers.append(L)
+        head = lm.encoded[lm.head_tensor]
+        self.head_k, self.head_jobs = int(head.scales), self._matrix(head.stored)
+        self.norm_f = self._alloc(4 * m.d_model)
+        self.put(self.norm_f, self._words(lm.norm_f))
+
+    def _buffers(self):
+        m, V, eng = self.model, self.V, self.core.engines
+        from specgen.hw.decoder import window_bytes
+        self.wb = window_bytes(m)
+        self.h_stride = _up(4 * m.d_model, ALIGN)
+        self.h = self._alloc(V * self.h_stride)
+        self.xn_stride = _up(2 * m.d_model, ALIGN)
+        self.xn = self._alloc(V * self.xn_stride)
+        self.g_stride = _up(2 * m.d_inner, ALIGN)
+        self.g = self._alloc(V * self.g_stride)
+
+        def records(jobs):
+            groups = sum(-(-j.n_rows // self.cols) for j, _, _ in jobs)
+            return self._alloc(groups * V * self.rec)
+        self.zx = records(self.layers[0]["in_jobs"])
+        self.o = records(self.layers[0]["out_jobs"])
+        self.logits = records(self.head_jobs)
+        self.ssm_in = self._alloc(V * self.ssm_rec)
+        self.y = self._alloc(V * 4 * m.d_inner)
+        self.am = self._alloc(8 * V)
+        ssm = eng["ssm"]
+        win = m.conv_dim * self.wb
+        for L in self.layers:
+            # Slot 0: the committed window; slot 1 + v: node v's.
+            L["win"] = [self._alloc(win) for _ in range(V + 1)]
+            L["state"] = self._alloc(ssm.state_bytes)
+        self.state_scratch = self._alloc(ssm.state_bytes)
+
+    # -- inputs -----------------------------------------------------------------------------
+    def write_state(self, state):
+        """The committed state (:class:`golden.lm.LMState`) into every layer's window slot 0
+        (channel-major, a channel's ``d_conv − 1`` words oldest first in its element) and
+        its SSM state (the engine's tile order)."""
+        m = self.model
+        for L, conv, ssm in zip(self.layers, state.conv, state.ssm):
+            w = np.zeros((m.conv_dim, self.wb // 4), np.float32)
+            w[:, :m.d_conv - 1] = np.asarray(conv, np.float32).T
+            self.put(L["win"][0], w.tobytes())
+            img = state_image(self.lm.ssm, np.asarray(ssm, np.float32))
+            self.put(L["state"], np.ascontiguousarray(img, np.float32).tobytes())
+
+    def write_hidden(self, tokens):
+        """Every node's embedding row into ``h`` (the host's lookup)."""
+        if len(tokens) != self.V:
+            raise ValueError(f"StepPlan.write_hidden: {len(tokens)} tokens for {self.V} nodes")
+        for v, t in enumerate(tokens):
+            self.put(self.h + v * self.h_stride, self._words(self.lm.embed(int(t))))
+
+    def table(self, parents):
+        """``[(node, entry fields, src)]`` of the SSM engine's node table for ``parents``."""
+        c = self.lm.config.tree
+        return [(v, {"root": r, "parent_slot": ps, "write_slot": ws}, v)
+                for v, (r, ps, ws) in enumerate(node_table(parents, fifo_depth=c.fifo_depth))]
+
+    # -- the program --------------------------------------------------------------------------
+    def _rec(self, engine, desc, wait=()):
+        from specgen.hw.sequencer import OP_DISPATCH, encode_record
+        core = self.core
+        return encode_record(core.record_bits, op=OP_DISPATCH, engine=core.index(engine),
+                             wait=[core.index(w) for w in wait],
+                             payload=_pack(self.layouts[engine], desc))
+
+    def _in_place(self, name, records, row0, n, v):
+        """Operand ``name`` reading rows ``row0 … row0 + n − 1`` (``row0`` a multiple of
+        ``cols``) of node ``v`` from linear results at ``records``."""
+        chunks = -(-n // self.cols)
+        return {f"{name}_addr": records + (row0 // self.cols * self.V + v) * self.rec,
+                f"{name}_vstride": self.rec, f"{name}_cstride": self.V * self.rec,
+                f"{name}_chunk": self.cols, f"{name}_chunks": chunks,
+                f"{name}_tail": n - (chunks - 1) * self.cols}
+
+    @staticmethod
+    def _vector(name, addr, n, vstride):
+        return {f"{name}_addr": addr, f"{name}_vstride": vstride, f"{name}_cstride": 0,
+                f"{name}_chunk": n, f"{name}_chunks": 1, f"{name}_tail": 0}
+
+    def _norm(self, src, w, n, out, out_stride, z=False):
+        desc = {"vectors": self.V, "elements": n, **self._vector("y", *src),
+                **self._vector("w", w, n, 0), "out_addr": out, "out_vstride": out_stride}
+        if z:
+            desc.update(self._in_place("z", self.zx, 0, n, 0))
+        return desc
+
+    def _jobs(self, jobs, k, x, x_stride, y, wait):
+        out = []
+        for i, (j, n_at, r_at) in enumerate(jobs):
+            desc = {"mode": self.mode, "steps": j.n_k, "n_rows": j.n_rows, "n_tokens": self.V,
+                    "k": k, "nibble_addr": n_at, "residue_addr": r_at, "x_addr": x,
+                    "x_stride": x_stride, "y_addr": y + j.row0 // self.cols * self.V * self.rec}
+            out.append(self._rec("linear", desc, wait if i == 0 else ()))
+        return out
+
+    def program(self, parents):
+        """The records of one step over the tree ``parents`` (BFS order; ``V`` nodes):
+        ``(bytes, record count)``; the last record is ``END``, waiting for the argmax."""
+        from specgen.hw.sequencer import OP_END, encode_record
+        p = validate_parents(parents)
+        if p.size != self.V:
+            raise ValueError(f"StepPlan.program: {p.size} nodes, the plan has {self.V}")
+        depth = tree_depths(p)
+        m, V = self.model, self.V
+        seg = {s.name: s for s in self.segments}
+        N, H, HP = m.d_state, m.nheads, m.d_inner
+        # The SSM record: B, C, x, dt (hw.ssm_engine).
+        rec_off = {"B": 0, "C": 4 * N, "x": 8 * N, "dt": 8 * N + 4 * HP}
+        chan = {"x": 0, "B": m.d_inner, "C": m.d_inner + N}
+        recs = []
+        for i, L in enumerate(self.layers):
+            recs.append(self._rec("norm", self._norm(
+                (self.h, m.d_model, self.h_stride), L["norm"], m.d_model, self.xn,
+                self.xn_stride), ("residual",) if i else ()))
+            recs += self._jobs(L["in_jobs"], L["in_k"], self.xn, self.xn_stride, self.zx,
+                               ("norm",))
+            for v in range(V):
+                src = L["win"][0 if p[v] == ROOT else 1 + int(p[v])]
+                for n_seg, name in enumerate(("x", "B", "C")):
+                    s, c0 = seg[name], chan[name]
+                    desc = {"vectors": 1, "elements": s.rows,
+                            **self._vector("window", src + c0 * self.wb, s.rows, 0),
+                            **self._in_place("x", self.zx, s.at, s.rows, v),
+                            **self._vector("taps", L["conv_w"] + c0 * 4 * m.d_conv, s.rows, 0),
+                            **self._vector("bias", L["conv_b"] + 4 * c0, s.rows, 0),
+                            "y_addr": self.ssm_in + v * self.ssm_rec + rec_off[name],
+                            "y_vstride": 0, "new_window_addr": L["win"][1 + v] + c0 * self.wb,
+                            "new_window_vstride": 0}
+                    wait = ()
+                    if v == 0 and n_seg == 0:
+                        wait = ("linear",)
+                    elif n_seg == 0 and depth[v] != depth[v - 1]:
+                        wait = ("conv1d",)
+                    recs.append(self._rec("conv1d", desc, wait))
+            dt = seg["dt"]
+            recs.append(self._rec("copy", {
+                "vectors": V, "elements": H, **self._in_place("x", self.zx, dt.at, H, 0),
+                "y_addr": self.ssm_in + rec_off["dt"], "y_vstride": self.ssm_rec}, ("linear",)))
+            recs.append(self._rec("ssm", {
+                "nodes": V, "out_node": 0, "out_en": 0, "y_en": 1, "load_params": 1,
+                "params_addr": L["ssm_params"], "input_addr": self.ssm_in,
+                "state_in_addr": L["state"], "state_out_addr": self.state_scratch,
+                "y_addr": self.y}, ("conv1d", "copy")))
+            recs.append(self._rec("gate_norm", self._norm(
+                (self.y, m.d_inner, 4 * m.d_inner), L["gate"], m.d_inner, self.g,
+                self.g_stride, z=True), ("ssm",)))
+            recs += self._jobs(L["out_jobs"], L["out_k"], self.g, self.g_stride, self.o,
+                               ("gate_norm",))
+            recs.append(self._rec("residual", {
+                "vectors": V, "elements": m.d_model,
+                **self._vector("h", self.h, m.d_model, self.h_stride),
+                **self._in_place("d", self.o, 0, m.d_model, 0),
+                "out_addr": self.h, "out_vstride": self.h_stride}, ("linear",)))
+        recs.append(self._rec("norm", self._norm(
+            (self.h, m.d_model, self.h_stride), self.norm_f, m.d_model, self.xn,
+            self.xn_stride), ("residual",)))
+        recs += self._jobs(self.head_jobs, self.head_k, self.xn, self.xn_stride, self.logits,
+                           ("norm",))
+        recs.append(self._rec("argmax", {
+            "vectors": V, "elements": m.vocab, **self._in_place("logits", self.logits, 0,
+                                                               m.vocab, 0),
+            "result_addr": self.am, "result_vstride": 8}, ("linear",)))
+        recs.append(encode_record(self.core.record_bits, op=OP_END,
+                                  wait=[self.core.index("argmax")]))
+        if len(recs) > self.core.max_records:
+            raise ValueError(f"StepPlan.program: {len(recs)} records, the core's max_records "
+                             f"is {self.core.max_records}")
+        return b"".join(recs), len(recs)
+
+    # -- results ------------------------------------------------------------------------------
+    def logits_of(self, data, v):
+        """Node ``v``'s logits (``uint32`` words) from a memory image ``data``."""
+        out = np.empty(self.model.vocab, np.uint32)
+        for r in range(self.model.vocab):
+            at = self.logits + ((r // self.cols) * self.V + v) * self.rec + 4 * (r % self.cols)
+            out[r] = np.frombuffer(self.get(at, 4, data), "<u4")[0]
+        return out
+
+    def argmax_of(self, data, v):
+        """Node ``v``'s argmax beat from ``data``: ``(index, value word, nan)``."""
+        from specgen.hw.argmax import argmax_out_layout
+        lay = argmax_out_layout(self.model.vocab)
+        word = int.from_bytes(self.get(self.am + 8 * v, 8, data), "little")
+
+        def f(name):
+            return (word >> lay[name].offset) & ((1 << lay[name].width) - 1)
+        return f("index"), f("value"), f("nan")
+
+    def window_of(self, data, layer, v):
+        """Node ``v``'s new conv window of ``layer`` (binary32, ``(d_conv − 1, conv_dim)``)."""
+        m = self.model
+        w = np.frombuffer(self.get(self.layers[layer]["win"][1 + v], m.conv_dim * self.wb, data),
+                          np.float32).reshape(m.conv_dim, self.wb // 4)
+        return w[:, :m.d_conv - 1].T.copy()

@@ -1,0 +1,193 @@
+"""cocotb bench of :class:`hw.decoder.DecoderCore`: whole decode steps of a Mamba2 LM from
+one program in memory, against :class:`golden.decoder.HardwareLM` node by node.
+
+The bench lays a seeded model out with :class:`gen.runtime.program.StepPlan` in a modeled
+memory behind all of the core's AXI ports (``latency`` memory cycles a read, random stalls
+on every channel), writes a committed state (the model's state after a short prompt),
+every node's embedding row and the SSM node table, and starts the step's program. When
+the sequencer reports the program done, it compares, for every node of the tree: the
+LM head's logits and the argmax beat, bit for bit, with ``HardwareLM.step`` applied along
+the node's path from the committed state, and every layer's new conv window with the
+golden state's. One step is cut by a reset of both domains in mid-program; the host then
+writes the node table and the embedding rows again and reruns the step.
+"""
+
+import dataclasses
+import random
+
+import cocotb
+import numpy as np
+from cocotb.triggers import ReadOnly, RisingEdge
+
+from specgen.gen.runtime.program import StepPlan
+from specgen.golden.config import preset
+from specgen.golden.decoder import HardwareLM
+from specgen.golden.lm import LMConfig, MambaLM
+from specgen.golden.tree import ROOT
+from specgen.hw.decoder import DecoderCore
+from specgen.hw.sequencer import start_layout
+from specgen.hw.tree_ssm import table_layout
+from specgen.sim.axi_master import Memory, reset_and_attach, reset_domains, start_clocks
+from specgen.sim.bench import offer, pack, params
+from specgen.sim.bench import seed as bench_seed
+
+__all__ = ["make_core", "run_program", "PROGRAM_TIMEOUT"]
+
+#: Fabric cycles a step's program may take.
+PROGRAM_TIMEOUT = 400_000
+
+
+def make_core(p):
+    """``(config, model, core)`` of a bench's parameters: the ``sim`` preset with the
+    linear engine's contract DSPFP32 and ``p["linear"]``'s and ``p["ssm"]``'s overrides,
+    the model ``p["model"]`` (an :class:`golden.lm.LMConfig`'s fields)."""
+    c = preset("sim")
+    c = c.replace(linear=dataclasses.replace(c.linear, contract="dspfp32", **p["linear"]),
+                  ssm=dataclasses.replace(c.ssm, **p["ssm"]))
+    model = LMConfig(**p["model"])
+    core = DecoderCore(config=c, model=model, max_records=p["max_records"],
+                       addr_width=p["addr_width"], max_nodes=p["max_nodes"])
+    return c, model, core
+
+
+def axi_prefixes(core):
+    """The cocotb prefixes of the core's read and write ports."""
+    def names(ports):
+        out = []
+        for n in ports:
+            member = core.ports[n]
+            count = getattr(member, "dimensions", ())
+            out += ([f"m_axi_{n}__{j}_" for j in range(count[0])] if count else [f"m_axi_{n}_"])
+        return out
+    return names(core.read_ports()), names(core.write_ports())
+
+
+class Bench:
+    def __init__(self, dut, p):
+        self.dut, self.p = dut, p
+        self.rng = random.Random(bench_seed())
+        self.config, self.model, self.core = make_core(p)
+        lm = MambaLM.from_seed(self.model, seed=p["model_seed"])
+        self.lm = HardwareLM(lm, config=self.config, linear_pass=p["linear_pass"])
+        self.memory = Memory(1 << p["addr_width"], self.rng)
+        start_clocks(dut, sync_mhz=self.config.board.clock_mhz,
+                     mem_mhz=self.config.board.memory_clock_mhz)
+
+    def load(self, plan):
+        self.memory.data[:len(plan.data)] = plan.data
+
+    async def write_table(self, plan, parents):
+        d = self.dut
+        lay = table_layout(self.config.tree.fifo_depth)
+        for node, entry, src in plan.table(parents):
+            d.tbl_we.value, d.tbl_node.value, d.tbl_src.value = 1, node, src
+            d.tbl_entry.value = pack(lay, entry)
+            await RisingEdge(d.clk)
+        d.tbl_we.value = 0
+
+
+async def run_program(dut, start, *, timeout, cut=None):
+    """Offer the program ``start`` to a :class:`hw.decoder.SequencedCore` and wait for it:
+    its fabric cycles to ``done``. Every cycle, no sequencer or engine error. With ``cut``
+    (a cycle count while the program runs), reset both domains then and return ``None``."""
+    d = dut
+    done0 = int(d.done.value)
+    await offer(d, "start", start)
+    for cycle in range(timeout):
+        await RisingEdge(d.clk)
+        await ReadOnly()
+        assert not int(d.error.value), (
+            f"the sequencer stopped on error code {int(d.error_code.value)}")
+        assert not int(d.engine_error.value), (
+            f"an engine's AXI port answered an error (bits {int(d.engine_error.value):#x})")
+        if cut is not None and cycle == cut:
+            assert int(d.busy.value), "the program ended before its cut"
+            await RisingEdge(d.clk)
+            await reset_domains(d)
+            return None
+        if int(d.done.value) == done0 + 1 and not int(d.busy.value):
+            await RisingEdge(d.clk)
+            return cycle + 1
+    raise AssertionError(f"the program did not end in {timeout} cycles")
+
+
+def _expected(lm, state0, parents, tokens):
+    """Per node ``(logits, state)`` of ``HardwareLM.step`` along its path."""
+    out = []
+    for v, t in enumerate(tokens):
+        parent = state0 if parents[v] == ROOT else out[parents[v]][1]
+        out.append(lm.step(parent, int(t)))
+    return out
+
+
+@cocotb.test()
+async def steps(dut):
+    """``steps`` decode steps over the tree ``parents``, one cut by a reset and rerun."""
+    p = params()
+    b = Bench(dut, p)
+    dut.start__valid.value = 0
+    dut.tbl_we.value = 0
+    reads, writes = axi_prefixes(b.core)
+    await reset_and_attach(dut, b.memory, p, b.rng, reads=reads, writes=writes)
+    parents = p["parents"]
+    V = len(parents)
+    lm, m = b.lm, b.model
+    state = lm.initial_state()
+    for t in p["prompt"]:
+        _, state = lm.step(state, t)
+    plan = StepPlan(b.core, lm, nodes=V)
+    prog, n_rec = plan.program(parents)
+    prog_at = -(-len(plan.data) // 128) * 128
+    start = pack(start_layout(p["addr_width"], b.core.max_records),
+                 {"addr": prog_at, "records": n_rec})
+    np_rng = np.random.default_rng(b.rng.getrandbits(64))
+    for k in range(p["steps"]):
+        tokens = [int(t) for t in np_rng.integers(0, m.vocab, V)]
+        plan.write_state(state)
+        plan.write_hidden(tokens)
+        b.load(plan)
+        b.memory.data[prog_at:prog_at + len(prog)] = prog
+        want = _expected(lm, state, parents, tokens)
+        if p.get("corrupt") and k == 0:
+            bad = want[0][0].copy()
+            bad.view(np.uint32)[0] ^= 1
+            want[0] = (bad, want[0][1])
+        await b.write_table(plan, parents)
+        if k == p.get("cut_step"):
+            await run_program(dut, start, timeout=PROGRAM_TIMEOUT,
+                              cut=b.rng.randrange(200, 3000))
+            # The host reruns the step: the residual updated h in place, so the embedding
+            # rows go back in (and the node table, as after any reset).
+            plan.write_hidden(tokens)
+            b.load(plan)
+            await b.write_table(plan, parents)
+        cycles = await run_program(dut, start, timeout=PROGRAM_TIMEOUT)
+        data = b.memory.data
+        for v in range(V):
+            logits, st = want[v]
+            got = plan.logits_of(data, v)
+            gold = np.asarray(logits, np.float32).view(np.uint32)
+            bad = np.flatnonzero(got != gold)
+            assert bad.size == 0, (
+                f"step {k}, node {v}: logit {int(bad[0])} is {int(got[bad[0]]):#010x} in "
+                f"memory, golden {int(gold[bad[0]]):#010x} ({bad.size} of {m.vocab} differ)")
+            index, value, nan = plan.argmax_of(data, v)
+            assert (index, nan) == (lm.greedy(logits), 0), (
+                f"step {k}, node {v}: argmax {index} (nan {nan}), golden {lm.greedy(logits)}")
+            assert value == int(gold[index]), f"step {k}, node {v}: the argmax's value word"
+            for i in range(m.n_layer):
+                w = plan.window_of(data, i, v)
+                g = np.asarray(st.conv[i], np.float32)
+                assert np.array_equal(w.view(np.uint32), g.view(np.uint32)), (
+                    f"step {k}, node {v}: layer {i}'s conv window differs from golden")
+        dut._log.info(f"step {k}: {V} nodes, {n_rec} records, {cycles} cycles")
+        # The next step starts from the deepest first-child path's end.
+        leaf = max(range(V), key=lambda v: (_depth(parents, v), -v))
+        state = want[leaf][1]
+
+
+def _depth(parents, v):
+    d = 0
+    while parents[v] != ROOT:
+        v, d = parents[v], d + 1
+    return d

@@ -1,0 +1,44 @@
+# amaranth: UnusedElaboratable=no
+"""The decoder core: whole decode steps of a 2-layer Mamba2 LM from one program in memory,
+every node's logits, argmax and conv windows bit for bit against
+``golden.decoder.HardwareLM``. In ``make test-slow``: the core's cold Verilator build
+takes minutes."""
+
+import pytest
+from specgen.golden.tree import ROOT
+from specgen.sim.decoder_core import make_core
+from specgen.sim.runner import BenchFailure, run_bench
+
+#: The bench's design: ``linear.cols = 3`` divides none of the model's segments (z and x
+#: 16 rows, B and C 8, dt 2, vocab 16, d_model 8), so every in-place read has a ragged
+#: last chunk and in_proj's segments are padded; the SSM unit has the model's geometry.
+DESIGN = {"linear": {"cols": 3}, "ssm": {"nheads": 2, "headdim": 8, "d_state": 8},
+          "model": {"vocab": 16, "d_model": 8, "n_layer": 2, "d_state": 8, "headdim": 8},
+          "max_records": 128, "addr_width": 18, "max_nodes": 8}
+
+
+def _run(seed, **kw):
+    p = {**DESIGN, "model_seed": 7, "linear_pass": "verify", "parents": [ROOT, 0, 0, 1, 2],
+         "prompt": [3, 1, 4], "steps": 2, "cut_step": 1, "latency": 24, "stall": 0.3}
+    p.update(kw)
+    _, _, core = make_core(p)
+    run_bench(core, name=core.module_name, module="specgen.sim.decoder_core", testcase="steps",
+              params=p, seed=seed)
+
+
+@pytest.mark.sim
+@pytest.mark.slow
+@pytest.mark.parametrize("linear_pass", ["verify", "draft"])
+def test_decode_step(seed, linear_pass):
+    """Two steps over a branching tree of 5 nodes (the second cut by a reset and rerun),
+    in the verify pass (both BSFP planes) and SPEQ's draft pass (the nibble plane), 24-cycle
+    reads and 30 % stalls on every channel of the core's AXI ports."""
+    _run(seed, linear_pass=linear_pass)
+
+
+@pytest.mark.sim
+@pytest.mark.slow
+def test_decoder_bench_can_fail(seed):
+    """One flipped expected logit fails the bench."""
+    with pytest.raises(BenchFailure, match="golden"):
+        _run(seed, steps=1, cut_step=None, corrupt=True)

@@ -1,0 +1,111 @@
+# amaranth: UnusedElaboratable=no
+"""The decoder core's step programs (``gen.runtime.program``) and its parameter checks,
+without simulation; ``tests/test_decoder_core.py`` runs the programs on the RTL."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+from amaranth.lib import data
+from specgen.gen.runtime.program import StepPlan, in_proj_segments
+from specgen.golden.decoder import HardwareLM
+from specgen.golden.lm import LMConfig, MambaLM
+from specgen.golden.tree import ROOT, fifo_schedule, node_table
+from specgen.hw.decoder import DecoderCore
+from specgen.hw.sequencer import OP_END, record_layout
+from specgen.sim.decoder_core import make_core
+from tests.test_decoder_core import DESIGN
+
+
+@pytest.fixture(scope="module")
+def built():
+    config, model, core = make_core(DESIGN)
+    lm = HardwareLM(MambaLM.from_seed(model, seed=3), config=config)
+    return config, model, core, lm
+
+
+@pytest.mark.parametrize("cols", [1, 3, 4, 84])
+def test_in_proj_segments_are_aligned_and_disjoint(cols):
+    m = LMConfig.from_model("2.7B")
+    segs, padded = in_proj_segments(m, cols)
+    assert [s.name for s in segs] == ["z", "x", "B", "C", "dt"]
+    assert sum(s.rows for s in segs) == m.d_in_proj
+    row0 = 0
+    for s, nxt in zip(segs, segs[1:] + [None]):
+        assert s.row0 == row0 and s.at % cols == 0
+        assert s.at + s.rows <= (nxt.at if nxt else padded)
+        row0 += s.rows
+    assert padded - m.d_in_proj < 5 * cols
+
+
+def test_node_table_follows_the_fifo_schedule():
+    parents = [ROOT, 0, 0, 1, 2, 2]
+    table = node_table(parents, fifo_depth=4)
+    s = fifo_schedule(parents, fifo_depth=4)
+    assert [t[0] for t in table] == [1, 0, 0, 0, 0, 0]
+    for v in range(1, len(parents)):
+        # a child reads the slot its parent wrote
+        assert table[v][1] == table[parents[v]][2] == int(s.write_slot[parents[v]])
+
+
+def test_program_records(built):
+    config, model, core, lm = built
+    parents = [ROOT, 0, 0, 1, 2]
+    plan = StepPlan(core, lm, nodes=len(parents))
+    prog, n = plan.program(parents)
+    rb = core.record_bits // 8
+    assert len(prog) == n * rb
+    jobs_in, jobs_out = len(plan.layers[0]["in_jobs"]), len(plan.layers[0]["out_jobs"])
+    per_layer = 1 + jobs_in + 3 * len(parents) + 1 + 1 + 1 + jobs_out + 1
+    assert n == model.n_layer * per_layer + 1 + len(plan.head_jobs) + 1 + 1
+    lay = record_layout(core.record_bits)
+    recs = [data.Const(lay, int.from_bytes(prog[i * rb:(i + 1) * rb], "little"))
+            for i in range(n)]
+    ops = [int(r.op) for r in recs]
+    assert ops[-1] == OP_END and OP_END not in ops[:-1]
+    assert int(recs[-1].wait) == 1 << core.index("argmax")
+    # the SSM pass of each layer waits for the conv1d and the dt copy
+    ssm = [r for r in recs if int(r.op) != OP_END and int(r.engine) == core.index("ssm")]
+    assert len(ssm) == model.n_layer
+    assert all(int(r.wait) == (1 << core.index("conv1d")) | (1 << core.index("copy"))
+               for r in ssm)
+
+
+def test_plan_state_and_window_round_trip(built):
+    config, model, core, lm = built
+    plan = StepPlan(core, lm, nodes=2)
+    rng = np.random.default_rng(0)
+    conv = rng.standard_normal((model.d_conv - 1, model.conv_dim)).astype(np.float32)
+    # a node's window slot holds the layout write_state gives the committed one
+    slot0 = plan.layers[1]["win"][0]
+    plan.layers[1]["win"][1] = slot0
+    state = lm.initial_state()
+    state = type(state)(conv=(state.conv[0], conv), ssm=state.ssm)
+    plan.write_state(state)
+    assert np.array_equal(plan.window_of(plan.data, 1, 0), conv)
+
+
+def test_plan_rejects_what_the_core_cannot_run(built):
+    config, model, core, lm = built
+    with pytest.raises(ValueError, match=r"StepPlan.nodes must be in \[1, 8\]"):
+        StepPlan(core, lm, nodes=9)
+    other = HardwareLM(MambaLM.from_seed(LMConfig(**{**DESIGN["model"], "vocab": 20}), seed=1),
+                       config=config)
+    with pytest.raises(ValueError, match="not the one the core is built for"):
+        StepPlan(core, other, nodes=2)
+    plan = StepPlan(core, lm, nodes=3)
+    with pytest.raises(ValueError, match="3 nodes, the plan has 3|the plan has 3"):
+        plan.program([ROOT, 0])
+
+
+def test_core_rejects_a_model_it_cannot_run(built):
+    config, model, core, lm = built
+    wrong = LMConfig(**{**DESIGN["model"], "headdim": 4})
+    with pytest.raises(ValueError, match=r"nheads is 4, the design's SSM unit is built for 2 "
+                                         r"\(ssm.nheads\)"):
+        DecoderCore(config=config, model=wrong, max_records=8, addr_width=18)
+    narrow = config.replace(linear=dataclasses.replace(config.linear, max_k=8))
+    with pytest.raises(ValueError, match=r"d_inner \(16\) exceeds linear.max_k \(8\)"):
+        DecoderCore(config=narrow, model=model, max_records=8, addr_width=18)
+    with pytest.raises(ValueError, match=r"max_nodes must be in \[1, 16\]"):
+        DecoderCore(config=config, model=model, max_records=8, addr_width=18, max_nodes=17)
