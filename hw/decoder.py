@@ -9,7 +9,7 @@ bit ``e`` of the barrier, and every master is a port of the core named
 in_proj, conv1d, the move of ``dt`` into the SSM records, the tree SSM pass, the gated
 norm, out_proj and the residual, then the final norm, the LM head and the greedy argmax
 of each node, with every word in memory and no host work between the stages
-(:mod:`gen.runtime.program` writes the program). The host writes the SSM unit's node table
+(:mod:`hw.step_program` writes the program). The host writes the SSM unit's node table
 (``tbl_*``, the tree's FIFO schedule) once per step, as on the accelerator.
 """
 

@@ -1,7 +1,7 @@
 """cocotb bench of :class:`hw.decoder.DecoderCore`: whole decode steps of a Mamba2 LM from
 one program in memory, against :class:`golden.decoder.HardwareLM` node by node.
 
-The bench lays a seeded model out with :class:`gen.runtime.program.StepPlan` in a modeled
+The bench lays a seeded model out with :class:`hw.step_program.StepPlan` in a modeled
 memory behind all of the core's AXI ports (``latency`` memory cycles a read, random stalls
 on every channel), writes a committed state (the model's state after a short prompt),
 every node's embedding row and the SSM node table, and starts the step's program. When
@@ -19,7 +19,7 @@ import cocotb
 import numpy as np
 from cocotb.triggers import ReadOnly, RisingEdge
 
-from specgen.gen.runtime.program import StepPlan
+from specgen.hw.step_program import StepPlan
 from specgen.golden.config import preset
 from specgen.golden.decoder import HardwareLM
 from specgen.golden.lm import LMConfig, MambaLM

@@ -1,5 +1,5 @@
 # amaranth: UnusedElaboratable=no
-"""The decoder core's step programs (``gen.runtime.program``) and its parameter checks,
+"""The decoder core's step programs (``hw.step_program``) and its parameter checks,
 without simulation; ``tests/test_decoder_core.py`` runs the programs on the RTL."""
 
 import dataclasses
@@ -7,7 +7,7 @@ import dataclasses
 import numpy as np
 import pytest
 from amaranth.lib import data
-from specgen.gen.runtime.program import StepPlan, in_proj_segments
+from specgen.hw.step_program import StepPlan, in_proj_segments
 from specgen.golden.decoder import HardwareLM
 from specgen.golden.lm import LMConfig, MambaLM
 from specgen.golden.tree import ROOT, fifo_schedule, node_table

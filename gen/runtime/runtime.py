@@ -29,7 +29,7 @@ Engines (:data:`ENGINES`):
     The whole decoder on the accelerator (simulated, or a board through
     :mod:`gen.runtime.regbus` and :mod:`gen.runtime.image`). Not available
     in this revision: :class:`hw.decoder.DecoderCore` runs a whole tree step
-    from one program (:mod:`gen.runtime.program`), bit for bit against
+    from one program (:mod:`hw.step_program`), bit for bit against
     :class:`golden.decoder.HardwareLM` on Verilator, but the commit pass,
     the embedding lookup on chip and this runtime's drive of the simulation
     are not built, so :func:`make_engine` refuses it

@@ -228,13 +228,15 @@ class StepPlan:
     def write_state(self, state):
         """The committed state (:class:`golden.lm.LMState`) into every layer's window slot 0
         (channel-major, a channel's ``d_conv − 1`` words oldest first in its element) and
-        its SSM state (the engine's tile order)."""
+        its SSM state (the engine's tile order, striped over its state ports)."""
         m = self.model
         for L, conv, ssm in zip(self.layers, state.conv, state.ssm):
             w = np.zeros((m.conv_dim, self.wb // 4), np.float32)
             w[:, :m.d_conv - 1] = np.asarray(conv, np.float32).T
             self.put(L["win"][0], w.tobytes())
-            img = state_image(self.lm.ssm, np.asarray(ssm, np.float32))
+            # The design's SSM unit (its state ports: the stripes), not the model's
+            # geometry-only copy of it (HardwareLM.ssm has one state port).
+            img = state_image(self.lm.config.ssm, np.asarray(ssm, np.float32))
             self.put(L["state"], np.ascontiguousarray(img, np.float32).tobytes())
 
     def write_hidden(self, tokens):
