@@ -23,7 +23,7 @@ from specgen.hw.step_program import StepPlan
 from specgen.golden.config import preset
 from specgen.golden.decoder import HardwareLM
 from specgen.golden.lm import LMConfig, MambaLM
-from specgen.golden.tree import ROOT
+from specgen.golden.tree import ROOT, tree_depths
 from specgen.hw.decoder import DecoderCore
 from specgen.hw.sequencer import start_layout
 from specgen.hw.tree_ssm import table_layout
@@ -92,7 +92,7 @@ async def run_program(dut, start, *, timeout, cut=None):
     (a cycle count while the program runs), reset both domains then and return ``None``."""
     d = dut
     done0 = int(d.done.value)
-    await offer(d, "start", start)
+    await offer(dut, "start", start)
     for cycle in range(timeout):
         await RisingEdge(d.clk)
         await ReadOnly()
@@ -182,12 +182,7 @@ async def steps(dut):
                     f"step {k}, node {v}: layer {i}'s conv window differs from golden")
         dut._log.info(f"step {k}: {V} nodes, {n_rec} records, {cycles} cycles")
         # The next step starts from the deepest first-child path's end.
-        leaf = max(range(V), key=lambda v: (_depth(parents, v), -v))
+        depth = tree_depths(parents)
+        leaf = max(range(V), key=lambda v: (int(depth[v]), -v))
         state = want[leaf][1]
 
-
-def _depth(parents, v):
-    d = 0
-    while parents[v] != ROOT:
-        v, d = parents[v], d + 1
-    return d
