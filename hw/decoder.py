@@ -76,7 +76,7 @@ class SequencedCore(wiring.Component):
         self.seq = Sequencer.from_config(
             config, engines={n: e.desc.payload.shape() for n, e in self.engines.items()},
             max_records=max_records, addr_width=addr_width)
-        self.max_records = max_records
+        self.max_records, self.addr_width = max_records, addr_width
         self.ports = {"seq": self.seq.signature.members["axi"]}
         for who, eng in self.engines.items():
             for name, member in eng.signature.members.items():

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from specgen.golden.decoder import HardwareLM
-from specgen.golden.memory_map import state_image
+from specgen.golden.memory_map import state_image, unstripe_state
 from specgen.golden.tree import ROOT, node_table, tree_depths, validate_parents
 from specgen.golden.weight_planes import pack_matrix
 
@@ -114,6 +114,9 @@ class StepPlan:
             raise ValueError("StepPlan: bsfp.group_size must be None (one scale per tensor: "
                              "the linear engine's descriptor has one scale exponent)")
         self.core, self.lm, self.model, self.V, self.base = core, lm, m, nodes, base
+        #: Nodes of the step being run (``≤ V``: a drafted tree stopped early is smaller);
+        #: :meth:`program` sets it, and the record strides and the readers follow it.
+        self.n = nodes
         self.mode = 1 if lm.linear_pass == "draft" else 0
         eng = core.engines
         self.lin = eng["linear"]
@@ -213,7 +216,6 @@ class StepPlan:
         self.zx = records(self.layers[0]["in_jobs"])
         self.o = records(self.layers[0]["out_jobs"])
         self.logits = records(self.head_jobs)
-        self.ssm_in = self._alloc(V * self.ssm_rec)
         self.y = self._alloc(V * 4 * m.d_inner)
         self.am = self._alloc(8 * V)
         ssm = eng["ssm"]
@@ -221,8 +223,14 @@ class StepPlan:
         for L in self.layers:
             # Slot 0: the committed window; slot 1 + v: node v's.
             L["win"] = [self._alloc(win) for _ in range(V + 1)]
-            L["state"] = self._alloc(ssm.state_bytes)
-        self.state_scratch = self._alloc(ssm.state_bytes)
+            # Every layer keeps its nodes' SSM input records: the commit pass replays the
+            # accepted path from them.
+            L["ssm_in"] = self._alloc(V * self.ssm_rec)
+            # Two state banks: a commit pass reads the committed one and writes the other,
+            # so a pass cut by a reset leaves the committed state whole (rerun it).
+            L["state"] = [self._alloc(ssm.state_bytes), self._alloc(ssm.state_bytes)]
+        #: The committed bank (:meth:`flip` after a commit pass is done).
+        self.bank = 0
 
     # -- inputs -----------------------------------------------------------------------------
     def write_state(self, state):
@@ -237,12 +245,13 @@ class StepPlan:
             # The design's SSM unit (its state ports: the stripes), not the model's
             # geometry-only copy of it (HardwareLM.ssm has one state port).
             img = state_image(self.lm.config.ssm, np.asarray(ssm, np.float32))
-            self.put(L["state"], np.ascontiguousarray(img, np.float32).tobytes())
+            self.put(L["state"][self.bank], np.ascontiguousarray(img, np.float32).tobytes())
 
     def write_hidden(self, tokens):
         """Every node's embedding row into ``h`` (the host's lookup)."""
-        if len(tokens) != self.V:
-            raise ValueError(f"StepPlan.write_hidden: {len(tokens)} tokens for {self.V} nodes")
+        if not 1 <= len(tokens) <= self.V:
+            raise ValueError(f"StepPlan.write_hidden: {len(tokens)} tokens; the plan holds 1 to "
+                             f"{self.V} nodes")
         for v, t in enumerate(tokens):
             self.put(self.h + v * self.h_stride, self._words(self.lm.embed(int(t))))
 
@@ -264,8 +273,8 @@ class StepPlan:
         """Operand ``name`` reading rows ``row0 … row0 + n − 1`` (``row0`` a multiple of
         ``cols``) of node ``v`` from linear results at ``records``."""
         chunks = -(-n // self.cols)
-        return {f"{name}_addr": records + (row0 // self.cols * self.V + v) * self.rec,
-                f"{name}_vstride": self.rec, f"{name}_cstride": self.V * self.rec,
+        return {f"{name}_addr": records + (row0 // self.cols * self.n + v) * self.rec,
+                f"{name}_vstride": self.rec, f"{name}_cstride": self.n * self.rec,
                 f"{name}_chunk": self.cols, f"{name}_chunks": chunks,
                 f"{name}_tail": n - (chunks - 1) * self.cols}
 
@@ -275,7 +284,7 @@ class StepPlan:
                 f"{name}_chunk": n, f"{name}_chunks": 1, f"{name}_tail": 0}
 
     def _norm(self, src, w, n, out, out_stride, z=False):
-        desc = {"vectors": self.V, "elements": n, **self._vector("y", *src),
+        desc = {"vectors": self.n, "elements": n, **self._vector("y", *src),
                 **self._vector("w", w, n, 0), "out_addr": out, "out_vstride": out_stride}
         if z:
             desc.update(self._in_place("z", self.zx, 0, n, 0))
@@ -284,21 +293,22 @@ class StepPlan:
     def _jobs(self, jobs, k, x, x_stride, y, wait):
         out = []
         for i, (j, n_at, r_at) in enumerate(jobs):
-            desc = {"mode": self.mode, "steps": j.n_k, "n_rows": j.n_rows, "n_tokens": self.V,
+            desc = {"mode": self.mode, "steps": j.n_k, "n_rows": j.n_rows, "n_tokens": self.n,
                     "k": k, "nibble_addr": n_at, "residue_addr": r_at, "x_addr": x,
-                    "x_stride": x_stride, "y_addr": y + j.row0 // self.cols * self.V * self.rec}
+                    "x_stride": x_stride, "y_addr": y + j.row0 // self.cols * self.n * self.rec}
             out.append(self._rec("linear", desc, wait if i == 0 else ()))
         return out
 
     def program(self, parents):
-        """The records of one step over the tree ``parents`` (BFS order; ``V`` nodes):
-        ``(bytes, record count)``; the last record is ``END``, waiting for the argmax."""
-        from specgen.hw.sequencer import OP_END, encode_record
+        """The records of one step over the tree ``parents`` (BFS order; at most ``V``
+        nodes, the step's :attr:`n`): ``(bytes, record count)``; the last record is
+        ``END``, waiting for the argmax."""
         p = validate_parents(parents)
-        if p.size != self.V:
-            raise ValueError(f"StepPlan.program: {p.size} nodes, the plan has {self.V}")
+        if p.size > self.V:
+            raise ValueError(f"StepPlan.program: {p.size} nodes, the plan holds at most {self.V}")
         depth = tree_depths(p)
-        m, V = self.model, self.V
+        self.n = V = p.size
+        m = self.model
         seg = {s.name: s for s in self.segments}
         N, H, HP = m.d_state, m.nheads, m.d_inner
         # The SSM record: B, C, x, dt (hw.ssm_engine).
@@ -320,7 +330,7 @@ class StepPlan:
                             **self._in_place("x", self.zx, s.at, s.rows, v),
                             **self._vector("taps", L["conv_w"] + c0 * 4 * m.d_conv, s.rows, 0),
                             **self._vector("bias", L["conv_b"] + 4 * c0, s.rows, 0),
-                            "y_addr": self.ssm_in + v * self.ssm_rec + rec_off[name],
+                            "y_addr": L["ssm_in"] + v * self.ssm_rec + rec_off[name],
                             "y_vstride": 0, "new_window_addr": L["win"][1 + v] + c0 * self.wb,
                             "new_window_vstride": 0}
                     wait = ()
@@ -332,12 +342,8 @@ class StepPlan:
             dt = seg["dt"]
             recs.append(self._rec("copy", {
                 "vectors": V, "elements": H, **self._in_place("x", self.zx, dt.at, H, 0),
-                "y_addr": self.ssm_in + rec_off["dt"], "y_vstride": self.ssm_rec}, ("linear",)))
-            recs.append(self._rec("ssm", {
-                "nodes": V, "out_node": 0, "out_en": 0, "y_en": 1, "load_params": 1,
-                "params_addr": L["ssm_params"], "input_addr": self.ssm_in,
-                "state_in_addr": L["state"], "state_out_addr": self.state_scratch,
-                "y_addr": self.y}, ("conv1d", "copy")))
+                "y_addr": L["ssm_in"] + rec_off["dt"], "y_vstride": self.ssm_rec}, ("linear",)))
+            recs.append(self._rec("ssm", self._ssm(L, V, y_en=1), ("conv1d", "copy")))
             recs.append(self._rec("gate_norm", self._norm(
                 (self.y, m.d_inner, 4 * m.d_inner), L["gate"], m.d_inner, self.g,
                 self.g_stride, z=True), ("ssm",)))
@@ -357,19 +363,71 @@ class StepPlan:
             "vectors": V, "elements": m.vocab, **self._in_place("logits", self.logits, 0,
                                                                m.vocab, 0),
             "result_addr": self.am, "result_vstride": 8}, ("linear",)))
+        return self._end(recs, ("argmax",), "program")
+
+    def _ssm(self, L, nodes, *, y_en, out_node=None):
+        """An SSM engine pass of layer ``L`` over ``nodes`` table entries: a tree pass
+        (``y`` of every node, no state) or a commit pass (``out_node``'s state into the
+        other bank, no ``y``)."""
+        return {"nodes": nodes, "out_node": out_node or 0, "out_en": int(out_node is not None),
+                "y_en": y_en, "load_params": 1, "params_addr": L["ssm_params"],
+                "input_addr": L["ssm_in"], "state_in_addr": L["state"][self.bank],
+                "state_out_addr": L["state"][1 - self.bank], "y_addr": self.y}
+
+    def _end(self, recs, last, what):
+        from specgen.hw.sequencer import OP_END, encode_record
         recs.append(encode_record(self.core.record_bits, op=OP_END,
-                                  wait=[self.core.index("argmax")]))
+                                  wait=[self.core.index(w) for w in last]))
         if len(recs) > self.core.max_records:
-            raise ValueError(f"StepPlan.program: {len(recs)} records, the core's max_records "
+            raise ValueError(f"StepPlan.{what}: {len(recs)} records, the core's max_records "
                              f"is {self.core.max_records}")
         return b"".join(recs), len(recs)
+
+    def commit_table(self, path):
+        """The node table of the commit pass over ``path`` (node indices, root first): a
+        chain whose ``j``-th entry reads the ``j``-th path node's input record."""
+        path = self._check_path(path)
+        return [(j, entry, int(path[j])) for j, entry, _ in
+                self.table([ROOT] + list(range(len(path) - 1)))]
+
+    def _check_path(self, path):
+        path = [int(v) for v in path]
+        if not path or path[0] != 0 or any(not 0 <= v < self.n for v in path):
+            raise ValueError(f"StepPlan: a commit path must start at the root (node 0) and "
+                             f"name nodes of the step in [0, {self.n}), not {path!r}")
+        return path
+
+    def commit_program(self, path):
+        """The records of the commit after a step whose accepted path is ``path`` (node
+        indices from the root, each the parent of the next): per layer the SSM replay of
+        the path from the committed bank into the other one, and the copy of the path's
+        last window into the layer's slot 0. After it is done, :meth:`flip` the banks.
+
+        Both parts are idempotent (the replay reads the committed bank and the path's
+        records; the copy reads the last node's slot), so a commit cut by a reset is rerun
+        as it is. ``(bytes, record count)``; the last record is ``END``."""
+        path = self._check_path(path)
+        win = self.model.conv_dim * self.wb // 4
+        recs = []
+        for L in self.layers:
+            recs.append(self._rec("ssm", self._ssm(L, len(path), y_en=0,
+                                                   out_node=len(path) - 1)))
+            recs.append(self._rec("copy", {
+                "vectors": 1, "elements": win,
+                **self._vector("x", L["win"][1 + path[-1]], win, 0),
+                "y_addr": L["win"][0], "y_vstride": 0}))
+        return self._end(recs, ("ssm", "copy"), "commit_program")
+
+    def flip(self):
+        """The commit pass is done: the bank it wrote is the committed one."""
+        self.bank ^= 1
 
     # -- results ------------------------------------------------------------------------------
     def logits_of(self, data, v):
         """Node ``v``'s logits (``uint32`` words) from a memory image ``data``."""
         out = np.empty(self.model.vocab, np.uint32)
         for r in range(self.model.vocab):
-            at = self.logits + ((r // self.cols) * self.V + v) * self.rec + 4 * (r % self.cols)
+            at = self.logits + ((r // self.cols) * self.n + v) * self.rec + 4 * (r % self.cols)
             out[r] = np.frombuffer(self.get(at, 4, data), "<u4")[0]
         return out
 
@@ -389,3 +447,18 @@ class StepPlan:
         w = np.frombuffer(self.get(self.layers[layer]["win"][1 + v], m.conv_dim * self.wb, data),
                           np.float32).reshape(m.conv_dim, self.wb // 4)
         return w[:, :m.d_conv - 1].T.copy()
+
+    def committed_of(self, data, layer):
+        """Layer ``layer``'s committed state in ``data``: ``(conv window, SSM state)``, the
+        window as :meth:`window_of` (slot 0) and the SSM state in the model's
+        ``(nheads, headdim, d_state)`` shape (the committed bank, unstriped)."""
+        m, ssm = self.model, self.lm.config.ssm
+        L = self.layers[layer]
+        w = np.frombuffer(self.get(L["win"][0], m.conv_dim * self.wb, data),
+                          np.float32).reshape(m.conv_dim, self.wb // 4)
+        words = np.frombuffer(self.get(L["state"][self.bank], self.core.engines["ssm"].state_bytes,
+                                       data), np.float32)
+        rows = unstripe_state(words, lanes=ssm.lanes, ports=ssm.state_ports)
+        H, P, N = ssm.state_shape
+        st = rows.reshape(H * P, -1)[:, :N].reshape(H, P, N)
+        return w[:, :m.d_conv - 1].T.copy(), st.copy()

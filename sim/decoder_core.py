@@ -8,8 +8,12 @@ every node's embedding row and the SSM node table, and starts the step's program
 the sequencer reports the program done, it compares, for every node of the tree: the
 LM head's logits and the argmax beat, bit for bit, with ``HardwareLM.step`` applied along
 the node's path from the committed state, and every layer's new conv window with the
-golden state's. One step is cut by a reset of both domains in mid-program; the host then
-writes the node table and the embedding rows again and reruns the step.
+golden state's. Then it commits a path of the tree (the commit program: the SSM replay
+into the other state bank, the last node's window into slot 0) and checks every layer's
+committed state in memory against golden; the next step starts from that state, which
+the host never writes again. One step and one commit are cut by a reset of both domains
+in mid-program; the host then writes the node table (and the embedding rows) again and
+reruns the program.
 """
 
 import dataclasses
@@ -76,10 +80,17 @@ class Bench:
     def load(self, plan):
         self.memory.data[:len(plan.data)] = plan.data
 
-    async def write_table(self, plan, parents):
+    def write_hidden(self, plan, tokens):
+        """Every node's embedding row into the memory's ``h`` (nothing else of the plan:
+        the committed state in memory is the hardware's)."""
+        plan.write_hidden(tokens)
+        n = plan.V * plan.h_stride
+        self.memory.data[plan.h:plan.h + n] = plan.get(plan.h, n)
+
+    async def write_table(self, table):
         d = self.dut
         lay = table_layout(self.config.tree.fifo_depth)
-        for node, entry, src in plan.table(parents):
+        for node, entry, src in table:
             d.tbl_we.value, d.tbl_node.value, d.tbl_src.value = 1, node, src
             d.tbl_entry.value = pack(lay, entry)
             await RisingEdge(d.clk)
@@ -136,32 +147,39 @@ async def steps(dut):
     for t in p["prompt"]:
         _, state = lm.step(state, t)
     plan = StepPlan(b.core, lm, nodes=V)
-    prog, n_rec = plan.program(parents)
+    plan.write_state(state)
+    b.load(plan)
+    # The tree program at one address, the commit program after it (both rewritten every
+    # step: the committed bank alternates).
     prog_at = -(-len(plan.data) // 128) * 128
-    start = pack(start_layout(p["addr_width"], b.core.max_records),
-                 {"addr": prog_at, "records": n_rec})
+    commit_at = prog_at + -(-b.core.max_records * b.core.record_bits // 8 // 128) * 128
+    start_lay = start_layout(p["addr_width"], b.core.max_records)
     np_rng = np.random.default_rng(b.rng.getrandbits(64))
+    depth = tree_depths(parents)
+
+    async def run(at, records, table, cut):
+        prog, n_rec = records
+        b.memory.data[at:at + len(prog)] = prog
+        start = pack(start_lay, {"addr": at, "records": n_rec})
+        await b.write_table(table)
+        if cut is not None:
+            await run_program(dut, start, timeout=PROGRAM_TIMEOUT, cut=b.rng.randrange(*cut))
+            await b.write_table(table)       # the table does not survive a reset
+        return n_rec, await run_program(dut, start, timeout=PROGRAM_TIMEOUT)
+
     for k in range(p["steps"]):
         tokens = [int(t) for t in np_rng.integers(0, m.vocab, V)]
-        plan.write_state(state)
-        plan.write_hidden(tokens)
-        b.load(plan)
-        b.memory.data[prog_at:prog_at + len(prog)] = prog
         want = _expected(lm, state, parents, tokens)
         if p.get("corrupt") and k == 0:
             bad = want[0][0].copy()
             bad.view(np.uint32)[0] ^= 1
             want[0] = (bad, want[0][1])
-        await b.write_table(plan, parents)
+        b.write_hidden(plan, tokens)
         if k == p.get("cut_step"):
-            await run_program(dut, start, timeout=PROGRAM_TIMEOUT,
-                              cut=b.rng.randrange(200, 3000))
-            # The host reruns the step: the residual updated h in place, so the embedding
-            # rows go back in (and the node table, as after any reset).
-            plan.write_hidden(tokens)
-            b.load(plan)
-            await b.write_table(plan, parents)
-        cycles = await run_program(dut, start, timeout=PROGRAM_TIMEOUT)
+            await run(prog_at, plan.program(parents), plan.table(parents), (200, 3000))
+            # The residual updated h in place: the embedding rows go back in.
+            b.write_hidden(plan, tokens)
+        n_rec, cycles = await run(prog_at, plan.program(parents), plan.table(parents), None)
         data = b.memory.data
         for v in range(V):
             logits, st = want[v]
@@ -180,9 +198,30 @@ async def steps(dut):
                 g = np.asarray(st.conv[i], np.float32)
                 assert np.array_equal(w.view(np.uint32), g.view(np.uint32)), (
                     f"step {k}, node {v}: layer {i}'s conv window differs from golden")
-        dut._log.info(f"step {k}: {V} nodes, {n_rec} records, {cycles} cycles")
-        # The next step starts from the deepest first-child path's end.
-        depth = tree_depths(parents)
-        leaf = max(range(V), key=lambda v: (int(depth[v]), -v))
+        # Commit a path: a different leaf's each step (the deepest, then others), so the
+        # replay runs paths of every length the tree has.
+        leaves = sorted((v for v in range(V) if v not in set(parents)),
+                        key=lambda v: (-int(depth[v]), v))
+        leaf = leaves[k % len(leaves)]
+        path = [leaf]
+        while parents[path[-1]] != ROOT:
+            path.append(int(parents[path[-1]]))
+        path.reverse()
+        cut = (50, 300) if k == p.get("cut_commit") else None
+        c_rec, c_cycles = await run(commit_at, plan.commit_program(path), plan.commit_table(path),
+                                    cut)
+        plan.flip()
         state = want[leaf][1]
+        for i in range(m.n_layer):
+            w, ssm = plan.committed_of(b.memory.data, i)
+            gw, gs = (np.asarray(x, np.float32) for x in (state.conv[i], state.ssm[i]))
+            assert np.array_equal(w.view(np.uint32), gw.view(np.uint32)), (
+                f"step {k}: layer {i}'s committed conv window differs from golden after the "
+                f"commit of path {path}")
+            diff = np.flatnonzero(ssm.view(np.uint32) != gs.view(np.uint32))
+            assert diff.size == 0, (
+                f"step {k}: layer {i}'s committed SSM state differs from golden in "
+                f"{diff.size} words after the commit of path {path}")
+        dut._log.info(f"step {k}: commit of path {path}: {c_rec} records, {c_cycles} cycles")
+        dut._log.info(f"step {k}: {V} nodes, {n_rec} records, {cycles} cycles")
 

@@ -94,8 +94,8 @@ def test_plan_rejects_what_the_core_cannot_run(built):
     with pytest.raises(ValueError, match="not the one the core is built for"):
         StepPlan(core, other, nodes=2)
     plan = StepPlan(core, lm, nodes=3)
-    with pytest.raises(ValueError, match="3 nodes, the plan has 3|the plan has 3"):
-        plan.program([ROOT, 0])
+    with pytest.raises(ValueError, match="4 nodes, the plan holds at most 3"):
+        plan.program([ROOT, 0, 0, 1])
 
 
 def test_core_rejects_a_model_it_cannot_run(built):
@@ -109,3 +109,63 @@ def test_core_rejects_a_model_it_cannot_run(built):
         DecoderCore(config=narrow, model=model, max_records=8, addr_width=18)
     with pytest.raises(ValueError, match=r"max_nodes must be in \[1, 16\]"):
         DecoderCore(config=config, model=model, max_records=8, addr_width=18, max_nodes=17)
+
+
+def _records(core, prog, n):
+    rb = core.record_bits // 8
+    lay = record_layout(core.record_bits)
+    return [data.Const(lay, int.from_bytes(prog[i * rb:(i + 1) * rb], "little"))
+            for i in range(n)]
+
+
+def test_commit_program_replays_the_path_into_the_other_bank(built):
+    config, model, core, lm = built
+    plan = StepPlan(core, lm, nodes=5)
+    prog, n = plan.commit_program([0, 2, 4])
+    assert n == 2 * model.n_layer + 1
+    recs = _records(core, prog, n)
+    assert int(recs[-1].op) == OP_END
+    assert int(recs[-1].wait) == (1 << core.index("ssm")) | (1 << core.index("copy"))
+    ssm_lay = plan.layouts["ssm"]
+    copy_lay = plan.layouts["copy"]
+    for i, L in enumerate(plan.layers):
+        d = data.Const(ssm_lay, int(recs[2 * i].payload) & ((1 << ssm_lay.size) - 1))
+        assert int(recs[2 * i].engine) == core.index("ssm")
+        assert (int(d.nodes), int(d.out_node), int(d.out_en), int(d.y_en)) == (3, 2, 1, 0)
+        assert int(d.state_in_addr) == L["state"][0]
+        assert int(d.state_out_addr) == L["state"][1]
+        assert int(d.input_addr) == L["ssm_in"]
+        c = data.Const(copy_lay, int(recs[2 * i + 1].payload) & ((1 << copy_lay.size) - 1))
+        assert int(recs[2 * i + 1].engine) == core.index("copy")
+        assert int(c.x_addr) == L["win"][1 + 4] and int(c.y_addr) == L["win"][0]
+        assert int(c.elements) * 4 == model.conv_dim * plan.wb
+    # the table is a chain reading the path's records
+    assert [(j, src) for j, _, src in plan.commit_table([0, 2, 4])] == [(0, 0), (1, 2), (2, 4)]
+    # after the flip, the tree pass and the next commit read the other bank
+    plan.flip()
+    d = data.Const(ssm_lay, int(_records(core, *plan.commit_program([0]))[0].payload)
+                   & ((1 << ssm_lay.size) - 1))
+    assert int(d.state_in_addr) == plan.layers[0]["state"][1]
+    assert (int(d.nodes), int(d.out_node), int(d.out_en)) == (1, 0, 1)
+
+
+@pytest.mark.parametrize("path", [[], [1, 3], [0, 7], [0, -1]])
+def test_commit_program_rejects_a_bad_path(built, path):
+    config, model, core, lm = built
+    plan = StepPlan(core, lm, nodes=5)
+    with pytest.raises(ValueError, match=r"a commit path must start at the root \(node 0\) "
+                                         r"and name nodes of the step in \[0, 5\)"):
+        plan.commit_program(path)
+
+
+def test_committed_state_round_trip(built):
+    config, model, core, lm = built
+    plan = StepPlan(core, lm, nodes=2)
+    rng = np.random.default_rng(1)
+    state = lm.initial_state()
+    conv = tuple(rng.standard_normal(c.shape).astype(np.float32) for c in state.conv)
+    ssm = tuple(rng.standard_normal(s.shape).astype(np.float32) for s in state.ssm)
+    plan.write_state(type(state)(conv=conv, ssm=ssm))
+    for i in range(model.n_layer):
+        w, s = plan.committed_of(plan.data, i)
+        assert np.array_equal(w, conv[i]) and np.array_equal(s, ssm[i])
