@@ -176,6 +176,9 @@ class LMConfig(_LayerWidths):
 #: Small named configs: ``tiny`` runs a token in about 0.1 ms, ``small`` is a
 #: little wider; the Mamba2 sizes come from :meth:`LMConfig.from_model`.
 LM_PRESETS = {
+    # The smallest decoder that exercises every stage: its widths fit the sim preset's
+    # linear.max_k (16), so the RTL engine runs it (docs/runtime.md).
+    "micro": dict(vocab=16, d_model=8, n_layer=2, d_state=8, headdim=8),
     "tiny": dict(vocab=16, d_model=16, n_layer=2, d_state=8, headdim=4),
     "small": dict(vocab=64, d_model=32, n_layer=2, d_state=16, headdim=8),
 }

@@ -175,9 +175,11 @@ class DecoderCore(SequencedCore):
             if getattr(model, dim) != getattr(c, dim):
                 raise ValueError(f"DecoderCore: the model's {dim} is {getattr(model, dim)}, the "
                                  f"design's SSM unit is built for {getattr(c, dim)} (ssm.{dim})")
-        for what, k in (("d_model", model.d_model), ("d_inner", model.d_inner)):
+        for what, k, tensor in (("d_model", model.d_model, "in_proj.weight"),
+                                ("d_inner", model.d_inner, "out_proj.weight")):
             if k > config.linear.max_k:
-                raise ValueError(f"DecoderCore: the model's {what} ({k}) exceeds linear.max_k "
+                raise ValueError(f"DecoderCore: the model's {what} ({k}, the inputs of "
+                                 f"backbone.layers.*.mixer.{tensor}) exceeds linear.max_k "
                                  f"({config.linear.max_k}), the inputs of one linear job")
         limit = min(config.tree.max_nodes, config.linear.max_tokens)
         V = limit if max_nodes is None else max_nodes

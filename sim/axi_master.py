@@ -28,7 +28,7 @@ from collections import deque
 import cocotb
 import numpy as np
 from cocotb.clock import Clock
-from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge
+from cocotb.triggers import ClockCycles, Event, ReadOnly, RisingEdge
 from cocotbext.axi import AxiReadBus, AxiWriteBus
 from cocotbext.axi.axi_channels import AxiARSink, AxiRSource
 from cocotbext.axi.axi_slave import AxiSlaveWrite
@@ -95,14 +95,19 @@ def attach_memory(dut, memory, *, reads, writes, latency, stall, rng):
     ``writes``, all on ``mem_clk``/``mem_rst``: a :class:`LatencyReadSlave` (``latency``
     cycles, AR and R stalls) on each read port, ``cocotbext-axi``'s ``AxiSlaveWrite``
     with AW, W and B stalls on each write port; ``stall`` is every channel's pause rate."""
+    # One cycle count for every port (a counting coroutine per port costs a task switch
+    # per port per cycle: most of a many-port bench's Python time).
+    counter = CycleCounter(dut.mem_clk)
     for prefix in reads:
         LatencyReadSlave(AxiReadBus.from_prefix(dut, prefix), dut.mem_clk, dut.mem_rst, memory,
-                         latency=latency, rng=rng, ar_stall=stall, r_stall=stall)
+                         latency=latency, rng=rng, ar_stall=stall, r_stall=stall,
+                         counter=counter)
     for prefix in writes:
         slave = AxiSlaveWrite(AxiWriteBus.from_prefix(dut, prefix), dut.mem_clk, dut.mem_rst,
                               target=memory)
-        for ch in (slave.aw_channel, slave.w_channel, slave.b_channel):
-            ch.set_pause_generator(random_pattern(rng, stall))
+        if stall:               # no pause generator, no per-cycle pause task
+            for ch in (slave.aw_channel, slave.w_channel, slave.b_channel):
+                ch.set_pause_generator(random_pattern(rng, stall))
 
 
 async def reset_and_attach(dut, memory, p, rng, *, reads=(), writes=()):
@@ -113,12 +118,29 @@ async def reset_and_attach(dut, memory, p, rng, *, reads=(), writes=()):
                   stall=p["stall"], rng=rng)
 
 
+class CycleCounter:
+    """Rising edges of ``clock`` since it was made (one task, shared by many models)."""
+
+    def __init__(self, clock):
+        self.clock, self.cycle = clock, 0
+        cocotb.start_soon(self._count())
+
+    async def _count(self):
+        while True:
+            await RisingEdge(self.clock)
+            self.cycle += 1
+
+
 class LatencyReadSlave(Reset):
     """AXI4 read subordinate: every burst's first beat leaves ``latency`` ``mem``
-    cycles after its AR handshake, bursts back to back in AR order (one ID)."""
+    cycles after its AR handshake, bursts back to back in AR order (one ID).
 
-    def __init__(self, bus, clock, reset, memory, *, latency, rng, ar_stall, r_stall):
+    ``counter`` (a :class:`CycleCounter` of ``clock``) may be shared by many slaves."""
+
+    def __init__(self, bus, clock, reset, memory, *, latency, rng, ar_stall, r_stall,
+                 counter=None):
         self.clock, self.memory, self.latency = clock, memory, latency
+        self.counter = CycleCounter(clock) if counter is None else counter
         self.ar = AxiARSink(bus.ar, clock, reset)
         self.r = AxiRSource(bus.r, clock, reset)
         self.r.queue_occupancy_limit = 2
@@ -127,16 +149,10 @@ class LatencyReadSlave(Reset):
         if r_stall:
             self.r.set_pause_generator(random_pattern(rng, r_stall))
         self.bytes = len(self.r.bus.rdata) // 8
-        self.cycle = 0
         self.pending = deque()
+        self.arrived = Event()
         self._tasks = []
-        cocotb.start_soon(self._count())
         self._init_reset(reset, True)
-
-    async def _count(self):
-        while True:
-            await RisingEdge(self.clock)
-            self.cycle += 1
 
     def _handle_reset(self, state):
         for task in self._tasks:
@@ -151,11 +167,20 @@ class LatencyReadSlave(Reset):
     async def _accept(self):
         while True:
             ar = await self.ar.recv()
-            self.pending.append((self.cycle + self.latency, ar))
+            self.pending.append((self.counter.cycle + self.latency, ar))
+            self.arrived.set()
 
     async def _serve(self):
         while True:
-            while not self.pending or self.cycle < self.pending[0][0]:
+            # Sleep while no burst is pending, and through a pending burst's latency in
+            # one wait (no task switch a cycle).
+            while not self.pending:
+                self.arrived.clear()
+                await self.arrived.wait()
+            due = self.pending[0][0] - self.counter.cycle
+            if due > 0:
+                await ClockCycles(self.clock, due)
+            while self.counter.cycle < self.pending[0][0]:
                 await RisingEdge(self.clock)
             _, ar = self.pending.popleft()
             addr, beats = int(ar.araddr), int(ar.arlen) + 1

@@ -17,7 +17,7 @@ from specgen.golden.lm import MambaLM, lm_preset, save_tensors, speq_pair
 
 from specgen.gen.cli.commands import main
 from specgen.gen.runtime.model import ModelError, infer_config, load_model
-from specgen.gen.runtime.runtime import EngineUnavailable, Runtime, make_engine
+from specgen.gen.runtime.runtime import Runtime, RtlEngine, make_engine
 
 CONFIG = preset("sim")
 
@@ -61,11 +61,28 @@ def test_a_draft_model_with_a_branching_tree_gives_the_targets_greedy_sequence()
     assert max(res.nodes_per_step) == 1 + 3 + 6 + 6
 
 
-def test_the_rtl_engine_is_refused_not_faked():
-    with pytest.raises(EngineUnavailable, match="not available in this revision"):
-        make_engine("rtl", config=CONFIG)
+def test_engines_by_name_and_the_rtl_engines_checks():
+    assert isinstance(make_engine("rtl", config=CONFIG), RtlEngine)
     with pytest.raises(ValueError, match="Runtime.engine must be one of 'rtl', 'hw', 'golden'"):
         make_engine("fpga", config=CONFIG)
+    with pytest.raises(ValueError, match="RtlEngine.faults: unknown key 'cut_all'; allowed: "
+                                         "cut_tree, cut_commit"):
+        RtlEngine(config=CONFIG, faults={"cut_all": 1})
+    with pytest.raises(ValueError, match=r"RtlEngine.stall must be in \[0, 1\)"):
+        RtlEngine(config=CONFIG, stall=1.0)
+    with pytest.raises(ValueError, match="RtlEngine.latency"):
+        RtlEngine(config=CONFIG, latency=0)
+
+
+def test_the_rtl_engines_core_is_sized_for_the_model():
+    from specgen.golden.lm import lm_preset
+    design, core = RtlEngine(config=CONFIG).core(lm_preset("micro"), 5)
+    m = lm_preset("micro")
+    assert (design.ssm.nheads, design.ssm.headdim, design.ssm.d_state) == (
+        m.nheads, m.headdim, m.d_state)
+    assert design.linear == CONFIG.linear and core.max_nodes == 5
+    # The records of the widest 5-node step fit, and the memory is the plan's and two programs.
+    assert core.max_records < 128 and 1 << core.addr_width < 1 << 20
 
 
 def test_runtime_checks_the_tree_against_the_design():
@@ -131,12 +148,21 @@ def run_cli(*args, cwd):
                           cwd=cwd, env=dict(os.environ, PYTHONPATH=os.getcwd()))
 
 
-def test_rtl_engine_is_one_line_exit_2(tmp_path):
-    proc = run_cli("generate", "--board", "sim", "--engine", "rtl", cwd=tmp_path)
+@pytest.mark.parametrize("argv,fragments", [
+    # The default model is wider than the sim design's linear jobs: refused before a build.
+    ([], ["specgen generate: error: --model: the target model does not fit the RTL engine's "
+          "decoder core: DecoderCore: the model's d_model (128, the inputs of "
+          "backbone.layers.*.mixer.in_proj.weight) exceeds linear.max_k (16)"]),
+    (["--model", "micro", "--tree", "4,3"],
+     ["specgen generate: error: --tree 4,3: RtlEngine: a tree of 17 nodes with the root; the "
+      "decoder core runs at most linear.max_tokens = 16"]),
+])
+def test_rtl_engine_refuses_what_the_core_cannot_run_in_one_line(tmp_path, argv, fragments):
+    proc = run_cli("generate", "--board", "sim", "--engine", "rtl", *argv, cwd=tmp_path)
     assert proc.returncode == 2, proc.stderr
     assert proc.stdout == "" and len(proc.stderr.strip().splitlines()) == 1
-    assert proc.stderr.startswith("specgen generate: error: --engine rtl: the runtime's RTL engine")
-    assert "not available in this revision" in proc.stderr
+    for f in fragments:
+        assert f in proc.stderr, proc.stderr
 
 
 def bad_files(tmp_path):
@@ -156,7 +182,7 @@ def bad_files(tmp_path):
 @pytest.mark.parametrize("argv,fragments", [
     (["--engine", "asic"], ["unknown --engine 'asic'; allowed: rtl, hw, golden"]),
     (["--model", "nosuch"], ["--model: model 'nosuch': not a shipped or seeded model (target, "
-                             "draft, tiny, small) and not a .npz or .safetensors file"]),
+                             "draft, micro, tiny, small) and not a .npz or .safetensors file"]),
     (["--model", "gone.npz"], ["--model: model 'gone.npz': no such file"]),
     (["--model", "short.safetensors"], ["malformed weight file", "shorter than its 8-byte header"]),
     (["--model", "junk.npz"], ["--model: model 'junk.npz': malformed weight file"]),

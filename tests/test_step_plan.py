@@ -105,7 +105,9 @@ def test_core_rejects_a_model_it_cannot_run(built):
                                          r"\(ssm.nheads\)"):
         DecoderCore(config=config, model=wrong, max_records=8, addr_width=18)
     narrow = config.replace(linear=dataclasses.replace(config.linear, max_k=8))
-    with pytest.raises(ValueError, match=r"d_inner \(16\) exceeds linear.max_k \(8\)"):
+    with pytest.raises(ValueError, match=r"d_inner \(16, the inputs of "
+                                         r"backbone.layers.\*.mixer.out_proj.weight\) "
+                                         r"exceeds linear.max_k \(8\)"):
         DecoderCore(config=narrow, model=model, max_records=8, addr_width=18)
     with pytest.raises(ValueError, match=r"max_nodes must be in \[1, 16\]"):
         DecoderCore(config=config, model=model, max_records=8, addr_width=18, max_nodes=17)

@@ -8,8 +8,10 @@ It prints the tokens, their text (byte-level models) and the tokens per step;
 ``--json`` gives ``tokens``, ``tokens_per_step`` and ``cycles_per_token`` (``null``
 for the golden and hw engines). ``--engine hw`` runs the decoder in the
 accelerator's numerics (:class:`golden.decoder.HardwareLM`): the tokens an RTL run
-must print. ``--engine rtl`` is refused in one line: the on-chip decoder is not
-built in this revision (:data:`gen.runtime.runtime.RTL_UNAVAILABLE`).
+must print. ``--engine rtl`` runs every target pass on a simulated decoder core
+(:class:`gen.runtime.runtime.RtlEngine`; it builds the core for the model, minutes
+on a cold cache) and also prints the cycles per token and the time at the design's
+clock.
 """
 
 import json
@@ -35,10 +37,10 @@ def add_parser(sub):
     from specgen.gen.runtime.runtime import DEFAULT_TREE, ENGINES, SPEQ
 
     p = sub.add_parser("generate", help="generate tokens from a prompt by speculative decoding "
-                                        "(golden or hw engine; the RTL engine is not available yet)")
+                                        "(golden, hw or rtl engine)")
     add_design_args(p)
     p.add_argument("--model", default=DEFAULT_MODEL, metavar="PATH_OR_NAME",
-                   help=f"target: a shipped model (target, draft), a seeded preset (tiny, small) "
+                   help=f"target: a shipped model (target, draft), a seeded preset (micro, tiny, small) "
                         f"or a .npz/.safetensors file (default {DEFAULT_MODEL})")
     p.add_argument("--seed", type=int_at_least(0), default=0,
                    help="seed of a seeded preset (default 0)")
@@ -51,7 +53,7 @@ def add_parser(sub):
                    help=f"tokens to generate (default {DEFAULT_TOKENS})")
     p.add_argument("--engine", default="golden", metavar="ENGINE",
                    help=f"{', '.join(ENGINES)} (default golden: float64; hw: the accelerator's "
-                        f"numerics, bit for bit; rtl: not available yet)")
+                        f"numerics, bit for bit; rtl: the decoder core on Verilator)")
     p.add_argument("--draft", default=SPEQ, metavar="speq|PATH_OR_NAME",
                    help="'speq': SPEQ self-speculation from the BSFP nibble plane (default); or a "
                         "draft model, named as --model")
@@ -94,7 +96,7 @@ def run(args, *, out=None):
     from specgen.gen.cli.progress import Progress
     from specgen.gen.perf.cli import parse_tree
     from specgen.gen.runtime.model import ModelError, decode_tokens
-    from specgen.gen.runtime.runtime import DEFAULT_TREE, ENGINES, RTL_UNAVAILABLE, EngineUnavailable, Runtime
+    from specgen.gen.runtime.runtime import DEFAULT_TREE, ENGINES, Runtime
 
     out = sys.stdout if out is None else out
     progress = Progress.from_args(args)
@@ -104,11 +106,7 @@ def run(args, *, out=None):
     tree = parse_tree(args.tree) if args.tree else DEFAULT_TREE
     if args.gamma is not None and not 0.0 <= args.gamma <= 1.0:
         raise CLIError(f"--gamma must be in [0, 1], not {args.gamma:g}")
-    try:
-        rt = Runtime(config=config, engine=args.engine)
-    except EngineUnavailable as exc:
-        raise CLIError(f"--engine {args.engine}: {RTL_UNAVAILABLE}; use --engine hw or golden") \
-            from exc
+    rt = Runtime(config=config, engine=args.engine)
     try:
         progress.status(f"loading {args.model}")
         rt.load_model(args.model, seed=args.seed)
@@ -151,6 +149,9 @@ def run(args, *, out=None):
     lines.append(f"tokens per step: {' '.join(map(str, res.tokens_per_step))} (mean "
                  f"{res.mean_tokens_per_step:.2f} over {len(res.tokens_per_step)} target passes)")
     if res.cycles_per_token is not None:
-        lines.append(f"cycles per token: {res.cycles_per_token:.1f}")
+        us = res.cycles_per_token / res.clock_mhz
+        lines.append(f"cycles per token: {res.cycles_per_token:.1f} ({us:.2f} us a token, "
+                     f"{1e6 / us:,.0f} tokens/s at the design's {res.clock_mhz:g} MHz; the "
+                     f"target passes only, the draft is the host's)")
     print("\n".join(lines), file=out)
     return res

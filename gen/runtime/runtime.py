@@ -26,19 +26,19 @@ Engines (:data:`ENGINES`):
     reproduce bit for bit; on the shipped models they equal ``golden``'s
     (``tests/test_golden_decoder.py``).
 ``rtl``
-    The whole decoder on the accelerator (simulated, or a board through
-    :mod:`gen.runtime.regbus` and :mod:`gen.runtime.image`). Not available
-    in this revision: :class:`hw.decoder.DecoderCore` runs a whole tree step
-    from one program (:mod:`hw.step_program`), bit for bit against
-    :class:`golden.decoder.HardwareLM` on Verilator, but the commit pass,
-    the embedding lookup on chip and this runtime's drive of the simulation
-    are not built, so :func:`make_engine` refuses it
-    (:class:`EngineUnavailable`) instead of pretending.
+    :class:`RtlEngine`: every target pass on a simulated
+    :class:`hw.decoder.DecoderCore` (cocotb on Verilator, :mod:`sim.rtl_generate`):
+    the prompt, each step's tree (logits and argmax of every node) and the
+    commit of the accepted path, from programs in memory
+    (:mod:`hw.step_program`); the host writes only the embedding rows, the node
+    table and the programs. The draft's tree, the embedding lookup and greedy
+    acceptance (from the core's argmax) are the host's in this revision. It
+    fills ``cycles_per_token``. A board back-end (:mod:`gen.runtime.regbus`,
+    :mod:`gen.runtime.image`) is not built.
 
 An engine is any object with ``name`` and ``generate(*, target, draft,
 prompt, tokens, tree, gamma, source, speq) -> GenerateResult`` (``source``: the
-model as loaded; ``speq``: the draft is SPEQ self-speculation on it); the RTL
-engine will plug in here, and ``cycles_per_token`` is the field it fills.
+model as loaded; ``speq``: the draft is SPEQ self-speculation on it).
 
 SPEQ self-speculation (arXiv 2510.18525) builds both models from one FP16
 weight copy in the design's BSFP v1 format (:func:`golden.lm.speq_pair`): the
@@ -46,10 +46,11 @@ target reads both planes, the draft only the nibble plane. With a separate
 draft model the target is the model as loaded.
 """
 
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-__all__ = ["ENGINES", "SPEQ", "DEFAULT_TREE", "RTL_UNAVAILABLE", "EngineUnavailable", "GenerateResult",
-           "GoldenEngine", "HardwareEngine", "make_engine", "Runtime"]
+__all__ = ["ENGINES", "SPEQ", "DEFAULT_TREE", "GenerateResult", "GoldenEngine", "HardwareEngine",
+           "RtlEngine", "rtl_design", "make_engine", "Runtime"]
 
 #: Engines :class:`Runtime` knows, in the order of ``specgen generate --help``.
 ENGINES = ("rtl", "hw", "golden")
@@ -57,10 +58,6 @@ ENGINES = ("rtl", "hw", "golden")
 SPEQ = "speq"
 #: Default per-depth branching: the tree SpecMamba's notes use (branching 2, depth 4).
 DEFAULT_TREE = (2, 2, 1, 1)
-
-
-class EngineUnavailable(RuntimeError):
-    """An engine this revision does not provide (one line: which, and why)."""
 
 
 @dataclass(frozen=True)
@@ -79,6 +76,11 @@ class GenerateResult:
         Accelerator cycles per generated token (RTL engine); ``None`` for golden.
     accepted_per_step, nodes_per_step : tuple of int
         Accepted draft tokens and drafted tree nodes (root included) per step.
+    clock_mhz : float or None
+        The fabric clock the cycles count (RTL engine).
+    steps : tuple of dict
+        Per step (RTL engine): ``nodes``, ``accepted``, ``tokens``, ``tree_cycles`` and
+        ``commit_cycles``.
     """
 
     tokens: tuple
@@ -87,6 +89,8 @@ class GenerateResult:
     cycles_per_token: float | None = None
     accepted_per_step: tuple = ()
     nodes_per_step: tuple = field(default=())
+    clock_mhz: float | None = None
+    steps: tuple = ()
 
     @property
     def mean_tokens_per_step(self):
@@ -98,6 +102,7 @@ class GenerateResult:
         """JSON-ready: ``tokens``, ``tokens_per_step``, ``cycles_per_token`` and the rest."""
         return {"tokens": list(self.tokens), "tokens_per_step": list(self.tokens_per_step),
                 "cycles_per_token": self.cycles_per_token, "engine": self.engine,
+                "clock_mhz": self.clock_mhz, "steps": list(self.steps),
                 "mean_tokens_per_step": self.mean_tokens_per_step,
                 "accepted_per_step": list(self.accepted_per_step),
                 "nodes_per_step": list(self.nodes_per_step)}
@@ -192,12 +197,149 @@ class HardwareEngine:
                               nodes_per_step=res.nodes_per_step)
 
 
-#: Why the RTL engine is refused, in one line.
-RTL_UNAVAILABLE = ("the runtime's RTL engine is not available in this revision: the decoder core "
-                   "runs a whole tree step on Verilator (hw.decoder.DecoderCore, "
-                   "tests/test_decoder_core.py), but the commit pass, the embedding lookup on "
-                   "chip and the runtime's drive of the simulation are not built, so there is "
-                   "no RTL generation to report")
+@contextmanager
+def _stdout_to_stderr():
+    """The build's and the simulator's output (they write to file descriptor 1) on
+    stderr, so the runtime's own output (``--json``) is all stdout holds."""
+    import contextlib
+    import os
+    import sys
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        os.dup2(2, 1)
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
+def rtl_design(config, model):
+    """The design an RTL run builds for ``model`` (a :class:`golden.lm.LMConfig`): ``config``
+    with its SSM unit built for the model's heads, head dimension and state size (a
+    decoder core runs one model's layers; ``ssm.lanes`` at most ``d_state``). Every other
+    parameter is the design's, and the model must fit it (:class:`hw.decoder.DecoderCore`
+    names the field that does not)."""
+    import dataclasses
+    ssm = dataclasses.replace(config.ssm, nheads=model.nheads, headdim=model.headdim,
+                              d_state=model.d_state, lanes=min(config.ssm.lanes, model.d_state))
+    return config.replace(ssm=ssm)
+
+
+class RtlEngine:
+    """The ``rtl`` engine (module docstring) for the design ``config``.
+
+    Every target pass runs on a simulated :class:`hw.decoder.DecoderCore` (Verilator, the
+    memory behind its AXI ports modeled by :mod:`sim.axi_master`): the prompt, each
+    step's tree and the commit of its accepted path, from the programs of
+    :class:`hw.step_program.StepPlan` (:mod:`sim.rtl_generate`). The draft's tree, the
+    embedding rows and greedy acceptance from the core's argmax are the host's.
+
+    Parameters
+    ----------
+    config : golden.config.Config
+        The design (:func:`rtl_design` gives the core's).
+    latency, stall : int, float
+        Memory cycles of a read, and every AXI channel's random stall rate.
+    faults : dict, optional
+        ``{"cut_tree": k, "cut_commit": k}``: reset the core in mid tree program or in
+        mid commit of step ``k`` (the host reruns it).
+    cxx_opt : str
+        The C++ optimization of the Verilator model (:func:`sim.runner.build`): ``-O0``
+        by default, as the core's model compiles in minutes at ``-O0`` and far longer
+        optimized, which a short generation does not win back.
+    """
+
+    name = "rtl"
+
+    def __init__(self, *, config, latency=16, stall=0.0, faults=None, cxx_opt="-O0"):
+        from specgen.golden.config import Config
+        from specgen.golden.validate import check_int
+        if not isinstance(config, Config):
+            raise TypeError(f"RtlEngine.config must be a golden.config.Config, not {config!r}")
+        self.config = config
+        self.latency = check_int("RtlEngine", "latency", latency, min=1)
+        if not 0.0 <= stall < 1.0:
+            raise ValueError(f"RtlEngine.stall must be in [0, 1), not {stall!r}")
+        self.stall, self.cxx_opt = stall, cxx_opt
+        faults = dict(faults or {})
+        for key, k in faults.items():
+            if key not in ("cut_tree", "cut_commit"):
+                raise ValueError(f"RtlEngine.faults: unknown key {key!r}; allowed: cut_tree, "
+                                 f"cut_commit")
+            check_int("RtlEngine", f"faults[{key!r}]", k, min=0)
+        self.faults = faults
+
+    def core(self, model, nodes):
+        """``(design, core)``: the decoder core of ``model`` for trees of ``nodes`` nodes,
+        its address width and record memory sized by the step programs it will run."""
+        from specgen.golden.decoder import HardwareLM
+        from specgen.golden.lm import MambaLM
+        from specgen.hw.decoder import DecoderCore
+        from specgen.hw.step_program import StepPlan
+
+        design = rtl_design(self.config, model)
+        probe = DecoderCore(config=design, model=model, max_records=4096, addr_width=40,
+                            max_nodes=nodes)
+        probe._MustUse__silence = True      # only measured, never elaborated
+        lm = HardwareLM(MambaLM.from_seed(model, seed=0), config=design)
+        plan = StepPlan(probe, lm, nodes=nodes)
+        records = max(plan.program(list(range(-1, nodes - 1)))[1],
+                      plan.program([-1] + [0] * (nodes - 1))[1])
+        rb = records * probe.record_bits // 8
+        need = -(-len(plan.data) // 128) * 128 + 2 * (-(-rb // 128) * 128)
+        return design, DecoderCore(config=design, model=model, max_records=records,
+                                   addr_width=max(12, (need - 1).bit_length()), max_nodes=nodes)
+
+    def generate(self, *, target, draft, prompt, tokens, tree, gamma, source=None, speq=False):
+        """Greedy tree speculative decoding with the target on the RTL; see
+        :class:`Runtime.generate`."""
+        import dataclasses
+        import json
+        import tempfile
+        from pathlib import Path
+
+        from specgen.golden.tree import TreeShape
+        from specgen.sim.runner import run_bench
+        if source is None:
+            raise ValueError("RtlEngine.generate needs source, the model as loaded "
+                             "(Runtime.generate passes it)")
+        shape = tree if isinstance(tree, TreeShape) else TreeShape(tuple(tree))
+        from specgen.gen.runtime.model import ModelError
+        if shape.num_nodes > self.config.linear.max_tokens:
+            raise ValueError(f"RtlEngine: a tree of {shape.num_nodes} nodes with the root; the "
+                             f"decoder core runs at most linear.max_tokens = "
+                             f"{self.config.linear.max_tokens} (the tokens of one linear job)")
+        try:
+            design, core = self.core(source.config, shape.num_nodes)
+        except ValueError as exc:
+            raise ModelError(f"the target model does not fit the RTL engine's decoder core: "
+                             f"{exc}") from None
+        with tempfile.TemporaryDirectory(prefix="specgen-rtl-") as tmp:
+            tmp = Path(tmp)
+            source.save(tmp / "target.npz")
+            p = {"config": design.to_dict(), "model": dataclasses.asdict(source.config),
+                 "max_records": core.max_records, "addr_width": core.addr_width,
+                 "max_nodes": core.max_nodes, "target_path": str(tmp / "target.npz"),
+                 "draft_path": None, "draft_model": None, "prompt": list(prompt),
+                 "tokens": tokens, "tree": list(shape.branching), "gamma": gamma,
+                 "latency": self.latency, "stall": self.stall, "result": str(tmp / "out.json"),
+                 **self.faults}
+            if not speq:
+                draft.save(tmp / "draft.npz")
+                p.update(draft_path=str(tmp / "draft.npz"),
+                         draft_model=dataclasses.asdict(draft.config))
+            with _stdout_to_stderr():
+                run_bench(core, name=core.module_name, module="specgen.sim.rtl_generate",
+                          testcase="generate", params=p, cxx_opt=self.cxx_opt)
+            r = json.loads((tmp / "out.json").read_text())
+        return GenerateResult(tokens=tuple(r["tokens"]), tokens_per_step=tuple(r["tokens_per_step"]),
+                              engine=self.name, cycles_per_token=r["cycles_per_token"],
+                              accepted_per_step=tuple(r["accepted_per_step"]),
+                              nodes_per_step=tuple(r["nodes_per_step"]),
+                              clock_mhz=r["clock_mhz"], steps=tuple(r["steps"]))
 
 
 def make_engine(name, *, config):
@@ -207,15 +349,11 @@ def make_engine(name, *, config):
     ------
     ValueError
         An unknown name (listing :data:`ENGINES`).
-    EngineUnavailable
-        ``"rtl"`` in this revision.
     """
     from specgen.golden.validate import check_choice
     check_choice("Runtime", "engine", name, ENGINES)
-    if name == "rtl":
-        raise EngineUnavailable(f"engine 'rtl': {RTL_UNAVAILABLE}; use engine 'hw' (its "
-                                f"numerics) or 'golden'")
-    return HardwareEngine(config=config) if name == "hw" else GoldenEngine(config=config)
+    cls = {"rtl": RtlEngine, "hw": HardwareEngine, "golden": GoldenEngine}[name]
+    return cls(config=config)
 
 
 class Runtime:

@@ -1,0 +1,76 @@
+# amaranth: UnusedElaboratable=no
+"""The runtime's RTL engine end to end: ``specgen generate --engine rtl`` gives exactly the
+tokens of ``--engine golden`` (float64 ``golden.speculative.speculative_generate``) and of
+``--engine hw`` (the same loop over ``golden.decoder.HardwareLM``), every target pass on
+the simulated decoder core. In ``make test-slow``: the core's cold Verilator build takes
+minutes, and the model simulates at a few hundred fabric cycles a second
+(``docs/runtime.md``).
+
+The model is the seeded ``micro`` preset (seed 1: its greedy continuation does not
+repeat one token, so acceptance varies from step to step); the oracle tokens are
+computed in this process.
+"""
+
+import json
+
+import pytest
+
+from specgen.golden.config import preset
+from specgen.golden.lm import lm_preset, MambaLM
+
+from specgen.gen.cli.commands import main
+from specgen.gen.runtime.runtime import Runtime, RtlEngine
+
+CONFIG = preset("sim")
+PROMPT, TOKENS, TREE = [3, 1, 4], 16, (2, 1)
+
+
+def _oracle(draft):
+    out = {}
+    for engine in ("golden", "hw"):
+        rt = Runtime(config=CONFIG, engine=engine)
+        rt.load_model("micro", seed=1)
+        rt.load_draft(draft)
+        out[engine] = rt.generate(PROMPT, TOKENS, tree=TREE, gamma=0.0)
+    return out
+
+
+@pytest.mark.sim
+@pytest.mark.slow
+def test_speq_on_the_rtl_with_a_reset_in_mid_step_and_mid_commit():
+    """SPEQ self-speculation (the draft is the nibble plane of the target's BSFP copy), a
+    branching tree of 5 nodes; the core is reset in mid tree program at step 1 and in mid
+    commit at step 2, and the host reruns each: no token lost or repeated."""
+    want = _oracle("speq")
+    rt = Runtime(config=CONFIG, engine=RtlEngine(config=CONFIG,
+                                                 faults={"cut_tree": 1, "cut_commit": 2}))
+    rt.load_model("micro", seed=1)
+    rt.load_draft("speq")
+    got = rt.generate(PROMPT, TOKENS, tree=TREE, gamma=0.0)
+    assert got.tokens == want["golden"].tokens == want["hw"].tokens
+    assert got.tokens_per_step == want["hw"].tokens_per_step
+    assert got.nodes_per_step == want["hw"].nodes_per_step
+    assert len(set(got.tokens)) > 4      # a continuation that does not repeat one token
+    assert got.cycles_per_token > 0 and len(got.steps) == len(got.tokens_per_step)
+
+
+@pytest.mark.sim
+@pytest.mark.slow
+def test_generate_cli_with_a_draft_model_on_the_rtl(tmp_path, capsys):
+    """``specgen generate --engine rtl --json`` with a separate draft model file (the
+    target's first layer, a layer-skipping draft), the same tree."""
+    target = MambaLM.from_seed(lm_preset("micro"), seed=1)
+    target.truncated(1).save(tmp_path / "draft.npz")
+    want = _oracle(str(tmp_path / "draft.npz"))
+    argv = ["generate", "--board", "sim", "--model", "micro", "--seed", "1", "--draft",
+            str(tmp_path / "draft.npz"), "--prompt-ids", ",".join(map(str, PROMPT)),
+            "--tokens", str(TOKENS), "--tree", ",".join(map(str, TREE)), "--gamma", "0",
+            "--engine", "rtl", "--json"]
+    assert main(argv) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert len(lines) == 1, "the build's output reached stdout"
+    doc = json.loads(lines[0])
+    assert doc["engine"] == "rtl"
+    assert tuple(doc["tokens"]) == want["golden"].tokens == want["hw"].tokens
+    assert tuple(doc["tokens_per_step"]) == want["hw"].tokens_per_step
+    assert doc["cycles_per_token"] > 0 and doc["clock_mhz"] == CONFIG.board.clock_mhz
