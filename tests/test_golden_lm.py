@@ -191,7 +191,9 @@ def test_config_properties():
     assert (m.ssm.state_elems, m.conv_rows, m.n_layer) == (8 * 8 * 16, 3, 2)
     big = LMConfig.from_model("2.7B")
     assert (big.vocab, big.nheads, big.state_elems) == (MAMBA2_VOCAB, 80, 655_360)
-    assert set(LM_PRESETS) <= {"tiny", "small"}
+    assert set(LM_PRESETS) <= {"micro", "tiny", "small"}
+    micro = lm_preset("micro")
+    assert (micro.d_model, micro.d_inner, micro.nheads, micro.headdim) == (8, 16, 2, 8)
 
 
 @pytest.mark.parametrize("kwargs,exc,message", [
@@ -213,7 +215,7 @@ def test_config_rejects_bad_parameters(kwargs, exc, message):
 
 
 def test_preset_and_model_errors():
-    with pytest.raises(ValueError, match="lm_preset.name must be one of 'tiny', 'small', '130M'"):
+    with pytest.raises(ValueError, match="lm_preset.name must be one of 'micro', 'tiny', 'small', '130M'"):
         lm_preset("huge")
     with pytest.raises(ValueError, match=r"LMConfig.from_model.size must be one of"):
         LMConfig.from_model("7B")
