@@ -198,7 +198,8 @@ class DecoderCore(SequencedCore):
             "conv1d": conv1d_engine(config, max_vectors=1, max_elements=conv_elems, **kw),
             # dt of every node into its SSM record; a node's window (as words) at commit.
             "copy": copy_engine(config, max_vectors=V,
-                                max_elements=max(model.nheads, model.conv_dim * wb // 4), **kw),
+                                max_elements=max(model.nheads, model.d_model,
+                                                 model.conv_dim * wb // 4), **kw),
             "norm": norm_engine(config, size=model.d_model, gate=False, out_fmt=FP16,
                                 max_vectors=V, **kw),
             "gate_norm": norm_engine(config, size=model.d_inner, gate=True, out_fmt=FP16,

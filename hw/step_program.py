@@ -26,9 +26,13 @@ only for the engines whose results it reads (and the linear jobs of a layer for 
 stage before them); the in_proj jobs queue in the linear engine, and the conv1d runs
 beside the ``dt`` copy.
 
+Before the first layer, the copy engine gathers every node's embedding row into ``h``
+from a row-major binary32 copy of the table (the BSFP planes hold the embedding only in
+the LM head's job layout); the program names each node's row by its address, which the
+host writes from the node's token (``program(parents, tokens)``).
+
 The plan writes into a flat byte array (``data``), addresses from ``base``; the host
-copies it into the memory the core reaches. The embedding lookup is the host's
-(:meth:`StepPlan.write_hidden`): the image holds the embedding only as BSFP planes.
+copies it into the memory the core reaches.
 """
 
 from dataclasses import dataclass
@@ -198,6 +202,11 @@ class StepPlan:
         self.head_k, self.head_jobs = int(head.scales), self._matrix(head.stored)
         self.norm_f = self._alloc(4 * m.d_model)
         self.put(self.norm_f, self._words(lm.norm_f))
+        # The embedding, row-major binary32 (the rows HardwareLM.embed gives: the FP16
+        # words the BSFP planes encode), for the copy engine's gather.
+        self.emb_row = 4 * m.d_model
+        self.emb = self._alloc(m.vocab * self.emb_row)
+        self.put(self.emb, self._words(np.stack([lm.embed(t) for t in range(m.vocab)])))
 
     def _buffers(self):
         m, V, eng = self.model, self.V, self.core.engines
@@ -247,14 +256,6 @@ class StepPlan:
             img = state_image(self.lm.config.ssm, np.asarray(ssm, np.float32))
             self.put(L["state"][self.bank], np.ascontiguousarray(img, np.float32).tobytes())
 
-    def write_hidden(self, tokens):
-        """Every node's embedding row into ``h`` (the host's lookup)."""
-        if not 1 <= len(tokens) <= self.V:
-            raise ValueError(f"StepPlan.write_hidden: {len(tokens)} tokens; the plan holds 1 to "
-                             f"{self.V} nodes")
-        for v, t in enumerate(tokens):
-            self.put(self.h + v * self.h_stride, self._words(self.lm.embed(int(t))))
-
     def table(self, parents):
         """``[(node, entry fields, src)]`` of the SSM engine's node table for ``parents``."""
         c = self.lm.config.tree
@@ -299,13 +300,17 @@ class StepPlan:
             out.append(self._rec("linear", desc, wait if i == 0 else ()))
         return out
 
-    def program(self, parents):
+    def program(self, parents, tokens):
         """The records of one step over the tree ``parents`` (BFS order; at most ``V``
-        nodes, the step's :attr:`n`): ``(bytes, record count)``; the last record is
-        ``END``, waiting for the argmax."""
+        nodes, the step's :attr:`n`) whose nodes hold ``tokens``: ``(bytes, record
+        count)``; the last record is ``END``, waiting for the argmax."""
         p = validate_parents(parents)
         if p.size > self.V:
             raise ValueError(f"StepPlan.program: {p.size} nodes, the plan holds at most {self.V}")
+        tokens = [int(t) for t in tokens]
+        if len(tokens) != p.size or any(not 0 <= t < self.model.vocab for t in tokens):
+            raise ValueError(f"StepPlan.program: tokens must be {p.size} ids in "
+                             f"[0, {self.model.vocab}) (one a node), not {tokens!r}")
         depth = tree_depths(p)
         self.n = V = p.size
         m = self.model
@@ -314,11 +319,15 @@ class StepPlan:
         # The SSM record: B, C, x, dt (hw.ssm_engine).
         rec_off = {"B": 0, "C": 4 * N, "x": 8 * N, "dt": 8 * N + 4 * HP}
         chan = {"x": 0, "B": m.d_inner, "C": m.d_inner + N}
-        recs = []
+        # Every node's embedding row into h: a gather, one copy a node.
+        recs = [self._rec("copy", {
+            "vectors": 1, "elements": m.d_model,
+            **self._vector("x", self.emb + t * self.emb_row, m.d_model, 0),
+            "y_addr": self.h + v * self.h_stride, "y_vstride": 0}) for v, t in enumerate(tokens)]
         for i, L in enumerate(self.layers):
             recs.append(self._rec("norm", self._norm(
                 (self.h, m.d_model, self.h_stride), L["norm"], m.d_model, self.xn,
-                self.xn_stride), ("residual",) if i else ()))
+                self.xn_stride), ("residual",) if i else ("copy",)))
             recs += self._jobs(L["in_jobs"], L["in_k"], self.xn, self.xn_stride, self.zx,
                                ("norm",))
             for v in range(V):

@@ -3,8 +3,9 @@ one program in memory, against :class:`golden.decoder.HardwareLM` node by node.
 
 The bench lays a seeded model out with :class:`hw.step_program.StepPlan` in a modeled
 memory behind all of the core's AXI ports (``latency`` memory cycles a read, random stalls
-on every channel), writes a committed state (the model's state after a short prompt),
-every node's embedding row and the SSM node table, and starts the step's program. When
+on every channel), writes a committed state (the model's state after a short prompt)
+and the SSM node table, and starts the step's program, which gathers every node's
+embedding row itself (the copy engine, from the plan's row-major table). When
 the sequencer reports the program done, it compares, for every node of the tree: the
 LM head's logits and the argmax beat, bit for bit, with ``HardwareLM.step`` applied along
 the node's path from the committed state, and every layer's new conv window with the
@@ -12,8 +13,7 @@ golden state's. Then it commits a path of the tree (the commit program: the SSM 
 into the other state bank, the last node's window into slot 0) and checks every layer's
 committed state in memory against golden; the next step starts from that state, which
 the host never writes again. One step and one commit are cut by a reset of both domains
-in mid-program; the host then writes the node table (and the embedding rows) again and
-reruns the program.
+in mid-program; the host then writes the node table again and reruns the program.
 """
 
 import dataclasses
@@ -80,13 +80,6 @@ class Bench:
     def load(self, plan):
         self.memory.data[:len(plan.data)] = plan.data
 
-    def write_hidden(self, plan, tokens):
-        """Every node's embedding row into the memory's ``h`` (nothing else of the plan:
-        the committed state in memory is the hardware's)."""
-        plan.write_hidden(tokens)
-        n = plan.V * plan.h_stride
-        self.memory.data[plan.h:plan.h + n] = plan.get(plan.h, n)
-
     async def write_table(self, table):
         d = self.dut
         lay = table_layout(self.config.tree.fifo_depth)
@@ -97,16 +90,39 @@ class Bench:
         d.tbl_we.value = 0
 
 
-async def run_program(dut, start, *, timeout, cut=None):
+async def run_program(dut, start, *, timeout, cut=None, trace=None):
     """Offer the program ``start`` to a :class:`hw.decoder.SequencedCore` and wait for it:
     its fabric cycles to ``done``. Every cycle, no sequencer or engine error. With ``cut``
-    (a cycle count while the program runs), reset both domains then and return ``None``."""
+    (a cycle count while the program runs), reset both domains then and return ``None``.
+
+    With ``trace`` (a list), append the program's events to it, cycles counted as the
+    return value counts them: ``("hand", cycle, engine index)`` for every descriptor the
+    sequencer hands out, ``("idle", cycle, engine index)`` for the first cycle an
+    engine's ``busy`` is low again, and ``("job", cycle, n)`` for every job the linear
+    engine (engine 0 of a :class:`hw.decoder.DecoderCore`) writes back. The calibration
+    of :mod:`gen.perf.program` reads them."""
     d = dut
     done0 = int(d.done.value)
     await offer(dut, "start", start)
+    if trace is not None:
+        seq = d.seq
+        n = len(seq.engine_busy.value)
+        busy0, jobs0 = 0, int(d.linear.jobs_done.value)
     for cycle in range(timeout):
         await RisingEdge(d.clk)
         await ReadOnly()
+        if trace is not None:
+            handed = int(seq.handed.value)
+            busy = int(seq.engine_busy.value)
+            jobs = int(d.linear.jobs_done.value)
+            for e in range(n):
+                if handed >> e & 1:
+                    trace.append(("hand", cycle + 1, e))
+                if busy0 >> e & 1 and not busy >> e & 1:
+                    trace.append(("idle", cycle + 1, e))
+            for j in range(jobs0, jobs):
+                trace.append(("job", cycle + 1, j))
+            busy0, jobs0 = busy, jobs
         assert not int(d.error.value), (
             f"the sequencer stopped on error code {int(d.error_code.value)}")
         assert not int(d.engine_error.value), (
@@ -174,12 +190,11 @@ async def steps(dut):
             bad = want[0][0].copy()
             bad.view(np.uint32)[0] ^= 1
             want[0] = (bad, want[0][1])
-        b.write_hidden(plan, tokens)
-        if k == p.get("cut_step"):
-            await run(prog_at, plan.program(parents), plan.table(parents), (200, 3000))
-            # The residual updated h in place: the embedding rows go back in.
-            b.write_hidden(plan, tokens)
-        n_rec, cycles = await run(prog_at, plan.program(parents), plan.table(parents), None)
+        # The program gathers the nodes' embedding rows into h itself (so a rerun after a
+        # cut starts from them again, though the residual updated h in place).
+        prog = plan.program(parents, tokens)
+        n_rec, cycles = await run(prog_at, prog, plan.table(parents),
+                                  (200, 3000) if k == p.get("cut_step") else None)
         data = b.memory.data
         for v in range(V):
             logits, st = want[v]

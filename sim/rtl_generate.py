@@ -16,15 +16,16 @@ Everything the target computes runs on the core from memory, laid out by
 What the host (this test, standing in for the runtime's driver) does between the
 programs: the draft's tree (:func:`golden.speculative.draft_tree` on the draft's
 :class:`golden.decoder.HardwareLM`, which is bit for bit what the core's draft pass
-computes, ``tests/test_decoder_core.py``), the embedding rows of the tree's tokens, the
-SSM unit's node table, and greedy acceptance from the core's argmax beats
+computes, ``tests/test_decoder_core.py``), the programs (each node's embedding row is
+named in its gather's descriptor), the SSM unit's node table, and greedy acceptance
+from the core's argmax beats
 (:func:`golden.tree.accepted_path`). That is :func:`golden.speculative.speculative_generate`'s
 greedy loop with the pure-store policy for the draft, so the tokens must be the same.
 
 Faults (``cut_tree`` and ``cut_commit``: a step index): a reset of both domains in mid
-tree program or in mid commit; the host writes the step's inputs and the node table
-again and reruns the program (both are idempotent: the committed bank and slot are
-only read before the commit, and the commit writes the other bank).
+tree program or in mid commit; the host writes the node table again and reruns the
+program (both are idempotent: a step gathers its embedding rows
+again, and a commit reads the committed bank and writes the other).
 """
 
 import json
@@ -73,6 +74,7 @@ class Host:
         self.memory = Memory(1 << p["addr_width"], self.rng)
         self.start_lay = start_layout(p["addr_width"], self.core.max_records)
         self.cycles = 0
+        self.traces = []
 
     def load(self, plan):
         self.memory.data[:len(plan.data)] = plan.data
@@ -89,19 +91,22 @@ class Host:
             await cocotb.triggers.RisingEdge(d.clk)
         d.tbl_we.value = 0
 
-    async def run(self, at, records, table, *, inputs=None, cut=False):
+    async def run(self, at, records, table, *, cut=False):
         """Run a program (``records``: bytes and count) from ``at`` with the node table
-        ``table``; ``inputs()`` writes its inputs into memory first (and again after a
-        cut). Its fabric cycles."""
+        ``table`` (written again after a cut: a reset clears it). Its fabric cycles; with
+        the parameter ``trace``, the whole run's events go to :attr:`traces`
+        (:func:`sim.decoder_core.run_program`)."""
         prog, n_rec = records
         self.memory.data[at:at + len(prog)] = prog
         start = pack(self.start_lay, {"addr": at, "records": n_rec})
         for attempt in ((True, False) if cut else (False,)):
-            if inputs is not None:
-                inputs()
             await self.write_table(table)
-            cycles = await run_program(self.dut, start, timeout=PROGRAM_TIMEOUT,
+            trace = [] if self.p.get("trace") and not attempt else None
+            cycles = await run_program(self.dut, start, timeout=PROGRAM_TIMEOUT, trace=trace,
                                        cut=self.rng.randrange(50, 500) if attempt else None)
+        if trace is not None:
+            self.traces.append({"program": prog.hex(), "records": n_rec, "cycles": cycles,
+                                "events": trace})
         return cycles
 
 
@@ -126,17 +131,11 @@ async def generate(dut):
     plan.write_state(pair.target.initial_state())
     h.load(plan)
 
-    def hidden(tokens):
-        def write():
-            plan.write_hidden(tokens)
-            n = len(tokens) * plan.h_stride
-            h.memory.data[plan.h:plan.h + n] = plan.get(plan.h, n)
-        return write
-
     async def step(tokens, parents, k):
-        """One tree program and its argmax beats."""
-        cycles = await h.run(h.prog_at, plan.program(parents), plan.table(parents),
-                             inputs=hidden(tokens), cut=k is not None and k == p.get("cut_tree"))
+        """One tree program (its first records gather the tokens' embedding rows) and its
+        argmax beats."""
+        cycles = await h.run(h.prog_at, plan.program(parents, tokens), plan.table(parents),
+                             cut=k is not None and k == p.get("cut_tree"))
         return cycles, [plan.argmax_of(h.memory.data, v) for v in range(len(tokens))]
 
     async def commit(path, k):
@@ -178,6 +177,8 @@ async def generate(dut):
         out.extend(tokens[j] for j in nodes[1:])
         out.append(int(best[end]))
         per_step.append({"nodes": len(tokens), "accepted": len(nodes) - 1,
+                         "parents": [int(x) for x in parents], "draft": tokens,
+                         "path": [int(x) for x in nodes],
                          "tokens": len(nodes), "tree_cycles": t_cycles,
                          "commit_cycles": c_cycles})
         dut._log.info(f"step {k}: {len(tokens)} nodes, path {list(nodes)}, "
@@ -192,4 +193,6 @@ async def generate(dut):
               "steps": per_step, "prefill_cycles": prefill, "cycles": cycles,
               "generated": generated, "cycles_per_token": cycles / generated,
               "clock_mhz": h.config.board.clock_mhz}
+    if p.get("trace"):
+        result["traces"] = h.traces
     Path(p["result"]).write_text(json.dumps(result, indent=1))

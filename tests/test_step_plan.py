@@ -52,12 +52,13 @@ def test_program_records(built):
     config, model, core, lm = built
     parents = [ROOT, 0, 0, 1, 2]
     plan = StepPlan(core, lm, nodes=len(parents))
-    prog, n = plan.program(parents)
+    tokens = [5, 0, 15, 5, 9]
+    prog, n = plan.program(parents, tokens)
     rb = core.record_bits // 8
     assert len(prog) == n * rb
     jobs_in, jobs_out = len(plan.layers[0]["in_jobs"]), len(plan.layers[0]["out_jobs"])
     per_layer = 1 + jobs_in + 3 * len(parents) + 1 + 1 + 1 + jobs_out + 1
-    assert n == model.n_layer * per_layer + 1 + len(plan.head_jobs) + 1 + 1
+    assert n == len(parents) + model.n_layer * per_layer + 1 + len(plan.head_jobs) + 1 + 1
     lay = record_layout(core.record_bits)
     recs = [data.Const(lay, int.from_bytes(prog[i * rb:(i + 1) * rb], "little"))
             for i in range(n)]
@@ -69,6 +70,20 @@ def test_program_records(built):
     assert len(ssm) == model.n_layer
     assert all(int(r.wait) == (1 << core.index("conv1d")) | (1 << core.index("copy"))
                for r in ssm)
+    # the step opens with the gather of every node's embedding row into h, and the first
+    # pre-norm waits for it
+    copy_lay = plan.layouts["copy"]
+    for v, t in enumerate(tokens):
+        assert int(recs[v].engine) == core.index("copy") and int(recs[v].wait) == 0
+        c = data.Const(copy_lay, int(recs[v].payload) & ((1 << copy_lay.size) - 1))
+        assert int(c.x_addr) == plan.emb + t * 4 * model.d_model
+        assert int(c.y_addr) == plan.h + v * plan.h_stride
+        assert int(c.elements) == model.d_model
+        row = np.frombuffer(plan.get(int(c.x_addr), 4 * model.d_model), np.float32)
+        assert np.array_equal(row, lm.embed(t))
+    first_norm = recs[len(tokens)]
+    assert int(first_norm.engine) == core.index("norm")
+    assert int(first_norm.wait) == 1 << core.index("copy")
 
 
 def test_plan_state_and_window_round_trip(built):
@@ -95,7 +110,9 @@ def test_plan_rejects_what_the_core_cannot_run(built):
         StepPlan(core, other, nodes=2)
     plan = StepPlan(core, lm, nodes=3)
     with pytest.raises(ValueError, match="4 nodes, the plan holds at most 3"):
-        plan.program([ROOT, 0, 0, 1])
+        plan.program([ROOT, 0, 0, 1], [0] * 4)
+    with pytest.raises(ValueError, match=r"tokens must be 2 ids in \[0, 16\) \(one a node\)"):
+        plan.program([ROOT, 0], [0, 16])
 
 
 def test_core_rejects_a_model_it_cannot_run(built):

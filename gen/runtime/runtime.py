@@ -28,11 +28,11 @@ Engines (:data:`ENGINES`):
 ``rtl``
     :class:`RtlEngine`: every target pass on a simulated
     :class:`hw.decoder.DecoderCore` (cocotb on Verilator, :mod:`sim.rtl_generate`):
-    the prompt, each step's tree (logits and argmax of every node) and the
-    commit of the accepted path, from programs in memory
-    (:mod:`hw.step_program`); the host writes only the embedding rows, the node
-    table and the programs. The draft's tree, the embedding lookup and greedy
-    acceptance (from the core's argmax) are the host's in this revision. It
+    the prompt, each step's tree (the gather of the nodes' embedding rows, then
+    the logits and argmax of every node) and the commit of the accepted path,
+    from programs in memory (:mod:`hw.step_program`); the host writes only the
+    node table and the programs. The draft's tree and greedy acceptance (from
+    the core's argmax) are the host's in this revision. It
     fills ``cycles_per_token``. A board back-end (:mod:`gen.runtime.regbus`,
     :mod:`gen.runtime.image`) is not built.
 
@@ -234,8 +234,8 @@ class RtlEngine:
     Every target pass runs on a simulated :class:`hw.decoder.DecoderCore` (Verilator, the
     memory behind its AXI ports modeled by :mod:`sim.axi_master`): the prompt, each
     step's tree and the commit of its accepted path, from the programs of
-    :class:`hw.step_program.StepPlan` (:mod:`sim.rtl_generate`). The draft's tree, the
-    embedding rows and greedy acceptance from the core's argmax are the host's.
+    :class:`hw.step_program.StepPlan` (:mod:`sim.rtl_generate`). The draft's tree and
+    greedy acceptance from the core's argmax are the host's.
 
     Parameters
     ----------
@@ -250,11 +250,15 @@ class RtlEngine:
         The C++ optimization of the Verilator model (:func:`sim.runner.build`): ``-O0``
         by default, as the core's model compiles in minutes at ``-O0`` and far longer
         optimized, which a short generation does not win back.
+    trace : bool
+        Record every program's hand-overs and engine events (slower; for the
+        calibration of :mod:`gen.perf.program`), kept in :attr:`last_run`.
     """
 
     name = "rtl"
 
-    def __init__(self, *, config, latency=16, stall=0.0, faults=None, cxx_opt="-O0"):
+    def __init__(self, *, config, latency=16, stall=0.0, faults=None, cxx_opt="-O0",
+                 trace=False):
         from specgen.golden.config import Config
         from specgen.golden.validate import check_int
         if not isinstance(config, Config):
@@ -271,6 +275,10 @@ class RtlEngine:
                                  f"cut_commit")
             check_int("RtlEngine", f"faults[{key!r}]", k, min=0)
         self.faults = faults
+        self.trace = bool(trace)
+        #: The simulation's whole result of the last :meth:`generate` (with ``trace``, its
+        #: programs and their events: :func:`sim.decoder_core.run_program`).
+        self.last_run = None
 
     def core(self, model, nodes):
         """``(design, core)``: the decoder core of ``model`` for trees of ``nodes`` nodes,
@@ -286,8 +294,7 @@ class RtlEngine:
         probe._MustUse__silence = True      # only measured, never elaborated
         lm = HardwareLM(MambaLM.from_seed(model, seed=0), config=design)
         plan = StepPlan(probe, lm, nodes=nodes)
-        records = max(plan.program(list(range(-1, nodes - 1)))[1],
-                      plan.program([-1] + [0] * (nodes - 1))[1])
+        records = plan.program(list(range(-1, nodes - 1)), [0] * nodes)[1]   # any tree
         rb = records * probe.record_bits // 8
         need = -(-len(plan.data) // 128) * 128 + 2 * (-(-rb // 128) * 128)
         return design, DecoderCore(config=design, model=model, max_records=records,
@@ -326,7 +333,7 @@ class RtlEngine:
                  "draft_path": None, "draft_model": None, "prompt": list(prompt),
                  "tokens": tokens, "tree": list(shape.branching), "gamma": gamma,
                  "latency": self.latency, "stall": self.stall, "result": str(tmp / "out.json"),
-                 **self.faults}
+                 "trace": self.trace, **self.faults}
             if not speq:
                 draft.save(tmp / "draft.npz")
                 p.update(draft_path=str(tmp / "draft.npz"),
@@ -335,6 +342,7 @@ class RtlEngine:
                 run_bench(core, name=core.module_name, module="specgen.sim.rtl_generate",
                           testcase="generate", params=p, cxx_opt=self.cxx_opt)
             r = json.loads((tmp / "out.json").read_text())
+        self.last_run = r
         return GenerateResult(tokens=tuple(r["tokens"]), tokens_per_step=tuple(r["tokens_per_step"]),
                               engine=self.name, cycles_per_token=r["cycles_per_token"],
                               accepted_per_step=tuple(r["accepted_per_step"]),
