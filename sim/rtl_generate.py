@@ -74,7 +74,7 @@ class Host:
         self.memory = Memory(1 << p["addr_width"], self.rng)
         self.start_lay = start_layout(p["addr_width"], self.core.max_records)
         self.cycles = 0
-        self.traces = []
+        self.programs = []
 
     def load(self, plan):
         self.memory.data[:len(plan.data)] = plan.data
@@ -93,8 +93,9 @@ class Host:
 
     async def run(self, at, records, table, *, cut=False):
         """Run a program (``records``: bytes and count) from ``at`` with the node table
-        ``table`` (written again after a cut: a reset clears it). Its fabric cycles; with
-        the parameter ``trace``, the whole run's events go to :attr:`traces`
+        ``table`` (written again after a cut: a reset clears it). Its fabric cycles. The
+        program and its cycles go to :attr:`programs` (the performance model is set
+        beside them), with the parameter ``trace`` also its events
         (:func:`sim.decoder_core.run_program`)."""
         prog, n_rec = records
         self.memory.data[at:at + len(prog)] = prog
@@ -104,9 +105,8 @@ class Host:
             trace = [] if self.p.get("trace") and not attempt else None
             cycles = await run_program(self.dut, start, timeout=PROGRAM_TIMEOUT, trace=trace,
                                        cut=self.rng.randrange(50, 500) if attempt else None)
-        if trace is not None:
-            self.traces.append({"program": prog.hex(), "records": n_rec, "cycles": cycles,
-                                "events": trace})
+        self.programs.append({"program": prog.hex(), "records": n_rec, "cycles": cycles,
+                              **({"events": trace} if trace is not None else {})})
         return cycles
 
 
@@ -193,6 +193,5 @@ async def generate(dut):
               "steps": per_step, "prefill_cycles": prefill, "cycles": cycles,
               "generated": generated, "cycles_per_token": cycles / generated,
               "clock_mhz": h.config.board.clock_mhz}
-    if p.get("trace"):
-        result["traces"] = h.traces
+    result["programs"] = h.programs
     Path(p["result"]).write_text(json.dumps(result, indent=1))

@@ -128,3 +128,18 @@ def test_model_section_alone_is_stamped_and_keeps_the_rest(tmp_path):
     assert "(`specgen bench --section model`)" in body and "| VHK158 |" in body
     assert sorted(p.name for p in tmp_path.glob("*.png")) == [
         "perf-acceptance.png", "perf-roofline.png", "perf-tree.png"]
+
+
+def test_step_section_is_inserted_once_before_the_model(tmp_path):
+    from specgen.gen.bench.suite import MODEL_HEADING, write_section
+    from specgen.gen.perf.program_calibration import STEP_HEADING
+    out = tmp_path / "perf.md"
+    head = "# R\n\n## Calibration of the block cycle models\n\nblocks\n\n"
+    out.write_text(head + MODEL_HEADING + "\n\nmodel text\n")
+    for _ in range(2):
+        write_section("step", None, out=out)
+        text = out.read_text()
+        assert text.startswith(head) and text.count(STEP_HEADING) == 1
+        assert text.index(STEP_HEADING) < text.index(MODEL_HEADING)
+        assert text.endswith(MODEL_HEADING + "\n\nmodel text\n")
+        assert "| check | micro | 4 |" in text and "(`specgen bench --section step`)" in text

@@ -195,15 +195,16 @@ def bandwidth_section(records):
     return "\n".join(out) + "\n"
 
 
-def replace_section(text, section):
-    """``text`` (a ``docs/perf.md``) with its Board bandwidth section replaced by ``section``,
-    or ``section`` inserted before the calibration section if there is none yet."""
-    start = text.find(HEADING + "\n")
+def replace_section(text, section, *, heading=HEADING, before=_NEXT):
+    """``text`` (a ``docs/perf.md``) with its section under ``heading`` (a level-2 heading;
+    default Board bandwidth) replaced by ``section``, or ``section`` inserted before the
+    heading ``before`` (default the calibration section) if there is none yet."""
+    start = text.find(heading + "\n")
     if start < 0:
-        at = text.find(_NEXT)
+        at = text.find(before)
         if at < 0:
-            raise ValueError(f"replace_section: no {HEADING!r} nor {_NEXT!r} in the report")
+            raise ValueError(f"replace_section: no {heading!r} nor {before!r} in the report")
         return text[:at] + section + "\n" + text[at:]
-    end = text.find("\n## ", start + len(HEADING))
+    end = text.find("\n## ", start + len(heading))
     end = len(text) if end < 0 else end + 1
     return text[:start] + section + "\n" + text[end:]

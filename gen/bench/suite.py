@@ -28,7 +28,7 @@ from pathlib import Path
 from specgen.gen.cli.errors import CLIError
 
 __all__ = ["write_bench", "write_section", "SECTIONS", "collect", "run_named", "NAMED", "bench_rtl", "bench_emission",
-           "bench_emission_sizes", "calibration_section", "model_section", "EMISSION_SIZES", "emit_linear_unit"]
+           "bench_emission_sizes", "calibration_section", "step_section", "model_section", "EMISSION_SIZES", "emit_linear_unit"]
 
 #: Modules with a ``benchmarks()`` function returning records
 #: ``{"name", "value", "unit", "command", "note"}``.
@@ -58,7 +58,7 @@ def run_named(names):
 
 #: Sections of the report that ``specgen bench --section NAME`` rewrites alone: the
 #: benchmark whose records they need (None: the model alone).
-SECTIONS = {"bandwidth": "memory", "model": None}
+SECTIONS = {"bandwidth": "memory", "step": None, "model": None}
 
 #: The heading that opens the model's part of the report (it runs to the end).
 MODEL_HEADING = "## Modeled tokens/s beside the papers"
@@ -90,6 +90,10 @@ def write_section(name, records, *, out="docs/perf.md"):
         text = out.read_text()
         if name == "bandwidth":
             text = replace_section(text, _stamped(bandwidth_section(records), name))
+        elif name == "step":
+            from specgen.gen.perf.program_calibration import STEP_HEADING
+            text = replace_section(text, _stamped(step_section(), name), heading=STEP_HEADING,
+                                   before=MODEL_HEADING)
         else:
             at = text.find(MODEL_HEADING)
             if at < 0:
@@ -359,6 +363,14 @@ def calibration_section():
         calibration_markdown(records), ""])
 
 
+def step_section():
+    """Markdown of the whole-step calibration (:func:`gen.perf.program_calibration.step_markdown`:
+    read from the shipped calibration, which ``python -m
+    specgen.gen.perf.program_calibration`` remakes on the RTL)."""
+    from specgen.gen.perf.program_calibration import step_markdown
+    return step_markdown()
+
+
 def model_section(plot_dir):
     """Markdown of the performance model beside the papers; writes the plots into ``plot_dir``."""
     from specgen.gen.perf.system import paper_rows
@@ -394,7 +406,8 @@ def write_bench(*, out="docs/perf.md", echo=True):
         value = f"{r['value']:,}" if isinstance(r["value"], int) else f"{r['value']:g}"
         lines.append(f"| {r['name']} | {value} | {r['unit']} | `{r['command']}` | {r['note']} |")
     from specgen.gen.bench.bandwidth import bandwidth_section
-    lines += ["", bandwidth_section(rows), calibration_section(), model_section(out.parent)]
+    lines += ["", bandwidth_section(rows), calibration_section(), step_section(),
+              model_section(out.parent)]
     text = "\n".join(lines) + "\n"
     try:
         out.parent.mkdir(parents=True, exist_ok=True)

@@ -11,7 +11,8 @@ accelerator's numerics (:class:`golden.decoder.HardwareLM`): the tokens an RTL r
 must print. ``--engine rtl`` runs every target pass on a simulated decoder core
 (:class:`gen.runtime.runtime.RtlEngine`; it builds the core for the model, minutes
 on a cold cache) and also prints the cycles per token and the time at the design's
-clock.
+clock, and the whole-step model's cycles per token for the same programs beside them
+(:mod:`gen.perf.program`; ``--json``: ``model_cycles_per_token``, ``model_error``).
 """
 
 import json
@@ -153,5 +154,8 @@ def run(args, *, out=None):
         lines.append(f"cycles per token: {res.cycles_per_token:.1f} ({us:.2f} us a token, "
                      f"{1e6 / us:,.0f} tokens/s at the design's {res.clock_mhz:g} MHz; the "
                      f"target passes only, the draft is the host's)")
+    if res.model_cycles_per_token is not None:
+        lines.append(f"whole-step model: {res.model_cycles_per_token:.1f} cycles per token "
+                     f"({100 * res.model_error:+.2f} % against the RTL; gen.perf.program)")
     print("\n".join(lines), file=out)
     return res

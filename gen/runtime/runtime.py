@@ -80,7 +80,12 @@ class GenerateResult:
         The fabric clock the cycles count (RTL engine).
     steps : tuple of dict
         Per step (RTL engine): ``nodes``, ``accepted``, ``tokens``, ``tree_cycles`` and
-        ``commit_cycles``.
+        ``commit_cycles``, the step's tree (``parents``, ``draft``) and accepted
+        ``path``, and the whole-step model's ``model_tree_cycles`` and
+        ``model_commit_cycles``.
+    model_cycles_per_token : float or None
+        The whole-step model's cycles per generated token for the same programs
+        (:mod:`gen.perf.program`, RTL engine): set beside ``cycles_per_token``.
     """
 
     tokens: tuple
@@ -91,6 +96,14 @@ class GenerateResult:
     nodes_per_step: tuple = field(default=())
     clock_mhz: float | None = None
     steps: tuple = ()
+    model_cycles_per_token: float | None = None
+
+    @property
+    def model_error(self):
+        """``model / measured − 1`` of the cycles per token, or ``None``."""
+        if self.model_cycles_per_token is None or not self.cycles_per_token:
+            return None
+        return self.model_cycles_per_token / self.cycles_per_token - 1
 
     @property
     def mean_tokens_per_step(self):
@@ -102,6 +115,8 @@ class GenerateResult:
         """JSON-ready: ``tokens``, ``tokens_per_step``, ``cycles_per_token`` and the rest."""
         return {"tokens": list(self.tokens), "tokens_per_step": list(self.tokens_per_step),
                 "cycles_per_token": self.cycles_per_token, "engine": self.engine,
+                "model_cycles_per_token": self.model_cycles_per_token,
+                "model_error": self.model_error,
                 "clock_mhz": self.clock_mhz, "steps": list(self.steps),
                 "mean_tokens_per_step": self.mean_tokens_per_step,
                 "accepted_per_step": list(self.accepted_per_step),
@@ -343,11 +358,23 @@ class RtlEngine:
                           testcase="generate", params=p, cxx_opt=self.cxx_opt)
             r = json.loads((tmp / "out.json").read_text())
         self.last_run = r
+        # The whole-step model beside every program the core ran: the last two of each
+        # step are its tree and its commit.
+        from specgen.gen.perf.program import predict, program_runs
+        model = predict(program_runs(r, core=core, design=design, latency=self.latency))
+        steps = []
+        for k, st in enumerate(r["steps"]):
+            at = len(model) - 2 * (len(r["steps"]) - k)
+            steps.append({**st, "model_tree_cycles": round(model[at], 1),
+                          "model_commit_cycles": round(model[at + 1], 1)})
+        model_cpt = sum(st["model_tree_cycles"] + st["model_commit_cycles"]
+                        for st in steps) / r["generated"]
         return GenerateResult(tokens=tuple(r["tokens"]), tokens_per_step=tuple(r["tokens_per_step"]),
                               engine=self.name, cycles_per_token=r["cycles_per_token"],
                               accepted_per_step=tuple(r["accepted_per_step"]),
                               nodes_per_step=tuple(r["nodes_per_step"]),
-                              clock_mhz=r["clock_mhz"], steps=tuple(r["steps"]))
+                              clock_mhz=r["clock_mhz"], steps=tuple(steps),
+                              model_cycles_per_token=model_cpt)
 
 
 def make_engine(name, *, config):
