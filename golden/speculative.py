@@ -52,7 +52,7 @@ from .tree import ROOT, FifoSchedule, TreeShape, accepted_path, fifo_schedule, t
 from .validate import check_choice, check_float, check_int
 
 __all__ = [
-    "MODES", "CANDIDATES", "VERIFY", "DEFAULT_GAMMA", "softmax", "sample_index",
+    "MODES", "CANDIDATES", "VERIFY", "DEFAULT_GAMMA", "softmax", "sample_index", "topk",
     "TokenTree", "DraftTree", "draft_tree", "TreeEval", "evaluate_tree", "path_logits",
     "greedy_accept", "Acceptance", "candidate_acceptance", "verify_candidates", "sample_accept",
     "SpecResult", "speculative_generate", "expected_tokens_chain",
@@ -194,7 +194,9 @@ class DraftTree:
     states: tuple
 
 
-def _topk(q, b):
+def topk(q, b):
+    """The ``b`` most probable tokens of ``q``, most probable first, ties to the lower id
+    (:func:`draft_tree`'s ``"topk"`` candidates)."""
     # Stable sort of −q: ties go to the lower token id.
     return [int(x) for x in np.argsort(-q, kind="stable")[:b]]
 
@@ -278,7 +280,7 @@ def draft_tree(draft, state, root, *, branching, candidates="topk", gamma=DEFAUL
             logits, states[j] = draft.step(before, tokens[j])
             q = softmax(logits)
             q_rows[j] = q
-            kids = _topk(q, b) if candidates == "topk" else _sample_without_replacement(q, b, rng)
+            kids = topk(q, b) if candidates == "topk" else _sample_without_replacement(q, b, rng)
             for x in kids:
                 tokens.append(x)
                 parents.append(j)

@@ -62,6 +62,11 @@ class SequencedCore(wiring.Component):
         A program; taken while ``busy`` is low.
     busy, done, error, error_code : Out
         The sequencer's (:class:`hw.sequencer.Sequencer`).
+    abort_req : In(1)
+        The sequencer's: stop the running program (error code ``ABORTED``).
+    idle : Out(1)
+        No program runs and no engine has work: after an abort, the host reruns a
+        program (or runs another) once this is high.
     engine_error : Out(len(engines))
         Bit ``e``: engine ``e`` saw an AXI error response (sticky in the engine).
     m_axi_seq : the sequencer's read master, domain ``mem``
@@ -85,7 +90,7 @@ class SequencedCore(wiring.Component):
         super().__init__({
             "start": In(stream.Signature(start_layout(addr_width, max_records))),
             "busy": Out(1), "done": Out(32), "error": Out(1), "error_code": Out(SeqError),
-            "engine_error": Out(len(self.engines)),
+            "abort_req": In(1), "idle": Out(1), "engine_error": Out(len(self.engines)),
             **{f"m_axi_{name}": member for name, member in self.ports.items()},
             **(members or {}),
         })
@@ -119,6 +124,8 @@ class SequencedCore(wiring.Component):
         wiring.connect(m, wiring.flipped(self.start), seq.start)
         engines = list(self.engines.values())
         m.d.comb += [seq.engine_busy.eq(Cat(e.busy for e in engines)),
+                     seq.abort_req.eq(self.abort_req),
+                     self.idle.eq(~seq.busy & ~Cat(e.busy for e in engines).any()),
                      self.busy.eq(seq.busy), self.done.eq(seq.done), self.error.eq(seq.error),
                      self.error_code.eq(seq.error_code),
                      self.engine_error.eq(Cat(e.error for e in engines))]

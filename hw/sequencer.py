@@ -54,6 +54,7 @@ class SeqError(enum.Enum, shape=3):
     ENGINE = 2      # DISPATCH to an engine index the sequencer does not have
     END = 3         # END before the last record, or a last record that is not END
     MEMORY = 4      # the program's read answered an AXI error
+    ABORTED = 5     # the host's abort
 
 
 def record_layout(record_bits):
@@ -123,8 +124,14 @@ class Sequencer(wiring.Component):
     wait_cycles : Out(48)
         Cycles a record waited on its barrier, since reset.
     error : Out(1), error_code : Out(SeqError)
-        Sticky until the next ``start``: the program stopped at a bad record; the rest
-        of its records are read and dropped.
+        Sticky until the next ``start``: the program stopped at a bad record, or was
+        aborted; the rest of its records are read and dropped.
+    abort_req : In(1)
+        Stop the running program (``ABORTED``): from the next cycle no record is handed
+        out; descriptors already handed out run to their end (the engines' ``busy``
+        tells when), and ``busy`` falls once the program's remaining records are read
+        and dropped. No ``END`` is acted on, so ``done`` does not step. Ignored while
+        no program runs.
     axi : Out(axi4_read_signature), domain ``mem``
     """
 
@@ -135,7 +142,8 @@ class Sequencer(wiring.Component):
         self._engines = {}
         for name, layout in engines.items():
             if name in ("start", "busy", "done", "dispatched", "wait_cycles", "error",
-                        "error_code", "axi", "engine_busy") or not str(name).isidentifier():
+                        "error_code", "abort_req", "axi", "engine_busy") \
+                    or not str(name).isidentifier():
                 raise ValueError(f"Sequencer.engines: {name!r} is not a usable port name")
             self._engines[name] = data.Layout.cast(layout)
         widest = max(layout.size for layout in self._engines.values())
@@ -155,7 +163,7 @@ class Sequencer(wiring.Component):
             **{name: Out(stream.Signature(layout)) for name, layout in self._engines.items()},
             "engine_busy": In(len(self._engines)),
             "busy": Out(1), "done": Out(32), "dispatched": Out(32), "wait_cycles": Out(48),
-            "error": Out(1), "error_code": Out(SeqError),
+            "error": Out(1), "error_code": Out(SeqError), "abort_req": In(1),
             "axi": self._master.signature.members["axi"],
         })
 
@@ -276,6 +284,10 @@ class Sequencer(wiring.Component):
             m.d.sync += self.dispatched.eq(self.dispatched + 1)
         with m.If(ev[2]):
             m.d.sync += self.wait_cycles.eq(self.wait_cycles + 1)
+        # An abort halts as a bad record does (a bad record in the same cycle names its
+        # own code: the later assignment wins).
+        with m.If(self.abort_req & running & ~halted):
+            m.d.sync += [halted.eq(1), self.error.eq(1), self.error_code.eq(SeqError.ABORTED)]
         with m.If(error_now):
             m.d.sync += [halted.eq(1), self.error.eq(1), self.error_code.eq(h_code)]
         # The master's error is sticky (a memory error needs a reset): every later

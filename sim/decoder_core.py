@@ -13,7 +13,10 @@ golden state's. Then it commits a path of the tree (the commit program: the SSM 
 into the other state bank, the last node's window into slot 0) and checks every layer's
 committed state in memory against golden; the next step starts from that state, which
 the host never writes again. One step and one commit are cut by a reset of both domains
-in mid-program; the host then writes the node table again and reruns the program.
+in mid-program; the host then writes the node table again and reruns the program. One
+step and one commit are aborted (``abort_req``) in mid-program; once the core is idle
+the host reruns the program with nothing restored: that is its rollback, since a step
+and a commit only read the committed state.
 """
 
 import dataclasses
@@ -29,7 +32,7 @@ from specgen.golden.decoder import HardwareLM
 from specgen.golden.lm import LMConfig, MambaLM
 from specgen.golden.tree import ROOT, tree_depths
 from specgen.hw.decoder import DecoderCore
-from specgen.hw.sequencer import start_layout
+from specgen.hw.sequencer import SeqError, start_layout
 from specgen.hw.tree_ssm import table_layout
 from specgen.sim.axi_master import Memory, reset_and_attach, reset_domains, start_clocks
 from specgen.sim.bench import offer, pack, params
@@ -90,10 +93,14 @@ class Bench:
         d.tbl_we.value = 0
 
 
-async def run_program(dut, start, *, timeout, cut=None, trace=None):
+async def run_program(dut, start, *, timeout, cut=None, abort=None, trace=None):
     """Offer the program ``start`` to a :class:`hw.decoder.SequencedCore` and wait for it:
     its fabric cycles to ``done``. Every cycle, no sequencer or engine error. With ``cut``
     (a cycle count while the program runs), reset both domains then and return ``None``.
+    With ``abort`` (likewise), raise ``abort_req`` for a cycle then, wait for the core to
+    be ``idle`` (the engines finish what they were handed), check the program stopped
+    with ``ABORTED`` and did not count ``done``, and return ``None``: the host's
+    rollback is to run the program again from the state it started from.
 
     With ``trace`` (a list), append the program's events to it, cycles counted as the
     return value counts them: ``("hand", cycle, engine index)`` for every descriptor the
@@ -132,10 +139,32 @@ async def run_program(dut, start, *, timeout, cut=None, trace=None):
             await RisingEdge(d.clk)
             await reset_domains(d)
             return None
+        if abort is not None and cycle == abort:
+            assert int(d.busy.value), "the program ended before its abort"
+            await _abort(d, done0, timeout)
+            return None
         if int(d.done.value) == done0 + 1 and not int(d.busy.value):
             await RisingEdge(d.clk)
             return cycle + 1
     raise AssertionError(f"the program did not end in {timeout} cycles")
+
+
+async def _abort(d, done0, timeout):
+    await RisingEdge(d.clk)
+    d.abort_req.value = 1
+    await RisingEdge(d.clk)
+    d.abort_req.value = 0
+    for _ in range(timeout):
+        await RisingEdge(d.clk)
+        await ReadOnly()
+        if int(d.idle.value):
+            break
+    else:
+        raise AssertionError("the core did not go idle after an abort")
+    assert int(d.error.value) and int(d.error_code.value) == SeqError.ABORTED.value, (
+        f"after an abort: error {int(d.error.value)}, code {int(d.error_code.value)}")
+    assert int(d.done.value) == done0, "an aborted program counted done"
+    await RisingEdge(d.clk)
 
 
 def _expected(lm, state0, parents, tokens):
@@ -154,6 +183,7 @@ async def steps(dut):
     b = Bench(dut, p)
     dut.start__valid.value = 0
     dut.tbl_we.value = 0
+    dut.abort_req.value = 0
     reads, writes = axi_prefixes(b.core)
     await reset_and_attach(dut, b.memory, p, b.rng, reads=reads, writes=writes)
     parents = p["parents"]
@@ -173,7 +203,7 @@ async def steps(dut):
     np_rng = np.random.default_rng(b.rng.getrandbits(64))
     depth = tree_depths(parents)
 
-    async def run(at, records, table, cut):
+    async def run(at, records, table, cut, abort=None):
         prog, n_rec = records
         b.memory.data[at:at + len(prog)] = prog
         start = pack(start_lay, {"addr": at, "records": n_rec})
@@ -181,6 +211,10 @@ async def steps(dut):
         if cut is not None:
             await run_program(dut, start, timeout=PROGRAM_TIMEOUT, cut=b.rng.randrange(*cut))
             await b.write_table(table)       # the table does not survive a reset
+        if abort is not None:
+            # An abort keeps the table; the rerun is the rollback.
+            await run_program(dut, start, timeout=PROGRAM_TIMEOUT,
+                              abort=b.rng.randrange(*abort))
         return n_rec, await run_program(dut, start, timeout=PROGRAM_TIMEOUT)
 
     for k in range(p["steps"]):
@@ -194,7 +228,8 @@ async def steps(dut):
         # cut starts from them again, though the residual updated h in place).
         prog = plan.program(parents, tokens)
         n_rec, cycles = await run(prog_at, prog, plan.table(parents),
-                                  (200, 3000) if k == p.get("cut_step") else None)
+                                  (200, 3000) if k == p.get("cut_step") else None,
+                                  (200, 3000) if k == p.get("abort_step") else None)
         data = b.memory.data
         for v in range(V):
             logits, st = want[v]
@@ -223,8 +258,9 @@ async def steps(dut):
             path.append(int(parents[path[-1]]))
         path.reverse()
         cut = (50, 300) if k == p.get("cut_commit") else None
+        abort = (50, 300) if k == p.get("abort_commit") else None
         c_rec, c_cycles = await run(commit_at, plan.commit_program(path), plan.commit_table(path),
-                                    cut)
+                                    cut, abort)
         plan.flip()
         state = want[leaf][1]
         for i in range(m.n_layer):

@@ -25,7 +25,10 @@ greedy loop with the pure-store policy for the draft, so the tokens must be the 
 Faults (``cut_tree`` and ``cut_commit``: a step index): a reset of both domains in mid
 tree program or in mid commit; the host writes the node table again and reruns the
 program (both are idempotent: a step gathers its embedding rows
-again, and a commit reads the committed bank and writes the other).
+again, and a commit reads the committed bank and writes the other). ``abort_tree`` and
+``abort_commit``: an ``ABORT`` (the core's ``abort_req``) in mid program instead; once
+the core is idle the host rolls back by running the program again (nothing to restore:
+the committed state is only read until a commit is done).
 """
 
 import json
@@ -91,7 +94,7 @@ class Host:
             await cocotb.triggers.RisingEdge(d.clk)
         d.tbl_we.value = 0
 
-    async def run(self, at, records, table, *, cut=False):
+    async def run(self, at, records, table, *, cut=False, abort=False):
         """Run a program (``records``: bytes and count) from ``at`` with the node table
         ``table`` (written again after a cut: a reset clears it). Its fabric cycles. The
         program and its cycles go to :attr:`programs` (the performance model is set
@@ -100,11 +103,13 @@ class Host:
         prog, n_rec = records
         self.memory.data[at:at + len(prog)] = prog
         start = pack(self.start_lay, {"addr": at, "records": n_rec})
-        for attempt in ((True, False) if cut else (False,)):
+        for attempt in ((True, False) if cut or abort else (False,)):
             await self.write_table(table)
             trace = [] if self.p.get("trace") and not attempt else None
+            at_cycle = self.rng.randrange(50, 500) if attempt else None
             cycles = await run_program(self.dut, start, timeout=PROGRAM_TIMEOUT, trace=trace,
-                                       cut=self.rng.randrange(50, 500) if attempt else None)
+                                       cut=at_cycle if cut else None,
+                                       abort=at_cycle if abort else None)
         self.programs.append({"program": prog.hex(), "records": n_rec, "cycles": cycles,
                               **({"events": trace} if trace is not None else {})})
         return cycles
@@ -117,6 +122,7 @@ async def generate(dut):
     h = Host(dut, p)
     dut.start__valid.value = 0
     dut.tbl_we.value = 0
+    dut.abort_req.value = 0
     reads, writes = axi_prefixes(h.core)
     await reset_and_attach(dut, h.memory, p, h.rng, reads=reads, writes=writes)
     target = MambaLM.load(p["target_path"], config=h.model)
@@ -135,12 +141,14 @@ async def generate(dut):
         """One tree program (its first records gather the tokens' embedding rows) and its
         argmax beats."""
         cycles = await h.run(h.prog_at, plan.program(parents, tokens), plan.table(parents),
-                             cut=k is not None and k == p.get("cut_tree"))
+                             cut=k is not None and k == p.get("cut_tree"),
+                             abort=k is not None and k == p.get("abort_tree"))
         return cycles, [plan.argmax_of(h.memory.data, v) for v in range(len(tokens))]
 
     async def commit(path, k):
         cycles = await h.run(h.commit_at, plan.commit_program(path), plan.commit_table(path),
-                             cut=k is not None and k == p.get("cut_commit"))
+                             cut=k is not None and k == p.get("cut_commit"),
+                             abort=k is not None and k == p.get("abort_commit"))
         plan.flip()
         return cycles
 

@@ -187,6 +187,7 @@ async def slices(dut):
     p = params()
     b = Bench(dut, p)
     dut.start__valid.value = 0
+    dut.abort_req.value = 0
     reads, writes = axi_prefixes(p)
     await reset_and_attach(dut, b.memory, p, b.rng, reads=reads, writes=writes)
     for run in range(p["runs"]):

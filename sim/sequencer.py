@@ -14,7 +14,11 @@ random waits. Checks:
   it was handed before (and an ``END`` counts ``done`` only then);
 * a bad record (opcode, engine, a misplaced ``END``) sets its error code and nothing
   after it is handed out; the next program runs clean;
-* a reset of both domains in mid-program: only the next program's records appear.
+* a reset of both domains in mid-program: only the next program's records appear;
+* an ``abort_req`` in mid-program: nothing is handed out after the cycle it was raised in,
+  what was handed out is a prefix of each engine's records, the error code is
+  ``ABORTED``, ``done`` does not step, and the next program (no reset between) runs
+  clean while the engines finish what they were handed.
 """
 
 import random
@@ -135,8 +139,9 @@ class Bench:
         self.memory.data[at:at + len(blob)] = blob
         return pack(self.layout, {"addr": at, "records": records}), recs, at_bad
 
-    async def run(self, start, recs, *, at_bad=None, cut=None):
-        """Start a program and check it; with ``cut``, reset after that many hand-overs."""
+    async def run(self, start, recs, *, at_bad=None, cut=None, abort=None):
+        """Start a program and check it; with ``cut``, reset after that many hand-overs;
+        with ``abort``, raise ``abort_req`` for a cycle after that many."""
         d = self.dut
         stop = at_bad if at_bad is not None else len(recs)
         expect = {e.name: [] for e in self.engines}
@@ -162,6 +167,9 @@ class Bench:
                 await reset_domains(d)
                 for e in self.engines:
                     e.clear()
+                return
+            if abort is not None and self.handed >= abort:
+                await self.aborted(disp0, done0, expect)
                 return
             if not int(d.busy.value):
                 # The END was taken in the last cycle: the engines it waits for were idle
@@ -200,6 +208,43 @@ class Bench:
             assert int(d.done.value) == done0, "a bad program counted done"
 
 
+    async def aborted(self, disp0, done0, expect):
+        """Raise ``abort_req`` for one cycle, then check the program stopped (see the module
+        docstring)."""
+        d = self.dut
+        await RisingEdge(d.clk)
+        d.abort_req.value = 1                 # hand-overs of this cycle may still happen
+        await RisingEdge(d.clk)
+        d.abort_req.value = 0
+        await RisingEdge(d.clk)
+        await ReadOnly()
+        # dispatched steps a cycle after its hand-over: this counts those through the
+        # abort's cycle.
+        allowed = int(d.dispatched.value) - disp0
+        for _ in range(PROGRAM_TIMEOUT):
+            if not int(d.busy.value):
+                break
+            await RisingEdge(d.clk)
+            await ReadOnly()
+        else:
+            raise AssertionError("busy did not fall after an abort")
+        for _ in range(5):
+            await RisingEdge(d.clk)
+        await ReadOnly()
+        assert not self.violations, self.violations[0]
+        assert int(d.error.value) and int(d.error_code.value) == SeqError.ABORTED.value, (
+            f"after an abort: error {int(d.error.value)}, code {int(d.error_code.value)}")
+        assert int(d.done.value) == done0, "an aborted program counted done"
+        handed = int(d.dispatched.value) - disp0
+        assert handed == allowed == self.handed, (
+            f"{handed} handed out after the abort's cycle ({allowed} by then, the engines "
+            f"took {self.handed})")
+        assert self.handed < len(self.plan), "the program ended before its abort"
+        for e in self.engines:
+            assert e.got == expect[e.name][:len(e.got)], (
+                f"engine {e.name}: an aborted program handed out no prefix of its records")
+
+
 @cocotb.test()
 async def programs(dut):
     """Random programs, bad ones among them, and one cut by a reset."""
@@ -207,6 +252,7 @@ async def programs(dut):
     b = Bench(dut, p)
     dut.start__valid.value = 0
     dut.engine_busy.value = 0
+    dut.abort_req.value = 0
     await reset_and_attach(dut, b.memory, p, b.rng, reads=["axi_"])
     cocotb.start_soon(b.model())
     for k in range(p["programs"]):
@@ -219,6 +265,10 @@ async def programs(dut):
         if k == p.get("cut_program"):
             start, recs, _ = b.program(max(records, 8))
             await b.run(start, recs, cut=b.rng.randint(1, 5))
+            continue
+        if k in p.get("abort_programs", ()):
+            start, recs, _ = b.program(max(records, 12))
+            await b.run(start, recs, abort=b.rng.randint(1, 6))
             continue
         start, recs, at_bad = b.program(records, bad=bad)
         if p.get("corrupt") and k == 0:

@@ -19,7 +19,8 @@ DESIGN = {"linear": {"cols": 3}, "ssm": {"nheads": 2, "headdim": 8, "d_state": 8
 
 def _run(seed, **kw):
     p = {**DESIGN, "model_seed": 7, "linear_pass": "verify", "parents": [ROOT, 0, 0, 1, 2],
-         "prompt": [3, 1, 4], "steps": 3, "cut_step": 1, "cut_commit": 0, "latency": 24, "stall": 0.3}
+         "prompt": [3, 1, 4], "steps": 3, "cut_step": 1, "cut_commit": 0, "abort_step": 2,
+         "abort_commit": 1, "latency": 24, "stall": 0.3}
     p.update(kw)
     _, _, core = make_core(p)
     run_bench(core, name=core.module_name, module="specgen.sim.decoder_core", testcase="steps",
@@ -32,7 +33,8 @@ def _run(seed, **kw):
 def test_decode_step(seed, linear_pass):
     """Three steps over a branching tree of 5 nodes, each followed by the commit of a
     path (lengths 3, 3 and 3 of the tree's leaves, in turn) that the next step starts
-    from: the first commit and the second step cut by a reset and rerun. The verify pass
+    from: the first commit and the second step cut by a reset and rerun, the second
+    commit and the third step aborted (``abort_req``) and rerun with nothing restored. The verify pass
     (both BSFP planes) and SPEQ's draft pass (the nibble plane), 24-cycle reads and 30 %
     stalls on every channel of the core's AXI ports."""
     _run(seed, linear_pass=linear_pass)
@@ -43,4 +45,5 @@ def test_decode_step(seed, linear_pass):
 def test_decoder_bench_can_fail(seed):
     """One flipped expected logit fails the bench."""
     with pytest.raises(BenchFailure, match="golden"):
-        _run(seed, steps=1, cut_step=None, cut_commit=None, corrupt=True)
+        _run(seed, steps=1, cut_step=None, cut_commit=None, abort_step=None, abort_commit=None,
+             corrupt=True)

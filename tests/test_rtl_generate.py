@@ -40,13 +40,16 @@ def _oracle(draft):
 
 @pytest.mark.sim
 @pytest.mark.slow
-def test_speq_on_the_rtl_with_a_reset_in_mid_step_and_mid_commit():
+def test_speq_on_the_rtl_with_resets_and_aborts_in_mid_step_and_mid_commit():
     """SPEQ self-speculation (the draft is the nibble plane of the target's BSFP copy), a
     branching tree of 5 nodes; the core is reset in mid tree program at step 1 and in mid
-    commit at step 2, and the host reruns each: no token lost or repeated."""
+    commit at step 2, and aborted (``ABORT``) in mid tree program at step 3 and in mid
+    commit at step 4; the host reruns each (after an abort, that rerun is the rollback):
+    no token lost or repeated."""
     want = _oracle("speq")
-    rt = Runtime(config=CONFIG, engine=RtlEngine(config=CONFIG, latency=24,
-                                                 faults={"cut_tree": 1, "cut_commit": 2}))
+    rt = Runtime(config=CONFIG, engine=RtlEngine(
+        config=CONFIG, latency=24,
+        faults={"cut_tree": 1, "cut_commit": 2, "abort_tree": 3, "abort_commit": 4}))
     rt.load_model("micro", seed=1)
     rt.load_draft("speq")
     got = rt.generate(PROMPT, TOKENS, tree=TREE, gamma=0.0)

@@ -66,7 +66,7 @@ def test_engines_by_name_and_the_rtl_engines_checks():
     with pytest.raises(ValueError, match="Runtime.engine must be one of 'rtl', 'hw', 'golden'"):
         make_engine("fpga", config=CONFIG)
     with pytest.raises(ValueError, match="RtlEngine.faults: unknown key 'cut_all'; allowed: "
-                                         "cut_tree, cut_commit"):
+                                         "cut_tree, cut_commit, abort_tree, abort_commit"):
         RtlEngine(config=CONFIG, faults={"cut_all": 1})
     with pytest.raises(ValueError, match=r"RtlEngine.stall must be in \[0, 1\)"):
         RtlEngine(config=CONFIG, stall=1.0)

@@ -25,7 +25,7 @@ def _run(seq, seed, **kw):
     p = {"addr_width": ADDR_WIDTH, "max_records": 24, "record_bits": seq.record_bits,
          "engines": ENGINES, "sync_mhz": SIM.board.clock_mhz,
          "mem_mhz": SIM.board.memory_clock_mhz, "latency": 30, "stall": 0.3, "ready": 0.6,
-         "programs": 14, "cut_program": 5}
+         "programs": 14, "cut_program": 5, "abort_programs": [2, 9]}
     p.update(kw)
     return run_bench(seq, name=seq.module_name, module="specgen.sim.sequencer",
                      testcase="programs", params=p, seed=seed)
@@ -35,14 +35,15 @@ def _run(seq, seed, **kw):
 def test_programs(seed):
     """14 programs of 1-24 records to three model engines (random ready 60 %, random work
     times, random waits), 30-cycle reads with 30 % AR/R stalls; every fourth program has
-    a bad record; one is cut by a reset after a few hand-overs."""
+    a bad record; one is cut by a reset after a few hand-overs, two are aborted (and the
+    program after each runs with no reset between)."""
     _run(_seq(), seed)
 
 
 @pytest.mark.sim
 def test_bench_catches_a_wrong_payload(seed):
     with pytest.raises(BenchFailure):
-        _run(_seq(), seed, programs=1, cut_program=None, corrupt=True)
+        _run(_seq(), seed, programs=1, cut_program=None, abort_programs=[], corrupt=True)
 
 
 def test_record_size_and_errors():

@@ -231,6 +231,10 @@ def _stdout_to_stderr():
         os.close(saved)
 
 
+#: The RTL engine's fault injections (:class:`RtlEngine`'s ``faults``).
+FAULTS = ("cut_tree", "cut_commit", "abort_tree", "abort_commit")
+
+
 def rtl_design(config, model):
     """The design an RTL run builds for ``model`` (a :class:`golden.lm.LMConfig`): ``config``
     with its SSM unit built for the model's heads, head dimension and state size (a
@@ -260,7 +264,9 @@ class RtlEngine:
         Memory cycles of a read, and every AXI channel's random stall rate.
     faults : dict, optional
         ``{"cut_tree": k, "cut_commit": k}``: reset the core in mid tree program or in
-        mid commit of step ``k`` (the host reruns it).
+        mid commit of step ``k`` (the host reruns it); ``abort_tree`` and
+        ``abort_commit``: abort it instead (``ABORT``, the core's ``abort_req``), then
+        roll back by running it again once the core is idle.
     cxx_opt : str
         The C++ optimization of the Verilator model (:func:`sim.runner.build`): ``-O0``
         by default, as the core's model compiles in minutes at ``-O0`` and far longer
@@ -285,9 +291,9 @@ class RtlEngine:
         self.stall, self.cxx_opt = stall, cxx_opt
         faults = dict(faults or {})
         for key, k in faults.items():
-            if key not in ("cut_tree", "cut_commit"):
-                raise ValueError(f"RtlEngine.faults: unknown key {key!r}; allowed: cut_tree, "
-                                 f"cut_commit")
+            if key not in FAULTS:
+                raise ValueError(f"RtlEngine.faults: unknown key {key!r}; allowed: "
+                                 f"{', '.join(FAULTS)}")
             check_int("RtlEngine", f"faults[{key!r}]", k, min=0)
         self.faults = faults
         self.trace = bool(trace)
