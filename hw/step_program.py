@@ -35,6 +35,7 @@ The plan writes into a flat byte array (``data``), addresses from ``base``; the 
 copies it into the memory the core reaches.
 """
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -108,9 +109,11 @@ class StepPlan:
         if not isinstance(lm, HardwareLM):
             raise TypeError(f"StepPlan.lm must be a golden.decoder.HardwareLM, not {lm!r}")
         m = lm.lm.config
-        if m != core.model:
-            raise ValueError(f"StepPlan: the model {m} is not the one the core is built for "
-                             f"({core.model})")
+        # The core's stages are built for the model's widths; its layer count is only
+        # the programs' (a draft model may have fewer layers).
+        if dataclasses.replace(m, n_layer=core.model.n_layer) != core.model:
+            raise ValueError(f"StepPlan: the model {m} does not have the widths the core is "
+                             f"built for ({core.model}; only n_layer may differ)")
         if not 1 <= nodes <= core.max_nodes:
             raise ValueError(f"StepPlan.nodes must be in [1, {core.max_nodes}] (the core's "
                              f"max_nodes), not {nodes!r}")

@@ -13,10 +13,22 @@ Everything the target computes runs on the core from memory, laid out by
   commit of the accepted path (the SSM replay into the other state bank, the last
   node's conv window into the committed slot).
 
+With the parameter ``draft_on_core`` the draft runs on the core too, from a second plan
+of its own (SPEQ: the target's weights in the draft pass, the nibble plane alone; or a
+draft model of the core's widths, e.g. fewer layers): its prompt steps and commits, per
+step one draft tree program a depth (the nodes so far, a prefix of the BFS order), and
+the commit of the accepted path (after one more program over the whole tree when the
+path ends on the deepest level, which no draft program ran). The runtime picks each
+expanded node's children, the ``topk`` of the softmax of its logits in memory
+(:func:`golden.speculative.topk`), and applies SPEQ's early stopping (a node is
+expanded only if its ``q`` reaches ``gamma``): that is
+:func:`golden.speculative.draft_tree`, pass by pass.
+
 What the host (this test, standing in for the runtime's driver) does between the
-programs: the draft's tree (:func:`golden.speculative.draft_tree` on the draft's
+programs: the draft's candidate choice (above), or, without ``draft_on_core``, the whole
+draft tree (:func:`golden.speculative.draft_tree` on the draft's
 :class:`golden.decoder.HardwareLM`, which is bit for bit what the core's draft pass
-computes, ``tests/test_decoder_core.py``), the programs (each node's embedding row is
+computes, ``tests/test_decoder_core.py``); the programs (each node's embedding row is
 named in its gather's descriptor), the SSM unit's node table, and greedy acceptance
 from the core's argmax beats
 (:func:`golden.tree.accepted_path`). That is :func:`golden.speculative.speculative_generate`'s
@@ -42,7 +54,7 @@ from specgen.golden.config import Config
 from specgen.golden.config_io import from_dict
 from specgen.golden.decoder import hardware_pair
 from specgen.golden.lm import LMConfig, MambaLM
-from specgen.golden.speculative import draft_tree
+from specgen.golden.speculative import draft_tree, softmax, topk
 from specgen.golden.tree import ROOT, TreeShape, accepted_path
 from specgen.hw.decoder import DecoderCore
 from specgen.hw.sequencer import start_layout
@@ -53,7 +65,27 @@ from specgen.sim.bench import pack, params
 from specgen.sim.bench import seed as bench_seed
 from specgen.sim.decoder_core import PROGRAM_TIMEOUT, axi_prefixes, run_program
 
-__all__ = ["core_of", "generate"]
+__all__ = ["core_of", "generate", "next_base", "program_areas"]
+
+#: Alignment of a plan's base (a weight plane's AXI 4 KB boundary) and of a program area.
+PLAN_ALIGN, PROGRAM_ALIGN = 4096, 128
+
+
+def _up(n, align):
+    return -(-n // align) * align
+
+
+def next_base(plan):
+    """The first free plan base after ``plan`` (a :class:`hw.step_program.StepPlan`)."""
+    return _up(plan.base + len(plan.data), PLAN_ALIGN)
+
+
+def program_areas(records, record_bits, at):
+    """``(step program, commit program, end)`` addresses of the two program areas from
+    ``at``, each room for ``records`` records of ``record_bits`` bits."""
+    rb = _up(records * record_bits // 8, PROGRAM_ALIGN)
+    prog = _up(at, PROGRAM_ALIGN)
+    return prog, prog + rb, prog + 2 * rb
 
 
 def core_of(p):
@@ -79,11 +111,12 @@ class Host:
         self.cycles = 0
         self.programs = []
 
-    def load(self, plan):
-        self.memory.data[:len(plan.data)] = plan.data
-        rb = self.core.max_records * self.core.record_bits // 8
-        self.prog_at = -(-len(plan.data) // 128) * 128
-        self.commit_at = self.prog_at + -(-rb // 128) * 128
+    def load(self, plans):
+        """The plans' bytes into memory; the program areas after the last."""
+        for plan in plans:
+            self.memory.data[plan.base:plan.base + len(plan.data)] = plan.data
+        self.prog_at, self.commit_at, _ = program_areas(
+            self.core.max_records, self.core.record_bits, next_base(plans[-1]))
 
     async def write_table(self, table):
         d = self.dut
@@ -94,12 +127,14 @@ class Host:
             await cocotb.triggers.RisingEdge(d.clk)
         d.tbl_we.value = 0
 
-    async def run(self, at, records, table, *, cut=False, abort=False):
+    async def run(self, at, records, table, *, kind, step=None, cut=False, abort=False):
         """Run a program (``records``: bytes and count) from ``at`` with the node table
         ``table`` (written again after a cut: a reset clears it). Its fabric cycles. The
-        program and its cycles go to :attr:`programs` (the performance model is set
-        beside them), with the parameter ``trace`` also its events
-        (:func:`sim.decoder_core.run_program`)."""
+        program, its ``kind`` (``tree``, ``commit``, ``draft``, ``draft_commit``, or one
+        of the prompt's ``prefill``, ``prefill_commit``, ``draft_prefill``,
+        ``draft_prefill_commit``), its ``step`` and its cycles go to :attr:`programs`
+        (the performance model is set beside them), with the parameter ``trace`` also its
+        events (:func:`sim.decoder_core.run_program`)."""
         prog, n_rec = records
         self.memory.data[at:at + len(prog)] = prog
         start = pack(self.start_lay, {"addr": at, "records": n_rec})
@@ -110,9 +145,31 @@ class Host:
             cycles = await run_program(self.dut, start, timeout=PROGRAM_TIMEOUT, trace=trace,
                                        cut=at_cycle if cut else None,
                                        abort=at_cycle if abort else None)
-        self.programs.append({"program": prog.hex(), "records": n_rec, "cycles": cycles,
+        self.programs.append({"kind": kind, "step": step, "program": prog.hex(),
+                              "records": n_rec, "cycles": cycles,
                               **({"events": trace} if trace is not None else {})})
         return cycles
+
+
+class DraftOracle:
+    """The draft's passes on the host (:class:`golden.decoder.HardwareLM` steps along each
+    node's path from the committed state): the bits the core's draft programs must
+    write, checked node by node."""
+
+    def __init__(self, lm):
+        self.lm, self.state, self.nodes = lm, lm.initial_state(), {}
+
+    def logits(self, j, tokens, parents):
+        """Node ``j``'s logits (``uint32`` words); its parent's first (BFS order)."""
+        if j not in self.nodes:
+            before = self.state if parents[j] == ROOT else self.nodes[int(parents[j])][1]
+            self.nodes[j] = self.lm.step(before, int(tokens[j]))
+        return np.asarray(self.nodes[j][0], np.float32).view(np.uint32)
+
+    def commit(self, path, tokens, parents):
+        for j in path:
+            self.logits(j, tokens, parents)
+        self.state, self.nodes = self.nodes[path[-1]][1], {}
 
 
 @cocotb.test()
@@ -133,73 +190,128 @@ async def generate(dut):
         d_lm = MambaLM.load(p["draft_path"], config=LMConfig(**p["draft_model"]))
         draft = hardware_pair(d_lm, config=h.config).target
     shape = TreeShape(tuple(p["tree"]))
-    plan = StepPlan(h.core, pair.target, nodes=shape.num_nodes)
+    V = shape.num_nodes
+    on_core = bool(p.get("draft_on_core"))
+    plan = StepPlan(h.core, pair.target, nodes=V)
     plan.write_state(pair.target.initial_state())
-    h.load(plan)
+    plans = [plan]
+    if on_core:
+        dplan = StepPlan(h.core, draft, nodes=V, base=next_base(plan))
+        dplan.write_state(draft.initial_state())
+        plans.append(dplan)
+    h.load(plans)
 
-    async def step(tokens, parents, k):
-        """One tree program (its first records gather the tokens' embedding rows) and its
-        argmax beats."""
-        cycles = await h.run(h.prog_at, plan.program(parents, tokens), plan.table(parents),
-                             cut=k is not None and k == p.get("cut_tree"),
-                             abort=k is not None and k == p.get("abort_tree"))
-        return cycles, [plan.argmax_of(h.memory.data, v) for v in range(len(tokens))]
+    async def tree(pl, tokens, parents, kind, k):
+        """One tree program of ``pl`` (its first records gather the tokens' embedding
+        rows); its cycles."""
+        faults = {} if kind != "tree" or k is None else {
+            "cut": k == p.get("cut_tree"), "abort": k == p.get("abort_tree")}
+        return await h.run(h.prog_at, pl.program(parents, tokens), pl.table(parents),
+                           kind=kind, step=k, **faults)
 
-    async def commit(path, k):
-        cycles = await h.run(h.commit_at, plan.commit_program(path), plan.commit_table(path),
-                             cut=k is not None and k == p.get("cut_commit"),
-                             abort=k is not None and k == p.get("abort_commit"))
-        plan.flip()
+    async def commit(pl, path, kind, k):
+        faults = {} if kind != "commit" or k is None else {
+            "cut": k == p.get("cut_commit"), "abort": k == p.get("abort_commit")}
+        cycles = await h.run(h.commit_at, pl.commit_program(path), pl.commit_table(path),
+                             kind=kind, step=k, **faults)
+        pl.flip()
         return cycles
+
+    async def draft_on_core(root, k):
+        """:func:`golden.speculative.draft_tree` with every draft pass on the core: per
+        depth, one tree program of the draft over the nodes so far (a prefix of the BFS
+        order), then each expanded node's top-k children from its logits in memory.
+        ``(tokens, parents, nodes the last program ran, cycles)``."""
+        tokens, parents, probs = [root], [ROOT], [np.nan]
+        level, ran, cycles = [0], 0, 0
+        for b in shape.branching:
+            # SPEQ's early stopping: a node is expanded only if q(token) >= gamma.
+            grow = [j for j in level if j == 0 or probs[j] >= p["gamma"]]
+            if not grow:
+                break
+            cycles += await tree(dplan, tokens, parents, "draft", k)
+            ran = len(tokens)
+            level = []
+            for j in grow:
+                # The plan's readers index a buffer laid out from its base.
+                logits = dplan.logits_of(memoryview(h.memory.data)[dplan.base:], j)
+                want = gold.logits(j, tokens, parents)
+                assert np.array_equal(logits, want), (
+                    f"step {k}: draft node {j}'s logits differ from the draft model's in "
+                    f"{int(np.count_nonzero(logits != want))} of {logits.size} words")
+                q = softmax(logits.view(np.float32))
+                for x in topk(q, b):
+                    tokens.append(x)
+                    parents.append(j)
+                    probs.append(q[x])
+                    level.append(len(tokens) - 1)
+        return tokens, parents, ran, cycles
 
     prompt = [int(t) for t in p["prompt"]]
     d_state = draft.initial_state()
     prefill = 0
+    gold = DraftOracle(draft)
     for t in prompt[:-1]:
-        c, _ = await step([t], [ROOT], None)
-        prefill += c + await commit([0], None)
-        _, d_state = draft.step(d_state, t)
+        for pl, who in ((plan, ""), (dplan, "draft_")) if on_core else ((plan, ""),):
+            prefill += await tree(pl, [t], [ROOT], f"{who}prefill", None)
+            prefill += await commit(pl, [0], f"{who}prefill_commit", None)
+        gold.commit([0], [t], [ROOT])
+        if not on_core:
+            _, d_state = draft.step(d_state, t)
     out = list(prompt)
     per_step = []
     k = 0
     while len(out) - len(prompt) < p["tokens"]:
-        dt = draft_tree(draft, d_state, out[-1], branching=shape, candidates="topk",
-                        gamma=p["gamma"])
-        tt = dt.tree
-        tokens, parents = [int(t) for t in tt.tokens], tt.parents
-        t_cycles, beats = await step(tokens, parents, k)
+        if on_core:
+            tokens, parents, ran, d_cycles = await draft_on_core(out[-1], k)
+            parents = np.asarray(parents)
+        else:
+            dt = draft_tree(draft, d_state, out[-1], branching=shape, candidates="topk",
+                            gamma=p["gamma"])
+            tokens, parents, d_cycles = [int(t) for t in dt.tree.tokens], dt.tree.parents, 0
+        t_cycles = await tree(plan, tokens, parents, "tree", k)
+        beats = [plan.argmax_of(h.memory.data, v) for v in range(len(tokens))]
         for v, (_, _, nan) in enumerate(beats):
             assert not nan, f"step {k}: node {v}'s logits hold a NaN (the argmax flags it)"
         best = np.array([b[0] for b in beats])
         match = np.zeros(len(tokens), dtype=bool)
         match[1:] = np.asarray(tokens)[1:] == best[parents[1:]]
         nodes = accepted_path(parents, match).nodes
-        c_cycles = await commit(list(nodes), k)
-        # The draft's state at the path's end: the stored node state, or (a leaf the draft
-        # did not expand) its parent's stepped once.
+        c_cycles = await commit(plan, list(nodes), "commit", k)
         end = nodes[-1]
-        ran = nodes if dt.states[end] is not None else nodes[:-1]
-        d_state = dt.states[ran[-1]]
-        if len(ran) != len(nodes):
-            _, d_state = draft.step(d_state, tokens[end])
+        if on_core:
+            # The draft commits the path as the target did; a leaf no draft program ran
+            # (the deepest level is never expanded) needs the whole tree run first.
+            if end >= ran:
+                d_cycles += await tree(dplan, tokens, parents, "draft", k)
+            d_cycles += await commit(dplan, list(nodes), "draft_commit", k)
+            gold.commit(list(nodes), tokens, parents)
+        else:
+            # The draft's state at the path's end: the stored node state, or (a leaf the
+            # draft did not expand) its parent's stepped once.
+            ran_nodes = nodes if dt.states[end] is not None else nodes[:-1]
+            d_state = dt.states[ran_nodes[-1]]
+            if len(ran_nodes) != len(nodes):
+                _, d_state = draft.step(d_state, tokens[end])
         out.extend(tokens[j] for j in nodes[1:])
         out.append(int(best[end]))
         per_step.append({"nodes": len(tokens), "accepted": len(nodes) - 1,
                          "parents": [int(x) for x in parents], "draft": tokens,
                          "path": [int(x) for x in nodes],
                          "tokens": len(nodes), "tree_cycles": t_cycles,
-                         "commit_cycles": c_cycles})
-        dut._log.info(f"step {k}: {len(tokens)} nodes, path {list(nodes)}, "
-                      f"{t_cycles} + {c_cycles} cycles")
+                         "commit_cycles": c_cycles, "draft_cycles": d_cycles})
+        dut._log.info(f"step {k}: {len(tokens)} nodes, path {list(nodes)}, draft "
+                      f"{d_cycles} + tree {t_cycles} + commit {c_cycles} cycles")
         k += 1
     generated = len(out) - len(prompt)
-    cycles = sum(s["tree_cycles"] + s["commit_cycles"] for s in per_step)
+    cycles = sum(s["tree_cycles"] + s["commit_cycles"] + s["draft_cycles"] for s in per_step)
     result = {"tokens": out[len(prompt):len(prompt) + p["tokens"]],
               "tokens_per_step": [s["tokens"] for s in per_step],
               "accepted_per_step": [s["accepted"] for s in per_step],
               "nodes_per_step": [s["nodes"] for s in per_step],
               "steps": per_step, "prefill_cycles": prefill, "cycles": cycles,
               "generated": generated, "cycles_per_token": cycles / generated,
-              "clock_mhz": h.config.board.clock_mhz}
-    result["programs"] = h.programs
+              "draft_on_core": on_core, "clock_mhz": h.config.board.clock_mhz,
+              "addr_width": p["addr_width"], "max_records": p["max_records"],
+              "programs": h.programs}
     Path(p["result"]).write_text(json.dumps(result, indent=1))

@@ -41,7 +41,8 @@ def _oracle(draft):
 @pytest.mark.sim
 @pytest.mark.slow
 def test_speq_on_the_rtl_with_resets_and_aborts_in_mid_step_and_mid_commit():
-    """SPEQ self-speculation (the draft is the nibble plane of the target's BSFP copy), a
+    """SPEQ self-speculation (the draft is the nibble plane of the target's BSFP copy, its
+    passes on the core), a
     branching tree of 5 nodes; the core is reset in mid tree program at step 1 and in mid
     commit at step 2, and aborted (``ABORT``) in mid tree program at step 3 and in mid
     commit at step 4; the host reruns each (after an abort, that rerun is the rollback):
@@ -58,6 +59,7 @@ def test_speq_on_the_rtl_with_resets_and_aborts_in_mid_step_and_mid_commit():
     assert got.nodes_per_step == want["hw"].nodes_per_step
     assert len(set(got.tokens)) > 4      # a continuation that does not repeat one token
     assert got.cycles_per_token > 0 and len(got.steps) == len(got.tokens_per_step)
+    assert got.draft_on_core and all(s["draft_cycles"] > 0 for s in got.steps)
     # The whole-step model (gen.perf.program) beside the RTL, at a memory latency its
     # calibration never saw (gen/perf/program_costs.json: 16 and 48 cycles).
     assert abs(got.model_error) <= MODEL_TOLERANCE, (
@@ -69,7 +71,8 @@ def test_speq_on_the_rtl_with_resets_and_aborts_in_mid_step_and_mid_commit():
 @pytest.mark.slow
 def test_generate_cli_with_a_draft_model_on_the_rtl(tmp_path, capsys):
     """``specgen generate --engine rtl --json`` with a separate draft model file (the
-    target's first layer, a layer-skipping draft), the same tree."""
+    target's first layer, a layer-skipping draft; its passes on the core), the same
+    tree."""
     target = MambaLM.from_seed(lm_preset("micro"), seed=1)
     target.truncated(1).save(tmp_path / "draft.npz")
     want = _oracle(str(tmp_path / "draft.npz"))
@@ -85,6 +88,26 @@ def test_generate_cli_with_a_draft_model_on_the_rtl(tmp_path, capsys):
     assert tuple(doc["tokens"]) == want["golden"].tokens == want["hw"].tokens
     assert tuple(doc["tokens_per_step"]) == want["hw"].tokens_per_step
     assert doc["cycles_per_token"] > 0 and doc["clock_mhz"] == CONFIG.board.clock_mhz
+    assert doc["draft_on_core"] and all(s["draft_cycles"] > 0 for s in doc["steps"])
     assert abs(doc["model_error"]) <= MODEL_TOLERANCE
     assert doc["model_cycles_per_token"] == pytest.approx(
         doc["cycles_per_token"] * (1 + doc["model_error"]))
+
+
+@pytest.mark.sim
+@pytest.mark.slow
+def test_draft_on_the_host(capsys):
+    """``--draft-on host``: the draft's tree on the host (golden.speculative.draft_tree),
+    every target pass on the same core; 8 tokens."""
+    want = Runtime(config=CONFIG, engine="golden")
+    want.load_model("micro", seed=1)
+    want.load_draft("speq")
+    tokens = want.generate(PROMPT, 8, tree=TREE, gamma=0.0).tokens
+    argv = ["generate", "--board", "sim", "--model", "micro", "--seed", "1", "--prompt-ids",
+            ",".join(map(str, PROMPT)), "--tokens", "8", "--tree", ",".join(map(str, TREE)),
+            "--gamma", "0", "--engine", "rtl", "--draft-on", "host", "--json"]
+    assert main(argv) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert tuple(doc["tokens"]) == tokens
+    assert doc["draft_on_core"] is False and all(s["draft_cycles"] == 0 for s in doc["steps"])
+    assert abs(doc["model_error"]) <= MODEL_TOLERANCE

@@ -236,3 +236,24 @@ def test_the_docs_page_shows_what_the_command_prints(capsys):
     shown = page.split(command, 1)[1].split("\n\n", 1)[0]
     assert main(["generate", "--board", "sim", "--tokens", "32"]) == 0
     assert capsys.readouterr().out.rstrip("\n") == shown
+
+
+def test_rtl_engine_refuses_a_draft_of_other_widths_in_one_line(tmp_path):
+    """The core's draft passes run on the target's widths (fewer layers are fine); a draft
+    model of another width is refused before a build, naming --draft."""
+    MambaLM.from_seed(lm_preset("micro", d_state=16), seed=2).save(tmp_path / "wide.npz")
+    proc = run_cli("generate", "--board", "sim", "--engine", "rtl", "--model", "micro",
+                   "--draft", str(tmp_path / "wide.npz"), cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stdout == "" and len(proc.stderr.strip().splitlines()) == 1
+    assert "specgen generate: error: --draft: the draft model (" in proc.stderr
+    assert "does not have the target's widths" in proc.stderr
+    assert "RtlEngine(draft_on='host') drafts on the host" in proc.stderr
+    with pytest.raises(ValueError, match="RtlEngine.draft_on must be one of 'core', 'host'"):
+        RtlEngine(config=CONFIG, draft_on="fpga")
+
+
+def test_draft_on_is_for_the_rtl_engine(capsys):
+    assert main(["generate", "--board", "sim", "--model", "micro", "--draft-on", "host"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == "specgen generate: error: --draft-on host is for --engine rtl, not golden"

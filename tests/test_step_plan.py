@@ -106,8 +106,12 @@ def test_plan_rejects_what_the_core_cannot_run(built):
         StepPlan(core, lm, nodes=9)
     other = HardwareLM(MambaLM.from_seed(LMConfig(**{**DESIGN["model"], "vocab": 20}), seed=1),
                        config=config)
-    with pytest.raises(ValueError, match="not the one the core is built for"):
+    with pytest.raises(ValueError, match="does not have the widths the core is built for"):
         StepPlan(core, other, nodes=2)
+    # fewer layers (a layer-skipping draft) fit the same core
+    fewer = HardwareLM(MambaLM.from_seed(LMConfig(**{**DESIGN["model"], "n_layer": 1}), seed=1),
+                       config=config)
+    assert len(StepPlan(core, fewer, nodes=2).layers) == 1
     plan = StepPlan(core, lm, nodes=3)
     with pytest.raises(ValueError, match="4 nodes, the plan holds at most 3"):
         plan.program([ROOT, 0, 0, 1], [0] * 4)

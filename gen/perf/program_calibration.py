@@ -54,11 +54,12 @@ def trace_name(run):
 
 def _traced(run, folder):
     from specgen.gen.runtime.runtime import Runtime, RtlEngine
+    from specgen.hw.decoder import DecoderCore
     model, tree, latency, tokens, seed = run
     cfg = design_of(model)
     path = folder / trace_name(run)
     if not path.exists():
-        eng = RtlEngine(config=cfg, latency=latency, trace=True)
+        eng = RtlEngine(config=cfg, latency=latency, trace=True, draft_on="host")
         rt = Runtime(config=cfg, engine=eng)
         rt.load_model(model, seed=seed)
         rt.load_draft("speq")
@@ -68,7 +69,12 @@ def _traced(run, folder):
         tmp.write_text(json.dumps(eng.last_run))
         tmp.replace(path)
     result = json.loads(path.read_text())
-    design, core = RtlEngine(config=cfg).core(lm_preset(model), TreeShape(tuple(tree)).num_nodes)
+    nodes = TreeShape(tuple(tree)).num_nodes
+    design, core = RtlEngine(config=cfg).core(lm_preset(model), nodes)
+    if "addr_width" in result:
+        # The core the run built: its descriptors' address fields are this wide.
+        core = DecoderCore(config=design, model=lm_preset(model), max_nodes=nodes,
+                           max_records=result["max_records"], addr_width=result["addr_width"])
     core._MustUse__silence = True           # only decodes programs, never elaborated
     return program_runs(result, core=core, design=design, latency=latency)
 
@@ -99,9 +105,11 @@ def step_markdown(path=COSTS_PATH):
         "(least squares) to hand-over and idle events traced on Verilator in the `fit` "
         "runs; the `check` runs are generations the fit never saw (another latency, a chain "
         "or a star tree). Every run is `specgen generate --engine rtl` on a `sim`-derived "
-        "core (SPEQ self-speculation, prompt 3 tokens, 6 generated, no memory stalls), each "
-        "program from `START` to `done`: the prompt's steps and commits, then every step's "
-        f"tree and commit. Produced by `{doc['command']}` (`gen/perf/program_costs.json`); "
+        "core (SPEQ self-speculation drafted on the host, prompt 3 tokens, 6 generated, no "
+        "memory stalls), each program from `START` to `done`: the prompt's steps and "
+        "commits, then every step's tree and commit. With the draft's passes on the core "
+        "too (`--draft-on core`, the default), the same costs predict those programs "
+        "(`tests/test_rtl_generate.py` holds them to 5 % too). Produced by `{doc['command']}` (`gen/perf/program_costs.json`); "
         "`specgen generate --engine rtl` prints the model beside the RTL, and "
         "`tests/test_rtl_generate.py` fails above 5 % on its own runs (latency 24, a "
         "reset in mid step and mid commit).", "",

@@ -1,8 +1,8 @@
 """``specgen generate``: a prompt in, tokens out, by speculative decoding on an engine of the runtime.
 
 ``specgen generate --board sim [--model PATH_OR_NAME] [--prompt TEXT | --prompt-ids 1,2,3]
-[--tokens N] [--engine {rtl,golden}] [--draft speq|PATH_OR_NAME] [--tree SHAPE] [--gamma G]
-[--json]``
+[--tokens N] [--engine {rtl,golden}] [--draft speq|PATH_OR_NAME] [--draft-on {core,host}]
+[--tree SHAPE] [--gamma G] [--json]``
 
 It prints the tokens, their text (byte-level models) and the tokens per step;
 ``--json`` gives ``tokens``, ``tokens_per_step`` and ``cycles_per_token`` (``null``
@@ -64,6 +64,9 @@ def add_parser(sub):
     p.add_argument("--gamma", type=float, metavar="G",
                    help="SPEQ early stopping: a node whose draft probability is below G is not "
                         f"expanded (0 disables; default {DEFAULT_GAMMA})")
+    p.add_argument("--draft-on", default="core", choices=("core", "host"), dest="draft_on",
+                   help="rtl engine: run the draft's passes on the decoder core (default) or "
+                        "draft the tree on the host")
     p.add_argument("--json", action="store_true",
                    help="print JSON: tokens, tokens_per_step, cycles_per_token")
     p.set_defaults(func=run)
@@ -107,7 +110,13 @@ def run(args, *, out=None):
     tree = parse_tree(args.tree) if args.tree else DEFAULT_TREE
     if args.gamma is not None and not 0.0 <= args.gamma <= 1.0:
         raise CLIError(f"--gamma must be in [0, 1], not {args.gamma:g}")
-    rt = Runtime(config=config, engine=args.engine)
+    engine = args.engine
+    if engine == "rtl":
+        from specgen.gen.runtime.runtime import RtlEngine
+        engine = RtlEngine(config=config, draft_on=args.draft_on)
+    elif args.draft_on != "core":
+        raise CLIError(f"--draft-on {args.draft_on} is for --engine rtl, not {args.engine}")
+    rt = Runtime(config=config, engine=engine)
     try:
         progress.status(f"loading {args.model}")
         rt.load_model(args.model, seed=args.seed)
@@ -152,8 +161,10 @@ def run(args, *, out=None):
     if res.cycles_per_token is not None:
         us = res.cycles_per_token / res.clock_mhz
         lines.append(f"cycles per token: {res.cycles_per_token:.1f} ({us:.2f} us a token, "
-                     f"{1e6 / us:,.0f} tokens/s at the design's {res.clock_mhz:g} MHz; the "
-                     f"target passes only, the draft is the host's)")
+                     f"{1e6 / us:,.0f} tokens/s at the design's {res.clock_mhz:g} MHz; "
+                     + ("the draft's passes and the target's, all on the core)"
+                        if res.draft_on_core else "the target passes only, the draft is the "
+                        "host's)"))
     if res.model_cycles_per_token is not None:
         lines.append(f"whole-step model: {res.model_cycles_per_token:.1f} cycles per token "
                      f"({100 * res.model_error:+.2f} % against the RTL; gen.perf.program)")

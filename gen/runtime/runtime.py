@@ -31,9 +31,11 @@ Engines (:data:`ENGINES`):
     the prompt, each step's tree (the gather of the nodes' embedding rows, then
     the logits and argmax of every node) and the commit of the accepted path,
     from programs in memory (:mod:`hw.step_program`); the host writes only the
-    node table and the programs. The draft's tree and greedy acceptance (from
-    the core's argmax) are the host's in this revision. It
-    fills ``cycles_per_token``. A board back-end (:mod:`gen.runtime.regbus`,
+    node table and the programs. The draft's passes run on the core too (a depth
+    at a time; the runtime picks each node's top-k children from its logits in
+    memory), or on the host (``draft_on="host"``); greedy acceptance reads the
+    core's argmax. It fills ``cycles_per_token`` and the whole-step model's
+    ``model_cycles_per_token`` (:mod:`gen.perf.program`). A board back-end (:mod:`gen.runtime.regbus`,
     :mod:`gen.runtime.image`) is not built.
 
 An engine is any object with ``name`` and ``generate(*, target, draft,
@@ -79,13 +81,17 @@ class GenerateResult:
     clock_mhz : float or None
         The fabric clock the cycles count (RTL engine).
     steps : tuple of dict
-        Per step (RTL engine): ``nodes``, ``accepted``, ``tokens``, ``tree_cycles`` and
-        ``commit_cycles``, the step's tree (``parents``, ``draft``) and accepted
-        ``path``, and the whole-step model's ``model_tree_cycles`` and
-        ``model_commit_cycles``.
+        Per step (RTL engine): ``nodes``, ``accepted``, ``tokens``, ``tree_cycles``,
+        ``commit_cycles`` and ``draft_cycles`` (the draft's programs and its commit; 0
+        when the draft runs on the host), the step's tree (``parents``, ``draft``) and
+        accepted ``path``, and the whole-step model's ``model_tree_cycles``,
+        ``model_commit_cycles`` and ``model_draft_cycles``.
     model_cycles_per_token : float or None
         The whole-step model's cycles per generated token for the same programs
         (:mod:`gen.perf.program`, RTL engine): set beside ``cycles_per_token``.
+    draft_on_core : bool or None
+        The draft's passes ran on the core (RTL engine), so ``cycles_per_token`` counts
+        them.
     """
 
     tokens: tuple
@@ -97,6 +103,7 @@ class GenerateResult:
     clock_mhz: float | None = None
     steps: tuple = ()
     model_cycles_per_token: float | None = None
+    draft_on_core: bool | None = None
 
     @property
     def model_error(self):
@@ -116,6 +123,7 @@ class GenerateResult:
         return {"tokens": list(self.tokens), "tokens_per_step": list(self.tokens_per_step),
                 "cycles_per_token": self.cycles_per_token, "engine": self.engine,
                 "model_cycles_per_token": self.model_cycles_per_token,
+                "draft_on_core": self.draft_on_core,
                 "model_error": self.model_error,
                 "clock_mhz": self.clock_mhz, "steps": list(self.steps),
                 "mean_tokens_per_step": self.mean_tokens_per_step,
@@ -231,6 +239,11 @@ def _stdout_to_stderr():
         os.close(saved)
 
 
+#: Where the RTL engine's draft runs (:class:`RtlEngine`'s ``draft_on``).
+DRAFT_ON = ("core", "host")
+#: The part of a step each kind of program is (:mod:`sim.rtl_generate`).
+_PART = {"tree": "tree", "commit": "commit", "draft": "draft", "draft_commit": "draft"}
+
 #: The RTL engine's fault injections (:class:`RtlEngine`'s ``faults``).
 FAULTS = ("cut_tree", "cut_commit", "abort_tree", "abort_commit")
 
@@ -274,14 +287,20 @@ class RtlEngine:
     trace : bool
         Record every program's hand-overs and engine events (slower; for the
         calibration of :mod:`gen.perf.program`), kept in :attr:`last_run`.
+    draft_on : {"core", "host"}
+        ``"core"`` (default): the draft's passes run on the core too, from a plan of their
+        own (SPEQ's nibble plane of the target's weights, or a draft model of the
+        target's widths; fewer layers are fine), and the runtime picks each node's top-k
+        children from its logits in memory. ``"host"``: the draft's tree is
+        :func:`golden.speculative.draft_tree` on the host (any draft model).
     """
 
     name = "rtl"
 
     def __init__(self, *, config, latency=16, stall=0.0, faults=None, cxx_opt="-O0",
-                 trace=False):
+                 trace=False, draft_on="core"):
         from specgen.golden.config import Config
-        from specgen.golden.validate import check_int
+        from specgen.golden.validate import check_choice, check_int
         if not isinstance(config, Config):
             raise TypeError(f"RtlEngine.config must be a golden.config.Config, not {config!r}")
         self.config = config
@@ -297,27 +316,36 @@ class RtlEngine:
             check_int("RtlEngine", f"faults[{key!r}]", k, min=0)
         self.faults = faults
         self.trace = bool(trace)
+        self.draft_on = check_choice("RtlEngine", "draft_on", draft_on, DRAFT_ON)
         #: The simulation's whole result of the last :meth:`generate` (with ``trace``, its
         #: programs and their events: :func:`sim.decoder_core.run_program`).
         self.last_run = None
 
     def core(self, model, nodes):
         """``(design, core)``: the decoder core of ``model`` for trees of ``nodes`` nodes,
-        its address width and record memory sized by the step programs it will run."""
+        its address width and record memory sized by the step programs it will run, with
+        room for a draft's plan beside the target's (:mod:`sim.rtl_generate`; a draft on
+        the core has the target's widths and at most its layers, so one core serves
+        every draft and ``draft_on``)."""
         from specgen.golden.decoder import HardwareLM
         from specgen.golden.lm import MambaLM
         from specgen.hw.decoder import DecoderCore
         from specgen.hw.step_program import StepPlan
+        from specgen.sim.rtl_generate import next_base, program_areas
 
         design = rtl_design(self.config, model)
         probe = DecoderCore(config=design, model=model, max_records=4096, addr_width=40,
                             max_nodes=nodes)
         probe._MustUse__silence = True      # only measured, never elaborated
-        lm = HardwareLM(MambaLM.from_seed(model, seed=0), config=design)
-        plan = StepPlan(probe, lm, nodes=nodes)
-        records = plan.program(list(range(-1, nodes - 1)), [0] * nodes)[1]   # any tree
-        rb = records * probe.record_bits // 8
-        need = -(-len(plan.data) // 128) * 128 + 2 * (-(-rb // 128) * 128)
+        plans, records, base = [], 0, 0
+        for mode in ("verify", "draft"):
+            lm = HardwareLM(MambaLM.from_seed(model, seed=0), config=design, linear_pass=mode)
+            plans.append(StepPlan(probe, lm, nodes=nodes, base=base))
+            base = next_base(plans[-1])
+            # Any tree of ``nodes`` nodes has as many records.
+            records = max(records, plans[-1].program(list(range(-1, nodes - 1)), [0] * nodes)[1])
+        # The probe's records are at least as wide as the core's (40-bit addresses).
+        _, _, need = program_areas(records, probe.record_bits, base)
         return design, DecoderCore(config=design, model=model, max_records=records,
                                    addr_width=max(12, (need - 1).bit_length()), max_nodes=nodes)
 
@@ -340,6 +368,19 @@ class RtlEngine:
             raise ValueError(f"RtlEngine: a tree of {shape.num_nodes} nodes with the root; the "
                              f"decoder core runs at most linear.max_tokens = "
                              f"{self.config.linear.max_tokens} (the tokens of one linear job)")
+        on_core = self.draft_on == "core"
+        d_config = None
+        if on_core:
+            d_config = source.config if speq else draft.config
+            if (dataclasses.replace(d_config, n_layer=source.config.n_layer) != source.config
+                    or d_config.n_layer > source.config.n_layer):
+                err = ModelError(
+                    f"the draft model ({d_config}) does not have the target's widths "
+                    f"({source.config}; only n_layer may differ, at most the target's), which "
+                    f"the decoder core is built for: RtlEngine(draft_on='host') drafts on "
+                    f"the host")
+                err.who = "draft"
+                raise err
         try:
             design, core = self.core(source.config, shape.num_nodes)
         except ValueError as exc:
@@ -354,7 +395,7 @@ class RtlEngine:
                  "draft_path": None, "draft_model": None, "prompt": list(prompt),
                  "tokens": tokens, "tree": list(shape.branching), "gamma": gamma,
                  "latency": self.latency, "stall": self.stall, "result": str(tmp / "out.json"),
-                 "trace": self.trace, **self.faults}
+                 "trace": self.trace, "draft_on_core": on_core, **self.faults}
             if not speq:
                 draft.save(tmp / "draft.npz")
                 p.update(draft_path=str(tmp / "draft.npz"),
@@ -364,23 +405,23 @@ class RtlEngine:
                           testcase="generate", params=p, cxx_opt=self.cxx_opt)
             r = json.loads((tmp / "out.json").read_text())
         self.last_run = r
-        # The whole-step model beside every program the core ran: the last two of each
-        # step are its tree and its commit.
+        # The whole-step model beside every program the core ran, summed per step.
         from specgen.gen.perf.program import predict, program_runs
         model = predict(program_runs(r, core=core, design=design, latency=self.latency))
-        steps = []
-        for k, st in enumerate(r["steps"]):
-            at = len(model) - 2 * (len(r["steps"]) - k)
-            steps.append({**st, "model_tree_cycles": round(model[at], 1),
-                          "model_commit_cycles": round(model[at + 1], 1)})
-        model_cpt = sum(st["model_tree_cycles"] + st["model_commit_cycles"]
-                        for st in steps) / r["generated"]
+        per = [{"tree": 0.0, "commit": 0.0, "draft": 0.0} for _ in r["steps"]]
+        for prog, cycles in zip(r["programs"], model):
+            if prog["step"] is not None:
+                per[prog["step"]][_PART[prog["kind"]]] += cycles
+        steps = tuple({**st, **{f"model_{k}_cycles": round(v, 1) for k, v in m.items()}}
+                      for st, m in zip(r["steps"], per))
+        model_cpt = sum(sum(m.values()) for m in per) / r["generated"]
         return GenerateResult(tokens=tuple(r["tokens"]), tokens_per_step=tuple(r["tokens_per_step"]),
                               engine=self.name, cycles_per_token=r["cycles_per_token"],
                               accepted_per_step=tuple(r["accepted_per_step"]),
                               nodes_per_step=tuple(r["nodes_per_step"]),
-                              clock_mhz=r["clock_mhz"], steps=tuple(steps),
-                              model_cycles_per_token=model_cpt)
+                              clock_mhz=r["clock_mhz"], steps=steps,
+                              model_cycles_per_token=model_cpt,
+                              draft_on_core=r["draft_on_core"])
 
 
 def make_engine(name, *, config):
