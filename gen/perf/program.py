@@ -121,8 +121,8 @@ class EngineCosts:
     """The fitted constants of :func:`program_cycles` (fabric cycles).
 
     ``weights[kind]`` weigh :func:`record_features` (:func:`kind`). ``linear`` is
-    ``(constant, per drain
-    beat, per latency cycle)``: a job handed to an idle engine is written back
+    ``(constant, per drain beat, per latency cycle)``: a job handed to an idle engine is
+    written back
     ``constant + period + per_drain · drain + per_latency · latency`` cycles later
     (:func:`job_terms`), and a queued job ``period`` after the job before it, plus the
     difference of their drains' cost. ``start`` is ``(constant, per latency)`` from
@@ -142,14 +142,12 @@ class EngineCosts:
 
     def to_dict(self):
         return {"weights": {k: list(v) for k, v in self.weights.items()},
-                "linear": list(self.linear),
-                "start": list(self.start), "end": self.end}
+                "linear": list(self.linear), "start": list(self.start), "end": self.end}
 
     @classmethod
     def from_dict(cls, d):
         return cls(weights={k: tuple(v) for k, v in d["weights"].items()},
-                   linear=tuple(d["linear"]),
-                   start=tuple(d["start"]), end=float(d["end"]))
+                   linear=tuple(d["linear"]), start=tuple(d["start"]), end=float(d["end"]))
 
 
 @dataclass(frozen=True, kw_only=True)
