@@ -33,7 +33,7 @@ from .axi_master import AXI4ReadMaster
 from .bits import eq_const
 
 __all__ = ["Sequencer", "record_layout", "start_layout", "encode_record", "OP_DISPATCH",
-           "OP_END", "SeqError", "HEADER_BITS", "MAX_ENGINES"]
+           "OP_END", "SeqError", "HEADER_BITS", "MAX_ENGINES", "RECORD_GAP", "BARRIER_LAG"]
 
 #: Record opcodes.
 OP_DISPATCH, OP_END = 1, 2
@@ -45,6 +45,12 @@ MAX_ENGINES = 16
 #: says: an engine's ``busy`` rises from its registered descriptor latch, one cycle
 #: after the hand-over.
 BUSY_GUARD = 2
+#: Least cycles between two hand-overs: a record is popped into the decode register
+#: the cycle after the last one was taken, and acted on from its second cycle held.
+RECORD_GAP = 3
+#: Cycles from an engine's ``busy`` falling to a record that waits for it being handed
+#: out: ``busy_eff`` and the barrier are registers.
+BARRIER_LAG = 2
 
 
 class SeqError(enum.Enum, shape=3):

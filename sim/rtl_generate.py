@@ -200,6 +200,9 @@ async def generate(dut):
         dplan.write_state(draft.initial_state())
         plans.append(dplan)
     h.load(plans)
+    # The draft's committed state on the host: the root of every draft tree (draft on the
+    # host) or the bits every draft program must write (draft on the core).
+    gold = DraftOracle(draft)
 
     async def tree(pl, tokens, parents, kind, k):
         """One tree program of ``pl`` (its first records gather the tokens' embedding
@@ -248,16 +251,12 @@ async def generate(dut):
         return tokens, parents, ran, cycles
 
     prompt = [int(t) for t in p["prompt"]]
-    d_state = draft.initial_state()
     prefill = 0
-    gold = DraftOracle(draft)
     for t in prompt[:-1]:
         for pl, who in ((plan, ""), (dplan, "draft_")) if on_core else ((plan, ""),):
             prefill += await tree(pl, [t], [ROOT], f"{who}prefill", None)
             prefill += await commit(pl, [0], f"{who}prefill_commit", None)
         gold.commit([0], [t], [ROOT])
-        if not on_core:
-            _, d_state = draft.step(d_state, t)
     out = list(prompt)
     per_step = []
     k = 0
@@ -266,7 +265,7 @@ async def generate(dut):
             tokens, parents, ran, d_cycles = await draft_on_core(out[-1], k)
             parents = np.asarray(parents)
         else:
-            dt = draft_tree(draft, d_state, out[-1], branching=shape, candidates="topk",
+            dt = draft_tree(draft, gold.state, out[-1], branching=shape, candidates="topk",
                             gamma=p["gamma"])
             tokens, parents, d_cycles = [int(t) for t in dt.tree.tokens], dt.tree.parents, 0
         t_cycles = await tree(plan, tokens, parents, "tree", k)
@@ -285,14 +284,8 @@ async def generate(dut):
             if end >= ran:
                 d_cycles += await tree(dplan, tokens, parents, "draft", k)
             d_cycles += await commit(dplan, list(nodes), "draft_commit", k)
-            gold.commit(list(nodes), tokens, parents)
-        else:
-            # The draft's state at the path's end: the stored node state, or (a leaf the
-            # draft did not expand) its parent's stepped once.
-            ran_nodes = nodes if dt.states[end] is not None else nodes[:-1]
-            d_state = dt.states[ran_nodes[-1]]
-            if len(ran_nodes) != len(nodes):
-                _, d_state = draft.step(d_state, tokens[end])
+        # The draft's state after the path (pure store: every path node stepped).
+        gold.commit(list(nodes), tokens, parents)
         out.extend(tokens[j] for j in nodes[1:])
         out.append(int(best[end]))
         per_step.append({"nodes": len(tokens), "accepted": len(nodes) - 1,

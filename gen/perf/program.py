@@ -28,6 +28,9 @@ from pathlib import Path
 
 import numpy as np
 
+# The sequencer's own timing (hw.sequencer): the walk below follows its registers.
+from specgen.hw.sequencer import BARRIER_LAG, OP_END, RECORD_GAP, record_layout
+
 __all__ = ["ProgramRecord", "EngineCosts", "CoreShape", "decode_program", "program_cycles",
            "record_features", "job_terms", "kind", "fit", "program_runs", "predict",
            "default_costs", "COSTS_PATH", "RECORD_GAP", "BARRIER_LAG"]
@@ -35,11 +38,6 @@ __all__ = ["ProgramRecord", "EngineCosts", "CoreShape", "decode_program", "progr
 #: The shipped costs, fitted on the RTL by :mod:`gen.perf.program_calibration`.
 COSTS_PATH = Path(__file__).with_name("program_costs.json")
 
-#: Least cycles between two hand-overs of the sequencer (pop, decode, age).
-RECORD_GAP = 3
-#: Cycles from an engine's ``busy`` falling to a record waiting on it being handed out
-#: (``busy_eff``, then the registered barrier).
-BARRIER_LAG = 2
 
 
 @dataclass(frozen=True)
@@ -60,7 +58,6 @@ def decode_program(core, program, count):
     """The records of ``program`` (bytes, ``count`` records) of ``core`` (a
     :class:`hw.decoder.SequencedCore`)."""
     from amaranth.lib import data
-    from specgen.hw.sequencer import OP_END, record_layout
     names = list(core.engines)
     rb = core.record_bits // 8
     lay = record_layout(core.record_bits)
@@ -233,9 +230,10 @@ def fit(runs):
     for records, events, total, shape, latency in runs:
         hands, idles, jobs = {}, {}, []
         for what, cycle, who in events:
-            {"hand": hands, "idle": idles}.get(what, {}).setdefault(who, []).append(cycle)
             if what == "job":
                 jobs.append(cycle)
+            else:
+                (hands if what == "hand" else idles).setdefault(who, []).append(cycle)
         names = []
         for rec in records:
             if rec.engine is not None and rec.engine not in names:
@@ -244,7 +242,8 @@ def fit(runs):
         ends.append(total - max(c for k, c, _ in events if k == "idle") - BARRIER_LAG)
         for name in names:
             recs = [r for r in records if r.engine == name]
-            h = hands.get(shape.engines.index(name), [])
+            e = shape.engines.index(name)
+            h = hands.get(e, [])
             if len(h) != len(recs):
                 raise ValueError(f"fit: engine {name} was handed {len(h)} descriptors, the "
                                  f"program has {len(recs)}")
@@ -256,7 +255,7 @@ def fit(runs):
                                               weight_ports=shape.weight_ports)
                     lin.append(((1.0, drain, latency), jobs[j] - hc - period))
                 continue
-            idl = idles.get(shape.engines.index(name), [])
+            idl = idles.get(e, [])
             k = 0
             for rec, hc in zip(recs, h):
                 while idl[k] <= hc:

@@ -53,7 +53,7 @@ def trace_name(run):
 
 
 def _traced(run, folder):
-    from specgen.gen.runtime.runtime import Runtime, RtlEngine
+    from specgen.gen.runtime.runtime import Runtime, RtlEngine, rtl_design
     from specgen.hw.decoder import DecoderCore
     model, tree, latency, tokens, seed = run
     cfg = design_of(model)
@@ -70,11 +70,13 @@ def _traced(run, folder):
         tmp.replace(path)
     result = json.loads(path.read_text())
     nodes = TreeShape(tuple(tree)).num_nodes
-    design, core = RtlEngine(config=cfg).core(lm_preset(model), nodes)
     if "addr_width" in result:
         # The core the run built: its descriptors' address fields are this wide.
+        design = rtl_design(cfg, lm_preset(model))
         core = DecoderCore(config=design, model=lm_preset(model), max_nodes=nodes,
                            max_records=result["max_records"], addr_width=result["addr_width"])
+    else:                                   # a run from before the results named it
+        design, core = RtlEngine(config=cfg).core(lm_preset(model), nodes)
     core._MustUse__silence = True           # only decodes programs, never elaborated
     return program_runs(result, core=core, design=design, latency=latency)
 

@@ -266,8 +266,9 @@ class RtlEngine:
     Every target pass runs on a simulated :class:`hw.decoder.DecoderCore` (Verilator, the
     memory behind its AXI ports modeled by :mod:`sim.axi_master`): the prompt, each
     step's tree and the commit of its accepted path, from the programs of
-    :class:`hw.step_program.StepPlan` (:mod:`sim.rtl_generate`). The draft's tree and
-    greedy acceptance from the core's argmax are the host's.
+    :class:`hw.step_program.StepPlan` (:mod:`sim.rtl_generate`), and the draft's passes
+    too unless ``draft_on="host"``. The draft's candidate choice (top-k from the logits
+    in memory) and greedy acceptance from the core's argmax are the host's.
 
     Parameters
     ----------
@@ -337,13 +338,13 @@ class RtlEngine:
         probe = DecoderCore(config=design, model=model, max_records=4096, addr_width=40,
                             max_nodes=nodes)
         probe._MustUse__silence = True      # only measured, never elaborated
-        plans, records, base = [], 0, 0
+        records, base = 0, 0
         for mode in ("verify", "draft"):
             lm = HardwareLM(MambaLM.from_seed(model, seed=0), config=design, linear_pass=mode)
-            plans.append(StepPlan(probe, lm, nodes=nodes, base=base))
-            base = next_base(plans[-1])
+            plan = StepPlan(probe, lm, nodes=nodes, base=base)
+            base = next_base(plan)
             # Any tree of ``nodes`` nodes has as many records.
-            records = max(records, plans[-1].program(list(range(-1, nodes - 1)), [0] * nodes)[1])
+            records = max(records, plan.program(list(range(-1, nodes - 1)), [0] * nodes)[1])
         # The probe's records are at least as wide as the core's (40-bit addresses).
         _, _, need = program_areas(records, probe.record_bits, base)
         return design, DecoderCore(config=design, model=model, max_records=records,
@@ -369,7 +370,6 @@ class RtlEngine:
                              f"decoder core runs at most linear.max_tokens = "
                              f"{self.config.linear.max_tokens} (the tokens of one linear job)")
         on_core = self.draft_on == "core"
-        d_config = None
         if on_core:
             d_config = source.config if speq else draft.config
             if (dataclasses.replace(d_config, n_layer=source.config.n_layer) != source.config
