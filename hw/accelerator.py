@@ -319,7 +319,7 @@ class Accelerator(wiring.Component):
         path_len = Signal(range(max_nodes + 1))
         path_m1 = Signal(len(path_len))
         k = Signal(range(max_nodes + 1))          # position on the committed chain
-        abort = Signal()
+        aborting = Signal()   # (not `abort`: a C++ word, which Verilator refuses as a member)
         target = Signal()
         step_cycles = Signal(COUNTER_BITS)
         res_tokens = Signal(nb + 1)
@@ -346,7 +346,7 @@ class Accelerator(wiring.Component):
 
         m.d.comb += [rf.tree_parent_addr.eq(i), rf.tree_match_addr.eq(i)]
         with m.If(rf.ctrl_abort):
-            m.d.sync += abort.eq(1)
+            m.d.sync += aborting.eq(1)
         # MATCH_GO may come while the last tree pass still runs: keep it.
         match_req = Signal()
         with m.If(rf.ctrl_match_go):
@@ -430,7 +430,7 @@ class Accelerator(wiring.Component):
         # registered checks a cycle later, so no register's enable sees the whole chain
         # of conditions (logic levels).
         with m.If(state["IDLE"]):
-            m.d.sync += [abort.eq(0), match_req.eq(0)]
+            m.d.sync += [aborting.eq(0), match_req.eq(0)]
             with m.If(rf.ctrl_start):
                 goto("START_CHECK")
             with m.Elif(rf.ctrl_rollback):
@@ -489,7 +489,7 @@ class Accelerator(wiring.Component):
                 with m.Else():
                     fail("TREE_OVERFLOW")
                 goto("FLUSH")
-            with m.Elif(abort):
+            with m.Elif(aborting):
                 goto("FLUSH")
             with m.Elif(tv.schedule.valid):
                 m.d.comb += [tv.schedule.ready.eq(1),
@@ -552,7 +552,7 @@ class Accelerator(wiring.Component):
                     fail("MEMORY")
                     goto("FLUSH")
                 with m.Elif(layer != layer_m1):
-                    with m.If(abort):
+                    with m.If(aborting):
                         goto("FLUSH")
                     with m.Else():
                         goto("LAYER_DESC")
@@ -566,7 +566,7 @@ class Accelerator(wiring.Component):
                     with m.If(kind_is("draft_commit")):
                         m.d.sync += [draft_t.eq(0), draft_y.eq(0)]
         with m.If(state["WAIT_MATCH"]):
-            with m.If(abort):
+            with m.If(aborting):
                 goto("FLUSH")
             with m.Elif(match_req):
                 m.d.sync += [i.eq(0), match_req.eq(0)]

@@ -19,8 +19,16 @@ def seed():
     return value
 
 
+#: Test files of minutes (the RTL engine's generation on the decoder core): collected
+#: first, so that under pytest-xdist (``--dist loadfile``) one worker starts on them while
+#: the other works through the rest, instead of one finishing them alone at the end.
+LONG_FIRST = ("test_rtl_generate.py",)
+
+
 def pytest_collection_modifyitems(config, items):
-    """Plain ``pytest`` leaves out the ``slow`` set; ``-m slow`` (make test-slow) runs it."""
+    """Plain ``pytest`` leaves out the ``slow`` set; ``-m slow`` (make test-slow) runs it.
+    The :data:`LONG_FIRST` files go first."""
+    items.sort(key=lambda item: item.path.name not in LONG_FIRST)     # a stable sort
     if config.option.markexpr:
         return
     slow = [item for item in items if item.get_closest_marker("slow")]
