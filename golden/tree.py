@@ -34,7 +34,8 @@ __all__ = [
     "ROOT", "TreeShape", "flatten", "validate_parents", "tree_depths", "dead_times",
     "live_profile", "FifoSchedule", "fifo_schedule", "node_table", "overflow_node",
     "schedule_beats",
-    "AcceptedPath", "accepted_path", "TreeMemory", "tree_memory",
+    "AcceptedPath", "accepted_path", "TREE_ENTRY_FIELDS", "PATH_ENTRY_FIELDS", "tree_entries",
+    "greedy_acceptance", "TreeMemory", "tree_memory",
     "MAMBA2_2P7B_STATE_ELEMS", "seed_shapes",
 ]
 
@@ -434,6 +435,55 @@ def accepted_path(parents, match):
     while path[-1] != 0:
         path.append(int(p[path[-1]]))
     return AcceptedPath(tuple(reversed(path)))
+
+
+#: A node of the tree table the hardware's greedy acceptance reads, one 64-bit
+#: little-endian word a node in BFS order: ``(name, low bit, bits)``. ``token`` is the
+#: node's draft token, ``parent`` its parent's index (0 for node 0, the root, which has
+#: none). The tree's size is the descriptor's, not the table's.
+TREE_ENTRY_FIELDS = (("token", 0, 32), ("parent", 32, 16))
+#: A word of the accepted path the hardware writes, one a node of the tree: words
+#: ``0 … L − 1`` are the path root first (``on_path`` set, ``node`` its index, ``token``
+#: the target's argmax at it: the token the step commits there), the rest are zero.
+PATH_ENTRY_FIELDS = (("token", 0, 32), ("node", 32, 16), ("on_path", 48, 1))
+
+
+def _pack_words(fields, columns):
+    out = np.zeros(len(next(iter(columns.values()))), np.uint64)
+    for name, lo, bits in fields:
+        v = np.asarray(columns[name], np.uint64)
+        if (v >> np.uint64(bits)).any():
+            raise ValueError(f"{name} must fit {bits} bits, not {int(v.max())}")
+        out |= v << np.uint64(lo)
+    return out
+
+
+def tree_entries(parents, tokens):
+    """The tree table of ``parents`` (BFS) holding draft ``tokens``: one ``uint64`` a node
+    (:data:`TREE_ENTRY_FIELDS`); the root's parent field is 0."""
+    p = validate_parents(parents)
+    t = np.asarray(tokens, np.int64)
+    if t.shape != p.shape or (t < 0).any():
+        raise ValueError(f"tokens must hold one non-negative id per node ({p.size}), "
+                         f"not {tokens!r}")
+    return _pack_words(TREE_ENTRY_FIELDS, {"token": t, "parent": np.maximum(p, 0)})
+
+
+def greedy_acceptance(parents, tokens, best):
+    """Greedy acceptance as the hardware writes it: the path words
+    (:data:`PATH_ENTRY_FIELDS`, one ``uint64`` a node) of the tree ``parents`` whose nodes
+    hold draft ``tokens``, given ``best``, the target's argmax at every node. Node ``i ≥ 1``
+    matches iff ``tokens[i] == best[parents[i]]``; the path is :func:`accepted_path`'s."""
+    p = validate_parents(parents)
+    t, b = np.asarray(tokens, np.int64), np.asarray(best, np.int64)
+    if t.shape != p.shape or b.shape != p.shape:
+        raise ValueError(f"tokens and best must hold one id per node ({p.size})")
+    match = np.zeros(p.size, bool)
+    match[1:] = t[1:] == b[p[1:]]
+    path = accepted_path(p, match).nodes
+    node, token, on = (np.zeros(p.size, np.int64) for _ in range(3))
+    node[:len(path)], token[:len(path)], on[:len(path)] = path, b[list(path)], 1
+    return _pack_words(PATH_ENTRY_FIELDS, {"token": token, "node": node, "on_path": on})
 
 
 @dataclass(frozen=True)

@@ -7,8 +7,9 @@ bit ``e`` of the barrier, and every master is a port of the core named
 ``m_axi_<engine>_<port>``. :class:`DecoderCore` is the core of a whole decode step
 (``docs/decoder.md``): for ``V`` tree nodes, one program runs every layer's pre-norm,
 in_proj, conv1d, the move of ``dt`` into the SSM records, the tree SSM pass, the gated
-norm, out_proj and the residual, then the final norm, the LM head and the greedy argmax
-of each node, with every word in memory and no host work between the stages
+norm, out_proj and the residual, then the final norm, the LM head, the greedy argmax
+of each node and the greedy acceptance of the tree (the accepted path), with every word
+in memory and no host work between the stages
 (:mod:`hw.step_program` writes the program). The host writes the SSM unit's node table
 (``tbl_*``, the tree's FIFO schedule) once per step, as on the accelerator.
 """
@@ -24,13 +25,14 @@ from specgen.golden.lm import LMConfig
 from .linear_engine import LinearEngine
 from .sequencer import Sequencer, SeqError, start_layout
 from .ssm_engine import SSMEngine
-from .stream_engine import (argmax_engine, conv1d_engine, copy_engine, element_bits, norm_engine,
+from .stream_engine import (acceptance_engine, argmax_engine, conv1d_engine, copy_engine, element_bits, norm_engine,
                             residual_engine)
 
 __all__ = ["DECODER_ENGINES", "DecoderCore", "SequencedCore", "window_bytes"]
 
 #: The decoder core's engines, in the sequencer's index order.
-DECODER_ENGINES = ("linear", "ssm", "conv1d", "copy", "norm", "gate_norm", "residual", "argmax")
+DECODER_ENGINES = ("linear", "ssm", "conv1d", "copy", "norm", "gate_norm", "residual", "argmax",
+                   "accept")
 
 
 def window_bytes(model):
@@ -143,7 +145,7 @@ class SequencedCore(wiring.Component):
 
 
 class DecoderCore(SequencedCore):
-    """The sequencer and the eight engines of a decode step (:data:`DECODER_ENGINES`).
+    """The sequencer and the nine engines of a decode step (:data:`DECODER_ENGINES`).
 
     Parameters
     ----------
@@ -213,6 +215,8 @@ class DecoderCore(SequencedCore):
                                      max_vectors=V, **kw),
             "residual": residual_engine(config, max_vectors=V, max_elements=model.d_model, **kw),
             "argmax": argmax_engine(config, size=model.vocab, max_vectors=V, **kw),
+            # Greedy acceptance of the step's tree from the argmax beats: the path in memory.
+            "accept": acceptance_engine(config, max_nodes=V, vocab=model.vocab, **kw),
         }
         assert tuple(engines) == DECODER_ENGINES
         ssm = engines["ssm"]

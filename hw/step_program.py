@@ -21,7 +21,9 @@ between the stages) and writes the program of one step for a tree of ``V`` nodes
 6. the gated norm (``gate_norm``): ``y`` and ``z`` in place, binary16, token-major;
 7. the out_proj jobs and the residual (``residual``), ``h`` updated in place;
 
-then the final norm, the LM head's jobs and the argmax of every node. Each record waits
+then the final norm, the LM head's jobs, the argmax of every node and, in a target step,
+the greedy acceptance of the tree (``accept``: the accepted path and its tokens, read
+from the tree table the host writes beside the program). Each record waits
 only for the engines whose results it reads (and the linear jobs of a layer for the
 stage before them); the in_proj jobs queue in the linear engine, and the conv1d runs
 beside the ``dt`` copy.
@@ -42,7 +44,8 @@ import numpy as np
 
 from specgen.golden.decoder import HardwareLM
 from specgen.golden.memory_map import state_image, unstripe_state
-from specgen.golden.tree import ROOT, node_table, tree_depths, validate_parents
+from specgen.golden.tree import (PATH_ENTRY_FIELDS, ROOT, node_table, tree_depths, tree_entries,
+                                 validate_parents)
 from specgen.golden.weight_planes import pack_matrix
 
 __all__ = ["StepPlan", "Segment", "in_proj_segments"]
@@ -230,6 +233,10 @@ class StepPlan:
         self.logits = records(self.head_jobs)
         self.y = self._alloc(V * 4 * m.d_inner)
         self.am = self._alloc(8 * V)
+        # The tree table (golden.tree.tree_entries) and the accepted path the acceptance
+        # engine writes (golden.tree.greedy_acceptance): one 64-bit word a node each.
+        self.tree = self._alloc(8 * V)
+        self.path = self._alloc(8 * V)
         ssm = eng["ssm"]
         win = m.conv_dim * self.wb
         for L in self.layers:
@@ -303,10 +310,12 @@ class StepPlan:
             out.append(self._rec("linear", desc, wait if i == 0 else ()))
         return out
 
-    def program(self, parents, tokens):
+    def program(self, parents, tokens, *, accept=True):
         """The records of one step over the tree ``parents`` (BFS order; at most ``V``
         nodes, the step's :attr:`n`) whose nodes hold ``tokens``: ``(bytes, record
-        count)``; the last record is ``END``, waiting for the argmax."""
+        count)``; the last record is ``END``. With ``accept`` the step ends with the
+        greedy acceptance of the tree (the host writes :meth:`tree_table` first and reads
+        :meth:`path_of` after); without it (a draft pass), with the argmax."""
         p = validate_parents(parents)
         if p.size > self.V:
             raise ValueError(f"StepPlan.program: {p.size} nodes, the plan holds at most {self.V}")
@@ -375,7 +384,30 @@ class StepPlan:
             "vectors": V, "elements": m.vocab, **self._in_place("logits", self.logits, 0,
                                                                m.vocab, 0),
             "result_addr": self.am, "result_vstride": 8}, ("linear",)))
-        return self._end(recs, ("argmax",), "program")
+        if not accept:
+            return self._end(recs, ("argmax",), "program")
+        recs.append(self._rec("accept", {
+            "vectors": 1, "elements": V, **self._vector("node", self.tree, V, 0),
+            **self._vector("best", self.am, V, 0), "path_addr": self.path,
+            "path_vstride": 0}, ("argmax",)))
+        return self._end(recs, ("accept",), "program")
+
+    def tree_table(self, parents, tokens):
+        """``(address, bytes)`` of the tree table the acceptance engine reads
+        (:func:`golden.tree.tree_entries`), for the host to write before the step."""
+        return self.tree, tree_entries(parents, tokens).astype("<u8").tobytes()
+
+    def path_of(self, data):
+        """The accepted path the acceptance engine wrote in ``data``: ``(nodes, tokens)``,
+        root first, ``tokens`` the target's argmax at each (the step's committed tokens)."""
+        words = np.frombuffer(self.get(self.path, 8 * self.n, data), "<u8")
+        fields = {name: (lo, bits) for name, lo, bits in PATH_ENTRY_FIELDS}
+
+        def f(w, name):
+            lo, bits = fields[name]
+            return (int(w) >> lo) & ((1 << bits) - 1)
+        on = [w for w in words if f(w, "on_path")]
+        return [f(w, "node") for w in on], [f(w, "token") for w in on]
 
     def _ssm(self, L, nodes, *, y_en, out_node=None):
         """An SSM engine pass of layer ``L`` over ``nodes`` table entries: a tree pass

@@ -39,6 +39,7 @@ from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.wiring import In, Out, connect
 from specgen.golden.config import MEMORY_PORT_BITS, Config
 from specgen.golden.validate import check_int
+from specgen.hw.acceptance import GreedyAcceptance
 from specgen.hw.argmax import Argmax, argmax_out_layout
 from specgen.hw.axi_master import AXI4ReadMaster, AXI4WriteMaster
 from specgen.hw.conv1d import Conv1d
@@ -53,6 +54,7 @@ __all__ = [
     "Field",
     "StreamEngine",
     "StreamUpsizer",
+    "acceptance_engine",
     "argmax_engine",
     "conv1d_engine",
     "copy_engine",
@@ -159,7 +161,8 @@ class StreamEngine(wiring.Component):
     ----------
     block : wiring.Component
         With ``i`` (``In(stream.Signature(...))``) and ``o`` (``Out(...)``); the block's
-        own latency and throughput set the engine's.
+        own latency and throughput set the engine's. A block with an ``In(1)`` port
+        ``last`` gets it high with a vector's last ``i`` beat.
     config : golden.config.Config
         The board's memory ports (``board``): the masters' sizes and kinds.
     reads : sequence of Field
@@ -333,6 +336,15 @@ class StreamEngine(wiring.Component):
                      blk.i.payload.eq(Cat(r.data.payload[:f.bits]
                                           for r, f in zip(rds, self._reads)))]
         m.d.comb += [r.data.ready.eq(take) for r in rds]
+        if "last" in blk.signature.members:
+            # A block that needs the vector's end (one tree a vector: its node count is
+            # the descriptor's, never the data's) gets it beside the beat.
+            e_left = Signal(range(max(self._max_e, 2)), name="join_elements_left")
+            with m.If(accept):
+                m.d.sync += e_left.eq(p.elements - 1)
+            with m.Elif(take):
+                m.d.sync += e_left.eq(Mux(e_left.any(), e_left - 1, d.elements - 1))
+            m.d.comb += blk.last.eq(~e_left.any())
 
         # -- read commands: per operand, each vector's chunks
         pending = []
@@ -490,6 +502,17 @@ def copy_engine(config, *, bits=32, max_vectors, max_elements, **kw):
     return StreamEngine(block=CopyStage(bits=bits), config=config, reduce=False,
                         max_vectors=max_vectors, max_elements=max_elements,
                         reads=(Field("x", bits),), writes=(Field("y", bits),), **kw)
+
+
+def acceptance_engine(config, *, max_nodes, vocab, max_vectors=1, **kw):
+    """Greedy acceptance (:class:`hw.acceptance.GreedyAcceptance`) of trees of at most
+    ``max_nodes`` nodes: operands ``node`` (the tree table) and ``best`` (the argmax
+    engine's beats), result ``path`` (the accepted path, one 64-bit word a node). A
+    vector is one tree; its ``elements`` are the tree's nodes."""
+    return StreamEngine(block=GreedyAcceptance(max_nodes=max_nodes, vocab=vocab), config=config,
+                        reduce=False, max_vectors=max_vectors, max_elements=max_nodes,
+                        reads=(Field("node", 64), Field("best", 64)),
+                        writes=(Field("path", 64),), **kw)
 
 
 def residual_engine(config, *, max_vectors, max_elements, **kw):

@@ -30,7 +30,7 @@ from specgen.hw.step_program import StepPlan
 from specgen.golden.config import preset
 from specgen.golden.decoder import HardwareLM
 from specgen.golden.lm import LMConfig, MambaLM
-from specgen.golden.tree import ROOT, tree_depths
+from specgen.golden.tree import ROOT, greedy_acceptance, tree_depths
 from specgen.hw.decoder import DecoderCore
 from specgen.hw.sequencer import SeqError, start_layout
 from specgen.hw.tree_ssm import table_layout
@@ -219,6 +219,12 @@ async def steps(dut):
 
     for k in range(p["steps"]):
         tokens = [int(t) for t in np_rng.integers(0, m.vocab, V)]
+        for v in range(1, V):
+            # Draft tokens the target often accepts, so the core's greedy acceptance walks
+            # paths of every length.
+            if np_rng.random() < 0.6:
+                logits = _expected(lm, state, parents[:v], tokens[:v])[parents[v]][0]
+                tokens[v] = int(lm.greedy(logits))
         want = _expected(lm, state, parents, tokens)
         if p.get("corrupt") and k == 0:
             bad = want[0][0].copy()
@@ -227,6 +233,8 @@ async def steps(dut):
         # The program gathers the nodes' embedding rows into h itself (so a rerun after a
         # cut starts from them again, though the residual updated h in place).
         prog = plan.program(parents, tokens)
+        at, table = plan.tree_table(parents, tokens)
+        b.memory.data[at:at + len(table)] = table
         n_rec, cycles = await run(prog_at, prog, plan.table(parents),
                                   (200, 3000) if k == p.get("cut_step") else None,
                                   (200, 3000) if k == p.get("abort_step") else None)
@@ -248,6 +256,12 @@ async def steps(dut):
                 g = np.asarray(st.conv[i], np.float32)
                 assert np.array_equal(w.view(np.uint32), g.view(np.uint32)), (
                     f"step {k}, node {v}: layer {i}'s conv window differs from golden")
+        # The acceptance engine's path against golden's, from golden's argmax.
+        path_words = np.frombuffer(plan.get(plan.path, 8 * V, data), "<u8")
+        gold_path = greedy_acceptance(parents, tokens, [lm.greedy(want[v][0]) for v in range(V)])
+        assert np.array_equal(path_words, gold_path), (
+            f"step {k}: the accepted path in memory {plan.path_of(data)}, golden "
+            f"{[hex(int(w)) for w in gold_path]}")
         # Commit a path: a different leaf's each step (the deepest, then others), so the
         # replay runs paths of every length the tree has.
         leaves = sorted((v for v in range(V) if v not in set(parents)),

@@ -29,9 +29,10 @@ programs: the draft's candidate choice (above), or, without ``draft_on_core``, t
 draft tree (:func:`golden.speculative.draft_tree` on the draft's
 :class:`golden.decoder.HardwareLM`, which is bit for bit what the core's draft pass
 computes, ``tests/test_decoder_core.py``); the programs (each node's embedding row is
-named in its gather's descriptor), the SSM unit's node table, and greedy acceptance
-from the core's argmax beats
-(:func:`golden.tree.accepted_path`). That is :func:`golden.speculative.speculative_generate`'s
+named in its gather's descriptor), the SSM unit's node table and the tree table of
+the acceptance engine. Greedy acceptance runs on the core (the step's last record): the
+host reads the accepted path and its tokens from memory, and checks them against its own
+walk of the core's argmax beats (:func:`golden.tree.accepted_path`). That is :func:`golden.speculative.speculative_generate`'s
 greedy loop with the pure-store policy for the draft, so the tokens must be the same.
 
 Faults (``cut_tree`` and ``cut_commit``: a step index): a reset of both domains in mid
@@ -209,8 +210,12 @@ async def generate(dut):
         rows); its cycles."""
         faults = {} if kind != "tree" or k is None else {
             "cut": k == p.get("cut_tree"), "abort": k == p.get("abort_tree")}
-        return await h.run(h.prog_at, pl.program(parents, tokens), pl.table(parents),
-                           kind=kind, step=k, **faults)
+        accept = kind == "tree"      # the target's steps; a draft pass ends at its argmax
+        if accept:
+            at, table = pl.tree_table(parents, tokens)
+            h.memory.data[at:at + len(table)] = table
+        return await h.run(h.prog_at, pl.program(parents, tokens, accept=accept),
+                           pl.table(parents), kind=kind, step=k, **faults)
 
     async def commit(pl, path, kind, k):
         faults = {} if kind != "commit" or k is None else {
@@ -273,9 +278,15 @@ async def generate(dut):
         for v, (_, _, nan) in enumerate(beats):
             assert not nan, f"step {k}: node {v}'s logits hold a NaN (the argmax flags it)"
         best = np.array([b[0] for b in beats])
+        # Greedy acceptance ran on the core (the acceptance engine): the path and its
+        # tokens are in memory. The host's walk of the argmax beats is the check.
+        nodes, committed = plan.path_of(h.memory.data)
         match = np.zeros(len(tokens), dtype=bool)
         match[1:] = np.asarray(tokens)[1:] == best[parents[1:]]
-        nodes = accepted_path(parents, match).nodes
+        want = accepted_path(parents, match).nodes
+        assert tuple(nodes) == want and committed == [int(best[v]) for v in want], (
+            f"step {k}: the core accepted path {nodes} (tokens {committed}), the argmax "
+            f"beats give {list(want)}")
         c_cycles = await commit(plan, list(nodes), "commit", k)
         end = nodes[-1]
         if on_core:
@@ -286,8 +297,7 @@ async def generate(dut):
             d_cycles += await commit(dplan, list(nodes), "draft_commit", k)
         # The draft's state after the path (pure store: every path node stepped).
         gold.commit(list(nodes), tokens, parents)
-        out.extend(tokens[j] for j in nodes[1:])
-        out.append(int(best[end]))
+        out.extend(committed)
         per_step.append({"nodes": len(tokens), "accepted": len(nodes) - 1,
                          "parents": [int(x) for x in parents], "draft": tokens,
                          "path": [int(x) for x in nodes],

@@ -23,6 +23,7 @@ from specgen.golden.fp import FP16, FP32, convert
 from specgen.golden.nonlinear import LUTSpec
 from specgen.golden.residual import residual_hw_bits
 from specgen.golden.rmsnorm import gated_rmsnorm_hw
+from specgen.golden.tree import greedy_acceptance, tree_entries
 from specgen.hw.argmax import argmax_out_layout
 from specgen.hw.stream_engine import Field, descriptor_layout
 from specgen.sim.argmax import logit_vectors
@@ -109,7 +110,39 @@ def stage_data(p, rng, vectors, elements):
                   | int(f) << lay["nan"].offset for i, v, f in zip(index, value, nan)]
         res = np.array([[[q & 0xFFFFFFFF, q >> 32]] for q in packed], np.uint32)
         return {"logits": x.reshape(vectors, elements, 1)}, {"result": res}
+    if kind == "accept":
+        vocab = p["vocab"]
+        nodes, best, path = [], [], []
+        for _ in range(vectors):
+            parents, tokens, top = random_tree(rng, elements, vocab)
+            lay = argmax_out_layout(vocab)
+            # The argmax beat's other fields (value, nan) are noise to the block.
+            noise = rng.integers(0, 1 << 32, elements, dtype=np.uint64) << np.uint64(
+                lay["value"].offset)
+            nodes.append(tree_entries(parents, tokens))
+            best.append(np.asarray(top, np.uint64) | noise)
+            path.append(greedy_acceptance(parents, tokens, top))
+
+        def words(a):
+            a = np.asarray(a, np.uint64)
+            return np.stack([a & np.uint64(0xFFFFFFFF), a >> np.uint64(32)], -1).astype(np.uint32)
+        return {"node": words(nodes), "best": words(best)}, {"path": words(path)}
     raise ValueError(f"unknown stage kind {kind!r}")
+
+
+def random_tree(rng, nodes, vocab):
+    """A random BFS tree of ``nodes`` nodes for the acceptance engine: ``(parents, draft
+    tokens, the target's argmax at each node)``. Most nodes' tokens match their parent's
+    argmax, so paths run deep; siblings sometimes share a token (the tie rule)."""
+    parents = [-1]
+    for i in range(1, nodes):
+        parents.append(int(rng.integers(max(parents[-1], 0), i)))
+    top = rng.integers(0, vocab, nodes)
+    tokens = rng.integers(0, vocab, nodes)
+    for i in range(1, nodes):
+        if rng.random() < 0.7:
+            tokens[i] = top[parents[i]]
+    return parents, tokens, top
 
 
 class Bench:

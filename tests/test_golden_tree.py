@@ -13,9 +13,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from specgen.golden.tree import (MAMBA2_2P7B_STATE_ELEMS, ROOT, TreeShape, accepted_path, dead_times, fifo_schedule,
-                         flatten, live_profile, overflow_node, schedule_beats, seed_shapes, tree_depths,
-                         tree_memory, validate_parents)
+from specgen.golden.tree import (MAMBA2_2P7B_STATE_ELEMS, PATH_ENTRY_FIELDS, ROOT, TREE_ENTRY_FIELDS,
+                         TreeShape, accepted_path, dead_times, fifo_schedule, flatten,
+                         greedy_acceptance, live_profile, overflow_node, schedule_beats,
+                         seed_shapes, tree_depths, tree_entries, tree_memory, validate_parents)
 
 
 def children(parents):
@@ -266,6 +267,43 @@ def test_accepted_path_errors():
 def test_accepted_path_matches_enumeration(parents, rnd, density):
     match = [int(rnd.random() < density) for _ in parents]
     assert list(accepted_path(parents, match).nodes) == brute_path(parents, match)
+
+
+def _field(word, fields, name):
+    (lo, bits), = [(lo, bits) for n, lo, bits in fields if n == name]
+    return (int(word) >> lo) & ((1 << bits) - 1)
+
+
+@settings(max_examples=120, deadline=None)
+@given(trees(max_nodes=20), st.randoms(use_true_random=False))
+def test_greedy_acceptance_words_against_enumeration(parents, rnd):
+    """The hardware's path words: the enumeration's path (every root-to-node chain whose
+    draft tokens are the argmax at their parents; the longest, the first of a length),
+    its tokens the argmax along it, then zeros; and the tree table's fields."""
+    vocab = 7
+    best = [rnd.randrange(vocab) for _ in parents]
+    tokens = [0] + [best[parents[i]] if rnd.random() < 0.7 else rnd.randrange(vocab)
+                    for i in range(1, len(parents))]
+    match = [1] + [int(tokens[i] == best[parents[i]]) for i in range(1, len(parents))]
+    want = brute_path(parents, match)
+    words = greedy_acceptance(parents, tokens, best)
+    assert words.dtype == np.uint64 and len(words) == len(parents)
+    got = [(_field(w, PATH_ENTRY_FIELDS, "on_path"), _field(w, PATH_ENTRY_FIELDS, "node"),
+            _field(w, PATH_ENTRY_FIELDS, "token")) for w in words]
+    assert got == [(1, v, best[v]) for v in want] + [(0, 0, 0)] * (len(parents) - len(want))
+    table = tree_entries(parents, tokens)
+    assert [_field(w, TREE_ENTRY_FIELDS, "token") for w in table] == tokens
+    assert [_field(w, TREE_ENTRY_FIELDS, "parent") for w in table] == [0] + list(parents[1:])
+    assert max(lo + bits for _, lo, bits in TREE_ENTRY_FIELDS + PATH_ENTRY_FIELDS) <= 64
+
+
+def test_greedy_acceptance_errors():
+    with pytest.raises(ValueError, match=r"tokens and best must hold one id per node \(3\)"):
+        greedy_acceptance([-1, 0, 0], [1, 2], [0, 0, 0])
+    with pytest.raises(ValueError, match=r"tokens must hold one non-negative id per node"):
+        tree_entries([-1, 0], [1, -2])
+    with pytest.raises(ValueError, match=r"token must fit 32 bits"):
+        tree_entries([-1, 0], [1, 1 << 32])
 
 
 def test_accepted_path_exhaustive_small_tree():

@@ -42,7 +42,9 @@ def test_decode_program_reads_back_the_step(built):
     ssm = [r for r in recs if r.engine == "ssm"]
     assert len(ssm) == model.n_layer and all(r.desc["nodes"] == V for r in ssm)
     assert all(pm.kind(r) == "ssm" for r in ssm)
-    assert recs[-1].engine is None and recs[-1].wait == ("argmax",)
+    assert recs[-2].engine == "accept" and recs[-2].wait == ("argmax",)
+    assert recs[-2].desc == {"vectors": 1, "elements": V}
+    assert recs[-1].engine is None and recs[-1].wait == ("accept",)
     commit = pm.decode_program(core, *plan.commit_program([0, 1, 3]))
     assert [pm.kind(r) for r in commit] == ["ssm_commit", "copy"] * model.n_layer + [None]
     assert commit[0].desc["nodes"] == 3
@@ -168,3 +170,12 @@ def test_shipped_calibration_holds_the_target():
     costs = default_costs()
     assert set(costs.weights) >= {"copy", "norm", "gate_norm", "conv1d", "residual", "argmax",
                                   "ssm", "ssm_commit"}
+
+
+def test_predict_names_an_engine_the_costs_do_not_cover():
+    recs = [pm.ProgramRecord("accept", (), {"vectors": 1, "elements": 5}),
+            pm.ProgramRecord(None, ("accept",))]
+    with pytest.raises(ValueError, match=r"the whole-step model has no costs for accept "
+                                         r"\(program_costs.json\): run python -m "
+                                         r"specgen.gen.perf.program_calibration"):
+        pm.predict([(recs, None, 0, SHAPE, 0)], costs=COSTS)

@@ -10,7 +10,7 @@ from amaranth.lib import data
 from specgen.hw.step_program import StepPlan, in_proj_segments
 from specgen.golden.decoder import HardwareLM
 from specgen.golden.lm import LMConfig, MambaLM
-from specgen.golden.tree import ROOT, fifo_schedule, node_table
+from specgen.golden.tree import ROOT, fifo_schedule, node_table, tree_entries
 from specgen.hw.decoder import DecoderCore
 from specgen.hw.sequencer import OP_END, record_layout
 from specgen.sim.decoder_core import make_core
@@ -58,13 +58,27 @@ def test_program_records(built):
     assert len(prog) == n * rb
     jobs_in, jobs_out = len(plan.layers[0]["in_jobs"]), len(plan.layers[0]["out_jobs"])
     per_layer = 1 + jobs_in + 3 * len(parents) + 1 + 1 + 1 + jobs_out + 1
-    assert n == len(parents) + model.n_layer * per_layer + 1 + len(plan.head_jobs) + 1 + 1
+    assert n == len(parents) + model.n_layer * per_layer + 1 + len(plan.head_jobs) + 1 + 1 + 1
     lay = record_layout(core.record_bits)
     recs = [data.Const(lay, int.from_bytes(prog[i * rb:(i + 1) * rb], "little"))
             for i in range(n)]
     ops = [int(r.op) for r in recs]
     assert ops[-1] == OP_END and OP_END not in ops[:-1]
-    assert int(recs[-1].wait) == 1 << core.index("argmax")
+    # the step ends with the greedy acceptance of the tree, after the argmax
+    assert int(recs[-1].wait) == 1 << core.index("accept")
+    acc = recs[-2]
+    assert int(acc.engine) == core.index("accept") and int(acc.wait) == 1 << core.index("argmax")
+    acc_lay = plan.layouts["accept"]
+    a = data.Const(acc_lay, int(acc.payload) & ((1 << acc_lay.size) - 1))
+    assert (int(a.elements), int(a.node_addr), int(a.best_addr), int(a.path_addr)) == (
+        len(parents), plan.tree, plan.am, plan.path)
+    at, table = plan.tree_table(parents, tokens)
+    assert at == plan.tree and table == tree_entries(parents, tokens).astype("<u8").tobytes()
+    # a draft pass ends at the argmax
+    d_prog, d_n = plan.program(parents, tokens, accept=False)
+    assert d_n == n - 1 and d_prog[-rb:] != prog[-rb:]
+    d_end = data.Const(lay, int.from_bytes(d_prog[-rb:], "little"))
+    assert int(d_end.op) == OP_END and int(d_end.wait) == 1 << core.index("argmax")
     # the SSM pass of each layer waits for the conv1d and the dt copy
     ssm = [r for r in recs if int(r.op) != OP_END and int(r.engine) == core.index("ssm")]
     assert len(ssm) == model.n_layer

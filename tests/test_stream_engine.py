@@ -14,6 +14,7 @@ from specgen.hw.stream_engine import (
     Field,
     StreamEngine,
     StreamUpsizer,
+    acceptance_engine,
     argmax_engine,
     conv1d_engine,
     copy_engine,
@@ -82,6 +83,14 @@ def test_argmax_engine(seed):
     """The greedy argmax of up to 4 vectors of 40 logits: one 64-bit result a vector."""
     eng = argmax_engine(DSP, size=40, max_vectors=4, addr_width=20)
     _run(eng, DSP, "argmax", seed)
+
+
+@pytest.mark.sim
+def test_acceptance_engine(seed):
+    """Greedy acceptance of up to 3 random trees of up to 12 nodes a descriptor: the tree
+    table and the argmax beats (noise in their other fields) in, the path out."""
+    eng = acceptance_engine(SIM, max_nodes=12, vocab=40, max_vectors=3, addr_width=20)
+    _run(eng, SIM, "accept", seed, vocab=40)
 
 
 @pytest.mark.sim

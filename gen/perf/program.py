@@ -292,4 +292,9 @@ def predict(runs, *, costs=None):
     """The model's cycles of each :func:`program_runs` entry (default: the shipped
     costs)."""
     costs = costs or default_costs()
+    missing = sorted({kind(r) for recs, *_ in runs for r in recs
+                      if r.engine not in (None, "linear")} - set(costs.weights))
+    if missing:
+        raise ValueError(f"the whole-step model has no costs for {', '.join(missing)} "
+                         f"({COSTS_PATH.name}): run python -m specgen.gen.perf.program_calibration")
     return [program_cycles(r, costs=costs, shape=s, latency=lat) for r, _, _, s, lat in runs]

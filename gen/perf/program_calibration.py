@@ -111,10 +111,12 @@ def step_markdown(path=COSTS_PATH):
         "memory stalls), each program from `START` to `done`: the prompt's steps and "
         "commits, then every step's tree and commit. With the draft's passes on the core "
         "too (`--draft-on core`, the default), the same costs predict those programs "
-        "(`tests/test_rtl_generate.py` holds them to 5 % too). Produced by `{doc['command']}` (`gen/perf/program_costs.json`); "
+        "(`tests/test_rtl_generate.py` holds them to 5 % too). Every target step ends "
+        "with the greedy acceptance engine's descriptor (`accept`). Produced by "
+        f"`{doc['command']}` (`gen/perf/program_costs.json`); "
         "`specgen generate --engine rtl` prints the model beside the RTL, and "
-        "`tests/test_rtl_generate.py` fails above 5 % on its own runs (latency 24, a "
-        "reset in mid step and mid commit).", "",
+        "`tests/test_rtl_generate.py` fails above 5 % on its own runs (latency 24, resets "
+        "and aborts in mid step and mid commit).", "",
         "| role | model | tree | read latency (memory cycles) | programs | RTL cycles | model "
         "cycles | error | worst program |",
         "|---|---|---|---:|---:|---:|---:|---:|---:|"]
