@@ -34,12 +34,14 @@ verilog: $(STAMP)
 # --dist loadfile: a file's benches share their designs' builds, so one worker builds
 # each design while the other runs other files; with tests spread one by one, both
 # workers could reach one design and one wait on the other's build lock (the top
-# level's build takes two minutes cold).
+# level's build takes two minutes cold). --no-loadscope-reorder keeps the order
+# tests/conftest.py gives the files (the minutes-long RTL generation first, then by
+# test count, as xdist itself would), so no worker finishes a long file alone.
 test: $(STAMP)
-	$(PY) -m pytest -n $(JOBS) --dist loadfile -m "not slow" --durations=15
+	$(PY) -m pytest -n $(JOBS) --dist loadfile --no-loadscope-reorder -m "not slow" --durations=15
 
 test-slow: $(STAMP)
-	$(PY) -m pytest -n $(JOBS) --dist loadfile -m slow
+	$(PY) -m pytest -n $(JOBS) --dist loadfile --no-loadscope-reorder -m slow
 
 sim: $(STAMP)
 	$(PY) -m pytest -n $(JOBS) -m "sim and not slow"

@@ -1,3 +1,4 @@
+import collections
 import os
 import random
 
@@ -20,15 +21,18 @@ def seed():
 
 
 #: Test files of minutes (the RTL engine's generation on the decoder core): collected
-#: first, so that under pytest-xdist (``--dist loadfile``) one worker starts on them while
-#: the other works through the rest, instead of one finishing them alone at the end.
+#: first, so that under pytest-xdist (``--dist loadfile --no-loadscope-reorder``, the
+#: Makefile) one worker starts on them while the other works through the rest, instead
+#: of one finishing them alone at the end. The other files follow by test count, most
+#: first (xdist's own order, which sorts a 2-test file late).
 LONG_FIRST = ("test_rtl_generate.py",)
 
 
 def pytest_collection_modifyitems(config, items):
     """Plain ``pytest`` leaves out the ``slow`` set; ``-m slow`` (make test-slow) runs it.
-    The :data:`LONG_FIRST` files go first."""
-    items.sort(key=lambda item: item.path.name not in LONG_FIRST)     # a stable sort
+    The :data:`LONG_FIRST` files go first, then the files by test count."""
+    count = collections.Counter(item.path for item in items)
+    items.sort(key=lambda item: (item.path.name not in LONG_FIRST, -count[item.path]))
     if config.option.markexpr:
         return
     slow = [item for item in items if item.get_closest_marker("slow")]
