@@ -147,15 +147,17 @@ class GreedyAcceptance(wiring.Component):
             pn_r.addr.eq(n), pt_r.addr.eq(n),
             self.o.valid.eq(o_valid), self.o.payload.eq(o_data),
         ]
+        # Deeper than the deepest so far (BFS: the first node of a depth wins a tie); the
+        # root always (a new tree).
+        elect = Signal()
+        m.d.comb += elect.eq(root | (accepted & (depth > top_depth)))
         with m.If(take):
-            # Deeper than the deepest so far (BFS: the first node of a depth wins a tie).
-            with m.If(root | (accepted & (depth > top_depth))):
+            with m.If(elect):
                 m.d.sync += [top.eq(n), top_depth.eq(depth)]
             with m.If(self.last | (n == n_max - 1)):
-                m.d.sync += [load.eq(0), walking.eq(1), count.eq(n)]
-                m.d.sync += [walk.eq(Mux(root, 0, Mux(accepted & (depth > top_depth), n, top))),
-                             k.eq(Mux(root, 0, Mux(accepted & (depth > top_depth), depth,
-                                                   top_depth)))]
+                # The walk starts from the deepest node, this one included.
+                m.d.sync += [load.eq(0), walking.eq(1), count.eq(n),
+                             walk.eq(Mux(elect, n, top)), k.eq(Mux(elect, depth, top_depth))]
             with m.Else():
                 m.d.sync += n.eq(n + 1)
         with m.If(walking):

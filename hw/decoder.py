@@ -25,8 +25,8 @@ from specgen.golden.lm import LMConfig
 from .linear_engine import LinearEngine
 from .sequencer import Sequencer, SeqError, start_layout
 from .ssm_engine import SSMEngine
-from .stream_engine import (acceptance_engine, argmax_engine, conv1d_engine, copy_engine, element_bits, norm_engine,
-                            residual_engine)
+from .stream_engine import (acceptance_engine, argmax_engine, conv1d_engine, copy_engine,
+                            element_bits, norm_engine, residual_engine)
 
 __all__ = ["DECODER_ENGINES", "DecoderCore", "SequencedCore", "window_bytes"]
 

@@ -33,8 +33,8 @@ Engines (:data:`ENGINES`):
     from programs in memory (:mod:`hw.step_program`); the host writes only the
     node table and the programs. The draft's passes run on the core too (a depth
     at a time; the runtime picks each node's top-k children from its logits in
-    memory), or on the host (``draft_on="host"``); greedy acceptance reads the
-    core's argmax. It fills ``cycles_per_token`` and the whole-step model's
+    memory), or on the host (``draft_on="host"``); greedy acceptance runs on the
+    core, and the runtime reads the accepted path from memory. It fills ``cycles_per_token`` and the whole-step model's
     ``model_cycles_per_token`` (:mod:`gen.perf.program`). A board back-end (:mod:`gen.runtime.regbus`,
     :mod:`gen.runtime.image`) is not built.
 
@@ -268,8 +268,9 @@ class RtlEngine:
     memory behind its AXI ports modeled by :mod:`sim.axi_master`): the prompt, each
     step's tree and the commit of its accepted path, from the programs of
     :class:`hw.step_program.StepPlan` (:mod:`sim.rtl_generate`), and the draft's passes
-    too unless ``draft_on="host"``. The draft's candidate choice (top-k from the logits
-    in memory) and greedy acceptance from the core's argmax are the host's.
+    too unless ``draft_on="host"``, and the greedy acceptance of every target step
+    (the accepted path in memory). The draft's candidate choice (top-k from the logits
+    in memory) is the host's.
 
     Parameters
     ----------
