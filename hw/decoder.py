@@ -71,6 +71,9 @@ class SequencedCore(wiring.Component):
         program (or runs another) once this is high.
     engine_error : Out(len(engines))
         Bit ``e``: engine ``e`` saw an AXI error response (sticky in the engine).
+    engine_busy : Out(len(engines))
+        Bit ``e``: engine ``e``'s ``busy`` (it has work), combinationally; the
+        performance counters of :class:`hw.decoder_top.DecoderTop` count it.
     m_axi_seq : the sequencer's read master, domain ``mem``
     m_axi_<engine>_<port> : each engine's masters, domain ``mem``
     """
@@ -93,6 +96,7 @@ class SequencedCore(wiring.Component):
             "start": In(stream.Signature(start_layout(addr_width, max_records))),
             "busy": Out(1), "done": Out(32), "error": Out(1), "error_code": Out(SeqError),
             "abort_req": In(1), "idle": Out(1), "engine_error": Out(len(self.engines)),
+            "engine_busy": Out(len(self.engines)),
             **{f"m_axi_{name}": member for name, member in self.ports.items()},
             **(members or {}),
         })
@@ -126,6 +130,7 @@ class SequencedCore(wiring.Component):
         wiring.connect(m, wiring.flipped(self.start), seq.start)
         engines = list(self.engines.values())
         m.d.comb += [seq.engine_busy.eq(Cat(e.busy for e in engines)),
+                     self.engine_busy.eq(Cat(e.busy for e in engines)),
                      seq.abort_req.eq(self.abort_req),
                      self.idle.eq(~seq.busy & ~Cat(e.busy for e in engines).any()),
                      self.busy.eq(seq.busy), self.done.eq(seq.done), self.error.eq(seq.error),

@@ -26,6 +26,7 @@ from specgen.golden.validate import check_choice, check_int
 from specgen.hw.bits import index_width, value_width
 
 __all__ = ["ACCESS", "Enum", "Field", "Register", "RegisterMap", "accelerator_regmap",
+           "counter_registers", "address_registers",
            "ERROR_CODES", "REGMAP_VERSION", "MEM_BASE_OFFSETS", "LIN_ADDR_OFFSETS",
            "LIN_ADDR_SHIFT", "LIN_X_STRIDE_OFFSET"]
 
@@ -409,6 +410,34 @@ ERROR_CODES = (
 )
 
 
+def counter_registers(name, offset, what, *, snapshot=True):
+    """A 64-bit counter's snapshot as two read-only registers, ``<name>_LO`` at ``offset``
+    and ``<name>_HI`` after it (a :class:`hw.perf_counter.PerfCounter`'s value);
+    ``snapshot``: the value is the one ``PERF_CTRL.SNAPSHOT`` took."""
+    taken = " (snapshot taken by PERF_CTRL.SNAPSHOT)" if snapshot else ""
+    return (
+        Register(name=f"{name}_LO", offset=offset, description=f"{what}, bits 31..0{taken}",
+                 fields=(Field(name="VALUE", lsb=0, width=32, access="RO",
+                               description=f"{what}, low word"),)),
+        Register(name=f"{name}_HI", offset=offset + 4, description=f"{what}, bits 63..32",
+                 fields=(Field(name="VALUE", lsb=0, width=32, access="RO",
+                               description=f"{what}, high word"),)),
+    )
+
+
+def address_registers(name, offset, shift, lo_text, hi_text):
+    """A 64-bit address as two registers: ``<name>_LO`` stores bits 31..``shift`` (the low
+    bits are the alignment), ``<name>_HI`` bits 63..32."""
+    return (
+        Register(name=f"{name}_LO", offset=offset, description=lo_text,
+                 fields=(Field(name="ADDR", lsb=shift, width=32 - shift, access="RW",
+                               description=f"address bits 31..{shift}"),)),
+        Register(name=f"{name}_HI", offset=offset + 4, description=hi_text,
+                 fields=(Field(name="ADDR", lsb=0, width=32, access="RW",
+                               description="address bits 63..32"),)),
+    )
+
+
 def accelerator_regmap(config):
     """The register map of the accelerator built from ``config``.
 
@@ -432,41 +461,19 @@ def accelerator_regmap(config):
     tree, lin, ssm = config.tree, config.linear, config.ssm
     node_bits = index_width(tree.max_nodes)
     major, minor = REGMAP_VERSION
-
-    def counter(name, offset, what):
-        return (
-            Register(name=f"{name}_LO", offset=offset, description=f"{what}, bits 31..0 "
-                     "(snapshot taken by PERF_CTRL.SNAPSHOT)",
-                     fields=(Field(name="VALUE", lsb=0, width=32, access="RO",
-                                   description=f"{what}, low word"),)),
-            Register(name=f"{name}_HI", offset=offset + 4, description=f"{what}, bits 63..32",
-                     fields=(Field(name="VALUE", lsb=0, width=32, access="RO",
-                                   description=f"{what}, high word"),)),
-        )
-
-    def address_pair(name, offset, shift, lo_text, hi_text):
-        """A 64-bit address as two registers: ``LO`` stores bits 31..``shift`` (the low
-        bits are the alignment), ``HI`` bits 63..32."""
-        return (
-            Register(name=f"{name}_LO", offset=offset, description=lo_text,
-                     fields=(Field(name="ADDR", lsb=shift, width=32 - shift, access="RW",
-                                   description=f"address bits 31..{shift}"),)),
-            Register(name=f"{name}_HI", offset=offset + 4, description=hi_text,
-                     fields=(Field(name="ADDR", lsb=0, width=32, access="RW",
-                                   description="address bits 63..32"),)),
-        )
+    counter = counter_registers
 
     def base_address(kind, what):
         # 64-bit, page-aligned: the LO word's bits 11..0 are not stored, so every address the
         # hardware computes (base + region offset + layer·stride) stays on a 4 KiB page.
-        return address_pair(f"MEM_{kind.upper()}_BASE", MEM_BASE_OFFSETS[kind],
+        return address_registers(f"MEM_{kind.upper()}_BASE", MEM_BASE_OFFSETS[kind],
                             ALIGN.bit_length() - 1,
                             f"Base address of the {kind} class ({what}), bits 31..0; "
                             f"{ALIGN}-byte aligned.",
                             f"Base address of the {kind} class, bits 63..32.")
 
     def lin_address(name, what):
-        return address_pair(f"LIN_{name}", LIN_ADDR_OFFSETS[name], LIN_ADDR_SHIFT,
+        return address_registers(f"LIN_{name}", LIN_ADDR_OFFSETS[name], LIN_ADDR_SHIFT,
                             f"Byte address of {what}, bits 31..0; {1 << LIN_ADDR_SHIFT}-byte "
                             "aligned. Read at LIN_CTRL.GO.",
                             f"Byte address of {what}, bits 63..32.")

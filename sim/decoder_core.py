@@ -38,7 +38,7 @@ from specgen.sim.axi_master import Memory, reset_and_attach, reset_domains, star
 from specgen.sim.bench import offer, pack, params
 from specgen.sim.bench import seed as bench_seed
 
-__all__ = ["make_core", "run_program", "PROGRAM_TIMEOUT"]
+__all__ = ["make_core", "run_program", "trace_program", "ProgramTrace", "PROGRAM_TIMEOUT"]
 
 #: Fabric cycles a step's program may take.
 PROGRAM_TIMEOUT = 400_000
@@ -111,25 +111,12 @@ async def run_program(dut, start, *, timeout, cut=None, abort=None, trace=None):
     d = dut
     done0 = int(d.done.value)
     await offer(dut, "start", start)
-    if trace is not None:
-        seq = d.seq
-        n = len(seq.engine_busy.value)
-        busy0, jobs0 = 0, int(d.linear.jobs_done.value)
+    tracer = None if trace is None else ProgramTrace(d, trace)
     for cycle in range(timeout):
         await RisingEdge(d.clk)
         await ReadOnly()
-        if trace is not None:
-            handed = int(seq.handed.value)
-            busy = int(seq.engine_busy.value)
-            jobs = int(d.linear.jobs_done.value)
-            for e in range(n):
-                if handed >> e & 1:
-                    trace.append(("hand", cycle + 1, e))
-                if busy0 >> e & 1 and not busy >> e & 1:
-                    trace.append(("idle", cycle + 1, e))
-            for j in range(jobs0, jobs):
-                trace.append(("job", cycle + 1, j))
-            busy0, jobs0 = busy, jobs
+        if tracer is not None:
+            tracer.sample(cycle)
         assert not int(d.error.value), (
             f"the sequencer stopped on error code {int(d.error_code.value)}")
         assert not int(d.engine_error.value), (
@@ -147,6 +134,55 @@ async def run_program(dut, start, *, timeout, cut=None, abort=None, trace=None):
             await RisingEdge(d.clk)
             return cycle + 1
     raise AssertionError(f"the program did not end in {timeout} cycles")
+
+
+class ProgramTrace:
+    """:func:`run_program`'s ``trace``: append a program's events to ``trace``, sampled
+    from the core ``core`` (a handle of a :class:`hw.decoder.SequencedCore`'s instance)
+    once a cycle by :meth:`sample`, in ``ReadOnly``."""
+
+    def __init__(self, core, trace):
+        self.core, self.trace = core, trace
+        self.n = len(core.seq.engine_busy.value)
+        self.busy0, self.jobs0 = 0, int(core.linear.jobs_done.value)
+
+    def sample(self, cycle):
+        """The events of the ``cycle``-th cycle after the program was taken."""
+        seq = self.core.seq
+        handed, busy = int(seq.handed.value), int(seq.engine_busy.value)
+        jobs = int(self.core.linear.jobs_done.value)
+        for e in range(self.n):
+            if handed >> e & 1:
+                self.trace.append(("hand", cycle + 1, e))
+            if self.busy0 >> e & 1 and not busy >> e & 1:
+                self.trace.append(("idle", cycle + 1, e))
+        for j in range(self.jobs0, jobs):
+            self.trace.append(("job", cycle + 1, j))
+        self.busy0, self.jobs0 = busy, jobs
+
+
+async def trace_program(clk, core, trace):
+    """Trace the next program ``core`` takes (:class:`ProgramTrace`), cycles counted from
+    its start's handshake as :func:`run_program` counts them, until the sequencer is no
+    longer busy. It reads the sequencer's own ports: Verilator's VPI does not update the
+    output ports of a module it keeps uninlined once they only pass a child's signal
+    through (the core's ``busy`` reads 0 while its sequencer's reads 1)."""
+    seq = core.seq
+    while True:
+        await RisingEdge(clk)
+        await ReadOnly()
+        if int(seq.start__valid.value) and int(seq.start__ready.value):
+            break
+    await RisingEdge(clk)                  # the handshake's edge, where run_program starts
+    tracer = ProgramTrace(core, trace)
+    cycle = 0
+    while True:
+        await RisingEdge(clk)
+        await ReadOnly()
+        tracer.sample(cycle)
+        if cycle and not int(seq.busy.value):
+            return
+        cycle += 1
 
 
 async def _abort(d, done0, timeout):

@@ -61,6 +61,14 @@ def test_speq_on_the_rtl_with_resets_and_aborts_in_mid_step_and_mid_commit():
     assert len(set(got.tokens)) > 4      # a continuation that does not repeat one token
     assert got.cycles_per_token > 0 and len(got.steps) == len(got.tokens_per_step)
     assert got.draft_on_core and all(s["draft_cycles"] > 0 for s in got.steps)
+    # The top's counters: PERF_BUSY counts the cycles PERF_PROGRAM gave each program, and
+    # the linear and SSM engines' busy cycles fit in them, their overlap in each.
+    c, steps = got.counters, got.steps
+    assert got.backend == "axi-lite"
+    assert c["perf_busy"] == sum(s["tree_cycles"] + s["commit_cycles"] + s["draft_cycles"]
+                                 for s in steps)
+    assert 0 < c["perf_linear_busy"] < c["perf_busy"] and 0 < c["perf_ssm_busy"] < c["perf_busy"]
+    assert c["perf_overlap"] <= min(c["perf_linear_busy"], c["perf_ssm_busy"])
     # The whole-step model (gen.perf.program) beside the RTL, at a memory latency its
     # calibration never saw (gen/perf/program_costs.json: 16 and 48 cycles).
     assert abs(got.model_error) <= MODEL_TOLERANCE, (
@@ -72,19 +80,20 @@ def test_speq_on_the_rtl_with_resets_and_aborts_in_mid_step_and_mid_commit():
 def test_generate_cli_with_a_draft_model_on_the_rtl(tmp_path, capsys):
     """``specgen generate --engine rtl --json`` with a separate draft model file (the
     target's first layer, a layer-skipping draft; its passes on the core), the same
-    tree."""
+    tree; the host reaches the registers through the board back-end's MMIO class over a
+    mapping that forwards to the simulation (``--backend mmio``)."""
     target = MambaLM.from_seed(lm_preset("micro"), seed=1)
     target.truncated(1).save(tmp_path / "draft.npz")
     want = _oracle(str(tmp_path / "draft.npz"))
     argv = ["generate", "--board", "sim", "--model", "micro", "--seed", "1", "--draft",
             str(tmp_path / "draft.npz"), "--prompt-ids", ",".join(map(str, PROMPT)),
             "--tokens", str(TOKENS), "--tree", ",".join(map(str, TREE)), "--gamma", "0",
-            "--engine", "rtl", "--json"]
+            "--engine", "rtl", "--backend", "mmio", "--json"]
     assert main(argv) == 0
     lines = capsys.readouterr().out.strip().splitlines()
     assert len(lines) == 1, "the build's output reached stdout"
     doc = json.loads(lines[0])
-    assert doc["engine"] == "rtl"
+    assert doc["engine"] == "rtl" and doc["backend"] == "mmio"
     assert tuple(doc["tokens"]) == want["golden"].tokens == want["hw"].tokens
     assert tuple(doc["tokens_per_step"]) == want["hw"].tokens_per_step
     assert doc["cycles_per_token"] > 0 and doc["clock_mhz"] == CONFIG.board.clock_mhz

@@ -257,3 +257,11 @@ def test_draft_on_is_for_the_rtl_engine(capsys):
     assert main(["generate", "--board", "sim", "--model", "micro", "--draft-on", "host"]) == 2
     err = capsys.readouterr().err.strip()
     assert err == "specgen generate: error: --draft-on host is for --engine rtl, not golden"
+
+
+def test_backend_is_for_the_rtl_engine(capsys):
+    assert main(["generate", "--board", "sim", "--model", "micro", "--backend", "mmio"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == "specgen generate: error: --backend mmio is for --engine rtl, not golden"
+    with pytest.raises(ValueError, match="RtlEngine.backend must be one of 'axi-lite', 'mmio'"):
+        RtlEngine(config=CONFIG, backend="pcie")

@@ -16,6 +16,12 @@ def _regmap(out, progress):
     return write_files(out, {"regmap.md": render_regmap_doc().encode()})
 
 
+def _regmap_core(out, progress):
+    from specgen.gen.cli.output import write_files
+    from specgen.gen.emit.regmap_doc import render_core_regmap_doc
+    return write_files(out, {"regmap-core.md": render_core_regmap_doc().encode()})
+
+
 def _memory_map(out, progress):
     from specgen.gen.cli.output import write_files
     from specgen.gen.emit.memory_map_doc import render_memory_map_doc
@@ -45,6 +51,8 @@ def _figures(out, progress):
 #: ``page: (what it writes, writer(out_dir, progress) -> paths)``: the one list of pages.
 PAGES = {
     "regmap": ("regmap.md: the register map of hw/regmap.py", _regmap),
+    "regmap-core": ("regmap-core.md: the decoder core's registers (hw/decoder_top.py)",
+                    _regmap_core),
     "memory-map": ("memory-map.md: the off-chip memory map of golden/memory_map.py for every "
                    "preset", _memory_map),
     "tree-memory": ("the generated table of tree.md (state memory per tree shape)", _tree_memory),

@@ -11,7 +11,8 @@ Regenerate with ``specgen docs regmap`` (``tests/test_regmap.py`` fails while
 
 from specgen.golden.config import PRESETS, Config, preset
 
-__all__ = ["render_regmap_doc", "c_header", "DOC_PRESET"]
+__all__ = ["render_regmap_doc", "render_core_regmap_doc", "c_header", "DOC_PRESET",
+           "CORE_DOC"]
 
 #: The preset whose map the document shows in full.
 DOC_PRESET = "vhk158"
@@ -84,3 +85,50 @@ def render_regmap_doc():
         "| offset |" + rest,
     ]).rstrip() + "\n"
 
+
+
+#: The decoder core ``docs/regmap-core.md`` shows: the one the README's ``specgen generate
+#: --engine rtl`` command builds (the ``sim`` preset, the seeded ``micro`` LM, a tree of 3
+#: nodes).
+CORE_DOC = {"preset": "sim", "model": "micro", "nodes": 3}
+
+
+def render_core_regmap_doc():
+    """The text of ``docs/regmap-core.md``: the decoder top's registers
+    (:func:`hw.decoder_top.decoder_regmap`) for :data:`CORE_DOC`'s core."""
+    import warnings
+
+    from specgen.golden.lm import lm_preset
+    from specgen.gen.runtime.runtime import RtlEngine
+    from specgen.hw.decoder_top import decoder_regmap
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")      # the core is described, never elaborated
+        _, core = RtlEngine(config=preset(CORE_DOC["preset"])).core(
+            lm_preset(CORE_DOC["model"]), CORE_DOC["nodes"])
+        core._MustUse__silence = True
+        regmap = decoder_regmap(core)
+    body = regmap.to_markdown(title="Register map of the decoder core (AXI4-Lite)")
+    intro, _, rest = body.partition("| offset |")
+    return "\n".join([
+        intro.rstrip(),
+        "",
+        "Generated from `hw/decoder_top.py` (`decoder_regmap`) by `specgen docs regmap-core`; "
+        "do not edit. The same description builds the RTL (`CoreControl`, in "
+        "`DecoderTop` beside the `DecoderCore`), and its `to_c_header()` gives the C "
+        "header; `gen/runtime/driver.py` (`CoreDriver`) is the host's side.",
+        "",
+        "The layout is the same for every core. The `CAPS*` values, the `TBL` field widths "
+        f"and `PROG_RECORDS`' width follow the core: these are those of the core `specgen "
+        f"generate --engine rtl` builds for the `{CORE_DOC['model']}` LM on the "
+        f"`{CORE_DOC['preset']}` preset with a tree of {CORE_DOC['nodes']} nodes "
+        "(the README's command).",
+        "",
+        "A program, as the host runs it: write the SSM engine's node table (`TBL`, one "
+        "write an entry, `WRITE` set), `PROG_ADDR_LO/HI` and `PROG_RECORDS`, clear "
+        "`EVENT.END` and the counters (`PERF_CTRL.CLEAR`), write `CTRL.START`; wait for "
+        "`irq` (or poll `EVENT.END`); read `STATUS` (an error is named by `ERROR_CODE`) "
+        "and `PERF_PROGRAM`, the program's cycles. `CTRL.ABORT` stops a program; once "
+        "`STATUS.IDLE`, the host reruns it (the rollback).",
+        "",
+        "| offset |" + rest,
+    ])

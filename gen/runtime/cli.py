@@ -67,6 +67,11 @@ def add_parser(sub):
     p.add_argument("--draft-on", default="core", choices=("core", "host"), dest="draft_on",
                    help="rtl engine: run the draft's passes on the decoder core (default) or "
                         "draft the tree on the host")
+    p.add_argument("--backend", default="axi-lite", choices=("axi-lite", "mmio"),
+                   help="rtl engine: how the host reaches the decoder top's registers: "
+                        "axi-lite (the simulation back-end, default) or mmio (the board "
+                        "back-end's memory-mapped I/O class over a mapping that forwards to "
+                        "the simulation)")
     p.add_argument("--json", action="store_true",
                    help="print JSON: tokens, tokens_per_step, cycles_per_token")
     p.set_defaults(func=run)
@@ -113,9 +118,11 @@ def run(args, *, out=None):
     engine = args.engine
     if engine == "rtl":
         from specgen.gen.runtime.runtime import RtlEngine
-        engine = RtlEngine(config=config, draft_on=args.draft_on)
+        engine = RtlEngine(config=config, draft_on=args.draft_on, backend=args.backend)
     elif args.draft_on != "core":
         raise CLIError(f"--draft-on {args.draft_on} is for --engine rtl, not {args.engine}")
+    elif args.backend != "axi-lite":
+        raise CLIError(f"--backend {args.backend} is for --engine rtl, not {args.engine}")
     rt = Runtime(config=config, engine=engine)
     try:
         progress.status(f"loading {args.model}")
@@ -165,6 +172,14 @@ def run(args, *, out=None):
                      + ("the draft's passes and the target's, all on the core)"
                         if res.draft_on_core else "the target passes only, the draft is the "
                         "host's)"))
+    if res.counters:
+        c = res.counters
+        busy = max(c["perf_busy"], 1)
+        lines.append(f"engines (PERF counters over the steps' programs): linear busy "
+                     f"{100 * c['perf_linear_busy'] / busy:.1f} %, SSM busy "
+                     f"{100 * c['perf_ssm_busy'] / busy:.1f} %, both at once (PERF_OVERLAP) "
+                     f"{c['perf_overlap']:,} cycles of {c['perf_busy']:,}; registers over "
+                     f"{res.backend}")
     if res.model_cycles_per_token is not None:
         lines.append(f"whole-step model: {res.model_cycles_per_token:.1f} cycles per token "
                      f"({100 * res.model_error:+.2f} % against the RTL; gen.perf.program)")

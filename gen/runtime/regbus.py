@@ -59,7 +59,7 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["RegisterBus", "MMIO", "uio_map", "Registers", "WORD"]
+__all__ = ["RegisterBus", "MMIO", "uio_map", "UIOInterrupt", "Registers", "WORD"]
 
 #: Bytes of a register (the AXI4-Lite data width of the register file).
 WORD = 4
@@ -162,6 +162,19 @@ class MMIO(RegisterBus):
         self.path, self.offset = None, 0
         return self
 
+    @classmethod
+    def over_words(cls, words, *, span):
+        """An MMIO whose loads and stores are ``words[i]`` and ``words[i] = value`` (``i``
+        a 32-bit word index below ``span // 4``): a test's model of the device behind the
+        mapping, such as a simulation."""
+        if not (hasattr(words, "__getitem__") and hasattr(words, "__setitem__")):
+            raise TypeError(f"MMIO.over_words: words must support indexing, not {words!r}")
+        self = cls.__new__(cls)
+        RegisterBus.__init__(self, span=span)
+        self._map, self._words = None, words
+        self.path, self.offset = None, 0
+        return self
+
     def _read(self, offset):
         return self._words[offset // WORD]
 
@@ -180,6 +193,48 @@ class MMIO(RegisterBus):
 
     def __exit__(self, *exc):
         self.close()
+
+
+class UIOInterrupt:
+    """The interrupt of a UIO device: the decoder top's ``irq`` on a Versal Linux image.
+
+    UIO's protocol (the kernel's "The Userspace I/O HOWTO"): writing the 32-bit value 1
+    to ``/dev/uioN`` unmasks the interrupt (``uio_pdrv_genirq`` masks it on every
+    interrupt), and a 4-byte read blocks until the next one and returns the interrupt
+    count. :meth:`wait` does both, with a timeout through ``select``.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        ``/dev/uioN``. Or ``fd``: an open file descriptor that speaks the same protocol
+        (the tests' socket).
+    """
+
+    def __init__(self, *, path=None, fd=None):
+        if (path is None) == (fd is None):
+            raise ValueError("UIOInterrupt: give exactly one of path and fd")
+        self._own = fd is None
+        self.fd = os.open(os.fspath(path), os.O_RDWR) if fd is None else fd
+        self.count = None
+
+    def wait(self, timeout_s):
+        """Unmask, then wait up to ``timeout_s`` seconds; True if the interrupt fired
+        (:attr:`count` is then the device's interrupt count)."""
+        import select
+        os.write(self.fd, np.uint32(1).tobytes())
+        ready, _, _ = select.select([self.fd], [], [], max(0.0, timeout_s))
+        if not ready:
+            return False
+        data = os.read(self.fd, 4)
+        if len(data) != 4:
+            raise OSError(f"UIOInterrupt: a read gave {len(data)} bytes, not 4")
+        self.count = int(np.frombuffer(data, "<u4")[0])
+        return True
+
+    def close(self):
+        if self._own and self.fd is not None:
+            os.close(self.fd)
+        self.fd = None
 
 
 def uio_map(device, *, map_index=0, sysfs="/sys/class/uio"):

@@ -27,7 +27,7 @@ Engines (:data:`ENGINES`):
     (``tests/test_golden_decoder.py``).
 ``rtl``
     :class:`RtlEngine`: every target pass on a simulated
-    :class:`hw.decoder.DecoderCore` (cocotb on Verilator, :mod:`sim.rtl_generate`):
+    :class:`hw.decoder.DecoderCore` (cocotb on Verilator, :mod:`gen.runtime.rtl_host`):
     the prompt, each step's tree (the gather of the nodes' embedding rows, then
     the logits and argmax of every node) and the commit of the accepted path,
     from programs in memory (:mod:`hw.step_program`); the host writes only the
@@ -93,6 +93,13 @@ class GenerateResult:
     draft_on_core : bool or None
         The draft's passes ran on the core (RTL engine), so ``cycles_per_token`` counts
         them.
+    counters : dict or None
+        The decoder top's performance counters (:data:`hw.decoder_top.DECODER_COUNTERS`)
+        summed over the generation's programs, the prompt's excluded (RTL engine):
+        ``perf_busy`` (cycles a program ran), ``perf_linear_busy``, ``perf_ssm_busy``
+        and ``perf_overlap`` (both at once).
+    backend : str or None
+        How the host reached the registers (RTL engine: :data:`BACKENDS`).
     """
 
     tokens: tuple
@@ -105,6 +112,8 @@ class GenerateResult:
     steps: tuple = ()
     model_cycles_per_token: float | None = None
     draft_on_core: bool | None = None
+    counters: dict | None = None
+    backend: str | None = None
 
     @property
     def model_error(self):
@@ -125,7 +134,8 @@ class GenerateResult:
                 "cycles_per_token": self.cycles_per_token, "engine": self.engine,
                 "model_cycles_per_token": self.model_cycles_per_token,
                 "draft_on_core": self.draft_on_core,
-                "model_error": self.model_error,
+                "model_error": self.model_error, "counters": self.counters,
+                "backend": self.backend,
                 "clock_mhz": self.clock_mhz, "steps": list(self.steps),
                 "mean_tokens_per_step": self.mean_tokens_per_step,
                 "accepted_per_step": list(self.accepted_per_step),
@@ -242,11 +252,16 @@ def _stdout_to_stderr():
 
 #: Where the RTL engine's draft runs (:class:`RtlEngine`'s ``draft_on``).
 DRAFT_ON = ("core", "host")
-#: The part of a step each kind of program is (:mod:`sim.rtl_generate`).
+#: The part of a step each kind of program is (:mod:`gen.runtime.rtl_host`).
 _PART = {"tree": "tree", "commit": "commit", "draft": "draft", "draft_commit": "draft"}
 
 #: The RTL engine's fault injections (:class:`RtlEngine`'s ``faults``).
 FAULTS = ("cut_tree", "cut_commit", "abort_tree", "abort_commit")
+#: How the RTL engine's host reaches the decoder top's registers (:mod:`gen.runtime.rtl_host`):
+#: ``axi-lite``, the simulation back-end (cocotbext-axi's AXI4-Lite master), or ``mmio``,
+#: the board back-end (:class:`gen.runtime.regbus.MMIO`) over a mapping that forwards to
+#: the simulation.
+BACKENDS = ("axi-lite", "mmio")
 
 
 def rtl_design(config, model):
@@ -267,7 +282,7 @@ class RtlEngine:
     Every target pass runs on a simulated :class:`hw.decoder.DecoderCore` (Verilator, the
     memory behind its AXI ports modeled by :mod:`sim.axi_master`): the prompt, each
     step's tree and the commit of its accepted path, from the programs of
-    :class:`hw.step_program.StepPlan` (:mod:`sim.rtl_generate`), and the draft's passes
+    :class:`hw.step_program.StepPlan` (:mod:`gen.runtime.rtl_host`), and the draft's passes
     too unless ``draft_on="host"``, and the greedy acceptance of every target step
     (the accepted path in memory). The draft's candidate choice (top-k from the logits
     in memory) is the host's.
@@ -298,12 +313,15 @@ class RtlEngine:
         target's widths; fewer layers are fine), and the runtime picks each node's top-k
         children from its logits in memory. ``"host"``: the draft's tree is
         :func:`golden.speculative.draft_tree` on the host (any draft model).
+    backend : {"axi-lite", "mmio"}
+        How the host (:class:`gen.runtime.driver.CoreDriver`) reaches the registers of
+        the :class:`hw.decoder_top.DecoderTop` around the core (:data:`BACKENDS`).
     """
 
     name = "rtl"
 
     def __init__(self, *, config, latency=16, stall=0.0, faults=None, cxx_opt="-Os",
-                 trace=False, draft_on="core"):
+                 trace=False, draft_on="core", backend="axi-lite"):
         from specgen.golden.config import Config
         from specgen.golden.validate import check_choice, check_int
         if not isinstance(config, Config):
@@ -322,6 +340,7 @@ class RtlEngine:
         self.faults = faults
         self.trace = bool(trace)
         self.draft_on = check_choice("RtlEngine", "draft_on", draft_on, DRAFT_ON)
+        self.backend = check_choice("RtlEngine", "backend", backend, BACKENDS)
         #: The simulation's whole result of the last :meth:`generate` (with ``trace``, its
         #: programs and their events: :func:`sim.decoder_core.run_program`).
         self.last_run = None
@@ -329,14 +348,14 @@ class RtlEngine:
     def core(self, model, nodes):
         """``(design, core)``: the decoder core of ``model`` for trees of ``nodes`` nodes,
         its address width and record memory sized by the step programs it will run, with
-        room for a draft's plan beside the target's (:mod:`sim.rtl_generate`; a draft on
+        room for a draft's plan beside the target's (:mod:`gen.runtime.rtl_host`; a draft on
         the core has the target's widths and at most its layers, so one core serves
         every draft and ``draft_on``)."""
         from specgen.golden.decoder import HardwareLM
         from specgen.golden.lm import MambaLM
         from specgen.hw.decoder import DecoderCore
         from specgen.hw.step_program import StepPlan
-        from specgen.sim.rtl_generate import next_base, program_areas
+        from specgen.gen.runtime.rtl_host import next_base, program_areas
 
         design = rtl_design(self.config, model)
         probe = DecoderCore(config=design, model=model, max_records=4096, addr_width=40,
@@ -399,13 +418,16 @@ class RtlEngine:
                  "draft_path": None, "draft_model": None, "prompt": list(prompt),
                  "tokens": tokens, "tree": list(shape.branching), "gamma": gamma,
                  "latency": self.latency, "stall": self.stall, "result": str(tmp / "out.json"),
-                 "trace": self.trace, "draft_on_core": on_core, **self.faults}
+                 "trace": self.trace, "draft_on_core": on_core, "backend": self.backend,
+                 **self.faults}
             if not speq:
                 draft.save(tmp / "draft.npz")
                 p.update(draft_path=str(tmp / "draft.npz"),
                          draft_model=dataclasses.asdict(draft.config))
+            from specgen.hw.decoder_top import DecoderTop
+            top = DecoderTop(core=core)
             with _stdout_to_stderr():
-                run_bench(core, name=core.module_name, module="specgen.sim.rtl_generate",
+                run_bench(top, name=top.module_name, module="specgen.gen.runtime.rtl_host",
                           testcase="generate", params=p, cxx_opt=self.cxx_opt)
             r = json.loads((tmp / "out.json").read_text())
         self.last_run = r
@@ -431,7 +453,18 @@ class RtlEngine:
                               nodes_per_step=tuple(r["nodes_per_step"]),
                               clock_mhz=r["clock_mhz"], steps=tuple(steps),
                               model_cycles_per_token=model_cpt,
-                              draft_on_core=r["draft_on_core"])
+                              draft_on_core=r["draft_on_core"], backend=r["backend"],
+                              counters=_counters(r["programs"]))
+
+
+#: The counters :class:`GenerateResult` sums (:data:`gen.runtime.driver.PERF_NAMES`, less
+#: ``perf_cycles``, which counts the host's time between programs too).
+_SUMMED = ("perf_busy", "perf_linear_busy", "perf_ssm_busy", "perf_overlap")
+
+
+def _counters(programs):
+    """The counters of the generation's programs (those of a step), summed."""
+    return {k: sum(p[k] for p in programs if p["step"] is not None) for k in _SUMMED}
 
 
 def make_engine(name, *, config):

@@ -1,5 +1,6 @@
 """The runtime's RTL engine: greedy tree speculative decoding with every target pass on a
-simulated :class:`hw.decoder.DecoderCore` (cocotb on Verilator).
+simulated :class:`hw.decoder.DecoderCore` behind its registers
+(:class:`hw.decoder_top.DecoderTop`, cocotb on Verilator).
 
 :class:`gen.runtime.runtime.RtlEngine` builds the core for the loaded model and runs the
 cocotb test :func:`generate` against it; the test reads its parameters (the design, the
@@ -24,8 +25,18 @@ expanded node's children, the ``topk`` of the softmax of its logits in memory
 expanded only if its ``q`` reaches ``gamma``): that is
 :func:`golden.speculative.draft_tree`, pass by pass.
 
-What the host (this test, standing in for the runtime's driver) does between the
-programs: the draft's candidate choice (above), or, without ``draft_on_core``, the whole
+The host is blocking code in a thread of its own (``cocotb.task.bridge``), as on a
+board. It reaches the core only through the top's AXI4-Lite registers and its ``irq``
+(:class:`gen.runtime.driver.CoreDriver`: the node table, the program's address and
+length, ``START``, ``ABORT``, ``STATUS`` and the counters), and the memory. The
+parameter ``backend`` picks the bus: ``axi-lite`` (a :class:`RegisterBus` on
+``cocotbext-axi``'s ``AxiLiteMaster``, the simulation back-end) or ``mmio`` (the board
+back-end's :class:`gen.runtime.regbus.MMIO`, over a mapping whose loads and stores
+forward to that master: the fake device it is tested on). Every program's cycles are
+the top's ``PERF_PROGRAM`` counter, and its linear, SSM and overlap cycles the
+``PERF_*`` counters.
+
+What the host does between the programs: the draft's candidate choice (above), or, without ``draft_on_core``, the whole
 draft tree (:func:`golden.speculative.draft_tree` on the draft's
 :class:`golden.decoder.HardwareLM`, which is bit for bit what the core's draft pass
 computes, ``tests/test_decoder_core.py``); the programs (each node's embedding row is
@@ -39,7 +50,7 @@ Faults (``cut_tree`` and ``cut_commit``: a step index): a reset of both domains 
 tree program or in mid commit; the host writes the node table again and reruns the
 program (both are idempotent: a step gathers its embedding rows
 again, and a commit reads the committed bank and writes the other). ``abort_tree`` and
-``abort_commit``: an ``ABORT`` (the core's ``abort_req``) in mid program instead; once
+``abort_commit``: a ``CTRL.ABORT`` in mid program instead; once
 the core is idle the host rolls back by running the program again (nothing to restore:
 the committed state is only read until a commit is done).
 """
@@ -50,6 +61,9 @@ from pathlib import Path
 
 import cocotb
 import numpy as np
+from cocotb.task import bridge, resume
+from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge, with_timeout
+from cocotbext.axi import AxiLiteBus, AxiLiteMaster
 
 from specgen.golden.config import Config
 from specgen.golden.config_io import from_dict
@@ -57,14 +71,16 @@ from specgen.golden.decoder import hardware_pair
 from specgen.golden.lm import LMConfig, MambaLM
 from specgen.golden.speculative import draft_tree, softmax, topk
 from specgen.golden.tree import ROOT, TreeShape, accepted_path
+from specgen.gen.runtime.driver import CoreDriver
+from specgen.gen.runtime.regbus import MMIO, WORD, RegisterBus, Registers
 from specgen.hw.decoder import DecoderCore
-from specgen.hw.sequencer import start_layout
+from specgen.hw.decoder_top import DecoderTop
 from specgen.hw.step_program import StepPlan
 from specgen.hw.tree_ssm import table_layout
-from specgen.sim.axi_master import Memory, reset_and_attach, start_clocks
+from specgen.sim.axi_master import Memory, reset_and_attach, reset_domains, start_clocks
 from specgen.sim.bench import pack, params
 from specgen.sim.bench import seed as bench_seed
-from specgen.sim.decoder_core import PROGRAM_TIMEOUT, axi_prefixes, run_program
+from specgen.sim.decoder_core import PROGRAM_TIMEOUT, axi_prefixes, trace_program
 
 __all__ = ["core_of", "generate", "next_base", "program_areas"]
 
@@ -90,27 +106,96 @@ def program_areas(records, record_bits, at):
 
 
 def core_of(p):
-    """``(config, model, core)`` of the engine's parameters."""
+    """``(config, model, top)`` of the engine's parameters: the
+    :class:`hw.decoder_top.DecoderTop` of the core."""
     config = from_dict(Config, p["config"])
     model = LMConfig(**p["model"])
     core = DecoderCore(config=config, model=model, max_records=p["max_records"],
                        addr_width=p["addr_width"], max_nodes=p["max_nodes"])
-    return config, model, core
+    return config, model, DecoderTop(core=core)
+
+
+class AxiLiteRegisterBus(RegisterBus):
+    """The simulation back-end's bus: every access one AXI4-Lite transaction of the
+    bench's ``AxiLiteMaster``, from the host's thread (``cocotb.task.bridge``)."""
+
+    def __init__(self, axil, *, span):
+        super().__init__(span=span)
+        self._rd, self._wr = resume(axil.read_dword), resume(axil.write_dword)
+
+    def _read(self, offset):
+        return self._rd(offset)
+
+    def _write(self, offset, value):
+        self._wr(offset, value)
+
+
+class ForwardingWords:
+    """A device mapping's 32-bit words as :class:`gen.runtime.regbus.MMIO` indexes them,
+    each load and store forwarded to the simulated top over AXI4-Lite: the fake
+    ``/dev/uioN`` mapping the board back-end is tested on."""
+
+    def __init__(self, axil):
+        self._rd, self._wr = resume(axil.read_dword), resume(axil.write_dword)
+
+    def __getitem__(self, index):
+        return self._rd(WORD * int(index))
+
+    def __setitem__(self, index, value):
+        self._wr(WORD * int(index), int(value))
+
+
+class PinInterrupt:
+    """The top's ``irq`` pin as :class:`gen.runtime.driver.CoreDriver` waits for it (what
+    :class:`gen.runtime.regbus.UIOInterrupt` is on a board): ``wait`` returns at the
+    first cycle ``irq`` is high, or False after ``cycles`` cycles."""
+
+    def __init__(self, dut, *, cycles):
+        self.dut, self.cycles = dut, cycles
+        self._wait = resume(self._await)
+
+    async def _await(self):
+        for _ in range(self.cycles):
+            await ReadOnly()
+            fired = bool(int(self.dut.irq.value))
+            await RisingEdge(self.dut.clk)     # leave the read-only phase before returning
+            if fired:
+                return True
+        return False
+
+    def wait(self, timeout_s):
+        return self._wait()
 
 
 class Host:
-    """The core's memory and the host's side of the programs."""
+    """The core's memory and the host's side of the programs, over the top's registers
+    (:class:`gen.runtime.driver.CoreDriver`); its methods run in the host's thread."""
 
     def __init__(self, dut, p):
         self.dut, self.p = dut, p
         self.rng = random.Random(bench_seed())
-        self.config, self.model, self.core = core_of(p)
+        self.config, self.model, self.top = core_of(p)
+        self.core = self.top.core
         start_clocks(dut, sync_mhz=self.config.board.clock_mhz,
                      mem_mhz=self.config.board.memory_clock_mhz)
         self.memory = Memory(1 << p["addr_width"], self.rng)
-        self.start_lay = start_layout(p["addr_width"], self.core.max_records)
-        self.cycles = 0
+        self.axil = AxiLiteMaster(AxiLiteBus.from_prefix(dut, "s_axi_"), dut.clk, dut.rst)
+        self.table_layout = table_layout(self.config.tree.fifo_depth)
         self.programs = []
+        self.driver = None
+
+    def connect(self):
+        """The driver, over the back-end ``p["backend"]``
+        (:data:`gen.runtime.runtime.BACKENDS`); in the host's
+        thread (its constructor reads the identity registers)."""
+        span = self.top.regmap.span
+        backend = self.p.get("backend", "axi-lite")
+        if backend == "mmio":
+            bus = MMIO.over_words(ForwardingWords(self.axil), span=span)
+        else:
+            bus = AxiLiteRegisterBus(self.axil, span=span)
+        self.driver = CoreDriver(regs=Registers(bus=bus, regmap=self.top.regmap),
+                                 irq=PinInterrupt(self.dut, cycles=PROGRAM_TIMEOUT))
 
     def load(self, plans):
         """The plans' bytes into memory; the program areas after the last."""
@@ -119,37 +204,54 @@ class Host:
         self.prog_at, self.commit_at, _ = program_areas(
             self.core.max_records, self.core.record_bits, next_base(plans[-1]))
 
-    async def write_table(self, table):
-        d = self.dut
-        lay = table_layout(self.config.tree.fifo_depth)
-        for node, entry, src in table:
-            d.tbl_we.value, d.tbl_node.value, d.tbl_src.value = 1, node, src
-            d.tbl_entry.value = pack(lay, entry)
-            await cocotb.triggers.RisingEdge(d.clk)
-        d.tbl_we.value = 0
-
-    async def run(self, at, records, table, *, kind, step=None, cut=False, abort=False):
+    def run(self, at, records, table, *, kind, step=None, cut=False, abort=False):
         """Run a program (``records``: bytes and count) from ``at`` with the node table
-        ``table`` (written again after a cut: a reset clears it). Its fabric cycles. The
-        program, its ``kind`` (``tree``, ``commit``, ``draft``, ``draft_commit``, or one
-        of the prompt's ``prefill``, ``prefill_commit``, ``draft_prefill``,
-        ``draft_prefill_commit``), its ``step`` and its cycles go to :attr:`programs`
+        ``table`` (written again after a cut: a reset clears the registers). Its fabric
+        cycles (``PERF_PROGRAM``). The program, its ``kind`` (``tree``, ``commit``,
+        ``draft``, ``draft_commit``, or one of the prompt's ``prefill``,
+        ``prefill_commit``, ``draft_prefill``, ``draft_prefill_commit``), its ``step``,
+        its cycles and the engines' busy and overlap counters go to :attr:`programs`
         (the performance model is set beside them), with the parameter ``trace`` also its
-        events (:func:`sim.decoder_core.run_program`)."""
+        events (:func:`sim.decoder_core.trace_program`)."""
         prog, n_rec = records
         self.memory.data[at:at + len(prog)] = prog
-        start = pack(self.start_lay, {"addr": at, "records": n_rec})
+        entries = [(node, pack(self.table_layout, entry), src) for node, entry, src in table]
         for attempt in ((True, False) if cut or abort else (False,)):
-            await self.write_table(table)
+            self.driver.write_table(entries)
             trace = [] if self.p.get("trace") and not attempt else None
-            at_cycle = self.rng.randrange(50, 500) if attempt else None
-            cycles = await run_program(self.dut, start, timeout=PROGRAM_TIMEOUT, trace=trace,
-                                       cut=at_cycle if cut else None,
-                                       abort=at_cycle if abort else None)
+            if trace is not None:
+                tracing = resume(self._trace)(trace)
+            self.driver.start(at, n_rec)
+            if attempt:
+                resume(self._fault)(self.rng.randrange(50, 500), cut=cut)
+                if abort:
+                    self.driver.abort()
+                continue
+            cycles = self.driver.wait()
+            counters = self.driver.counters()
+            if trace is not None:
+                resume(self._join)(tracing)
         self.programs.append({"kind": kind, "step": step, "program": prog.hex(),
-                              "records": n_rec, "cycles": cycles,
+                              "records": n_rec, "cycles": cycles, **counters,
                               **({"events": trace} if trace is not None else {})})
         return cycles
+
+    async def _trace(self, trace):
+        return cocotb.start_soon(trace_program(self.dut.clk, self.dut.core, trace))
+
+    async def _join(self, task):
+        await with_timeout(task, PROGRAM_TIMEOUT * 10, "ns")
+
+    async def _fault(self, at_cycle, *, cut):
+        """``at_cycle`` cycles into the program (still running): with ``cut``, reset both
+        domains (the host then reruns it); else return, for the host's ``ABORT``."""
+        await ClockCycles(self.dut.clk, at_cycle)
+        await ReadOnly()
+        # EVENT.END (the irq pin) was cleared before START: low, the program still runs.
+        assert not int(self.dut.irq.value), "the program ended before its fault"
+        await RisingEdge(self.dut.clk)
+        if cut:
+            await reset_domains(self.dut)
 
 
 class DraftOracle:
@@ -178,11 +280,17 @@ async def generate(dut):
     """Generate ``tokens`` tokens after ``prompt`` (module docstring); write the result."""
     p = params()
     h = Host(dut, p)
-    dut.start__valid.value = 0
-    dut.tbl_we.value = 0
-    dut.abort_req.value = 0
     reads, writes = axi_prefixes(h.core)
     await reset_and_attach(dut, h.memory, p, h.rng, reads=reads, writes=writes)
+    # The host (the runtime's driver) is blocking code, as on a board: it runs in a
+    # thread and reaches the simulation only through the top's registers and irq.
+    result = await bridge(_host)(h, p)
+    Path(p["result"]).write_text(json.dumps(result, indent=1))
+
+
+def _host(h, p):
+    """The host's side of :func:`generate`: its result."""
+    h.connect()
     target = MambaLM.load(p["target_path"], config=h.model)
     pair = hardware_pair(target, config=h.config)
     if p["draft_path"] is None:
@@ -205,7 +313,7 @@ async def generate(dut):
     # host) or the bits every draft program must write (draft on the core).
     gold = DraftOracle(draft)
 
-    async def tree(pl, tokens, parents, kind, k):
+    def tree(pl, tokens, parents, kind, k):
         """One tree program of ``pl`` (its first records gather the tokens' embedding
         rows); its cycles."""
         faults = {} if kind != "tree" or k is None else {
@@ -214,18 +322,18 @@ async def generate(dut):
         if accept:
             at, table = pl.tree_table(parents, tokens)
             h.memory.data[at:at + len(table)] = table
-        return await h.run(h.prog_at, pl.program(parents, tokens, accept=accept),
+        return h.run(h.prog_at, pl.program(parents, tokens, accept=accept),
                            pl.table(parents), kind=kind, step=k, **faults)
 
-    async def commit(pl, path, kind, k):
+    def commit(pl, path, kind, k):
         faults = {} if kind != "commit" or k is None else {
             "cut": k == p.get("cut_commit"), "abort": k == p.get("abort_commit")}
-        cycles = await h.run(h.commit_at, pl.commit_program(path), pl.commit_table(path),
+        cycles = h.run(h.commit_at, pl.commit_program(path), pl.commit_table(path),
                              kind=kind, step=k, **faults)
         pl.flip()
         return cycles
 
-    async def draft_on_core(root, k):
+    def draft_on_core(root, k):
         """:func:`golden.speculative.draft_tree` with every draft pass on the core: per
         depth, one tree program of the draft over the nodes so far (a prefix of the BFS
         order), then each expanded node's top-k children from its logits in memory.
@@ -237,7 +345,7 @@ async def generate(dut):
             grow = [j for j in level if j == 0 or probs[j] >= p["gamma"]]
             if not grow:
                 break
-            cycles += await tree(dplan, tokens, parents, "draft", k)
+            cycles += tree(dplan, tokens, parents, "draft", k)
             ran = len(tokens)
             level = []
             for j in grow:
@@ -259,21 +367,21 @@ async def generate(dut):
     prefill = 0
     for t in prompt[:-1]:
         for pl, who in ((plan, ""), (dplan, "draft_")) if on_core else ((plan, ""),):
-            prefill += await tree(pl, [t], [ROOT], f"{who}prefill", None)
-            prefill += await commit(pl, [0], f"{who}prefill_commit", None)
+            prefill += tree(pl, [t], [ROOT], f"{who}prefill", None)
+            prefill += commit(pl, [0], f"{who}prefill_commit", None)
         gold.commit([0], [t], [ROOT])
     out = list(prompt)
     per_step = []
     k = 0
     while len(out) - len(prompt) < p["tokens"]:
         if on_core:
-            tokens, parents, ran, d_cycles = await draft_on_core(out[-1], k)
+            tokens, parents, ran, d_cycles = draft_on_core(out[-1], k)
             parents = np.asarray(parents)
         else:
             dt = draft_tree(draft, gold.state, out[-1], branching=shape, candidates="topk",
                             gamma=p["gamma"])
             tokens, parents, d_cycles = [int(t) for t in dt.tree.tokens], dt.tree.parents, 0
-        t_cycles = await tree(plan, tokens, parents, "tree", k)
+        t_cycles = tree(plan, tokens, parents, "tree", k)
         beats = [plan.argmax_of(h.memory.data, v) for v in range(len(tokens))]
         for v, (_, _, nan) in enumerate(beats):
             assert not nan, f"step {k}: node {v}'s logits hold a NaN (the argmax flags it)"
@@ -287,14 +395,14 @@ async def generate(dut):
         assert tuple(nodes) == want and committed == [int(best[v]) for v in want], (
             f"step {k}: the core accepted path {nodes} (tokens {committed}), the argmax "
             f"beats give {list(want)}")
-        c_cycles = await commit(plan, list(nodes), "commit", k)
+        c_cycles = commit(plan, list(nodes), "commit", k)
         end = nodes[-1]
         if on_core:
             # The draft commits the path as the target did; a leaf no draft program ran
             # (the deepest level is never expanded) needs the whole tree run first.
             if end >= ran:
-                d_cycles += await tree(dplan, tokens, parents, "draft", k)
-            d_cycles += await commit(dplan, list(nodes), "draft_commit", k)
+                d_cycles += tree(dplan, tokens, parents, "draft", k)
+            d_cycles += commit(dplan, list(nodes), "draft_commit", k)
         # The draft's state after the path (pure store: every path node stepped).
         gold.commit(list(nodes), tokens, parents)
         out.extend(committed)
@@ -303,7 +411,7 @@ async def generate(dut):
                          "path": [int(x) for x in nodes],
                          "tokens": len(nodes), "tree_cycles": t_cycles,
                          "commit_cycles": c_cycles, "draft_cycles": d_cycles})
-        dut._log.info(f"step {k}: {len(tokens)} nodes, path {list(nodes)}, draft "
+        cocotb.log.info(f"step {k}: {len(tokens)} nodes, path {list(nodes)}, draft "
                       f"{d_cycles} + tree {t_cycles} + commit {c_cycles} cycles")
         k += 1
     generated = len(out) - len(prompt)
@@ -316,5 +424,5 @@ async def generate(dut):
               "generated": generated, "cycles_per_token": cycles / generated,
               "draft_on_core": on_core, "clock_mhz": h.config.board.clock_mhz,
               "addr_width": p["addr_width"], "max_records": p["max_records"],
-              "programs": h.programs}
-    Path(p["result"]).write_text(json.dumps(result, indent=1))
+              "backend": p.get("backend", "axi-lite"), "programs": h.programs}
+    return result
