@@ -330,3 +330,21 @@ def test_design_reads_the_padded_planes_by_hand():
     dense = res.tokens_per_step / ((4 * weight_bytes(mamba_dims("370M")) + weight_bytes(d))
                                    / c.board.mem_bw_gbs / 1e9)
     assert roof == pytest.approx(dense, rel=1e-9)
+
+
+def test_vector_stages_add_their_elements_over_the_lanes():
+    """A 2.7B verify pass of 15 nodes spends its vector elements (counted by hand from the
+    Mamba2 widths) over ``vector_lanes`` cycles, in series with the rest of the pass."""
+    acc = accelerator(preset("vhk158"))
+    res = {n: step_model(dataclasses.replace(acc, vector_lanes=n), seed_step())
+           for n in (1, 4, 10**9)}
+    d = mamba_dims("2.7B")
+    # pre-norm 2560, conv1d 5120 + 2·128, dt 80, gated norm 5120, residual 2560 a layer;
+    # the gather, the final norm and the argmax once a node.
+    per_node = 64 * (2560 + 5376 + 80 + 5120 + 2560) + 2560 + 2560 + d.vocab
+    v1 = res[1].phase("verify")
+    assert v1.vector_cycles == pytest.approx(15 * per_node)
+    assert res[4].phase("verify").vector_cycles == pytest.approx(15 * per_node / 4)
+    far = res[10**9].phase("verify")
+    assert v1.t_compute - far.t_compute == pytest.approx(15 * per_node / acc.clock_hz, rel=1e-6)
+    assert res[1].tokens_per_s < res[4].tokens_per_s < res[10**9].tokens_per_s

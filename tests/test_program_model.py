@@ -50,6 +50,23 @@ def test_decode_program_reads_back_the_step(built):
     assert commit[0].desc["nodes"] == 3
 
 
+def test_the_system_models_vector_elements_are_the_programs(built):
+    """``gen.perf.system.vector_elements`` (the board-scale model's count of the vector
+    stages' elements) equals what the step program hands the stream engines, and
+    ``commit_vector_elements`` what a commit hands the copy engine, on this core."""
+    from specgen.gen.perf.system import commit_vector_elements, vector_elements
+    config, model, core, lm = built
+    stream = ("copy", "norm", "conv1d", "gate_norm", "residual", "argmax")
+    for parents in ([ROOT], [ROOT, 0, 0, 1], [ROOT, 0, 1, 2, 3]):
+        plan = StepPlan(core, lm, nodes=len(parents))
+        recs = pm.decode_program(core, *plan.program(parents, list(range(len(parents)))))
+        got = sum(r.desc["vectors"] * r.desc["elements"] for r in recs if r.engine in stream)
+        assert got == vector_elements(model, tokens=len(parents)), parents
+        commit = pm.decode_program(core, *plan.commit_program([0, 1][:len(parents)]))
+        got = sum(r.desc["vectors"] * r.desc["elements"] for r in commit if r.engine == "copy")
+        assert got == commit_vector_elements(model)
+
+
 SHAPE = pm.CoreShape(cols=4, weight_ports=1, ssm_sweep=10,
                      engines=("linear", "ssm", "norm", "copy"))
 # A norm takes 100 + beats cycles, a copy 20 + beats, an SSM pass 50 + 10 a node; a job

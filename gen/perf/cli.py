@@ -124,6 +124,9 @@ def add_parser(sub):
     p.add_argument("--state-ports", type=int, default=None, metavar="N", dest="state_ports",
                    help="SSM state read ports, and as many write ports, the state is striped "
                         "over (default the design's ssm.state_ports: 16 on vhk158, 1 on vck190)")
+    p.add_argument("--vector-lanes", type=int, default=1, metavar="N", dest="vector_lanes",
+                   help="elements a cycle of the decoder core's vector stages (norms, conv1d, "
+                        "residual, moves, argmax; default 1, as built)")
     p.add_argument("--json", action="store_true", help="print JSON instead of the table")
     p.set_defaults(func=run)
     return p
@@ -151,7 +154,7 @@ FLAG_OF_FIELD = {
     "StepConfig.alpha": "--alpha", "StepConfig.tree": "--tree", "StepConfig.target": "--target",
     "StepConfig.draft": "--draft", "StepConfig.restore_policy": "--policy",
     "Accelerator.overlap": "--overlap", "Accelerator.sizing": "--sizing",
-    "Accelerator.state_ports": "--state-ports",
+    "Accelerator.state_ports": "--state-ports", "Accelerator.vector_lanes": "--vector-lanes",
     "accelerator.sizing": "--sizing",
 }
 
@@ -275,7 +278,7 @@ def run(args, *, out=None):
     try:
         # The design itself (its board, blocks and tree); --sizing dsp resizes its arrays.
         acc = accelerator(config, sizing=args.sizing, overlap=args.overlap,
-                          state_ports=args.state_ports)
+                          state_ports=args.state_ports, vector_lanes=args.vector_lanes)
         step = StepConfig(target=args.target, draft=args.draft, tree=tree if args.draft != "none" else (),
                           tokens_per_step=accept if args.draft != "none" else None,
                           alpha=alpha if args.draft != "none" else None, continue_prob=cont,
@@ -365,7 +368,7 @@ def run_tree_best(args, *, config, out):
     extra = [s for s in beside_wanted if s not in set(shapes)]
     try:
         acc = accelerator(config, sizing=args.sizing, overlap=args.overlap,
-                          state_ports=args.state_ports)
+                          state_ports=args.state_ports, vector_lanes=args.vector_lanes)
         ranked = search_trees(acc, target=args.target, draft=args.draft, profile=profile,
                               shapes=shapes + extra, continue_prob=cont,
                               restore_policy=args.policy)

@@ -40,7 +40,8 @@ __all__ = ["VOCAB", "MambaDims", "model_names", "mamba_dims", "Calibration", "Po
            "expected_tokens", "SSM_OPS_PER_ELEM", "ssm_timing", "weight_bytes", "layout_weight_bytes",
            "state_bytes",
            "step_model", "seed_step", "speq_step", "paper_rows", "StateTraffic",
-           "state_traffic", "ssm_layer_seconds", "state_ports_needed"]
+           "state_traffic", "ssm_layer_seconds", "state_ports_needed", "vector_elements",
+           "commit_vector_elements"]
 
 #: Mamba2 vocabulary (:data:`golden.mamba2.MAMBA2_VOCAB`).
 VOCAB = MAMBA2_VOCAB
@@ -332,6 +333,13 @@ class Accelerator:
         by default the design's (``ssm.state_ports``, what ``hw.ssm_engine.SSMEngine``
         builds: 16 on VHK158, 1 on VCK190); another count prices a design with
         that many ports of the same width (:class:`StateTraffic`).
+    vector_lanes : int
+        Elements a cycle of each of the decoder core's vector stages (the norms, conv1d,
+        the residual, the moves, the argmax: :func:`vector_elements`). 1 is what is
+        built (``hw.stream_engine.StreamEngine``: one element a beat); a larger count
+        prices stages with that many lanes. The stages run between the linear and SSM
+        units, not beside them: the core's programs order every layer's stages by
+        barriers, and ``PERF_OVERLAP`` measured no overlap (``docs/decoder.md``).
     calibration : Calibration
     """
 
@@ -344,6 +352,7 @@ class Accelerator:
     state_bytes: int = 4
     mem_efficiency: float = 1.0
     state_ports: int | None = None
+    vector_lanes: int = 1
     calibration: Calibration = field(default_factory=Calibration)
 
     def __post_init__(self):
@@ -367,6 +376,7 @@ class Accelerator:
         if self.state_ports is None:
             object.__setattr__(self, "state_ports", self.config.ssm.state_ports)
         check_int("Accelerator", "state_ports", self.state_ports, min=1)
+        check_int("Accelerator", "vector_lanes", self.vector_lanes, min=1)
         if not isinstance(self.calibration, Calibration):
             raise TypeError(f"Accelerator.calibration must be a Calibration, not {self.calibration!r}")
 
@@ -584,6 +594,10 @@ class Phase:
     dense_weight_bytes : float
         The model's weight bytes at the pass's precision, unpadded (:func:`weight_bytes`):
         what the memory ceiling counts.
+    vector_cycles : float
+        Cycles of the vector stages (:func:`vector_elements` over
+        :attr:`Accelerator.vector_lanes`), serial with the linear and SSM units and
+        included in :attr:`t_compute`.
     """
 
     name: str
@@ -602,6 +616,7 @@ class Phase:
     t_state: float = 0.0
     t_ssm: float = 0.0
     dense_weight_bytes: float = 0.0
+    vector_cycles: float = 0.0
 
     @property
     def linear_macs(self):
@@ -779,8 +794,8 @@ class _Tally:
 
     # wbytes: the weight bytes the design reads; dbytes: the model's dense weight bytes,
     # which the roofline (the physical limit) counts.
-    KEYS = ("lin", "ssm", "other", "wbytes", "dbytes", "sbytes", "full", "quant", "elems",
-            "t_comp", "t_mem", "t_state", "t_ssm", "time")
+    KEYS = ("lin", "ssm", "other", "vec", "wbytes", "dbytes", "sbytes", "full", "quant",
+            "elems", "t_comp", "t_mem", "t_state", "t_ssm", "time")
 
     def __init__(self):
         for k in self.KEYS:
@@ -802,7 +817,7 @@ class _Tally:
     def phase(self, name, hidden=0.0):
         return Phase(name, self.t_mem, self.t_comp, self.wbytes + self.sbytes, self.wbytes,
                      self.ops / 2, self.lin, self.ssm, self.other, hidden, self.full, self.quant,
-                     self.elems, self.t_state, self.t_ssm, self.dbytes)
+                     self.elems, self.t_state, self.t_ssm, self.dbytes, self.vec)
 
 
 # Pure functions of frozen (hashable) inputs: a tree search or a sweep prices the same
@@ -841,6 +856,27 @@ def ssm_layer_seconds(acc, dims, *, tokens):
     """Seconds of ``acc``'s SSM unit on ``tokens`` nodes of one layer of ``dims`` (its own
     cycles, without waiting on the state ports)."""
     return _ssm_cycles(acc, dims, tokens=tokens) / dims.n_layer / acc.clock_hz
+
+
+def vector_elements(dims, *, tokens):
+    """Elements the decoder core's vector stages stream in one pass of ``dims``'s model over
+    ``tokens`` nodes, as ``hw.step_program.StepPlan.program`` orders them: per node the
+    embedding row's gather (``d_model``), per layer and node the pre-norm (``d_model``),
+    conv1d (``conv_dim`` channels), the move of ``dt`` into the SSM records (``nheads``),
+    the gated norm (``d_inner``) and the residual (``d_model``), then per node the final
+    norm (``d_model``) and the argmax over the logits (``vocab``). The acceptance
+    engine's few cycles a node are left out."""
+    per_layer = 2 * dims.d_model + dims.conv_dim + dims.nheads + dims.d_inner
+    return tokens * (dims.n_layer * per_layer + 2 * dims.d_model + dims.vocab)
+
+
+def commit_vector_elements(dims):
+    """Elements a commit's vector stage streams: per layer the accepted path's last conv
+    window into the committed slot, ``conv_dim`` windows of ``d_conv − 1`` binary32 words
+    each in the copy engine's element (:func:`hw.decoder.window_bytes`), moved as 32-bit
+    words."""
+    from specgen.hw.decoder import window_bytes
+    return dims.n_layer * dims.conv_dim * window_bytes(dims) // 4
 
 
 def _combine(a, b, overlap):
@@ -913,7 +949,9 @@ def _pass(acc, dims, *, tokens, mode, bits, scale_group, state_reads, state_writ
     # roofline max(linear, SSM, state)).
     t.t_ssm = t.ssm / acc.clock_hz
     t.t_state = _state_seconds(acc, dims, reads=state_reads, writes=state_writes)
-    t.t_comp = _combine(t.lin / acc.clock_hz, max(t.t_ssm, t.t_state), acc.overlap)
+    t.vec = vector_elements(dims, tokens=tokens) / acc.vector_lanes
+    t.t_comp = (_combine(t.lin / acc.clock_hz, max(t.t_ssm, t.t_state), acc.overlap)
+                + t.vec / acc.clock_hz)
     t.t_mem = (t.wbytes + t.sbytes) / acc.bandwidth
     t.time = max(t.t_comp, t.t_mem)
     return t
@@ -1016,8 +1054,9 @@ def step_model(accel, step):
                 r.t_state = _state_seconds(accel, tgt, reads=0, writes=nodes)
             if step.draft != "speq":
                 r.other = accel.controller_cycles
+            r.vec = commit_vector_elements(tgt) / accel.vector_lanes
             r.t_ssm = r.ssm / clk
-            r.t_comp = max(r.t_ssm, r.t_state) + r.other / clk
+            r.t_comp = max(r.t_ssm, r.t_state) + (r.other + r.vec) / clk
             r.t_mem = r.sbytes / bw
             r.time = max(r.t_comp, r.t_mem) * (1 - accel.restore_overlap)
         draft.add(d, prob)
