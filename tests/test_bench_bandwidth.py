@@ -143,3 +143,30 @@ def test_step_section_is_inserted_once_before_the_model(tmp_path):
         assert text.index(STEP_HEADING) < text.index(MODEL_HEADING)
         assert text.endswith(MODEL_HEADING + "\n\nmodel text\n")
         assert "| check | micro | 4 |" in text and "(`specgen bench --section step`)" in text
+
+
+def test_generate_section_is_inserted_once_before_the_step_calibration(tmp_path):
+    """``specgen bench --section generate`` from the decoder core's records (hand-made
+    here: the run itself is a benchmark, ``specgen bench --only generate``)."""
+    from specgen.gen.bench.generate import COMMAND, HEADING
+    from specgen.gen.bench.suite import MODEL_HEADING, write_section
+    from specgen.gen.perf.program_calibration import STEP_HEADING
+    out = tmp_path / "perf.md"
+    head = "# R\n\n## Calibration of the block cycle models\n\nblocks\n\n"
+    tail = STEP_HEADING + "\n\nsteps\n\n" + MODEL_HEADING + "\n\nmodel text\n"
+    out.write_text(head + tail)
+    records = [{"name": "decoder core: specgen generate cycles/token", "value": 7920.6,
+                "unit": "cycles/token", "command": COMMAND, "note": "n1"},
+               {"name": "decoder core: linear/SSM overlap (PERF_OVERLAP)", "value": 0,
+                "unit": "cycles", "command": COMMAND, "note": "n2"},
+               {"name": "golden.fp.mul fp16", "value": 0.1, "unit": "s", "command": "c",
+                "note": "not this section's"}]
+    for _ in range(2):
+        write_section("generate", records, out=out)
+        text = out.read_text()
+        assert text.startswith(head) and text.endswith(tail) and text.count(HEADING) == 1
+        assert "| specgen generate cycles/token | 7,920.6 | cycles/token | n1 |" in text
+        assert "| linear/SSM overlap (PERF_OVERLAP) | 0 | cycles | n2 |" in text
+        assert "fp16" not in text and "(`specgen bench --section generate`)" in text
+    with pytest.raises(Exception, match="no decoder-core records"):
+        write_section("generate", records[2:], out=out)

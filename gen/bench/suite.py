@@ -10,7 +10,9 @@ report has four parts:
    SSM state's traffic per layer (:mod:`gen.bench.bandwidth`, from the ``memory``
    records of part 1);
 3. the calibration table of the block cycle models (:mod:`gen.perf.calibrate`:
-   model against RTL cycle counts, simulator named per row);
+   model against RTL cycle counts, simulator named per row), the README's
+   ``specgen generate --engine rtl`` run measured (:mod:`gen.bench.generate`) and the
+   whole-step model's calibration;
 4. the performance model's figures beside the papers' (:mod:`gen.perf.report`),
    with the plots written next to the report.
 """
@@ -33,7 +35,7 @@ __all__ = ["write_bench", "write_section", "SECTIONS", "collect", "run_named", "
 #: Modules with a ``benchmarks()`` function returning records
 #: ``{"name", "value", "unit", "command", "note"}``.
 BENCH_MODULES = ["specgen.gen.bench.numerics", "specgen.gen.bench.bsfp", "specgen.gen.bench.linear",
-                 "specgen.gen.bench.ssm", "specgen.gen.bench.memory"]
+                 "specgen.gen.bench.ssm", "specgen.gen.bench.memory", "specgen.gen.bench.generate"]
 
 #: Named benchmarks of ``specgen bench --only NAME``: each one of :data:`BENCH_MODULES`.
 NAMED = {name.removeprefix("specgen.gen.bench."): name for name in BENCH_MODULES}
@@ -58,7 +60,7 @@ def run_named(names):
 
 #: Sections of the report that ``specgen bench --section NAME`` rewrites alone: the
 #: benchmark whose records they need (None: the model alone).
-SECTIONS = {"bandwidth": "memory", "step": None, "model": None}
+SECTIONS = {"bandwidth": "memory", "generate": "generate", "step": None, "model": None}
 
 #: The heading that opens the model's part of the report (it runs to the end).
 MODEL_HEADING = "## Modeled tokens/s beside the papers"
@@ -90,6 +92,11 @@ def write_section(name, records, *, out="docs/perf.md"):
         text = out.read_text()
         if name == "bandwidth":
             text = replace_section(text, _stamped(bandwidth_section(records), name))
+        elif name == "generate":
+            from specgen.gen.bench.generate import HEADING, generate_section
+            from specgen.gen.perf.program_calibration import STEP_HEADING
+            text = replace_section(text, _stamped(generate_section(records), name),
+                                   heading=HEADING, before=STEP_HEADING)
         elif name == "step":
             from specgen.gen.perf.program_calibration import STEP_HEADING
             text = replace_section(text, _stamped(step_section(), name), heading=STEP_HEADING,
@@ -406,8 +413,9 @@ def write_bench(*, out="docs/perf.md", echo=True):
         value = f"{r['value']:,}" if isinstance(r["value"], int) else f"{r['value']:g}"
         lines.append(f"| {r['name']} | {value} | {r['unit']} | `{r['command']}` | {r['note']} |")
     from specgen.gen.bench.bandwidth import bandwidth_section
-    lines += ["", bandwidth_section(rows), calibration_section(), step_section(),
-              model_section(out.parent)]
+    from specgen.gen.bench.generate import generate_section
+    lines += ["", bandwidth_section(rows), calibration_section(), generate_section(rows),
+              step_section(), model_section(out.parent)]
     text = "\n".join(lines) + "\n"
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
