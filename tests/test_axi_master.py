@@ -147,7 +147,7 @@ def test_bench_only_rejects_unknown_name():
                           capture_output=True, text=True, check=False)
     assert proc.returncode == 2
     assert proc.stderr.strip() == ("specgen bench: error: --only 'memry' is no benchmark; "
-                                   "allowed: numerics, bsfp, linear, ssm, memory")
+                                   "allowed: numerics, bsfp, linear, ssm, memory, generate")
 
 
 # --- parameters -------------------------------------------------------------------------

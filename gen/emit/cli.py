@@ -10,7 +10,7 @@ def _cmd_verilog(args):
     from specgen.gen.cli.progress import Progress
     from specgen.gen.emit.verilog import write_verilog
     write_verilog(config=resolve_config(args), out=args.out, progress=Progress.from_args(args),
-                  only=args.only)
+                  only=args.only, top=args.top, model=args.model)
 
 
 def _cmd_golden(args):
@@ -30,6 +30,13 @@ def add_parser(sub):
     p.add_argument("--only", metavar="BLOCK", action="append",
                    help="emit only this block, by its class in snake case (ring_fifo, "
                         "linear_unit, ...; repeatable; a wrong name lists the design's blocks)")
+    p.add_argument("--top", default="accelerator", metavar="TOP",
+                   help="accelerator (default: the linear and SSM engines the host steps) or "
+                        "decoder (the decoder core behind its registers: every stage of a "
+                        "decode step from programs in memory, one file)")
+    p.add_argument("--model", default="2.7B", metavar="LM",
+                   help="with --top decoder: the LM the core is built for (a Mamba2 size, or "
+                        "micro, tiny, small; default 2.7B)")
     p.set_defaults(func=_cmd_verilog)
 
     p = sub.add_parser("golden", help="write deterministic golden vector sets")

@@ -2,7 +2,8 @@
 
 Every block a preset instantiates is listed once in :func:`blocks`, built from
 the preset's config objects, so the emitted design and the benches share one
-source of truth.
+source of truth. ``top="decoder"`` emits instead the decoder core behind its
+registers (:func:`decoder_design`), the top level the runtime's RTL engine runs.
 """
 
 import importlib.metadata
@@ -21,21 +22,35 @@ from specgen.gen.emit.vivado import XDC, write_vivado_flow
 from specgen.gen.cli.output import MANIFEST, atomic_dir, write_manifest
 from specgen.gen.cli.progress import summary_lines
 
-__all__ = ["blocks", "write_verilog"]
+__all__ = ["blocks", "write_verilog", "TOPS", "decoder_design"]
+
+#: What ``specgen verilog --top`` emits: the accelerator (the linear and SSM engines under
+#: the host's step-by-step control, ``hw.accelerator``) or the decoder core behind its
+#: registers (every stage of a decode step from programs in memory, ``hw.decoder_top``).
+TOPS = ("accelerator", "decoder")
+#: The decoder top's program records at most and byte-address width: 65,536 records (the
+#: ``records`` field's range) and 40 bits (1 TiB; the VHK158's HBM is 16 GB).
+DECODER_MAX_RECORDS, DECODER_ADDR_WIDTH = 65536, 40
 
 
 #: The command kind recorded in the manifest (:func:`gen.cli.output.atomic_dir`).
 COMMAND = "verilog"
 
-#: Files beside the Verilog and the Vivado flow, for the folder's README.
-EXTRA_FILES = {
-    "specgen_regs.h": "C header of the control registers (`hw/regmap.py`)",
-    "regmap/specgen.rdl": "the register map in SystemRDL 2.0, checked by systemrdl-compiler",
-    "regmap/specgen_regmap.h": "C header from PeakRDL-cheader, with each field's access",
-    "regmap/specgen_regmap.md": "register documentation from PeakRDL-markdown",
-    "regmap/specgen_regmap.xml": "IP-XACT (IEEE 1685-2014) register description from "
-                                 "PeakRDL-ipxact",
-}
+def _extra_files(header, regmap):
+    """Files beside the Verilog and the Vivado flow, for the folder's README: the register
+    header ``header`` and the files of ``regmap`` (:func:`write_regmap_files`)."""
+    from specgen.gen.emit.regmap_rdl import REGMAP_DIR, _ident
+    stem = _ident(regmap.name)
+    return {
+        header: f"C header of the control registers (`{regmap.name}`)",
+        f"{REGMAP_DIR}/{stem}.rdl": "the register map in SystemRDL 2.0, checked by "
+                                    "systemrdl-compiler",
+        f"{REGMAP_DIR}/{stem}_regmap.h": "C header from PeakRDL-cheader, with each field's "
+                                         "access",
+        f"{REGMAP_DIR}/{stem}_regmap.md": "register documentation from PeakRDL-markdown",
+        f"{REGMAP_DIR}/{stem}_regmap.xml": "IP-XACT (IEEE 1685-2014) register description "
+                                           "from PeakRDL-ipxact",
+    }
 
 
 def fit_notes(config):
@@ -62,7 +77,36 @@ def fit_notes(config):
     return [dsp, timing]
 
 
-def write_verilog(*, out, config=None, board=None, progress=None, only=None):
+def decoder_design(config, model):
+    """``(design, top)``: the :class:`hw.decoder_top.DecoderTop` of ``config`` for the LM
+    ``model`` (a :func:`golden.lm.lm_preset` name such as ``2.7B``), its SSM unit built
+    for the model's geometry (:func:`gen.runtime.runtime.rtl_design`).
+
+    Raises
+    ------
+    CLIError
+        An unknown model, or one the design cannot run (naming the dimension and limit).
+    """
+    from specgen.golden.lm import lm_preset
+    from specgen.gen.runtime.runtime import rtl_design
+    from specgen.hw.decoder import DecoderCore
+    from specgen.hw.decoder_top import DecoderTop
+    try:
+        lm = lm_preset(model)
+    except ValueError as exc:
+        raise CLIError(f"--model: {exc}") from None
+    design = rtl_design(config, lm)
+    try:
+        core = DecoderCore(config=design, model=lm, max_records=DECODER_MAX_RECORDS,
+                           addr_width=DECODER_ADDR_WIDTH)
+    except ValueError as exc:
+        raise CLIError(f"--model {model} does not fit the design {config.name!r}: {exc}") \
+            from None
+    return design, DecoderTop(core=core)
+
+
+def write_verilog(*, out, config=None, board=None, progress=None, only=None, top="accelerator",
+                  model="2.7B"):
     """Write ``<module>.v`` for every block of a design, the register header
     ``specgen_regs.h``, the Vivado flow (designs with a part) and ``manifest.json``.
 
@@ -80,6 +124,12 @@ def write_verilog(*, out, config=None, board=None, progress=None, only=None):
         Emit only these blocks (:func:`block_kind` names: ``ring_fifo``,
         ``linear_unit``, ...); the Vivado flow and the FuseSoC core then build
         the highest of them in the hierarchy (:func:`top_block`).
+    top : {"accelerator", "decoder"}
+        The top level (:data:`TOPS`). ``decoder``: one file, the decoder top of
+        :func:`decoder_design` for ``model``, with its register header
+        ``specgen_core_regs.h`` and its register map's files.
+    model : str
+        With ``top="decoder"``: the LM the core is built for.
     """
     if (config is None) == (board is None):
         raise TypeError("write_verilog needs config or board, not both or neither")
@@ -88,12 +138,25 @@ def write_verilog(*, out, config=None, board=None, progress=None, only=None):
             config = preset(board)
         except ValueError as exc:
             raise CLIError(str(exc)) from None
-    try:
-        modules = blocks(config)
-    except (TypeError, ValueError) as exc:
-        # The blocks validate their parameters: a design file can ask for one they refuse.
-        raise CLIError(f"the design {config.name!r} cannot be built: {exc}") from None
-    modules = select_blocks(modules, only, config=config)
+    if top not in TOPS:
+        raise CLIError(f"unknown --top {top!r}; allowed: {', '.join(TOPS)}")
+    if top == "decoder":
+        if only:
+            raise CLIError("--only is for --top accelerator: the decoder top is one file")
+        from specgen.hw.decoder_top import decoder_regmap
+        config, dtop = decoder_design(config, model)
+        modules = {dtop.module_name: dtop}
+        regmap = decoder_regmap(dtop.core)
+        header = ("specgen_core_regs.h", regmap.to_c_header())
+    else:
+        try:
+            modules = blocks(config)
+        except (TypeError, ValueError) as exc:
+            # The blocks validate their parameters: a design file can ask for one they refuse.
+            raise CLIError(f"the design {config.name!r} cannot be built: {exc}") from None
+        modules = select_blocks(modules, only, config=config)
+        regmap = accelerator_regmap(config)
+        header = ("specgen_regs.h", c_header(config))
     # One library for every file: a block converted for its own file (the linear
     # unit, the SSM unit) is reused, not converted again, inside the top level.
     library = ModuleLibrary()
@@ -105,37 +168,37 @@ def write_verilog(*, out, config=None, board=None, progress=None, only=None):
             # one module of the file, instantiated as often as needed.
             text, _ = convert(component, name=name, library=library)
             (tmp / f"{name}.v").write_text(text)
-        # Host software's view of the control registers (docs/regmap.md as C).
-        (tmp / "specgen_regs.h").write_text(c_header(config))
+        # Host software's view of the control registers (docs/regmap.md or
+        # docs/regmap-core.md as C).
+        (tmp / header[0]).write_text(header[1])
         # The same map as SystemRDL, checked against hw.regmap, and PeakRDL's C header,
         # Markdown and IP-XACT made from it (gen/emit/regmap_rdl.py).
-        regmap = accelerator_regmap(config)
         write_regmap_files(tmp, regmap)
         # The Vivado flow and the FuseSoC core build the top level from its own file,
         # which holds every module it instantiates (the other files are blocks on their own).
-        top = top_block(modules)
+        top_name = top_block(modules) if top == "accelerator" else next(iter(modules))
         xdc = None
         synth_sources = None
         if config.board.part is not None:
-            sources = [f"{top}.v"]
-            if library.primitives(top=top):
+            sources = [f"{top_name}.v"]
+            if library.primitives(top=top_name):
                 # Vivado reads the device primitives (DSPFP32), the simulators the
                 # behavioural models: the same modules, two files.
                 (tmp / "primitives").mkdir()
-                (tmp / "primitives" / f"{top}.v").write_text(
-                    library.verilog(top=top, variant="vivado"))
-                sources = [f"primitives/{top}.v"]
+                (tmp / "primitives" / f"{top_name}.v").write_text(
+                    library.verilog(top=top_name, variant="vivado"))
+                sources = [f"primitives/{top_name}.v"]
                 # xsim of the primitive against golden vectors, for a user with Vivado.
-                write_dsp_check(tmp / "primitives" / "dsp_check", source=f"{top}.v")
+                write_dsp_check(tmp / "primitives" / "dsp_check", source=f"{top_name}.v")
             synth_sources = sources
-            write_vivado_flow(tmp, config=config, top=top, sources=sources,
-                              extra_files=dict(EXTRA_FILES, **{
-                                  f"{top}.core": "FuseSoC core (CAPI2): targets `default`, "
+            write_vivado_flow(tmp, config=config, top=top_name, sources=sources,
+                              extra_files=dict(_extra_files(header[0], regmap), **{
+                                  f"{top_name}.core": "FuseSoC core (CAPI2): targets `default`, "
                                                  "`lint` (Verilator) and `synth` (Vivado)"}),
                               registers=regmap)
             xdc = XDC
         # FuseSoC: simulation and lint read the behavioural file, synthesis what Vivado reads.
-        (tmp / f"{top}.core").write_text(core_text(config, top=top, sources=[f"{top}.v"],
+        (tmp / f"{top_name}.core").write_text(core_text(config, top=top_name, sources=[f"{top_name}.v"],
                                                    synth_sources=synth_sources, xdc=xdc))
         manifest = write_manifest(
             tmp,
@@ -146,9 +209,13 @@ def write_verilog(*, out, config=None, board=None, progress=None, only=None):
             config=config.to_dict(),
             modules=sorted(modules),
             **({"only": sorted(set(only))} if only else {}),
+            **({"top": top, "model": model} if top == "decoder" else {}),
         )
         files = [tmp / name for name in manifest["files"]] + [tmp / MANIFEST]
-        size_lines = summary_lines("verilog", files, root=out, notes=fit_notes(config))
+        notes = fit_notes(config) if top == "accelerator" else [
+            f"decoder core for Mamba2-{model}: {DECODER_MAX_RECORDS:,} program records, "
+            f"{DECODER_ADDR_WIDTH}-bit addresses; 'specgen estimate' does not cover it yet"]
+        size_lines = summary_lines("verilog", files, root=out, notes=notes)
     if progress is not None:
         progress.summary(size_lines)
     return modules
