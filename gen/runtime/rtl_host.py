@@ -62,7 +62,7 @@ from pathlib import Path
 import cocotb
 import numpy as np
 from cocotb.task import bridge, resume
-from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge, with_timeout
+from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge, SimTimeoutError, with_timeout
 from cocotbext.axi import AxiLiteBus, AxiLiteMaster
 
 from specgen.golden.config import Config
@@ -147,21 +147,23 @@ class ForwardingWords:
 
 class PinInterrupt:
     """The top's ``irq`` pin as :class:`gen.runtime.driver.CoreDriver` waits for it (what
-    :class:`gen.runtime.regbus.UIOInterrupt` is on a board): ``wait`` returns at the
-    first cycle ``irq`` is high, or False after ``cycles`` cycles."""
+    :class:`gen.runtime.regbus.UIOInterrupt` is on a board): ``wait`` returns once ``irq``
+    is high, or False after ``timeout_ns`` of simulated time. It waits on the pin's edge,
+    not a cycle at a time, so a waiting host costs the simulation nothing."""
 
-    def __init__(self, dut, *, cycles):
-        self.dut, self.cycles = dut, cycles
+    def __init__(self, dut, *, timeout_ns):
+        self.dut, self.timeout_ns = dut, timeout_ns
         self._wait = resume(self._await)
 
     async def _await(self):
-        for _ in range(self.cycles):
-            await ReadOnly()
-            fired = bool(int(self.dut.irq.value))
-            await RisingEdge(self.dut.clk)     # leave the read-only phase before returning
-            if fired:
-                return True
-        return False
+        await ReadOnly()
+        if not int(self.dut.irq.value):
+            try:
+                await with_timeout(RisingEdge(self.dut.irq), self.timeout_ns, "ns")
+            except SimTimeoutError:
+                return False
+        await RisingEdge(self.dut.clk)         # leave the read-only phase before returning
+        return True
 
     def wait(self, timeout_s):
         return self._wait()
@@ -195,7 +197,8 @@ class Host:
         else:
             bus = AxiLiteRegisterBus(self.axil, span=span)
         self.driver = CoreDriver(regs=Registers(bus=bus, regmap=self.top.regmap),
-                                 irq=PinInterrupt(self.dut, cycles=PROGRAM_TIMEOUT))
+                                 irq=PinInterrupt(self.dut, timeout_ns=PROGRAM_TIMEOUT * 1e3
+                                                  / self.config.board.clock_mhz))
 
     def load(self, plans):
         """The plans' bytes into memory; the program areas after the last."""
