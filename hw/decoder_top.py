@@ -330,17 +330,6 @@ class DecoderTop(wiring.Component):
         return (f"DecoderTop_{self.core.module_name.removeprefix('DecoderCore_')}_"
                 f"a{self.core.addr_width}_r{self.core.max_records}")
 
-    # The port-name helpers of the core, so benches treat a top like a core.
-    @property
-    def ports(self):
-        return self.core.ports
-
-    def read_ports(self):
-        return self.core.read_ports()
-
-    def write_ports(self):
-        return self.core.write_ports()
-
     def elaborate(self, platform):
         m = Module()
         core = m.submodules.core = self.core

@@ -31,6 +31,7 @@ from pathlib import Path
 from specgen.hw.regmap import ACCESS
 
 __all__ = ["RDL_ACCESS", "rdl_text", "compile_rdl", "check_against", "access_macros",
+           "regmap_files",
            "write_regmap_files",
            "REGMAP_DIR"]
 
@@ -201,21 +202,29 @@ def write_regmap_files(folder, regmap):
     from peakrdl_ipxact import IPXACTExporter
     from peakrdl_markdown import MarkdownExporter
 
-    out = Path(folder) / REGMAP_DIR
-    out.mkdir(parents=True, exist_ok=True)
-    stem = _ident(regmap.name)
-    rdl = out / f"{stem}.rdl"
+    (Path(folder) / REGMAP_DIR).mkdir(parents=True, exist_ok=True)
+    rdl, header, markdown, ipxact = (Path(folder) / name for name in regmap_files(regmap))
     rdl.write_text(rdl_text(regmap))
     root = compile_rdl(rdl)
     problems = check_against(root, regmap)
     if problems:
         raise RuntimeError(f"{rdl.name} disagrees with hw.regmap: {'; '.join(problems)}")
-    header = out / f"{stem}_regmap.h"
     CHeaderExporter().export(root, str(header))
     _add_access_macros(header, regmap)
-    markdown = out / f"{stem}_regmap.md"
     MarkdownExporter().export(root, str(markdown))
-    ipxact = out / f"{stem}_regmap.xml"
     IPXACTExporter(vendor="specgen.org", library="specgen", version="1.0").export(
         root, str(ipxact))
     return [rdl, header, markdown, ipxact]
+
+
+def regmap_files(regmap):
+    """``{path: what it is}`` of the files :func:`write_regmap_files` writes for
+    ``regmap``, relative to its folder, in the order it returns them."""
+    stem = f"{REGMAP_DIR}/{_ident(regmap.name)}"
+    return {
+        f"{stem}.rdl": "the register map in SystemRDL 2.0, checked by systemrdl-compiler",
+        f"{stem}_regmap.h": "C header from PeakRDL-cheader, with each field's access",
+        f"{stem}_regmap.md": "register documentation from PeakRDL-markdown",
+        f"{stem}_regmap.xml": "IP-XACT (IEEE 1685-2014) register description from "
+                              "PeakRDL-ipxact",
+    }

@@ -29,28 +29,21 @@ __all__ = ["blocks", "write_verilog", "TOPS", "decoder_design"]
 #: registers (every stage of a decode step from programs in memory, ``hw.decoder_top``).
 TOPS = ("accelerator", "decoder")
 #: The decoder top's program records at most and byte-address width: 65,536 records (the
-#: ``records`` field's range) and 40 bits (1 TiB; the VHK158's HBM is 16 GB).
+#: figure of the decoder core's board-scale estimates, docs/decoder.md) and 40 bits (1 TiB;
+#: the VHK158's HBM is 16 GB).
 DECODER_MAX_RECORDS, DECODER_ADDR_WIDTH = 65536, 40
 
 
 #: The command kind recorded in the manifest (:func:`gen.cli.output.atomic_dir`).
 COMMAND = "verilog"
 
+
 def _extra_files(header, regmap):
     """Files beside the Verilog and the Vivado flow, for the folder's README: the register
     header ``header`` and the files of ``regmap`` (:func:`write_regmap_files`)."""
-    from specgen.gen.emit.regmap_rdl import REGMAP_DIR, _ident
-    stem = _ident(regmap.name)
-    return {
-        header: f"C header of the control registers (`{regmap.name}`)",
-        f"{REGMAP_DIR}/{stem}.rdl": "the register map in SystemRDL 2.0, checked by "
-                                    "systemrdl-compiler",
-        f"{REGMAP_DIR}/{stem}_regmap.h": "C header from PeakRDL-cheader, with each field's "
-                                         "access",
-        f"{REGMAP_DIR}/{stem}_regmap.md": "register documentation from PeakRDL-markdown",
-        f"{REGMAP_DIR}/{stem}_regmap.xml": "IP-XACT (IEEE 1685-2014) register description "
-                                           "from PeakRDL-ipxact",
-    }
+    from specgen.gen.emit.regmap_rdl import regmap_files
+    return {header: f"C header of the control registers (`{regmap.name}`)",
+            **regmap_files(regmap)}
 
 
 def fit_notes(config):

@@ -35,7 +35,7 @@ def add_parser(sub):
     """Add ``specgen generate`` to ``sub`` (an argparse subparsers object)."""
     from specgen.golden.speculative import DEFAULT_GAMMA
 
-    from specgen.gen.runtime.runtime import DEFAULT_TREE, ENGINES, SPEQ
+    from specgen.gen.runtime.runtime import BACKENDS, DEFAULT_TREE, DRAFT_ON, ENGINES, SPEQ
 
     p = sub.add_parser("generate", help="generate tokens from a prompt by speculative decoding "
                                         "(golden, hw or rtl engine)")
@@ -64,10 +64,10 @@ def add_parser(sub):
     p.add_argument("--gamma", type=float, metavar="G",
                    help="SPEQ early stopping: a node whose draft probability is below G is not "
                         f"expanded (0 disables; default {DEFAULT_GAMMA})")
-    p.add_argument("--draft-on", default="core", choices=("core", "host"), dest="draft_on",
+    p.add_argument("--draft-on", default=DRAFT_ON[0], choices=DRAFT_ON, dest="draft_on",
                    help="rtl engine: run the draft's passes on the decoder core (default) or "
                         "draft the tree on the host")
-    p.add_argument("--backend", default="axi-lite", choices=("axi-lite", "mmio"),
+    p.add_argument("--backend", default=BACKENDS[0], choices=BACKENDS,
                    help="rtl engine: how the host reaches the decoder top's registers: "
                         "axi-lite (the simulation back-end, default) or mmio (the board "
                         "back-end's memory-mapped I/O class over a mapping that forwards to "
@@ -105,7 +105,7 @@ def run(args, *, out=None):
     from specgen.gen.cli.progress import Progress
     from specgen.gen.perf.cli import parse_tree
     from specgen.gen.runtime.model import ModelError, decode_tokens
-    from specgen.gen.runtime.runtime import DEFAULT_TREE, ENGINES, Runtime
+    from specgen.gen.runtime.runtime import BACKENDS, DEFAULT_TREE, DRAFT_ON, ENGINES, Runtime
 
     out = sys.stdout if out is None else out
     progress = Progress.from_args(args)
@@ -119,9 +119,9 @@ def run(args, *, out=None):
     if engine == "rtl":
         from specgen.gen.runtime.runtime import RtlEngine
         engine = RtlEngine(config=config, draft_on=args.draft_on, backend=args.backend)
-    elif args.draft_on != "core":
+    elif args.draft_on != DRAFT_ON[0]:
         raise CLIError(f"--draft-on {args.draft_on} is for --engine rtl, not {args.engine}")
-    elif args.backend != "axi-lite":
+    elif args.backend != BACKENDS[0]:
         raise CLIError(f"--backend {args.backend} is for --engine rtl, not {args.engine}")
     rt = Runtime(config=config, engine=engine)
     try:

@@ -132,17 +132,17 @@ class AxiLiteRegisterBus(RegisterBus):
 
 class ForwardingWords:
     """A device mapping's 32-bit words as :class:`gen.runtime.regbus.MMIO` indexes them,
-    each load and store forwarded to the simulated top over AXI4-Lite: the fake
+    each load and store one access of ``bus`` (an :class:`AxiLiteRegisterBus`): the fake
     ``/dev/uioN`` mapping the board back-end is tested on."""
 
-    def __init__(self, axil):
-        self._rd, self._wr = resume(axil.read_dword), resume(axil.write_dword)
+    def __init__(self, bus):
+        self.bus = bus
 
     def __getitem__(self, index):
-        return self._rd(WORD * int(index))
+        return self.bus.read(WORD * int(index))
 
     def __setitem__(self, index, value):
-        self._wr(WORD * int(index), int(value))
+        self.bus.write(WORD * int(index), int(value))
 
 
 class PinInterrupt:
@@ -192,10 +192,9 @@ class Host:
         thread (its constructor reads the identity registers)."""
         span = self.top.regmap.span
         backend = self.p.get("backend", "axi-lite")
+        bus = AxiLiteRegisterBus(self.axil, span=span)
         if backend == "mmio":
-            bus = MMIO.over_words(ForwardingWords(self.axil), span=span)
-        else:
-            bus = AxiLiteRegisterBus(self.axil, span=span)
+            bus = MMIO.over_words(ForwardingWords(bus), span=span)
         self.driver = CoreDriver(regs=Registers(bus=bus, regmap=self.top.regmap),
                                  irq=PinInterrupt(self.dut, timeout_ns=PROGRAM_TIMEOUT * 1e3
                                                   / self.config.board.clock_mhz))

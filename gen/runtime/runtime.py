@@ -457,14 +457,16 @@ class RtlEngine:
                               counters=_counters(r["programs"]))
 
 
-#: The counters :class:`GenerateResult` sums (:data:`gen.runtime.driver.PERF_NAMES`, less
-#: ``perf_cycles``, which counts the host's time between programs too).
-_SUMMED = ("perf_busy", "perf_linear_busy", "perf_ssm_busy", "perf_overlap")
+def _summed():
+    """The counters :class:`GenerateResult` sums: :data:`gen.runtime.driver.PERF_NAMES`
+    less ``PERF_CYCLES``, which counts the host's time between programs too."""
+    from specgen.gen.runtime.driver import PERF_NAMES
+    return [n.lower() for n in PERF_NAMES if n != "PERF_CYCLES"]
 
 
 def _counters(programs):
     """The counters of the generation's programs (those of a step), summed."""
-    return {k: sum(p[k] for p in programs if p["step"] is not None) for k in _SUMMED}
+    return {k: sum(p[k] for p in programs if p["step"] is not None) for k in _summed()}
 
 
 def make_engine(name, *, config):
