@@ -21,7 +21,8 @@ from .mamba2 import SSMConfig
 from .nonlinear import LUTSpec
 from .validate import check_choice, check_float, check_int
 
-__all__ = ["TreeConfig", "LinearConfig", "PipelineConfig", "BoardConfig", "Config", "PRESETS",
+__all__ = ["TreeConfig", "LinearConfig", "PipelineConfig", "VectorConfig", "BoardConfig", "Config",
+           "PRESETS", "VECTOR_STAGES",
            "preset", "preset_names", "MEMORY_PORT_BITS", "MEMORY_LATENCY_NS", "READ_REORDER_BYTES",
            "HBM_NMU_PORTS"]
 
@@ -164,6 +165,38 @@ class PipelineConfig:
     def __post_init__(self):
         for name, (lo, hi) in self.LIMITS.items():
             check_int("PipelineConfig", name, getattr(self, name), min=lo, max=hi)
+
+
+#: The decoder core's vector stages (``hw.decoder.DECODER_ENGINES``) that take
+#: :attr:`VectorConfig.lanes` elements a beat: the norms, the conv1d, the residual and
+#: the copies. The argmax and the acceptance engine stay at one element a beat (a
+#: vocabulary's or a tree's reduction, under 5 % of a step's elements).
+VECTOR_STAGES = ("conv1d", "copy", "norm", "gate_norm", "residual")
+
+
+@dataclass(frozen=True, kw_only=True)
+class VectorConfig:
+    """The decoder core's vector stages (``hw.stream_engine``).
+
+    Parameters
+    ----------
+    lanes : int
+        Elements a beat of each stage of :data:`VECTOR_STAGES`: 1, 2, 4, 8 or 16. Each
+        lane is a copy of the stage's datapath; a norm keeps one partial sum of squares
+        a lane (``golden.rmsnorm``), so its result depends on ``lanes``. It must divide
+        ``linear.cols`` (the stages read a linear job's results in place, ``cols`` rows
+        a record), and a conv1d beat takes at most as many channels as the board's
+        widest memory port holds windows (:meth:`Config.stage_lanes`).
+    """
+
+    lanes: int = 1
+
+    #: Allowed lane counts: powers of two, so a beat's lanes are a power-of-two
+    #: element of memory.
+    LANES = (1, 2, 4, 8, 16)
+
+    def __post_init__(self):
+        check_choice("VectorConfig", "lanes", self.lanes, self.LANES)
 
 
 #: Read latency (ns) the memory ports are sized for: their masters keep this
@@ -311,13 +344,39 @@ class Config:
     bsfp: BSFPConfig = field(default_factory=BSFPConfig)
     ssm: SSMConfig = field(default_factory=lambda: _SIM_SSM)
     pipeline: PipelineConfig = field(default_factory=PipelineConfig)
+    vector: VectorConfig = field(default_factory=VectorConfig)
 
     def __post_init__(self):
         for name, cls in (("board", BoardConfig), ("tree", TreeConfig), ("linear", LinearConfig),
-                          ("bsfp", BSFPConfig), ("ssm", SSMConfig), ("pipeline", PipelineConfig)):
+                          ("bsfp", BSFPConfig), ("ssm", SSMConfig), ("pipeline", PipelineConfig),
+                          ("vector", VectorConfig)):
             value = getattr(self, name)
             if not isinstance(value, cls):
                 raise TypeError(f"Config.{name} must be a {cls.__name__}, not {value!r}")
+        lanes = self.vector.lanes
+        if self.linear.cols % lanes:
+            allowed = [n for n in VectorConfig.LANES if self.linear.cols % n == 0]
+            raise ValueError(f"Config.vector.lanes must divide linear.cols ({self.linear.cols}: "
+                             f"the vector stages read a linear job's records in place), so one "
+                             f"of {', '.join(map(str, allowed))}, not {lanes}")
+
+    def stage_lanes(self, stage, *, d_conv=4, lanes=None):
+        """Elements a beat of the decoder core's vector stage ``stage``
+        (``hw.decoder.DECODER_ENGINES``): ``vector.lanes`` for :data:`VECTOR_STAGES`, 1 for
+        the others; the conv1d takes at most as many channels a beat as the board's widest
+        memory port holds windows of ``d_conv − 1`` (and taps of ``d_conv``) binary32 words,
+        each in a power-of-two element (a 256-bit HBM port: two channels of Mamba2's
+        ``d_conv = 4``). ``lanes`` prices another ``vector.lanes`` (the performance
+        model's what-if; not checked against ``linear.cols``)."""
+        if stage not in VECTOR_STAGES:
+            return 1
+        lanes = self.vector.lanes if lanes is None else lanes
+        if stage == "conv1d":
+            element = 32
+            while element < 32 * d_conv:
+                element *= 2
+            lanes = min(lanes, max(1, max(MEMORY_PORT_BITS[self.board.memory]) // element))
+        return lanes
 
     def replace(self, **changes):
         """Return a copy with ``changes`` applied (and validated)."""
@@ -391,7 +450,8 @@ _BOARD_PIPELINE = PipelineConfig(fp_mul_stages=5, fp_add_stages=6, pe_round_stag
 PRESETS = {
     "sim": Config(name="sim", board=_SIM, tree=TreeConfig(fifo_depth=16, tile_size=8, max_nodes=64),
                   linear=LinearConfig(rows=2, cols=4, quant_lanes=3, max_k=16,
-                                        contract="dspfp32", max_tokens=16), ssm=_SIM_SSM),
+                                        contract="dspfp32", max_tokens=16), ssm=_SIM_SSM,
+                  vector=VectorConfig(lanes=2)),
     # Board-scale arrays (sizing in docs/boards.md): DSPFP32 MAC slots in columns
     # of 64, 84 columns (5,376 DSP58, 73 % of the part) on VHK158 and 8 (512 DSP58;
     # DDR feeds 15 FP16 weights per cycle) on VCK190; the SSM unit is one
@@ -400,19 +460,22 @@ PRESETS = {
     # binary32 words (256 bits) a cycle so that a token's 5,456 input words
     # (682 beats) arrive well within its 5,120-cycle sweep. VHK158's 128 lanes take and
     # give 4,096 state bits a 250 MHz cycle: 16 of its 256-bit HBM ports each way, as a
-    # write master takes one beat a fabric cycle; VCK190's DDR is one port.
+    # write master takes one beat a fabric cycle; VCK190's DDR is one port. The vector
+    # stages take 4 elements a beat (the most that divides VHK158's 84 columns; with one,
+    # they were half of the modeled verify pass, docs/perf.md); the sim preset 2, so
+    # every bench and the RTL generation run lanes.
     "vck190": Config(name="vck190", board=_VCK190, tree=TreeConfig(fifo_depth=16, tile_size=64),
                      linear=LinearConfig(rows=64, cols=8, quant_lanes=3, max_k=8192,
                                          contract="dspfp32", max_tokens=16),
                      ssm=SSMConfig(nheads=80, headdim=64, d_state=128, lanes=64,
                                    contract="dspfp32", input_words=8),
-                     pipeline=_BOARD_PIPELINE),
+                     pipeline=_BOARD_PIPELINE, vector=VectorConfig(lanes=4)),
     "vhk158": Config(name="vhk158", board=_VHK158, tree=TreeConfig(fifo_depth=16, tile_size=64),
                      linear=LinearConfig(rows=64, cols=84, quant_lanes=3, max_k=8192,
                                          contract="dspfp32", max_tokens=16),
                      ssm=SSMConfig(nheads=80, headdim=64, d_state=128, lanes=128,
                                    contract="dspfp32", input_words=8, state_ports=16),
-                     pipeline=_BOARD_PIPELINE),
+                     pipeline=_BOARD_PIPELINE, vector=VectorConfig(lanes=4)),
 }
 
 

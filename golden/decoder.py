@@ -31,7 +31,8 @@ float64 one)::
 * The conv1d, both norms, the residual and the SSM unit use the design's SSM
   contract (``SSMConfig.contract``: ``"ieee"`` or ``"dspfp32"``) and its SiLU,
   softplus and exp tables, as their blocks do (``hw.conv1d.Conv1d.from_config``
-  and the others).
+  and the others). The norms fold their sums of squares in ``vector.lanes`` partial
+  sums (:func:`golden.rmsnorm.gated_rmsnorm_hw`), as the core's norm engines do.
 * The other parameters are binary32 roundings of the source's float64 values
   (``A = −exp(A_log)`` computed in float64, rounded once), as the memory image
   stores them.
@@ -124,6 +125,14 @@ class HardwareLM:
                              f"{c.headdim}, d_state {c.d_state}) does not fit the design's SSM "
                              f"unit: {exc}") from None
         self.contract = self.ssm.contract
+        # The norms keep one partial sum a lane (golden.rmsnorm): the vectors they
+        # normalize must split into whole beats.
+        self.lanes = config.vector.lanes
+        for dim in ("d_model", "d_inner"):
+            if getattr(c, dim) % self.lanes:
+                raise ValueError(f"HardwareLM: the model's {dim} ({getattr(c, dim)}) is not a "
+                                 f"multiple of the design's vector.lanes ({self.lanes}); allowed: "
+                                 f"lanes dividing d_model and d_inner")
         t = lm.tensors
         names = [_EMBEDDING] + [f"backbone.layers.{i}.mixer.{m}.weight" for i in range(c.n_layer)
                                 for m in ("in_proj", "out_proj")]
@@ -206,7 +215,7 @@ class HardwareLM:
 
     def _norm(self, y, z, w):
         return gated_rmsnorm_hw(y, z, w, silu_lut=self.ssm.silu_lut, eps=self._c.norm_eps,
-                                contract=self.contract)
+                                contract=self.contract, lanes=self.lanes)
 
     def embed(self, token):
         """The embedding row of ``token`` (binary32, a fresh array)."""

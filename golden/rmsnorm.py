@@ -11,15 +11,20 @@ underflow, ``"dspfp32"``: the Versal DSPFP32 multiplier and adder, subnormal
 operands and results flushed to the zero of their sign, AMD AM004 "Subnormals")::
 
     g_i  = fl(y_i · silu_lut(z_i))                 the gate (omitted when z is None)
-    acc  = −0;  acc = fl( fl(g_i·g_i) + acc )      i = 0 … n−1, ascending
+    a_j  = −0;  a_j = fl( fl(g_i·g_i) + a_j )      lane j = 0 … L−1: i = j, j+L, …, ascending
+    acc  = pairwise(a_0 … a_{L−1})                 L = 1: acc = a_0
     ms   = fl(acc · inv_n),  inv_n = fl32(1/n)     exact when n is a power of two
     t    = fl(ms + eps32),   eps32 = fl32(eps)
     r    = rsqrt_hw(t)                             below
     out_i = fl( fl(g_i · r) · w_i )
 
-The sum of squares is one sequential fold, the single-cycle accumulation of a
-DSPFP32 adder on its own ``P`` register (AM004: ``P = M + P``), so it has one
-order whatever the schedule. ``−0`` is the exact identity of the first add.
+The sum of squares is ``L`` sequential folds (``lanes``, the block's elements a
+beat: ``golden.config.VectorConfig``), each the single-cycle accumulation of a
+DSPFP32 adder on its own ``P`` register (AM004: ``P = M + P``), so each has one
+order whatever the schedule. ``−0`` is the exact identity of a lane's first add.
+``pairwise`` adds neighbours level by level, ``fl(a_0 + a_1)``, ``fl(a_2 + a_3)``, …,
+then the sums of those, ``log2 L`` levels of an adder tree (``L`` a power of two
+dividing ``n``). The order changes the rounding: ``lanes`` is part of the contract.
 
 ``rsqrt_hw(t)``, a table and no division. For a positive normal
 ``t = 2**E · 1.f``: let ``p = E mod 2`` and ``q = (E − p)/2``; then
@@ -48,7 +53,7 @@ import numpy as np
 from .dsp import Binary32Ops
 from .fp import FP32
 from .nonlinear import CANONICAL_NAN32, LUTSpec, lut_eval, reference64
-from .validate import check_float
+from .validate import check_float, check_int
 
 __all__ = ["NORM_EPS", "RSQRT_LUT", "RSQRT_ERROR_BOUND", "rsqrt_hw", "gated_rmsnorm_hw",
            "gated_rmsnorm_hw_bits", "gated_rmsnorm_ref", "measure_rsqrt_error", "inv_n32"]
@@ -115,7 +120,7 @@ def rsqrt_hw(t, *, spec=RSQRT_LUT, ops=None):
 
 
 def gated_rmsnorm_hw(y, z, w, *, silu_lut, eps=NORM_EPS, rsqrt_lut=RSQRT_LUT, contract="ieee",
-                     ops=None):
+                     lanes=1, ops=None):
     """The gated RMSNorm of one or more vectors, bit for bit (module docstring).
 
     Parameters
@@ -132,6 +137,8 @@ def gated_rmsnorm_hw(y, z, w, *, silu_lut, eps=NORM_EPS, rsqrt_lut=RSQRT_LUT, co
     rsqrt_lut : golden.nonlinear.LUTSpec
     contract : str
         ``"ieee"`` or ``"dspfp32"``.
+    lanes : int
+        Partial sums of squares, ``L`` (module docstring): a power of two dividing ``n``.
 
     Values are float32 or ``uint32`` bit patterns.
 
@@ -152,11 +159,18 @@ def gated_rmsnorm_hw(y, z, w, *, silu_lut, eps=NORM_EPS, rsqrt_lut=RSQRT_LUT, co
         if not isinstance(silu_lut, LUTSpec) or silu_lut.function != "silu":
             raise TypeError(f"gated_rmsnorm.silu_lut must be a LUTSpec of 'silu', not {silu_lut!r}")
     n = y.shape[-1]
+    check_int("gated_rmsnorm", "lanes", lanes, min=1)
+    if lanes & (lanes - 1) or n % lanes:
+        raise ValueError(f"gated_rmsnorm: lanes must be a power of two dividing the vector's "
+                         f"{n} elements, not {lanes}")
     with np.errstate(all="ignore"):
         g = y if z is None else ops.mul(y, lut_eval(silu_lut, z, ops=ops))
-        acc = np.full(y.shape[:-1], -0.0, np.float32)
-        for i in range(n):
-            acc = ops.add(ops.mul(g[..., i], g[..., i]), acc)
+        part = np.full(y.shape[:-1] + (lanes,), -0.0, np.float32)
+        for i in range(0, n, lanes):
+            part = ops.add(ops.mul(g[..., i:i + lanes], g[..., i:i + lanes]), part)
+        while part.shape[-1] > 1:
+            part = ops.add(part[..., 0::2], part[..., 1::2])
+        acc = part[..., 0]
         ms = ops.mul(acc, inv_n32(n))
         t = ops.add(ms, np.float32(eps))
         r = rsqrt_hw(t, spec=rsqrt_lut, ops=ops)

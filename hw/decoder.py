@@ -202,8 +202,22 @@ class DecoderCore(SequencedCore):
                              f"linear.max_tokens), not {max_nodes!r}")
         self.model, self.max_nodes = model, V
         kw = {"addr_width": addr_width}
-        conv_elems = max(model.d_inner, model.d_state)
+        # The vector stages take config.stage_lanes elements a beat: the model's widths
+        # must split into whole beats, and the descriptors count beats.
+        lanes = {s: config.stage_lanes(s, d_conv=model.d_conv) for s in DECODER_ENGINES}
         wb = window_bytes(model)
+        for stage, dims in (("norm", ("d_model",)), ("gate_norm", ("d_inner",)),
+                            ("residual", ("d_model",)), ("copy", ("d_model", "nheads")),
+                            ("conv1d", ("d_inner", "d_state"))):
+            for dim in dims:
+                if getattr(model, dim) % lanes[stage]:
+                    raise ValueError(f"DecoderCore: the model's {dim} ({getattr(model, dim)}) "
+                                     f"is not a multiple of the {stage} engine's lanes "
+                                     f"({lanes[stage]}, vector.lanes {config.vector.lanes})")
+
+        def beats(stage, n):
+            return -(-n // lanes[stage])
+        conv_elems = beats("conv1d", max(model.d_inner, model.d_state))
         engines = {
             "linear": LinearEngine(config=config, **kw),
             "ssm": SSMEngine(config=config, **kw),
@@ -212,13 +226,14 @@ class DecoderCore(SequencedCore):
             "conv1d": conv1d_engine(config, max_vectors=1, max_elements=conv_elems, **kw),
             # dt of every node into its SSM record; a node's window (as words) at commit.
             "copy": copy_engine(config, max_vectors=V,
-                                max_elements=max(model.nheads, model.d_model,
-                                                 model.conv_dim * wb // 4), **kw),
+                                max_elements=beats("copy", max(model.nheads, model.d_model,
+                                                               model.conv_dim * wb // 4)), **kw),
             "norm": norm_engine(config, size=model.d_model, gate=False, out_fmt=FP16,
                                 max_vectors=V, **kw),
             "gate_norm": norm_engine(config, size=model.d_inner, gate=True, out_fmt=FP16,
                                      max_vectors=V, **kw),
-            "residual": residual_engine(config, max_vectors=V, max_elements=model.d_model, **kw),
+            "residual": residual_engine(config, max_vectors=V,
+                                        max_elements=beats("residual", model.d_model), **kw),
             "argmax": argmax_engine(config, size=model.vocab, max_vectors=V, **kw),
             # Greedy acceptance of the step's tree from the argmax beats: the path in memory.
             "accept": acceptance_engine(config, max_nodes=V, vocab=model.vocab, **kw),

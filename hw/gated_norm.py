@@ -2,19 +2,21 @@
 
 The hardware image of :func:`golden.rmsnorm.gated_rmsnorm_hw`, in two passes
 over an on-chip buffer of two banks (a vector loads into one while the other's
-is normalized and emitted):
+is normalized and emitted), ``lanes`` elements a beat (``golden.config.VectorConfig``;
+each lane a copy of the datapath below):
 
-* **load**: one element per cycle: the gate ``g = fl(y·silu_lut(z))``
+* **load**: one beat per cycle; per lane the gate ``g = fl(y·silu_lut(z))``
   (:class:`hw.ssm_nonlinear.LUTFunction` and one multiply), ``g`` and ``w``
-  written to the buffer, and ``fl(g·g)`` folded into the sum of squares in
-  ascending order: on one DSPFP32 slice accumulating on its own ``P``
+  written to the buffer, and ``fl(g·g)`` folded into the lane's sum of squares in
+  ascending order: on one DSPFP32 slice a lane accumulating on its own ``P``
   (``P = M + (−0)``, then ``P = M + P``; AMD AM004) for ``"dspfp32"``, or a
   fabric multiplier and a combinational adder in a one-cycle loop for
   ``"ieee"`` (the ``sim`` preset, as the SSM unit's accumulator);
-* **tail**: ``ms = fl(acc·inv_n)``, ``t = fl(ms + eps)``, ``r = rsqrt_hw(t)``:
+* **tail**: the lanes' sums added by a tree of neighbours (``log2 lanes`` adders
+  deep, :func:`golden.rmsnorm.gated_rmsnorm_hw`), ``ms = fl(acc·inv_n)``, ``t = fl(ms + eps)``, ``r = rsqrt_hw(t)``:
   the exponent-field range reduction into ``[1, 4)``, the ``"rsqrt"`` table
   (:class:`LUTFunction`), and the exponent put back;
-* **emit**: one element per cycle from the buffer, ``out = fl(fl(g·r)·w)``,
+* **emit**: one beat per cycle from the buffer, per lane ``out = fl(fl(g·r)·w)``,
   every NaN made canonical, into a credited output FIFO
   (:func:`hw.stream_pipe.credited_output`); with ``out_fmt=FP16`` it is rounded to
   binary16 first (:class:`hw.fp_arith.FPNarrow`, :func:`golden.fp.convert`): the
@@ -49,9 +51,11 @@ __all__ = ["GatedRMSNorm", "norm_in_layout", "NARROW_STAGES"]
 NARROW_STAGES = 2
 
 
-def norm_in_layout(gate):
-    """Input beat: ``y``, ``z`` (only with the gate) and ``w``, one word each, in that order."""
-    return data.StructLayout({"y": 32, **({"z": 32} if gate else {}), "w": 32})
+def norm_in_layout(gate, lanes=1):
+    """Input beat: ``y``, ``z`` (only with the gate) and ``w``, ``lanes`` words each (lane
+    ``j`` in bits ``32j …``), in that order."""
+    return data.StructLayout({"y": 32 * lanes, **({"z": 32 * lanes} if gate else {}),
+                              "w": 32 * lanes})
 
 
 def _bits(value):
@@ -78,30 +82,39 @@ class GatedRMSNorm(wiring.Component):
     out_fmt : golden.fp.FPFormat
         ``FP32`` (default) or ``FP16``: the output rounded to binary16 (RNE, gradual
         underflow) by a :class:`hw.fp_arith.FPNarrow` of :data:`NARROW_STAGES` registers.
+    lanes : int
+        Elements a beat, ``L``: a power of two dividing ``size``. The sum of squares is
+        ``L`` partial sums (the golden's ``lanes``), so it is part of the result.
 
     Attributes
     ----------
-    i : In(stream.Signature(norm_in_layout(gate)))
-        The vectors' elements in order, ``size`` beats per vector. ``i.ready`` is
+    i : In(stream.Signature(norm_in_layout(gate, lanes)))
+        The vectors' elements in order, ``L`` a beat (element ``L·b + j`` in lane ``j``
+        of beat ``b``), ``size / L`` beats per vector. ``i.ready`` is
         high while a bank is free: low from a vector's last beat while both banks
         hold vectors whose last element has not been read back (a registered
         condition; no path from ``o.ready``).
-    o : Out(stream.Signature(out_fmt.width))
-        The normalized elements in order; held while ``o.valid`` and not ``o.ready``.
+    o : Out(stream.Signature(L · out_fmt.width))
+        The normalized elements in order, ``L`` a beat as on ``i``; held while
+        ``o.valid`` and not ``o.ready``.
 
     Notes
     -----
     A vector whose last beat is taken in cycle ``t`` shows its first output in
     cycle ``t +`` :attr:`latency` and, while ``o.ready`` is high, one output per
     cycle after it. At full rate two vectors take :attr:`pair_cycles` cycles
-    (``size`` cycles each when ``latency`` is small against ``size``). A
+    (``size / L`` cycles each when ``latency`` is small against that). A
     synchronous reset abandons the vectors in flight; the next beat starts a new
     vector.
     """
 
     def __init__(self, *, size, silu_lut, gate=True, rsqrt_lut=RSQRT_LUT, eps=NORM_EPS,
-                 contract="ieee", mul_stages=2, add_stages=2, out_fmt=FP32):
+                 contract="ieee", mul_stages=2, add_stages=2, out_fmt=FP32, lanes=1):
         self._n = check_int("GatedRMSNorm", "size", size, min=2)
+        self._L = check_int("GatedRMSNorm", "lanes", lanes, min=1)
+        if lanes & (lanes - 1) or size % lanes:
+            raise ValueError(f"GatedRMSNorm.lanes must be a power of two dividing size "
+                             f"({size}), not {lanes}")
         if out_fmt not in (FP32, FP16):
             raise ValueError(f"GatedRMSNorm.out_fmt must be FP32 or FP16 (golden.fp), not "
                              f"{out_fmt!r}")
@@ -120,19 +133,20 @@ class GatedRMSNorm(wiring.Component):
                           owner="GatedRMSNorm")
         self._lm, self._la = mul_stages, add_stages
         self._silu_spec, self._rsqrt_spec = silu_lut, rsqrt_lut
-        super().__init__({"i": In(stream.Signature(norm_in_layout(gate))),
-                          "o": Out(stream.Signature(out_fmt.width))})
+        super().__init__({"i": In(stream.Signature(norm_in_layout(gate, lanes))),
+                          "o": Out(stream.Signature(out_fmt.width * lanes))})
 
     @classmethod
     def from_config(cls, config, *, gate=True, out_fmt=FP32, size=None):
         """The layer's gated norm of a :class:`golden.config.Config` (``size`` defaults to
         ``d_inner``; the pre-norm and the final norm, with ``gate=False``, normalize
         ``d_model`` elements, which the config does not hold, so their caller gives
-        ``size``)."""
+        ``size``), with the config's ``vector.lanes``."""
         size = config.ssm.d_inner if size is None else size
         return cls(size=size, gate=gate, silu_lut=config.ssm.silu_lut,
                    contract=config.ssm.contract, mul_stages=config.pipeline.fp_mul_stages,
-                   add_stages=config.pipeline.fp_add_stages, out_fmt=out_fmt)
+                   add_stages=config.pipeline.fp_add_stages, out_fmt=out_fmt,
+                   lanes=config.stage_lanes("norm"))
 
     def _lut(self, spec):
         return LUTFunction(spec=spec, mul_stages=self._lm, add_stages=self._la,
@@ -152,6 +166,19 @@ class GatedRMSNorm(wiring.Component):
         return self._n
 
     @property
+    def lanes(self):
+        return self._L
+
+    @property
+    def beats(self):
+        """Beats of one vector: ``size / lanes``."""
+        return self._n // self._L
+
+    @property
+    def _tree_levels(self):
+        return self._L.bit_length() - 1
+
+    @property
     def gate(self):
         return self._gate
 
@@ -169,10 +196,12 @@ class GatedRMSNorm(wiring.Component):
 
     @property
     def _tail_latency(self):
-        """Cycles from the sum's register to ``r``: ``1`` (register) ``+ mul + add + 1``
-        (reduction) ``+ rsqrt table + 1`` (exponent)."""
+        """Cycles from the sums' register to ``r``: ``1`` (register) ``+ log2(lanes)·add``
+        (the lanes' tree) ``+ mul + add + 1`` (reduction) ``+ rsqrt table + 1``
+        (exponent)."""
         ops = self._ops
-        return 1 + ops.mul_latency + ops.add_latency + 1 + self._lut_latency(self._rsqrt_spec) + 1
+        return (1 + self._tree_levels * ops.add_latency + ops.mul_latency + ops.add_latency
+                + 1 + self._lut_latency(self._rsqrt_spec) + 1)
 
     @property
     def _emit_latency(self):
@@ -198,36 +227,37 @@ class GatedRMSNorm(wiring.Component):
     @property
     def pair_cycles(self):
         """Cycles per two vectors at full rate, first input of a vector to that of the
-        vector after next: ``2·size − 2 + latency − emit``. A vector's bank is free in
+        vector after next: ``2·beats − 2 + latency − emit``. A vector's bank is free in
         the cycle after its last read, ``emit = 1 + 2·mul`` cycles before that element's
         result enters the output FIFO; the vector in between loads into the other bank
         without waiting."""
-        return 2 * self._n - 2 + self.latency - self._emit_latency
+        return 2 * self.beats - 2 + self.latency - self._emit_latency
 
     @property
     def module_name(self):
         g = f"silu_s{self._silu_spec.step_log2}" if self._gate else "nogate"
         out = "_o16" if self._out_fmt is FP16 else ""
+        lanes = f"_l{self._L}" if self._L > 1 else ""
         return (f"GatedRMSNorm_n{self._n}_{g}_rsqrt_s{self._rsqrt_spec.step_log2}"
-                f"_{self._ops.tag}{out}")
+                f"_{self._ops.tag}{out}{lanes}")
 
     # -- the parts ----------------------------------------------------------------------
 
-    def _accumulate(self, m, g, tag_first, tag_valid):
-        """The sum of squares, ascending; returns the sum (valid after the last ``g``)."""
+    def _accumulate(self, m, g, tag_first, tag_valid, sfx=""):
+        """A lane's sum of squares, ascending; returns the sum (valid after the last ``g``)."""
         ops = self._ops
         if ops.dsp:
-            dsp = submodule(m, "sumsq", DSPFP32(a_fmt=FP32, b_fmt=FP32, stall=True))
+            dsp = submodule(m, f"sumsq{sfx}", DSPFP32(a_fmt=FP32, b_fmt=FP32, stall=True))
             m.d.comb += [dsp.ce.eq(1), dsp.cea.eq(1), dsp.ceb.eq(1), dsp.a.eq(g), dsp.b.eq(g),
                          dsp.c.eq(0), dsp.fpopmode.eq(Mux(tag_first, OP_START, OP_ACC_P)),
                          dsp.cefpa.eq(delay_line(m, ALWAYS, tag_valid, DSPFP32.adder_stage,
-                                                 "sumsq_valid"))]
+                                                 f"sumsq{sfx}_valid"))]
             return dsp.p
-        sq = ops.mul(m, "square", g, g, ALWAYS)
-        first = delay_line(m, ALWAYS, tag_first, ops.mul_latency, "sq_first")
-        valid = delay_line(m, ALWAYS, tag_valid, ops.mul_latency, "sq_valid")
-        acc = Signal(32, name="sumsq")
-        add = submodule(m, "sumsq_add", FPAdd(fmt=FP32, stages=0))
+        sq = ops.mul(m, f"square{sfx}", g, g, ALWAYS)
+        first = delay_line(m, ALWAYS, tag_first, ops.mul_latency, f"sq{sfx}_first")
+        valid = delay_line(m, ALWAYS, tag_valid, ops.mul_latency, f"sq{sfx}_valid")
+        acc = Signal(32, name=f"sumsq{sfx}")
+        add = submodule(m, f"sumsq{sfx}_add", FPAdd(fmt=FP32, stages=0))
         m.d.comb += [add.en.eq(1), add.valid.eq(0), add.a.eq(sq),
                      add.b.eq(Mux(first, C(0x80000000, 32), acc))]
         with m.If(valid):
@@ -273,12 +303,17 @@ class GatedRMSNorm(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        ops, n, en = self._ops, self._n, ALWAYS
+        ops, n, en, L = self._ops, self.beats, ALWAYS, self._L
         p = self.i.payload
         cw, aw = index_width(n), index_width(2 * n)
+        # Lane j's names carry a suffix; one lane keeps the unsuffixed names.
+        sfx = [f"_l{j}" if L > 1 else "" for j in range(L)]
+
+        def lane(value, j):
+            return value[32 * j:32 * (j + 1)]
 
         def bank_addr(bank, index):
-            """Buffer address of element ``index`` of bank ``bank``: ``bank·size + index``."""
+            """Buffer address of beat ``index`` of bank ``bank``: ``bank·beats + index``."""
             a = Cat(index, C(0, aw))[:aw]
             return Mux(bank, add_const(a, n, aw), a)
 
@@ -289,7 +324,7 @@ class GatedRMSNorm(wiring.Component):
         load_bank = Signal(name="load_bank")
         emit_bank = Signal(name="emit_bank")
 
-        # -- load: one element per cycle into a free bank --------------------------------
+        # -- load: one beat per cycle into a free bank --------------------------------
         cnt_in = Signal(cw, name="cnt_in")
         m.d.comb += self.i.ready.eq(~Mux(load_bank, full[1], full[0]))
         accept = self.i.valid & self.i.ready
@@ -300,28 +335,40 @@ class GatedRMSNorm(wiring.Component):
                 m.d.sync += load_bank.eq(~load_bank)
         tag = Cat(accept, accept & eq_const(cnt_in, 0), accept & in_last, load_bank, cnt_in)
         lg = self._gate_latency
-        if self._gate:
-            silu = submodule(m, "silu", self._lut(self._silu_spec))
-            m.d.comb += [silu.en.eq(1), silu.valid.eq(0), silu.x.eq(p.z)]
-            y_d = delay_line(m, en, p.y, silu.latency, "y_d", reset_less=True)
-            g = ops.mul(m, "gate", y_d, silu.y, en)
-        else:
-            g = p.y
+        gs = []
+        for j in range(L):
+            if self._gate:
+                silu = submodule(m, f"silu{sfx[j]}", self._lut(self._silu_spec))
+                m.d.comb += [silu.en.eq(1), silu.valid.eq(0), silu.x.eq(lane(p.z, j))]
+                y_d = delay_line(m, en, lane(p.y, j), silu.latency, f"y{sfx[j]}_d",
+                                 reset_less=True)
+                gs.append(ops.mul(m, f"gate{sfx[j]}", y_d, silu.y, en))
+            else:
+                gs.append(lane(p.y, j))
         w_g = delay_line(m, en, p.w, lg, "w_g", reset_less=True)
         tag_g = delay_line(m, en, tag, lg, "tag_g")
-        buf = Memory(shape=64, depth=2 * n, init=[])
+        buf = Memory(shape=64 * L, depth=2 * n, init=[])
         m.submodules.buffer = buf
         wp = buf.write_port()
-        m.d.comb += [wp.addr.eq(bank_addr(tag_g[3], tag_g[4:])), wp.data.eq(Cat(g, w_g)),
+        m.d.comb += [wp.addr.eq(bank_addr(tag_g[3], tag_g[4:])), wp.data.eq(Cat(*gs, w_g)),
                      wp.en.eq(tag_g[0])]
-        total = self._accumulate(m, g, tag_g[1], tag_g[0])
-        # (the vector's last element, its bank), when the sum including it is on `total`
+        totals = [self._accumulate(m, g, tag_g[1], tag_g[0], sfx[j]) for j, g in enumerate(gs)]
+        # (the vector's last beat, its bank), when the sums including it are on `totals`
         done = delay_line(m, en, Cat(tag_g[2], tag_g[3]), self._acc_latency, "sum_done")
 
-        # -- tail: ms, t, rsqrt, with the bank travelling beside ---------------------------
-        ss = delay_line(m, done[0], total, 1, "sumsq_reg", reset_less=True)
-        ss_valid = delay_line(m, en, done, 1, "sumsq_valid_reg")
-        ms = ops.mul(m, "mean", ss, C(_bits(inv_n32(n)), 32), en)
+        # -- tail: the lanes' tree, ms, t, rsqrt, with the bank travelling beside ------------
+        sums = [delay_line(m, done[0], total, 1, f"sumsq{sfx[j]}_reg", reset_less=True)
+                for j, total in enumerate(totals)]
+        level = 0
+        while len(sums) > 1:
+            # Neighbours first, as golden.rmsnorm's tree: fl(a0 + a1), fl(a2 + a3), ...
+            sums = [ops.add(m, f"lanes_add{level}_{k // 2}", sums[k], sums[k + 1], en)
+                    for k in range(0, len(sums), 2)]
+            level += 1
+        ss = sums[0]
+        ss_valid = delay_line(m, en, done, 1 + self._tree_levels * ops.add_latency,
+                              "sumsq_valid_reg")
+        ms = ops.mul(m, "mean", ss, C(_bits(inv_n32(self._n)), 32), en)
         t = ops.add(m, "eps_add", ms, C(_bits(self._eps), 32), en)
         t_valid = delay_line(m, en, ss_valid, ops.mul_latency + ops.add_latency, "t_valid")
         r, r_valid = self._rsqrt(m, t, t_valid)
@@ -330,25 +377,31 @@ class GatedRMSNorm(wiring.Component):
             with m.If(r_valid[0] & eq_const(r_valid[1], b)):
                 m.d.sync += r_hold[b].eq(r)
 
-        # -- emit: one element per cycle from a ready bank, under the output's credit ------
+        # -- emit: one beat per cycle from a ready bank, under the output's credit ---------
         cnt_out = Signal(cw, name="cnt_out")
         issue_port = SimpleNamespace(valid=Signal(name="emit_valid"), ready=Signal(name="emit_ready"))
         m.d.comb += issue_port.valid.eq(Mux(emit_bank, ready[1], ready[0]))
         rp = buf.read_port(domain="sync")
         m.d.comb += [rp.addr.eq(bank_addr(emit_bank, cnt_out)), rp.en.eq(1)]
-        g_e, w_e = rp.data[:32], rp.data[32:]
         # r of the bank, registered with the read (the bank may switch after a last read).
         r_e = delay_line(m, en, Mux(emit_bank, r_hold[1], r_hold[0]), 1, "r_e", reset_less=True)
-        scaled = ops.mul(m, "scale", g_e, r_e, en)
-        out = ops.mul(m, "weight", scaled,
-                      delay_line(m, en, w_e, ops.mul_latency, "w_e", reset_less=True), en)
-        canon = Signal(32, name="out_canon")
-        m.d.comb += canon.eq(Mux(out[23:31].all() & out[:23].any(), int(CANONICAL_NAN32), out))
-        if self._out_fmt is FP16:
-            narrow = submodule(m, "narrow", FPNarrow(fmt=FP32, dst=FP16, stages=NARROW_STAGES))
-            m.d.comb += [narrow.en.eq(en), narrow.valid.eq(1), narrow.a.eq(canon)]
-            canon = narrow.result
-        issue = credited_output(m, i=issue_port, o=self.o, data=canon,
+        outs = []
+        for j in range(L):
+            g_e, w_e = lane(rp.data, j), lane(rp.data, L + j)
+            scaled = ops.mul(m, f"scale{sfx[j]}", g_e, r_e, en)
+            out = ops.mul(m, f"weight{sfx[j]}", scaled,
+                          delay_line(m, en, w_e, ops.mul_latency, f"w{sfx[j]}_e",
+                                     reset_less=True), en)
+            canon = Signal(32, name=f"out{sfx[j]}_canon")
+            m.d.comb += canon.eq(Mux(out[23:31].all() & out[:23].any(), int(CANONICAL_NAN32),
+                                     out))
+            if self._out_fmt is FP16:
+                narrow = submodule(m, f"narrow{sfx[j]}",
+                                   FPNarrow(fmt=FP32, dst=FP16, stages=NARROW_STAGES))
+                m.d.comb += [narrow.en.eq(en), narrow.valid.eq(1), narrow.a.eq(canon)]
+                canon = narrow.result
+            outs.append(canon)
+        issue = credited_output(m, i=issue_port, o=self.o, data=Cat(*outs),
                                 latency=self._emit_latency)
         out_last = eq_const(cnt_out, n - 1)
         with m.If(issue):

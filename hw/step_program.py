@@ -134,6 +134,9 @@ class StepPlan:
         self.rec = self.lin.y_record_bytes
         self.ssm_rec = eng["ssm"].record_bytes
         self.layouts = {n: e.desc.payload.shape() for n, e in eng.items()}
+        #: Model elements a beat of each engine (``golden.config.Config.stage_lanes``): its
+        #: descriptors count beats.
+        self.lanes = {n: getattr(e, "lanes", 1) for n, e in eng.items()}
         self._top = 0
         self.data = bytearray()
         self._weights()
@@ -280,25 +283,27 @@ class StepPlan:
                              wait=[core.index(w) for w in wait],
                              payload=_pack(self.layouts[engine], desc))
 
-    def _in_place(self, name, records, row0, n, v):
+    def _in_place(self, name, records, row0, n, v, lanes=1):
         """Operand ``name`` reading rows ``row0 … row0 + n − 1`` (``row0`` a multiple of
-        ``cols``) of node ``v`` from linear results at ``records``."""
+        ``cols``) of node ``v`` from linear results at ``records``, ``lanes`` rows a beat
+        (which divides ``cols`` and ``n``: ``golden.config.VectorConfig``)."""
         chunks = -(-n // self.cols)
         return {f"{name}_addr": records + (row0 // self.cols * self.n + v) * self.rec,
                 f"{name}_vstride": self.rec, f"{name}_cstride": self.n * self.rec,
-                f"{name}_chunk": self.cols, f"{name}_chunks": chunks,
-                f"{name}_tail": n - (chunks - 1) * self.cols}
+                f"{name}_chunk": self.cols // lanes, f"{name}_chunks": chunks,
+                f"{name}_tail": (n - (chunks - 1) * self.cols) // lanes}
 
     @staticmethod
-    def _vector(name, addr, n, vstride):
+    def _vector(name, addr, n, vstride, lanes=1):
         return {f"{name}_addr": addr, f"{name}_vstride": vstride, f"{name}_cstride": 0,
-                f"{name}_chunk": n, f"{name}_chunks": 1, f"{name}_tail": 0}
+                f"{name}_chunk": n // lanes, f"{name}_chunks": 1, f"{name}_tail": 0}
 
-    def _norm(self, src, w, n, out, out_stride, z=False):
-        desc = {"vectors": self.n, "elements": n, **self._vector("y", *src),
-                **self._vector("w", w, n, 0), "out_addr": out, "out_vstride": out_stride}
+    def _norm(self, engine, src, w, n, out, out_stride, z=False):
+        L = self.lanes[engine]
+        desc = {"vectors": self.n, "elements": n // L, **self._vector("y", *src, lanes=L),
+                **self._vector("w", w, n, 0, L), "out_addr": out, "out_vstride": out_stride}
         if z:
-            desc.update(self._in_place("z", self.zx, 0, n, 0))
+            desc.update(self._in_place("z", self.zx, 0, n, 0, L))
         return desc
 
     def _jobs(self, jobs, k, x, x_stride, y, wait):
@@ -331,14 +336,15 @@ class StepPlan:
         # The SSM record: B, C, x, dt (hw.ssm_engine).
         rec_off = {"B": 0, "C": 4 * N, "x": 8 * N, "dt": 8 * N + 4 * HP}
         chan = {"x": 0, "B": m.d_inner, "C": m.d_inner + N}
+        lc, lv, lr = self.lanes["copy"], self.lanes["conv1d"], self.lanes["residual"]
         # Every node's embedding row into h: a gather, one copy a node.
         recs = [self._rec("copy", {
-            "vectors": 1, "elements": m.d_model,
-            **self._vector("x", self.emb + t * self.emb_row, m.d_model, 0),
+            "vectors": 1, "elements": m.d_model // lc,
+            **self._vector("x", self.emb + t * self.emb_row, m.d_model, 0, lc),
             "y_addr": self.h + v * self.h_stride, "y_vstride": 0}) for v, t in enumerate(tokens)]
         for i, L in enumerate(self.layers):
             recs.append(self._rec("norm", self._norm(
-                (self.h, m.d_model, self.h_stride), L["norm"], m.d_model, self.xn,
+                "norm", (self.h, m.d_model, self.h_stride), L["norm"], m.d_model, self.xn,
                 self.xn_stride), ("residual",) if i else ("copy",)))
             recs += self._jobs(L["in_jobs"], L["in_k"], self.xn, self.xn_stride, self.zx,
                                ("norm",))
@@ -346,11 +352,12 @@ class StepPlan:
                 src = L["win"][0 if p[v] == ROOT else 1 + int(p[v])]
                 for n_seg, name in enumerate(("x", "B", "C")):
                     s, c0 = seg[name], chan[name]
-                    desc = {"vectors": 1, "elements": s.rows,
-                            **self._vector("window", src + c0 * self.wb, s.rows, 0),
-                            **self._in_place("x", self.zx, s.at, s.rows, v),
-                            **self._vector("taps", L["conv_w"] + c0 * 4 * m.d_conv, s.rows, 0),
-                            **self._vector("bias", L["conv_b"] + 4 * c0, s.rows, 0),
+                    desc = {"vectors": 1, "elements": s.rows // lv,
+                            **self._vector("window", src + c0 * self.wb, s.rows, 0, lv),
+                            **self._in_place("x", self.zx, s.at, s.rows, v, lv),
+                            **self._vector("taps", L["conv_w"] + c0 * 4 * m.d_conv, s.rows, 0,
+                                           lv),
+                            **self._vector("bias", L["conv_b"] + 4 * c0, s.rows, 0, lv),
                             "y_addr": L["ssm_in"] + v * self.ssm_rec + rec_off[name],
                             "y_vstride": 0, "new_window_addr": L["win"][1 + v] + c0 * self.wb,
                             "new_window_vstride": 0}
@@ -362,21 +369,22 @@ class StepPlan:
                     recs.append(self._rec("conv1d", desc, wait))
             dt = seg["dt"]
             recs.append(self._rec("copy", {
-                "vectors": V, "elements": H, **self._in_place("x", self.zx, dt.at, H, 0),
+                "vectors": V, "elements": H // lc,
+                **self._in_place("x", self.zx, dt.at, H, 0, lc),
                 "y_addr": L["ssm_in"] + rec_off["dt"], "y_vstride": self.ssm_rec}, ("linear",)))
             recs.append(self._rec("ssm", self._ssm(L, V, y_en=1), ("conv1d", "copy")))
             recs.append(self._rec("gate_norm", self._norm(
-                (self.y, m.d_inner, 4 * m.d_inner), L["gate"], m.d_inner, self.g,
+                "gate_norm", (self.y, m.d_inner, 4 * m.d_inner), L["gate"], m.d_inner, self.g,
                 self.g_stride, z=True), ("ssm",)))
             recs += self._jobs(L["out_jobs"], L["out_k"], self.g, self.g_stride, self.o,
                                ("gate_norm",))
             recs.append(self._rec("residual", {
-                "vectors": V, "elements": m.d_model,
-                **self._vector("h", self.h, m.d_model, self.h_stride),
-                **self._in_place("d", self.o, 0, m.d_model, 0),
+                "vectors": V, "elements": m.d_model // lr,
+                **self._vector("h", self.h, m.d_model, self.h_stride, lr),
+                **self._in_place("d", self.o, 0, m.d_model, 0, lr),
                 "out_addr": self.h, "out_vstride": self.h_stride}, ("linear",)))
         recs.append(self._rec("norm", self._norm(
-            (self.h, m.d_model, self.h_stride), self.norm_f, m.d_model, self.xn,
+            "norm", (self.h, m.d_model, self.h_stride), self.norm_f, m.d_model, self.xn,
             self.xn_stride), ("residual",)))
         recs += self._jobs(self.head_jobs, self.head_k, self.xn, self.xn_stride, self.logits,
                            ("norm",))
@@ -451,14 +459,14 @@ class StepPlan:
         records; the copy reads the last node's slot), so a commit cut by a reset is rerun
         as it is. ``(bytes, record count)``; the last record is ``END``."""
         path = self._check_path(path)
-        win = self.model.conv_dim * self.wb // 4
+        win, lc = self.model.conv_dim * self.wb // 4, self.lanes["copy"]
         recs = []
         for L in self.layers:
             recs.append(self._rec("ssm", self._ssm(L, len(path), y_en=0,
                                                    out_node=len(path) - 1)))
             recs.append(self._rec("copy", {
-                "vectors": 1, "elements": win,
-                **self._vector("x", L["win"][1 + path[-1]], win, 0),
+                "vectors": 1, "elements": win // lc,
+                **self._vector("x", L["win"][1 + path[-1]], win, 0, lc),
                 "y_addr": L["win"][0], "y_vstride": 0}))
         return self._end(recs, ("ssm", "copy"), "commit_program")
 

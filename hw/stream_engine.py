@@ -24,6 +24,13 @@ of ``chunk`` elements, the last of ``tail`` (``0``: a whole chunk), so
   output group's rows when ``cols`` does not divide the row count (``vhk158``'s 84
   columns against Mamba2's 2,560 or 5,120 rows).
 
+With ``lanes`` elements a beat (:class:`Lanes`, or a block built that wide: the norms'
+``GatedRMSNorm(lanes=L)``), an "element" above is a beat of ``L`` model elements, each
+operand's field ``L`` values wide (lane ``j`` in bits ``j·element_bits …``): the
+descriptor's counts are beats, its addresses and strides bytes as before, and the
+``L`` values of a beat are consecutive in memory. The runtime divides its counts by
+``L`` (``hw.step_program``).
+
 Each result field ``r`` is written as elements of :attr:`write_bytes` bytes: a field of
 at most 16 bits is packed ``32 / bits`` to a 32-bit beat, low first (a binary16 norm
 output), so ``elements`` must be a multiple of that; a wider field is zero-padded to a
@@ -33,11 +40,12 @@ power of two. Vector ``v``'s results start at ``addr + v·vstride``, ``elements`
 
 from dataclasses import dataclass
 
-from amaranth import Cat, Module, Mux, Signal, Value
+from amaranth import C, Cat, Module, Mux, Signal, Value
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.wiring import In, Out, connect
 from specgen.golden.config import MEMORY_PORT_BITS, Config
+from specgen.golden.mamba2 import MAMBA2_DEFAULTS
 from specgen.golden.validate import check_int
 from specgen.hw.acceptance import GreedyAcceptance
 from specgen.hw.argmax import Argmax, argmax_out_layout
@@ -52,6 +60,7 @@ from specgen.hw.residual import Residual
 __all__ = [
     "CopyStage",
     "Field",
+    "Lanes",
     "StreamEngine",
     "StreamUpsizer",
     "acceptance_engine",
@@ -154,6 +163,87 @@ class StreamUpsizer(wiring.Component):
         return m
 
 
+class Lanes(wiring.Component):
+    """``len(blocks)`` copies of an element-wise stream block side by side: ``L``
+    elements a beat.
+
+    Parameters
+    ----------
+    blocks : sequence of wiring.Component
+        ``L ≥ 2`` identical blocks (streams ``i`` and ``o``) whose ``i.ready`` does not
+        depend on ``i.valid`` (a credited output, :func:`hw.stream_pipe.credited_output`):
+        driven in lock step, their outputs leave together.
+    reads, writes : sequence of Field
+        The fields of one block's ``i`` and ``o`` payloads, low bits first, as
+        :class:`StreamEngine` takes them.
+
+    Attributes
+    ----------
+    i : In(stream.Signature(Σ L · element_bits(f.bits) over reads))
+    o : Out(stream.Signature(Σ L · element_bits(f.bits) over writes))
+        Field-major: field ``f``'s ``L`` lanes, each in an element of
+        :func:`element_bits` bits (lane ``j`` at bit ``j·element_bits``, zero-padded),
+        then the next field's, so each field is one operand of ``L`` elements in memory
+        (:meth:`fields`). A beat is taken when every lane is ready and leaves when every
+        lane has its result: the blocks' latency and throughput, ``L`` times the elements.
+    """
+
+    def __init__(self, *, blocks, reads, writes):
+        self._blocks = list(blocks)
+        if len(self._blocks) < 2 or len({b.module_name for b in self._blocks}) != 1:
+            raise ValueError(f"Lanes.blocks must be at least 2 identical blocks, not "
+                             f"{self._blocks!r}")
+        self._reads, self._writes = tuple(reads), tuple(writes)
+        L = len(self._blocks)
+        super().__init__({
+            "i": In(stream.Signature(sum(L * element_bits(f.bits) for f in self._reads))),
+            "o": Out(stream.Signature(sum(L * element_bits(f.bits) for f in self._writes)))})
+
+    lanes = property(lambda self: len(self._blocks))
+    latency = property(lambda self: self._blocks[0].latency)
+    #: One lane's block (they are identical).
+    lane_block = property(lambda self: self._blocks[0])
+
+    @property
+    def module_name(self):
+        return f"Lanes{self.lanes}_{self._blocks[0].module_name}"
+
+    def fields(self, fields):
+        """``fields`` (one block's) as this component's: ``L·element_bits`` bits each."""
+        return tuple(Field(f.name, self.lanes * element_bits(f.bits)) for f in fields)
+
+    def elaborate(self, platform):
+        m = Module()
+        L = self.lanes
+        subs = [submodule(m, f"lane{j}", b) for j, b in enumerate(self._blocks)]
+
+        def split(value, fields, j):
+            """Lane ``j``'s bits of every field of ``value``, as one block's payload."""
+            parts, lo = [], 0
+            for f in fields:
+                e = element_bits(f.bits)
+                parts.append(value[lo + j * e:lo + j * e + f.bits])
+                lo += L * e
+            return Cat(*parts)
+
+        all_ready = Signal(name="lanes_ready")
+        all_valid = Signal(name="lanes_valid")
+        m.d.comb += [all_ready.eq(Cat(b.i.ready for b in subs).all()),
+                     all_valid.eq(Cat(b.o.valid for b in subs).all()),
+                     self.i.ready.eq(all_ready), self.o.valid.eq(all_valid)]
+        out = []
+        for f_at, f in enumerate(self._writes):
+            e = element_bits(f.bits)
+            lo = sum(w.bits for w in self._writes[:f_at])
+            out += [Cat(Value.cast(b.o.payload)[lo:lo + f.bits], C(0, e - f.bits)) for b in subs]
+        for j, b in enumerate(subs):
+            m.d.comb += [b.i.valid.eq(self.i.valid & all_ready),
+                         b.i.payload.eq(split(Value.cast(self.i.payload), self._reads, j)),
+                         b.o.ready.eq(self.o.ready & all_valid)]
+        m.d.comb += self.o.payload.eq(Cat(*out))
+        return m
+
+
 class StreamEngine(wiring.Component):
     """A stream block with its operands and results in memory.
 
@@ -174,7 +264,12 @@ class StreamEngine(wiring.Component):
         ``True``: the block emits one beat per vector (an argmax), ``False``: one per
         input beat.
     max_vectors, max_elements : int
-        Descriptor limits (the widths of its counts).
+        Descriptor limits (the widths of its counts). An "element" is a beat: with
+        ``lanes`` elements a beat, a descriptor's ``elements`` and chunk sizes count
+        beats of ``lanes`` model elements, each field ``lanes`` values wide.
+    lanes : int
+        Model elements a beat (:class:`Lanes`, ``golden.config.Config.stage_lanes``);
+        the runtime divides its counts by it.
     addr_width : int
         Byte-address width of every AXI port (default 40).
     name : str
@@ -208,7 +303,7 @@ class StreamEngine(wiring.Component):
     """
 
     def __init__(self, *, block, config, reads, writes, reduce=False, max_vectors,
-                 max_elements, addr_width=40, name=None, **master_overrides):
+                 max_elements, addr_width=40, name=None, lanes=1, **master_overrides):
         if not isinstance(config, Config):
             raise TypeError(f"StreamEngine.config must be a golden.config.Config, not {config!r}")
         members = getattr(getattr(block, "signature", None), "members", {})
@@ -234,6 +329,7 @@ class StreamEngine(wiring.Component):
         self._reduce = reduce
         self._max_v = check_int("StreamEngine", "max_vectors", max_vectors, min=1)
         self._max_e = check_int("StreamEngine", "max_elements", max_elements, min=1)
+        self._lanes = check_int("StreamEngine", "lanes", lanes, min=1)
         self._aw = check_int("StreamEngine", "addr_width", addr_width, min=12, max=64)
         self._name = block.module_name if name is None else name
         allowed = MEMORY_PORT_BITS[config.board.memory]
@@ -272,6 +368,7 @@ class StreamEngine(wiring.Component):
     max_vectors = property(lambda self: self._max_v)
     max_elements = property(lambda self: self._max_e)
     addr_width = property(lambda self: self._aw)
+    lanes = property(lambda self: self._lanes)
 
     @property
     def descriptor_layout(self):
@@ -450,20 +547,32 @@ class StreamEngine(wiring.Component):
 # -- the decoder's vector stages ------------------------------------------------------
 
 
+def _laned(config, stage, make, reads, writes, *, lanes=None, **kw):
+    """The engine of ``make()``'s block at ``config``'s lanes for ``stage`` (or
+    ``lanes``): the block itself at one lane, else :class:`Lanes` of as many copies."""
+    lanes = config.stage_lanes(stage) if lanes is None else lanes
+    if lanes == 1:
+        return StreamEngine(block=make(), config=config, reads=reads, writes=writes, **kw)
+    blk = Lanes(blocks=[make() for _ in range(lanes)], reads=reads, writes=writes)
+    return StreamEngine(block=blk, config=config, reads=blk.fields(reads),
+                        writes=blk.fields(writes), lanes=lanes, **kw)
+
+
 def conv1d_engine(config, *, max_vectors, max_elements, **kw):
-    """The conv1d and SiLU of ``config`` (:class:`hw.conv1d.Conv1d`) on channels in memory.
+    """The conv1d and SiLU of ``config`` (:class:`hw.conv1d.Conv1d`) on channels in memory,
+    ``config.stage_lanes("conv1d")`` channels a beat (``max_elements`` in beats).
 
     Operands ``window`` (the node's parent's ``d_conv − 1`` raw values of a channel,
     oldest first, in a 128-bit element for Mamba2's ``d_conv = 4``), ``x`` (the new raw
     value), ``taps``, ``bias``; results ``y`` (``silu(conv)``) and ``window`` (the new
     window, the node's own, in the layout it was read in)."""
-    blk = Conv1d.from_config(config)
-    w = 32 * (blk.d_conv - 1)
-    return StreamEngine(block=blk, config=config, reduce=False, max_vectors=max_vectors,
-                        max_elements=max_elements,
-                        reads=(Field("window", w), Field("x", 32), Field("taps", 32 * blk.d_conv),
-                               Field("bias", 32)),
-                        writes=(Field("y", 32), Field("new_window", w)), **kw)
+    dc = MAMBA2_DEFAULTS["d_conv"]              # Conv1d.from_config's
+    w = 32 * (dc - 1)
+    return _laned(config, "conv1d", lambda: Conv1d.from_config(config),
+                  (Field("window", w), Field("x", 32), Field("taps", 32 * dc),
+                   Field("bias", 32)), (Field("y", 32), Field("new_window", w)),
+                  lanes=config.stage_lanes("conv1d", d_conv=dc), reduce=False,
+                  max_vectors=max_vectors, max_elements=max_elements, **kw)
 
 
 class CopyStage(wiring.Component):
@@ -495,13 +604,16 @@ class CopyStage(wiring.Component):
 
 
 def copy_engine(config, *, bits=32, max_vectors, max_elements, **kw):
-    """A copy between two layouts (:class:`CopyStage`): operand ``x``, result ``y``, words
-    of ``bits`` bits. The decoder's moves that no stage computes: ``dt`` from the
-    in_proj records into the SSM engine's input record, and the commit's copy of the
-    last accepted node's conv window into the layer's state."""
-    return StreamEngine(block=CopyStage(bits=bits), config=config, reduce=False,
-                        max_vectors=max_vectors, max_elements=max_elements,
-                        reads=(Field("x", bits),), writes=(Field("y", bits),), **kw)
+    """A copy between two layouts (:class:`CopyStage`): operand ``x``, result ``y``,
+    ``config.stage_lanes("copy")`` words of ``bits`` bits a beat (``max_elements`` in
+    beats). The decoder's moves that no stage computes: ``dt`` from the in_proj records
+    into the SSM engine's input record, the embedding rows' gather, and the commit's copy
+    of the last accepted node's conv window into the layer's state."""
+    lanes = config.stage_lanes("copy")
+    width = lanes * bits
+    return StreamEngine(block=CopyStage(bits=width), config=config, reduce=False,
+                        max_vectors=max_vectors, max_elements=max_elements, lanes=lanes,
+                        reads=(Field("x", width),), writes=(Field("y", width),), **kw)
 
 
 def acceptance_engine(config, *, max_nodes, vocab, max_vectors=1, **kw):
@@ -517,22 +629,25 @@ def acceptance_engine(config, *, max_nodes, vocab, max_vectors=1, **kw):
 
 def residual_engine(config, *, max_vectors, max_elements, **kw):
     """The residual add of ``config`` (:class:`hw.residual.Residual`): operands ``h`` and
-    ``d``, result ``out``."""
-    return StreamEngine(block=Residual.from_config(config), config=config, reduce=False,
-                        max_vectors=max_vectors, max_elements=max_elements,
-                        reads=(Field("h", 32), Field("d", 32)), writes=(Field("out", 32),), **kw)
+    ``d``, result ``out``, ``config.stage_lanes("residual")`` elements a beat
+    (``max_elements`` in beats)."""
+    return _laned(config, "residual", lambda: Residual.from_config(config),
+                  (Field("h", 32), Field("d", 32)), (Field("out", 32),), reduce=False,
+                  max_vectors=max_vectors, max_elements=max_elements, **kw)
 
 
 def norm_engine(config, *, size, gate, out_fmt, max_vectors, **kw):
     """A gated RMSNorm of ``config`` (:class:`hw.gated_norm.GatedRMSNorm`) of ``size``
     elements: operands ``y``, ``z`` (with the gate) and ``w`` (``vstride = 0``: one
     weight vector for every node), result ``out`` in ``out_fmt`` (binary16 packed two a
-    word). Every descriptor's ``elements`` must be ``size``."""
+    word), ``config.stage_lanes("norm")`` elements a beat (the block's lanes). Every
+    descriptor's ``elements`` must be ``size / lanes``."""
     blk = GatedRMSNorm.from_config(config, size=size, gate=gate, out_fmt=out_fmt)
-    reads = (Field("y", 32),) + ((Field("z", 32),) if gate else ()) + (Field("w", 32),)
+    L = blk.lanes
+    reads = (Field("y", 32 * L),) + ((Field("z", 32 * L),) if gate else ()) + (Field("w", 32 * L),)
     return StreamEngine(block=blk, config=config, reduce=False, max_vectors=max_vectors,
-                        max_elements=size, reads=reads, writes=(Field("out", out_fmt.width),),
-                        **kw)
+                        max_elements=blk.beats, reads=reads, lanes=L,
+                        writes=(Field("out", out_fmt.width * L),), **kw)
 
 
 def argmax_engine(config, *, size, max_vectors, **kw):

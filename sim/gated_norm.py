@@ -1,5 +1,5 @@
 """cocotb bench of :class:`hw.gated_norm.GatedRMSNorm` against
-:func:`golden.rmsnorm.gated_rmsnorm_hw`, bit for bit.
+:func:`golden.rmsnorm.gated_rmsnorm_hw`, bit for bit, at the block's lanes.
 
 Vectors of random normal values at several scales (``1``, ``1e-19``: squares
 near the flush boundary ``2**-126``, ``1e15``), some with IEEE special values
@@ -51,24 +51,36 @@ def norm_vectors(rng, count, n):
 
 
 class _Vectors:
+    """``count`` vectors as input beats of ``lanes`` elements (each field's lanes low
+    first) and the expected output beats, packed the same way."""
+
     def __init__(self, rng, count, p):
-        n, gate = p["size"], p["gate"]
+        n, gate, L = p["size"], p["gate"], p.get("lanes", 1)
         y, z, w = norm_vectors(rng, count, n)
         want = gated_rmsnorm_hw(y, z if gate else None, w, silu_lut=LUTSpec(**p["silu_lut"]),
                                 rsqrt_lut=LUTSpec(**p["rsqrt_lut"]), eps=p["eps"],
-                                contract=p["contract"]).view(np.uint32)
+                                contract=p["contract"], lanes=L).view(np.uint32)
         if p.get("out16"):
             # The binary16 output: the binary32 result rounded once (IEEE convertFormat).
             want = convert(want, FP32, FP16)
         yb, zb, wb = y.view(np.uint32), z.view(np.uint32), w.view(np.uint32)
         self.beats = []
         for v in range(count):
-            for j in range(n):
-                words = [yb[v, j], zb[v, j], wb[j]] if gate else [yb[v, j], wb[j]]
+            for b in range(0, n, L):
+                fields = [yb[v, b:b + L], zb[v, b:b + L], wb[b:b + L]] if gate else \
+                    [yb[v, b:b + L], wb[b:b + L]]
+                words = [x for f in fields for x in f]
                 self.beats.append(sum(int(x) << (32 * k) for k, x in enumerate(words)))
-        self.expected = [int(x) for x in want.reshape(-1)]
+        width = 16 if p.get("out16") else 32
+        self.expected = [sum(int(x) << (width * k) for k, x in enumerate(beat))
+                         for beat in want.reshape(-1, L)]
         if p.get("corrupt"):
-            self.expected[len(self.expected) // 2] ^= 1 << 31
+            self.expected[len(self.expected) // 2] ^= 1 << (width - 1)
+
+
+def _beats(p):
+    """Beats of one vector."""
+    return p["size"] // p.get("lanes", 1)
 
 
 async def _start(dut):
@@ -85,16 +97,16 @@ async def random_flow(dut):
     """Vectors under random idle and back-pressure, every output bit for bit."""
     tb, p, rng = await _start(dut)
     vec = _Vectors(rng, p.get("vectors", 24), p)
-    await run_vectors(tb, vec.beats, vec.expected, n=p["size"], idle=0.2, stall=0.3)
+    await run_vectors(tb, vec.beats, vec.expected, n=_beats(p), idle=0.2, stall=0.3)
 
 
 @cocotb.test()
 async def full_rate(dut):
     """No idle, no back-pressure: the first output ``latency`` cycles after a vector's last
-    input, one output per cycle, the second vector loaded without a wait (the other
+    input, one output beat per cycle, the second vector loaded without a wait (the other
     bank), and two vectors every ``pair_cycles`` cycles."""
     tb, p, rng = await _start(dut)
-    n, count = p["size"], 6
+    n, count = _beats(p), 6
     vec = _Vectors(rng, count, p)
     t_in, t_out = await run_vectors(tb, vec.beats, vec.expected, n=n, idle=0, stall=0)
     first = [t_in[v * n] for v in range(count)]
@@ -111,7 +123,7 @@ async def full_rate(dut):
 async def reset_mid_stream(dut):
     """Resets in mid-load and mid-emit; after each, fresh vectors come out right."""
     tb, p, rng = await _start(dut)
-    n = p["size"]
+    n = _beats(p)
     for cut in (n // 2, n + 1, n * 2 - 1, 3):
         old = _Vectors(rng, 3, p)        # abandoned: only the reset's cleanliness is checked
         await abandon_and_reset(tb, old.beats, cut)

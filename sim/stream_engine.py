@@ -53,19 +53,31 @@ def _words(values, nbytes):
     return np.concatenate([values, np.zeros(values.shape[:-1] + (pad,), np.uint32)], axis=-1)
 
 
+def _lanes(a, vectors, elements, lanes, words):
+    """Model elements ``a`` (``vectors · elements · lanes`` of them, ``k`` uint32 words
+    each) as beats of ``lanes`` elements, each padded to ``words`` words:
+    ``(vectors, elements, lanes · words)``, lane ``j`` of a beat at word ``j · words``."""
+    a = np.asarray(a, np.uint32).reshape(vectors, elements, lanes, -1)
+    pad = np.zeros(a.shape[:3] + (words - a.shape[-1],), np.uint32)
+    return np.concatenate([a, pad], axis=-1).reshape(vectors, elements, -1)
+
+
 def stage_data(p, rng, vectors, elements):
     """Operands ``{name: (vectors, elements, words)}`` uint32 and the golden results
-    ``{name: (vectors, n, words)}`` (``n`` = elements, or 1 for a reduction)."""
-    kind, count = p["kind"], vectors * elements
+    ``{name: (vectors, n, words)}`` (``n`` = elements, or 1 for a reduction). An element
+    is a beat of ``p["lanes"]`` model elements."""
+    kind, L = p["kind"], p.get("lanes", 1)
+    count = vectors * elements * L
+
+    def beats(a, words=1):
+        return _lanes(a, vectors, elements, L, words)
     if kind == "residual":
         h, d = residual_inputs(rng, count)
         # residual_inputs appends every pair of special values; keep a random sample.
         pick = rng.choice(h.size, count, replace=False)
         h, d = h[pick], d[pick]
-        ops = {"h": h, "d": d}
-        res = {"out": residual_hw_bits(h, d, contract=p["contract"])}
-        shape = lambda a: np.asarray(a, np.uint32).reshape(vectors, elements, -1)
-        return {k: shape(v) for k, v in ops.items()}, {k: shape(v) for k, v in res.items()}
+        return ({"h": beats(h), "d": beats(d)},
+                {"out": beats(residual_hw_bits(h, d, contract=p["contract"]))})
     if kind == "copy":
         # Any words, IEEE specials among them (a copy must not canonicalize a NaN or
         # flush a subnormal).
@@ -73,32 +85,40 @@ def stage_data(p, rng, vectors, elements):
         specials = np.array([0x7FC00001, 0xFF800000, 0x80000000, 0x00000001, 0x7F7FFFFF],
                             np.uint32)
         x[rng.random(count) < 0.2] = rng.choice(specials)
-        x = x.reshape(vectors, elements, 1)
-        return {"x": x}, {"y": x.copy()}
+        return {"x": beats(x)}, {"y": beats(x)}
     if kind == "conv1d":
         dc = p["d_conv"]
         window, x, w, b = channel_inputs(rng, count, dc)
         # The taps and bias are a channel's: the same for every vector (node).
-        w = np.tile(w[:elements], (vectors, 1))
-        b = np.tile(b[:elements], vectors)
+        per = elements * L
+        w = np.tile(w[:per], (vectors, 1))
+        b = np.tile(b[:per], vectors)
         y, win = conv1d_hw(window, x, w, b, silu_lut=LUTSpec(**p["silu_lut"]),
                            contract=p["contract"])
+        ew = {n: nbytes // 4 // L for n, nbytes in {**p["read_bytes"], **p["write_bytes"]}.items()}
 
-        def shape(a):
-            return np.asarray(a, np.float32).view(np.uint32).reshape(vectors, elements, -1)
-        return ({"window": shape(window.T), "x": shape(x), "taps": shape(w), "bias": shape(b)},
-                {"y": shape(y), "new_window": shape(np.asarray(win).T)})
+        def shape(a, name):
+            return beats(np.asarray(a, np.float32).view(np.uint32), ew[name])
+        return ({"window": shape(window.T, "window"), "x": shape(x, "x"),
+                 "taps": shape(w, "taps"), "bias": shape(b, "bias")},
+                {"y": shape(y, "y"), "new_window": shape(np.asarray(win).T, "new_window")})
     if kind == "norm":
-        y, z, w = norm_vectors(rng, vectors, elements)
+        y, z, w = norm_vectors(rng, vectors, elements * L)
         want = gated_rmsnorm_hw(y, z if p["gate"] else None, w,
                                 silu_lut=LUTSpec(**p["silu_lut"]),
                                 rsqrt_lut=LUTSpec(**p["rsqrt_lut"]), eps=p["eps"],
-                                contract=p["contract"]).view(np.uint32)
+                                contract=p["contract"], lanes=L).view(np.uint32)
         if p["out16"]:
-            want = convert(want, FP32, FP16).astype(np.uint32)
+            want = convert(want, FP32, FP16).astype(np.uint16)
+            # A beat's binary16 lanes, low first: as 32-bit words when there are two or more
+            # (one binary16 a beat is packed two a word by the engine's upsizer instead).
+            want = (want.reshape(vectors, elements, 1).astype(np.uint32) if L == 1 else
+                    np.ascontiguousarray(want).view(np.uint32).reshape(vectors, elements, -1))
+        else:
+            want = beats(want)
         ops = {"y": y, **({"z": z} if p["gate"] else {}), "w": np.tile(w, (vectors, 1))}
-        return ({k: np.asarray(v, np.float32).view(np.uint32).reshape(vectors, elements, 1)
-                 for k, v in ops.items()}, {"out": want.reshape(vectors, elements, 1)})
+        return ({k: beats(np.asarray(v, np.float32).view(np.uint32)) for k, v in ops.items()},
+                {"out": want})
     if kind == "argmax":
         # logit_vectors puts its edge cases in its first three vectors: draw at least
         # three and keep a random ``vectors`` of them.

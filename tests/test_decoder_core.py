@@ -12,7 +12,7 @@ from specgen.sim.runner import BenchFailure, run_bench
 #: The bench's design: ``linear.cols = 3`` divides none of the model's segments (z and x
 #: 16 rows, B and C 8, dt 2, vocab 16, d_model 8), so every in-place read has a ragged
 #: last chunk and in_proj's segments are padded; the SSM unit has the model's geometry.
-DESIGN = {"linear": {"cols": 3}, "ssm": {"nheads": 2, "headdim": 8, "d_state": 8},
+DESIGN = {"linear": {"cols": 6}, "ssm": {"nheads": 2, "headdim": 8, "d_state": 8},
           "model": {"vocab": 16, "d_model": 8, "n_layer": 2, "d_state": 8, "headdim": 8},
           "max_records": 128, "addr_width": 18, "max_nodes": 8}
 

@@ -14,7 +14,7 @@ SIM = preset("sim")
 
 
 def _params(dut, **extra):
-    return {"size": dut.size, "gate": dut.gate, "contract": dut._ops.contract,
+    return {"size": dut.size, "gate": dut.gate, "lanes": dut.lanes, "contract": dut._ops.contract,
             "out16": dut.out_fmt is FP16,
             "silu_lut": dataclasses.asdict(dut._silu_spec),
             "rsqrt_lut": dataclasses.asdict(dut._rsqrt_spec), "eps": dut._eps,
@@ -28,19 +28,25 @@ def _run(dut, *, testcase=None, **extra):
 
 @pytest.mark.sim
 def test_gated_norm_sim_preset():
-    """The sim preset's layer norm (d_inner = 4, "ieee") under every scenario."""
-    _run(GatedRMSNorm.from_config(SIM))
+    """The sim preset's layer norm (d_inner = 4, "ieee", 2 lanes: two beats a vector)
+    under every scenario."""
+    dut = GatedRMSNorm.from_config(SIM)
+    assert dut.lanes == SIM.vector.lanes == 2 and dut.beats == 2
+    _run(dut)
 
 
 @pytest.mark.sim
-def test_gated_norm_binary16_output():
-    """The pre-norm feeding ``in_proj`` (no gate, d_model = 8) with its output rounded to
+@pytest.mark.parametrize("lanes", [1, 4])
+def test_gated_norm_binary16_output(lanes):
+    """The pre-norm feeding ``in_proj`` (no gate, d_model = 16) with its output rounded to
     the linear engine's binary16, every scenario: ``golden.fp.convert`` of the binary32
-    result, bit for bit, the latency two cycles longer."""
-    dut = GatedRMSNorm(size=8, gate=False, silu_lut=SIM.ssm.silu_lut, out_fmt=FP16)
-    ref = GatedRMSNorm(size=8, gate=False, silu_lut=SIM.ssm.silu_lut)
-    assert len(dut.o.payload) == 16 and dut.latency == ref.latency + 2
-    assert dut.module_name == ref.module_name + "_o16"
+    result, bit for bit, the latency two cycles longer; one lane, and four (VHK158's: four
+    partial sums, the tree two adders deep)."""
+    dut = GatedRMSNorm(size=16, gate=False, silu_lut=SIM.ssm.silu_lut, out_fmt=FP16, lanes=lanes)
+    ref = GatedRMSNorm(size=16, gate=False, silu_lut=SIM.ssm.silu_lut, lanes=lanes)
+    assert len(dut.o.payload) == 16 * lanes and dut.latency == ref.latency + 2
+    assert dut.module_name == ref.module_name.replace("_l4", "") + "_o16" + (
+        "_l4" if lanes == 4 else "")
     _run(dut)
 
 
@@ -94,8 +100,18 @@ def test_gated_norm_properties_and_errors():
     dsp = GatedRMSNorm(size=16, silu_lut=silu, gate=False, contract="dspfp32")
     assert dsp.latency == 0 + 4 + (1 + 3 + 4 + 1 + (5 + 2 + 12) + 1) + 1 + (1 + 6) + 1
     assert dsp.module_name == "GatedRMSNorm_n16_nogate_rsqrt_s7_dsp"
+    # Four lanes: a tree of two DSP adders (4 cycles each) before the mean, a quarter of
+    # the beats.
+    dsp4 = GatedRMSNorm(size=16, silu_lut=silu, gate=False, contract="dspfp32", lanes=4)
+    assert dsp4.latency == dsp.latency + 2 * 4 and dsp4.beats == 4
+    assert dsp4.pair_cycles == 2 * 4 - 2 + dsp4.latency - (1 + 6)
+    assert dsp4.module_name == "GatedRMSNorm_n16_nogate_rsqrt_s7_dsp_l4"
+    assert dsp4.i.payload.shape().size == 2 * 4 * 32 and len(dsp4.o.payload) == 4 * 32
+    with pytest.raises(ValueError, match=r"^GatedRMSNorm.lanes must be a power of two dividing "
+                                         r"size \(12\), not 8$"):
+        GatedRMSNorm(size=12, silu_lut=silu, lanes=8)
     board = GatedRMSNorm.from_config(preset("vck190"))
-    assert board.size == 5120 and board.module_name.endswith("_dsp")
+    assert board.size == 5120 and board.module_name.endswith("_dsp_l4") and board.lanes == 4
     with pytest.raises(ValueError, match=r"^GatedRMSNorm.size must be an integer >= 2, not 1$"):
         GatedRMSNorm(size=1, silu_lut=silu)
     with pytest.raises(ValueError, match=r"^GatedRMSNorm.out_fmt must be FP32 or FP16 \(golden.fp\), "

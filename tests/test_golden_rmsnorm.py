@@ -42,17 +42,25 @@ def _canon(u):
     return 0x7FC00000 if (u >> 23) & 0xFF == 0xFF and u & 0x7FFFFF else u
 
 
-def _softfloat_norm(y, z, w, contract):
-    """One vector, each binary32 operation by SoftFloat; the tables by the golden."""
+def _softfloat_norm(y, z, w, contract, lanes=1):
+    """One vector, each binary32 operation by SoftFloat; the tables by the golden. With
+    ``lanes``, lane ``j`` folds elements ``j, j + lanes, …`` and the lanes' sums meet in
+    a tree of neighbours."""
     mul, add = ((_sf(sf.f32_mul), _sf(sf.f32_add)) if contract == "ieee"
                 else (ftz_mul32, ftz_add32))
     ops = Binary32Ops(contract)
     yb, wb = y.view(np.uint32), w.view(np.uint32)
     s = lut_eval(SILU, z, ops=ops).view(np.uint32)
     g = [mul(yb[i], s[i]) for i in range(y.size)]
-    acc = 0x80000000
-    for gi in g:
-        acc = add(mul(gi, gi), acc)
+    sums = []
+    for j in range(lanes):
+        acc = 0x80000000
+        for gi in g[j::lanes]:
+            acc = add(mul(gi, gi), acc)
+        sums.append(acc)
+    while len(sums) > 1:
+        sums = [add(sums[k], sums[k + 1]) for k in range(0, len(sums), 2)]
+    acc = sums[0]
     ms = mul(acc, int(np.float32(1.0 / y.size).view(np.uint32)))
     t = add(ms, int(np.float32(NORM_EPS).view(np.uint32)))
     r = int(rsqrt_hw(np.array([t], np.uint32), ops=ops).view(np.uint32)[0])
@@ -67,13 +75,14 @@ def _vectors(rng, n, scale=1.0):
 
 
 @pytest.mark.parametrize("contract", ["ieee", "dspfp32"])
-@pytest.mark.parametrize("n", [16, 48])
-def test_matches_softfloat_element_by_element(contract, n):
-    rng = seeded_rng(f"rmsnorm_softfloat_{contract}_{n}")
+@pytest.mark.parametrize("n, lanes", [(16, 1), (48, 1), (16, 2), (48, 4), (32, 16)])
+def test_matches_softfloat_element_by_element(contract, n, lanes):
+    rng = seeded_rng(f"rmsnorm_softfloat_{contract}_{n}_{lanes}")
     for scale in (1.0, 1e-19, 3e-20, 1e15):
         y, z, w = _vectors(rng, n, scale)
-        got = gated_rmsnorm_hw(y, z, w, silu_lut=SILU, contract=contract).view(np.uint32)
-        want = _softfloat_norm(y, z, w, contract)
+        got = gated_rmsnorm_hw(y, z, w, silu_lut=SILU, contract=contract,
+                               lanes=lanes).view(np.uint32)
+        want = _softfloat_norm(y, z, w, contract, lanes)
         bad = np.flatnonzero(got != want)
         assert bad.size == 0, f"scale {scale}, element {bad[0]}: {got[bad[0]]:#x} != {want[bad[0]]:#x}"
 
@@ -149,6 +158,20 @@ def test_a_different_sum_order_is_caught():
     r = rsqrt_hw(ms + np.float32(NORM_EPS))
     other = (y * r[:, None]) * w
     assert np.count_nonzero(other.view(np.uint32) != out.view(np.uint32)) > 100
+
+
+def test_lanes_change_the_bits():
+    """Lanes are part of the contract: 4 partial sums give other bits than 1 on many
+    vectors (so a block built with the wrong count fails its bench)."""
+    rng = seeded_rng("rmsnorm_lanes")
+    y = rng.standard_normal((200, 64)).astype(np.float32)
+    w = np.ones(64, np.float32)
+    one = gated_rmsnorm_hw(y, None, w, silu_lut=SILU).view(np.uint32)
+    four = gated_rmsnorm_hw(y, None, w, silu_lut=SILU, lanes=4).view(np.uint32)
+    assert np.count_nonzero((one != four).any(axis=-1)) > 20
+    with pytest.raises(ValueError, match=r"^gated_rmsnorm: lanes must be a power of two "
+                                         r"dividing the vector's 64 elements, not 3$"):
+        gated_rmsnorm_hw(y, None, w, silu_lut=SILU, lanes=3)
 
 
 def test_special_values_and_flushes():

@@ -36,7 +36,7 @@ def test_decode_program_reads_back_the_step(built):
     V = len(parents)
     assert [r.engine for r in recs[:V]] == ["copy"] * V
     assert recs[V].engine == "norm" and recs[V].wait == ("copy",)
-    assert recs[V].desc == {"vectors": V, "elements": model.d_model}
+    assert recs[V].desc == {"vectors": V, "elements": model.d_model // config.stage_lanes("norm")}
     jobs = [r for r in recs if r.engine == "linear"]
     assert all(r.desc["n_tokens"] == V for r in jobs)
     ssm = [r for r in recs if r.engine == "ssm"]
@@ -54,16 +54,23 @@ def test_the_system_models_vector_elements_are_the_programs(built):
     """``gen.perf.system.vector_elements`` (the board-scale model's count of the vector
     stages' elements) equals what the step program hands the stream engines, and
     ``commit_vector_elements`` what a commit hands the copy engine, on this core."""
-    from specgen.gen.perf.system import commit_vector_elements, vector_elements
+    from specgen.gen.perf.system import commit_vector_elements, vector_beats, vector_elements
     config, model, core, lm = built
     stream = ("copy", "norm", "conv1d", "gate_norm", "residual", "argmax")
     for parents in ([ROOT], [ROOT, 0, 0, 1], [ROOT, 0, 1, 2, 3]):
         plan = StepPlan(core, lm, nodes=len(parents))
         recs = pm.decode_program(core, *plan.program(parents, list(range(len(parents)))))
-        got = sum(r.desc["vectors"] * r.desc["elements"] for r in recs if r.engine in stream)
+        # A descriptor's elements are beats of its engine's lanes.
+        lanes = {e: config.stage_lanes(e) for e in stream}
+        assert lanes["norm"] == 2 and lanes["argmax"] == 1
+        beats = sum(r.desc["vectors"] * r.desc["elements"] for r in recs if r.engine in stream)
+        got = sum(r.desc["vectors"] * r.desc["elements"] * lanes[r.engine]
+                  for r in recs if r.engine in stream)
         assert got == vector_elements(model, tokens=len(parents)), parents
+        assert beats == vector_beats(model, tokens=len(parents), lanes=lanes.__getitem__)
         commit = pm.decode_program(core, *plan.commit_program([0, 1][:len(parents)]))
-        got = sum(r.desc["vectors"] * r.desc["elements"] for r in commit if r.engine == "copy")
+        got = sum(r.desc["vectors"] * r.desc["elements"] * lanes["copy"]
+                  for r in commit if r.engine == "copy")
         assert got == commit_vector_elements(model)
 
 

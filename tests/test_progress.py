@@ -60,7 +60,8 @@ def test_fit_verdict_from_the_dsp_count():
     dsp, timing = fit_notes(vck)
     assert dsp.startswith("DSP58: 902 of 1,968 (46%") and dsp.endswith(": fits vck190")
     assert timing.startswith("timing: 400 MHz allows ")
-    big = apply_overrides(vck, [("linear.cols", "30")])    # 1,920 slots and the SSM unit
+    # 1,920 slots and the SSM unit (30 columns take 2 vector lanes at most)
+    big = apply_overrides(vck, [("linear.cols", "30"), ("vector.lanes", "2")])
     assert "does NOT fit vck190" in fit_notes(big)[0]
 
 

@@ -92,7 +92,8 @@ def test_program_records(built):
         c = data.Const(copy_lay, int(recs[v].payload) & ((1 << copy_lay.size) - 1))
         assert int(c.x_addr) == plan.emb + t * 4 * model.d_model
         assert int(c.y_addr) == plan.h + v * plan.h_stride
-        assert int(c.elements) == model.d_model
+        # the copy engine's beats hold plan.lanes["copy"] words
+        assert int(c.elements) * plan.lanes["copy"] == model.d_model
         row = np.frombuffer(plan.get(int(c.x_addr), 4 * model.d_model), np.float32)
         assert np.array_equal(row, lm.embed(t))
     first_norm = recs[len(tokens)]
@@ -175,7 +176,7 @@ def test_commit_program_replays_the_path_into_the_other_bank(built):
         c = data.Const(copy_lay, int(recs[2 * i + 1].payload) & ((1 << copy_lay.size) - 1))
         assert int(recs[2 * i + 1].engine) == core.index("copy")
         assert int(c.x_addr) == L["win"][1 + 4] and int(c.y_addr) == L["win"][0]
-        assert int(c.elements) * 4 == model.conv_dim * plan.wb
+        assert int(c.elements) * plan.lanes["copy"] * 4 == model.conv_dim * plan.wb
     # the table is a chain reading the path's records
     assert [(j, src) for j, _, src in plan.commit_table([0, 2, 4])] == [(0, 0), (1, 2), (2, 4)]
     # after the flip, the tree pass and the next commit read the other bank

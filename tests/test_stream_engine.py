@@ -6,12 +6,13 @@ import dataclasses
 
 import pytest
 from amaranth.back import verilog
-from specgen.golden.config import preset
+from specgen.golden.config import VectorConfig, preset
 from specgen.golden.fp import FP16, FP32
 from specgen.hw.conv1d import Conv1d
 from specgen.hw.residual import Residual
 from specgen.hw.stream_engine import (
     Field,
+    Lanes,
     StreamEngine,
     StreamUpsizer,
     acceptance_engine,
@@ -30,11 +31,12 @@ DSP = dataclasses.replace(SIM, ssm=dataclasses.replace(SIM.ssm, contract="dspfp3
 
 
 def _params(eng, config, kind, **kw):
-    blk = eng.block
+    blk = getattr(eng.block, "lane_block", eng.block)
     p = {"kind": kind, "reads": [[f.name, f.bits] for f in eng.reads],
          "writes": [[f.name, f.bits] for f in eng.writes], "read_bytes": eng.read_bytes,
          "write_bytes": eng.write_bytes, "pack": eng.pack, "max_vectors": eng.max_vectors,
          "max_elements": eng.max_elements, "fixed_elements": kind in ("norm", "argmax"),
+         "lanes": eng.lanes,
          "addr_width": eng.addr_width, "sync_mhz": config.board.clock_mhz,
          "mem_mhz": config.board.memory_clock_mhz, "latency": 24, "stall": 0.3,
          "contract": config.ssm.contract, "silu_lut": dataclasses.asdict(config.ssm.silu_lut),
@@ -111,13 +113,38 @@ def test_stream_engine_bench_can_fail(seed):
 
 @pytest.mark.filterwarnings("ignore::amaranth.hdl.UnusedElaboratable")
 def test_stream_engine_ports_and_errors():
-    conv = conv1d_engine(SIM, max_vectors=15, max_elements=5376)
-    assert conv.read_bytes == {"window": 16, "x": 4, "taps": 16, "bias": 4}
+    one = SIM.replace(vector=VectorConfig(lanes=1))
+    conv = conv1d_engine(one, max_vectors=15, max_elements=5376)
+    assert conv.read_bytes == {"window": 16, "x": 4, "taps": 16, "bias": 4} and conv.lanes == 1
     assert conv.write_bytes == {"y": 4, "new_window": 16} and conv.pack == {"y": 1,
                                                                             "new_window": 1}
-    norm = norm_engine(SIM, size=64, gate=False, out_fmt=FP16, max_vectors=15)
+    norm = norm_engine(one, size=64, gate=False, out_fmt=FP16, max_vectors=15)
     assert [f.name for f in norm.reads] == ["y", "w"] and norm.pack == {"out": 2}
-    assert norm_engine(SIM, size=64, gate=True, out_fmt=FP32, max_vectors=2).pack == {"out": 1}
+    assert norm_engine(one, size=64, gate=True, out_fmt=FP32, max_vectors=2).pack == {"out": 1}
+    # The sim preset's 2 lanes: every operand two elements wide, a conv window's lanes in
+    # 128-bit elements; the binary16 norm output one 32-bit word a beat, 32 beats a vector.
+    conv2 = conv1d_engine(SIM, max_vectors=15, max_elements=5376)
+    assert conv2.read_bytes == {"window": 32, "x": 8, "taps": 32, "bias": 8}
+    assert conv2.write_bytes == {"y": 8, "new_window": 32} and conv2.lanes == 2
+    norm2 = norm_engine(SIM, size=64, gate=False, out_fmt=FP16, max_vectors=15)
+    assert norm2.pack == {"out": 1} and norm2.max_elements == 32 and norm2.lanes == 2
+    assert copy_engine(SIM, max_vectors=1, max_elements=4).read_bytes == {"x": 8}
+    # VHK158: 4 lanes, but a 256-bit HBM port holds two conv windows.
+    big = preset("vhk158")
+    assert [big.stage_lanes(s) for s in ("conv1d", "norm", "residual", "copy", "argmax")] == [
+        2, 4, 4, 4, 1]
+    with pytest.raises(ValueError, match=r"^Config.vector.lanes must divide linear.cols \(84: "
+                                         r".*\), so one of 1, 2, 4, not 8$"):
+        big.replace(vector=VectorConfig(lanes=8))
+    with pytest.raises(ValueError, match=r"^VectorConfig.lanes must be one of 1, 2, 4, 8, 16, "
+                                         r"not 3$"):
+        VectorConfig(lanes=3)
+    with pytest.raises(ValueError, match=r"^Lanes.blocks must be at least 2 identical blocks"):
+        Lanes(blocks=[Residual.from_config(SIM)], reads=[Field("h", 32), Field("d", 32)],
+              writes=[Field("out", 32)])
+    with pytest.raises(ValueError, match=r"^Lanes.blocks must be at least 2 identical blocks"):
+        Lanes(blocks=[Residual.from_config(SIM), Residual.from_config(DSP)],
+              reads=[Field("h", 32), Field("d", 32)], writes=[Field("out", 32)])
     am = argmax_engine(SIM, size=50288, max_vectors=15)
     assert am.write_bytes == {"result": 8} and am.reduce
     assert [element_bits(b) for b in (16, 32, 49, 96, 128)] == [16, 32, 64, 128, 128]

@@ -9,7 +9,7 @@ import pytest
 
 from specgen.golden import weight_planes as wp
 from specgen.golden.bsfp import BSFPConfig, encode, merge_planes, pack_nibbles, split_planes
-from specgen.golden.config import preset
+from specgen.golden.config import VectorConfig, preset
 from specgen.hw.weight_stream import WeightStream
 from specgen.sim.runner import run_bench
 
@@ -100,7 +100,8 @@ def test_engine_weight_ports_keep_the_slots_busy():
     assert [wp.engine_weight_ports(preset(n)) for n in ("sim", "vck190", "vhk158")] == [1, 1, 6]
     cfg = preset("sim")
     for cols, tokens, want in [(84, 16, 6), (84, 4, 21), (10, 3, 5), (7, 2, 7), (8, 16, 1)]:
-        c = cfg.replace(linear=dataclasses.replace(cfg.linear, cols=cols, max_tokens=tokens))
+        c = cfg.replace(linear=dataclasses.replace(cfg.linear, cols=cols, max_tokens=tokens),
+                        vector=VectorConfig(lanes=1))
         assert wp.engine_weight_ports(c) == want, (cols, tokens)
 
 

@@ -124,9 +124,9 @@ def add_parser(sub):
     p.add_argument("--state-ports", type=int, default=None, metavar="N", dest="state_ports",
                    help="SSM state read ports, and as many write ports, the state is striped "
                         "over (default the design's ssm.state_ports: 16 on vhk158, 1 on vck190)")
-    p.add_argument("--vector-lanes", type=int, default=1, metavar="N", dest="vector_lanes",
+    p.add_argument("--vector-lanes", type=int, default=None, metavar="N", dest="vector_lanes",
                    help="elements a cycle of the decoder core's vector stages (norms, conv1d, "
-                        "residual, moves, argmax; default 1, as built)")
+                        "residual, moves; default the design's vector.lanes, as built)")
     p.add_argument("--json", action="store_true", help="print JSON instead of the table")
     p.set_defaults(func=run)
     return p

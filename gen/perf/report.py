@@ -42,7 +42,8 @@ def format_result(res):
         f"specgen perf (model, not a measurement): {acc.describe()}",
         f"target Mamba2-{st.target}, draft {st.draft}, tree {list(st.tree.branching)}, "
         f"restore {st.restore_policy}, scheduler overlap {acc.overlap:g}, vector stages "
-        f"{acc.vector_lanes} element{'s' if acc.vector_lanes > 1 else ''} a cycle",
+        f"{acc.vector_lanes} element{'s' if acc.vector_lanes > 1 else ''} a cycle "
+        f"(conv1d {acc.stage_lanes('conv1d')}, argmax 1)",
         f"tokens/step {res.tokens_per_step:.3f} over {res.draft_passes:.2f} draft passes and "
         f"{res.verify_nodes:.2f} verified nodes",
         "",
@@ -183,19 +184,24 @@ def gap_sentences(rows=None):
         f"PERF_OVERLAP counter measured no overlap (overlap 0).")
     vec = hp.phase("verify").vector_cycles
     # The fewest lanes (a power of two) that bring the stages under a tenth of the pass.
-    lanes, fast = next(((n, r) for n in (2, 4, 8, 16, 32, 64, 128)
+    lanes, fast = next(((n, r) for n in (1, 2, 4, 8, 16, 32, 64, 128)
                         for r in [step_model(replace(acc, vector_lanes=n), hp.step)]
                         if r.phase("verify").vector_cycles / acc.clock_hz
                         <= 0.1 * r.phase("verify").t_compute), (None, None))
+    one = step_model(replace(acc, vector_lanes=1), hp.step)
     fix = ("" if lanes is None else
-           f"; with {lanes} lanes they fall under a tenth of the pass and the step reaches "
-           f"{fast.tokens_per_s:,.1f} tok/s (`--vector-lanes {lanes}`)")
+           f"; with {lanes} lanes they would fall under a tenth of the pass and the step "
+           f"reach {fast.tokens_per_s:,.1f} tok/s (`--vector-lanes {lanes}`, a what-if: the "
+           f"lanes must divide linear.cols)")
     out.append(
-        f"**Vector stages.** The decoder core's norms, conv1d, residual, moves and argmax "
-        f"stream {acc.vector_lanes} element a cycle as built (hw.stream_engine), in series "
-        f"with the linear and SSM units: "
+        f"**Vector stages.** The decoder core's norms, residual and moves stream "
+        f"{acc.vector_lanes} elements a cycle as built (`vector.lanes`, hw.stream_engine), "
+        f"the conv1d {acc.stage_lanes('conv1d')} (two 128-bit windows fill a 256-bit port) and "
+        f"the argmax 1, in series with the linear and SSM units: "
         f"{vec / 1e6:,.2f} M cycles, {_ms(vec / acc.clock_hz)} ms of the verify pass's "
-        f"{_ms(hp.phase('verify').t_compute)} ms{fix}.")
+        f"{_ms(hp.phase('verify').t_compute)} ms (at 1 element a cycle "
+        f"{one.phase('verify').vector_cycles / 1e6:,.2f} M cycles and {one.tokens_per_s:,.1f} "
+        f"tok/s){fix}.")
     st_ = acc.state_traffic(tgt)
     need, free = state_ports_needed(acc, hp.step, max_ports=HBM_NMU_PORTS)
     bound = {p.name: p for p in hp.phases}

@@ -41,7 +41,7 @@ __all__ = ["VOCAB", "MambaDims", "model_names", "mamba_dims", "Calibration", "Po
            "state_bytes",
            "step_model", "seed_step", "speq_step", "paper_rows", "StateTraffic",
            "state_traffic", "ssm_layer_seconds", "state_ports_needed", "vector_elements",
-           "commit_vector_elements"]
+           "vector_stage_elements", "vector_beats", "commit_vector_elements"]
 
 #: Mamba2 vocabulary (:data:`golden.mamba2.MAMBA2_VOCAB`).
 VOCAB = MAMBA2_VOCAB
@@ -333,13 +333,14 @@ class Accelerator:
         by default the design's (``ssm.state_ports``, what ``hw.ssm_engine.SSMEngine``
         builds: 16 on VHK158, 1 on VCK190); another count prices a design with
         that many ports of the same width (:class:`StateTraffic`).
-    vector_lanes : int
-        Elements a cycle of each of the decoder core's vector stages (the norms, conv1d,
-        the residual, the moves, the argmax: :func:`vector_elements`). 1 is what is
-        built (``hw.stream_engine.StreamEngine``: one element a beat); a larger count
-        prices stages with that many lanes. The stages run between the linear and SSM
-        units, not beside them: the core's programs order every layer's stages by
-        barriers, and ``PERF_OVERLAP`` measured no overlap (``docs/decoder.md``).
+    vector_lanes : int, optional
+        Elements a cycle of the decoder core's vector stages (the norms, conv1d, the
+        residual, the moves: :func:`vector_stage_elements`): by default the design's
+        ``vector.lanes`` (what ``hw.stream_engine`` builds), each stage at
+        ``config.stage_lanes`` (the conv1d capped by the memory port, the argmax at 1);
+        another count prices stages with that many lanes. The stages run between the
+        linear and SSM units, not beside them: the core's programs order every layer's
+        stages by barriers, and ``PERF_OVERLAP`` measured no overlap (``docs/decoder.md``).
     calibration : Calibration
     """
 
@@ -352,7 +353,7 @@ class Accelerator:
     state_bytes: int = 4
     mem_efficiency: float = 1.0
     state_ports: int | None = None
-    vector_lanes: int = 1
+    vector_lanes: int | None = None
     calibration: Calibration = field(default_factory=Calibration)
 
     def __post_init__(self):
@@ -376,6 +377,8 @@ class Accelerator:
         if self.state_ports is None:
             object.__setattr__(self, "state_ports", self.config.ssm.state_ports)
         check_int("Accelerator", "state_ports", self.state_ports, min=1)
+        if self.vector_lanes is None:
+            object.__setattr__(self, "vector_lanes", self.config.vector.lanes)
         check_int("Accelerator", "vector_lanes", self.vector_lanes, min=1)
         if not isinstance(self.calibration, Calibration):
             raise TypeError(f"Accelerator.calibration must be a Calibration, not {self.calibration!r}")
@@ -387,6 +390,12 @@ class Accelerator:
     ssm_mul_stages = property(lambda self: self.config.pipeline.fp_mul_stages)
     ssm_add_stages = property(lambda self: self.config.pipeline.fp_add_stages)
     fifo_depth = property(lambda self: self.config.tree.fifo_depth)
+
+    def stage_lanes(self, engine):
+        """Elements a beat of the decoder core's vector engine ``engine`` at
+        :attr:`vector_lanes` (``golden.config.Config.stage_lanes``: Mamba2's
+        ``d_conv = 4`` windows for the conv1d)."""
+        return self.config.stage_lanes(engine, lanes=self.vector_lanes)
 
     @property
     def power(self):
@@ -595,8 +604,8 @@ class Phase:
         The model's weight bytes at the pass's precision, unpadded (:func:`weight_bytes`):
         what the memory ceiling counts.
     vector_cycles : float
-        Cycles of the vector stages (:func:`vector_elements` over
-        :attr:`Accelerator.vector_lanes`), serial with the linear and SSM units and
+        Cycles of the vector stages (:func:`vector_beats` at
+        :meth:`Accelerator.stage_lanes`), serial with the linear and SSM units and
         included in :attr:`t_compute`.
     """
 
@@ -858,6 +867,23 @@ def ssm_layer_seconds(acc, dims, *, tokens):
     return _ssm_cycles(acc, dims, tokens=tokens) / dims.n_layer / acc.clock_hz
 
 
+def vector_stage_elements(dims, *, tokens):
+    """:func:`vector_elements` by the decoder core's engine that streams them
+    (``hw.decoder.DECODER_ENGINES``)."""
+    return {"copy": tokens * (dims.d_model + dims.n_layer * dims.nheads),
+            "norm": tokens * (dims.n_layer + 1) * dims.d_model,
+            "conv1d": tokens * dims.n_layer * dims.conv_dim,
+            "gate_norm": tokens * dims.n_layer * dims.d_inner,
+            "residual": tokens * dims.n_layer * dims.d_model,
+            "argmax": tokens * dims.vocab}
+
+
+def vector_beats(dims, *, tokens, lanes):
+    """Beats (cycles at full rate) of the vector stages of one pass over ``tokens`` nodes,
+    ``lanes(engine)`` elements a beat of each engine (``golden.config.Config.stage_lanes``)."""
+    return sum(n / lanes(e) for e, n in vector_stage_elements(dims, tokens=tokens).items())
+
+
 def vector_elements(dims, *, tokens):
     """Elements the decoder core's vector stages stream in one pass of ``dims``'s model over
     ``tokens`` nodes, as ``hw.step_program.StepPlan.program`` orders them: per node the
@@ -866,8 +892,7 @@ def vector_elements(dims, *, tokens):
     the gated norm (``d_inner``) and the residual (``d_model``), then per node the final
     norm (``d_model``) and the argmax over the logits (``vocab``). The acceptance
     engine's few cycles a node are left out."""
-    per_layer = 2 * dims.d_model + dims.conv_dim + dims.nheads + dims.d_inner
-    return tokens * (dims.n_layer * per_layer + 2 * dims.d_model + dims.vocab)
+    return sum(vector_stage_elements(dims, tokens=tokens).values())
 
 
 def commit_vector_elements(dims):
@@ -949,7 +974,7 @@ def _pass(acc, dims, *, tokens, mode, bits, scale_group, state_reads, state_writ
     # roofline max(linear, SSM, state)).
     t.t_ssm = t.ssm / acc.clock_hz
     t.t_state = _state_seconds(acc, dims, reads=state_reads, writes=state_writes)
-    t.vec = vector_elements(dims, tokens=tokens) / acc.vector_lanes
+    t.vec = vector_beats(dims, tokens=tokens, lanes=acc.stage_lanes)
     t.t_comp = (_combine(t.lin / acc.clock_hz, max(t.t_ssm, t.t_state), acc.overlap)
                 + t.vec / acc.clock_hz)
     t.t_mem = (t.wbytes + t.sbytes) / acc.bandwidth
@@ -1054,7 +1079,7 @@ def step_model(accel, step):
                 r.t_state = _state_seconds(accel, tgt, reads=0, writes=nodes)
             if step.draft != "speq":
                 r.other = accel.controller_cycles
-            r.vec = commit_vector_elements(tgt) / accel.vector_lanes
+            r.vec = commit_vector_elements(tgt) / accel.stage_lanes("copy")
             r.t_ssm = r.ssm / clk
             r.t_comp = max(r.t_ssm, r.t_state) + (r.other + r.vec) / clk
             r.t_mem = r.sbytes / bw
