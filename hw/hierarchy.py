@@ -23,10 +23,11 @@ import contextvars
 import re
 
 from amaranth.back import rtlil, verilog
-from amaranth.hdl import ClockSignal, Instance, ResetSignal, Value
+from amaranth.hdl import ClockSignal, Elaboratable, Instance, ResetSignal, Value
 from amaranth.lib import wiring
 
-__all__ = ["ModuleLibrary", "convert", "port_name", "strip_zero_init_loops", "submodule", "template"]
+__all__ = ["ModuleLibrary", "convert", "port_name", "silence", "strip_zero_init_loops", "submodule",
+           "template"]
 
 _LIBRARY = contextvars.ContextVar("specgen_module_library", default=None)
 
@@ -243,6 +244,27 @@ def strip_zero_init_loops(text):
     and block RAM powers up as zeros anyway.
     """
     return _ZERO_LOOP.sub("", text)
+
+
+def silence(component):
+    """Mark ``component`` and every elaboratable its attributes hold (through lists,
+    tuples and dicts) as never to be elaborated: a block built for its sizes, layouts or
+    descriptor formats only, so that Amaranth does not warn about each of them
+    (``UnusedElaboratable``) when they are collected. Returns ``component``."""
+    seen, todo = set(), [component]
+    while todo:
+        obj = todo.pop()
+        if id(obj) in seen:
+            continue
+        seen.add(id(obj))
+        if isinstance(obj, (list, tuple)):
+            todo.extend(obj)
+        elif isinstance(obj, dict):
+            todo.extend(obj.values())
+        elif isinstance(obj, Elaboratable):
+            obj._MustUse__silence = True
+            todo.extend(vars(obj).values())
+    return component
 
 
 def submodule(m, name, component):

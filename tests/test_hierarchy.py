@@ -49,3 +49,44 @@ def test_stable_headers_orders_ports_as_declared():
     # A header whose ports the declarations do not account for is left alone.
     odd = "module c(x, z);\n  input x;\nendmodule\n"
     assert stable_headers(odd) == odd
+
+
+def test_silence_marks_every_block_a_component_holds():
+    """``silence`` (a block built for its layouts only, as the RTL host's copy of the
+    decoder core) marks every block the component holds, through lists, tuples and dicts:
+    found here by the garbage collector's referents, not by ``silence``'s own walk. A
+    core the host never elaborates made Amaranth warn about each of its ~60 blocks at the
+    end of every ``specgen generate --engine rtl``."""
+    import gc
+
+    from amaranth.hdl import Elaboratable
+
+    from specgen.gen.runtime.runtime import rtl_design
+    from specgen.golden.config import preset
+    from specgen.golden.lm import lm_preset
+    from specgen.hw.decoder import DecoderCore
+    from specgen.hw.hierarchy import silence
+
+    def blocks(top):
+        found, seen, todo = [], set(), [top]
+        while todo:
+            obj = todo.pop()
+            if id(obj) in seen or not isinstance(obj, (Elaboratable, list, tuple, dict)):
+                continue
+            seen.add(id(obj))
+            if isinstance(obj, Elaboratable):
+                found.append(obj)
+                todo.extend(gc.get_referents(vars(obj)))
+            else:
+                todo.extend(gc.get_referents(obj))
+        return found
+
+    model = lm_preset("micro")
+    cores = [DecoderCore(config=rtl_design(preset("sim"), model), model=model, max_records=64,
+                         addr_width=20, max_nodes=3) for _ in range(2)]
+    loud = blocks(cores[0])
+    assert len(loud) > 40 and not any(b._MustUse__silence for b in loud)
+    assert silence(cores[1]) is cores[1]
+    quiet = blocks(cores[1])
+    assert len(quiet) == len(loud) and all(b._MustUse__silence for b in quiet)
+    silence(cores[0])

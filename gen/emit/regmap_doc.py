@@ -101,11 +101,12 @@ def render_core_regmap_doc():
     from specgen.golden.lm import lm_preset
     from specgen.gen.runtime.runtime import RtlEngine
     from specgen.hw.decoder_top import decoder_regmap
+    from specgen.hw.hierarchy import silence
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")      # the core is described, never elaborated
         _, core = RtlEngine(config=preset(CORE_DOC["preset"])).core(
             lm_preset(CORE_DOC["model"]), CORE_DOC["nodes"])
-        core._MustUse__silence = True
+        silence(core)
         regmap = decoder_regmap(core)
     body = regmap.to_markdown(title="Register map of the decoder core (AXI4-Lite)")
     intro, _, rest = body.partition("| offset |")

@@ -55,6 +55,7 @@ def trace_name(run):
 def _traced(run, folder):
     from specgen.gen.runtime.runtime import Runtime, RtlEngine, rtl_design
     from specgen.hw.decoder import DecoderCore
+    from specgen.hw.hierarchy import silence
     model, tree, latency, tokens, seed = run
     cfg = design_of(model)
     path = folder / trace_name(run)
@@ -77,7 +78,7 @@ def _traced(run, folder):
                            max_records=result["max_records"], addr_width=result["addr_width"])
     else:                                   # a run from before the results named it
         design, core = RtlEngine(config=cfg).core(lm_preset(model), nodes)
-    core._MustUse__silence = True           # only decodes programs, never elaborated
+    silence(core)                           # only decodes programs, never elaborated
     return program_runs(result, core=core, design=design, latency=latency)
 
 

@@ -354,13 +354,14 @@ class RtlEngine:
         from specgen.golden.decoder import HardwareLM
         from specgen.golden.lm import MambaLM
         from specgen.hw.decoder import DecoderCore
+        from specgen.hw.hierarchy import silence
         from specgen.hw.step_program import StepPlan
         from specgen.gen.runtime.rtl_host import next_base, program_areas
 
         design = rtl_design(self.config, model)
         probe = DecoderCore(config=design, model=model, max_records=4096, addr_width=40,
                             max_nodes=nodes)
-        probe._MustUse__silence = True      # only measured, never elaborated
+        silence(probe)                      # only measured, never elaborated
         records, base = 0, 0
         for mode in ("verify", "draft"):
             lm = HardwareLM(MambaLM.from_seed(model, seed=0), config=design, linear_pass=mode)
