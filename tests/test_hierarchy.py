@@ -85,7 +85,8 @@ def test_silence_marks_every_block_a_component_holds():
     cores = [DecoderCore(config=rtl_design(preset("sim"), model), model=model, max_records=64,
                          addr_width=20, max_nodes=3) for _ in range(2)]
     loud = blocks(cores[0])
-    assert len(loud) > 40 and not any(b._MustUse__silence for b in loud)
+    # (a Conv1d silences its own table, built for its latency)
+    assert sum(not b._MustUse__silence for b in loud) > 40
     assert silence(cores[1]) is cores[1]
     quiet = blocks(cores[1])
     assert len(quiet) == len(loud) and all(b._MustUse__silence for b in quiet)
