@@ -6,6 +6,8 @@ and, the target of the end-to-end issue, exactly the greedy tokens of the golden
 engine (``specgen generate --engine golden``).
 """
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -146,6 +148,11 @@ def test_bad_inputs_name_the_field(target):
     with pytest.raises(ValueError, match=r"d_state 3\) does not fit the design's SSM unit: "
                                          r"SSMConfig.lanes must be"):
         HardwareLM(odd, config=cfg)
+    # The norms' partial sums: a d_model of 6 does not split into beats of 4 lanes.
+    narrow = MambaLM.from_seed(lm_preset("tiny", d_model=6), seed=0)
+    with pytest.raises(ValueError, match=r"^HardwareLM: the model's d_model \(6\) is not a "
+                                         r"multiple of the design's vector.lanes \(4\)"):
+        HardwareLM(narrow, config=cfg.replace(vector=dataclasses.replace(cfg.vector, lanes=4)))
     lm = MambaLM.from_seed(lm_preset("tiny"), seed=0)
     tensors = {k: np.array(v) for k, v in lm.tensors.items()}
     tensors["backbone.layers.1.mixer.out_proj.weight"][0, 0] = 1e6

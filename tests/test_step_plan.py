@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from amaranth.lib import data
 from specgen.hw.step_program import StepPlan, in_proj_segments
+from specgen.golden.config import VectorConfig
 from specgen.golden.decoder import HardwareLM
 from specgen.golden.lm import LMConfig, MambaLM
 from specgen.golden.tree import ROOT, fifo_schedule, node_table, tree_entries
@@ -147,6 +148,13 @@ def test_core_rejects_a_model_it_cannot_run(built):
         DecoderCore(config=narrow, model=model, max_records=8, addr_width=18)
     with pytest.raises(ValueError, match=r"max_nodes must be in \[1, 16\]"):
         DecoderCore(config=config, model=model, max_records=8, addr_width=18, max_nodes=17)
+    # 4 lanes do not divide the model's 2 heads (the dt moves of the copy engine)
+    wide = config.replace(linear=dataclasses.replace(config.linear, cols=12),
+                          vector=VectorConfig(lanes=4))
+    with pytest.raises(ValueError, match=r"^DecoderCore: the model's nheads \(2\) is not a "
+                                         r"multiple of the copy engine's lanes \(4, vector.lanes "
+                                         r"4\)$"):
+        DecoderCore(config=wide, model=model, max_records=8, addr_width=18)
 
 
 def _records(core, prog, n):
