@@ -435,8 +435,14 @@ def test_full_vck190_emission_flow(tmp_path):
     from specgen.gen.emit.verilog import write_verilog
     out = tmp_path / "vck190"
     modules = sorted(write_verilog(board="vck190", out=out))
-    sources = [f"{m}.v" for m in modules]
-    top = next(m for m in modules if m.startswith("tree_verifier"))
+    # Each emitted file is self-contained (its own copy of every module it uses: the
+    # accelerator's and the linear engine's both define the DSPFP32 slices), so a flow
+    # reads one top's file, as `specgen verilog`'s does; all of them together are refused.
+    top = next(m for m in modules if m.startswith("Accelerator"))
+    with pytest.raises(ValueError, match=r"is defined in both .*Vivado needs one definition"):
+        write_vivado_flow(out, config=preset("vck190"), top=top,
+                          sources=[f"{m}.v" for m in modules])
+    sources = [f"{top}.v"]
     write_vivado_flow(out, config=preset("vck190"), top=top, sources=sources)
     calls = run_flow(out, top=top)
     assert args_of(calls, "read_verilog") == [[str(out.resolve() / s)] for s in sources]

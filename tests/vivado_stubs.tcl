@@ -56,6 +56,7 @@ array set ::stub::options {
     ipx::add_bus_parameter {}
     ipx::add_memory_map {}
     ipx::add_address_block {}
+    ipx::add_address_space {}
     ipx::add_register {}
     ipx::create_xgui_files {}
     ipx::update_checksums {}
@@ -66,6 +67,8 @@ array set ::stub::options {
     get_ports {-filter -quiet}
     set_input_delay {-clock -max -min -add_delay}
     set_output_delay {-clock -max -min -add_delay}
+    get_clocks {-of_objects -filter -quiet}
+    set_max_delay {-datapath_only -from -to -through}
     get_property {}
 }
 
@@ -182,8 +185,10 @@ foreach cmd {report_drc report_power} {
 ::stub::define get_ports {
     if {!$::stub::in_xdc} { error "get_ports outside an XDC file" }
     set names [::stub::positional $arglist {-filter}]
-    foreach p $names {
-        if {[lsearch -exact $::stub_ports $p] < 0} { error "get_ports: no port '$p' on the top" }
+    # A name may be a list of them ({rst s_axi__wdata[*]}), a bus's bits as name[*].
+    foreach p [concat {*}$names] {
+        regsub {\[\*\]$} $p {} base
+        if {[lsearch -exact $::stub_ports $base] < 0} { error "get_ports: no port '$base' on the top" }
     }
     set r [concat port: $names]
 }
@@ -196,6 +201,18 @@ foreach cmd {set_input_delay set_output_delay} {
         ::stub::need $name create_clock
         ::stub::option $arglist -clock
     }
+}
+# A clock named here must have been created before (XDC is read in order).
+::stub::define get_clocks {
+    if {!$::stub::in_xdc} { error "get_clocks outside an XDC file" }
+    ::stub::need $name create_clock
+    set names [::stub::positional $arglist {-filter}]
+    set r [concat clock: $names]
+}
+::stub::define set_max_delay {
+    ::stub::need $name create_clock
+    ::stub::option $arglist -from
+    ::stub::option $arglist -to
 }
 
 # --- Project and IP packaging ----------------------------------------------
@@ -251,7 +268,7 @@ foreach cmd {set_input_delay set_output_delay} {
     set r $busif
 }
 foreach cmd {ipx::add_port_map ipx::add_bus_parameter ipx::add_memory_map
-             ipx::add_address_block} {
+             ipx::add_address_block ipx::add_address_space} {
     ::stub::define $cmd {
         ::stub::need $name ipx::add_bus_interface
         set r "$name:[join $arglist :]"
