@@ -86,9 +86,6 @@ class Conv1d(wiring.Component):
                           owner="Conv1d")
         self._silu = LUTFunction(spec=silu_lut, mul_stages=mul_stages, add_stages=add_stages,
                                  contract=contract)
-        # Built here for its latency; a Conv1d whose Verilog is another instance's (one
-        # module a configuration, hw.hierarchy) never elaborates it, which is no defect.
-        self._silu._MustUse__silence = True
         super().__init__({"i": In(stream.Signature(conv1d_in_layout(self._d))),
                           "o": Out(stream.Signature(conv1d_out_layout(self._d)))})
 

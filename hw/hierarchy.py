@@ -249,8 +249,9 @@ def strip_zero_init_loops(text):
 def silence(component):
     """Mark ``component`` and every elaboratable its attributes hold (through lists,
     tuples and dicts) as never to be elaborated: a block built for its sizes, layouts or
-    descriptor formats only, so that Amaranth does not warn about each of them
-    (``UnusedElaboratable``) when they are collected. Returns ``component``."""
+    descriptor formats only, or one whose module another instance stands for, so that
+    Amaranth does not warn about each of them (``UnusedElaboratable``) when they are
+    collected. :func:`template` marks one block alone. Returns ``component``."""
     seen, todo = set(), [component]
     while todo:
         obj = todo.pop()
@@ -276,6 +277,9 @@ def submodule(m, name, component):
     if library is None:
         m.submodules[name] = component
         return component
+    # A block whose module the library already holds is not elaborated again, nor is
+    # anything it holds (a Conv1d's table, a lane of its Lanes).
+    duplicate = component.module_name in library
     ports = library.define(component)
     kwargs = {}
     for path, member, value in component.signature.flatten(component):
@@ -292,7 +296,7 @@ def submodule(m, name, component):
     m.submodules[name] = Instance(component.module_name, **kwargs)
     # Its logic is the shared module's: mark it elaborated, as Amaranth itself
     # does, so the duplicate does not warn as an unused elaboratable.
-    return template(component)
+    return silence(component) if duplicate else template(component)
 
 
 def template(component):

@@ -248,14 +248,16 @@ _EMITTED = {}
 
 
 def _verilog_once(component, *, name):
+    from specgen.hw.hierarchy import silence
     if getattr(component, "module_name", None) != name:
         return emit_verilog(component, name=name)
     key = (type(component).__module__, type(component).__qualname__, name)
     if key not in _EMITTED:
         _EMITTED[key] = emit_verilog(component, name=name)
     else:
-        # Not elaborated here: say so, or amaranth warns that it was never used.
-        component._MustUse__silence = True
+        # Not elaborated here, nor anything it holds: say so, or amaranth warns that
+        # they were never used.
+        silence(component)
     return _EMITTED[key]
 
 

@@ -91,3 +91,24 @@ def test_silence_marks_every_block_a_component_holds():
     quiet = blocks(cores[1])
     assert len(quiet) == len(loud) and all(b._MustUse__silence for b in quiet)
     silence(cores[0])
+
+
+def test_a_duplicate_block_and_what_it_holds_are_silenced():
+    """``submodule``: a block whose module the library already holds is not elaborated,
+    nor is anything it holds; both are silenced (a second lane's Conv1d and its SiLU
+    table), while the first copy, elaborated, is marked used and its table is not
+    silenced (a block it forgot to elaborate would still warn)."""
+    from specgen.golden.config import preset
+    from specgen.hw.conv1d import Conv1d
+    from specgen.hw.hierarchy import convert
+    from specgen.hw.stream_engine import Field, Lanes
+
+    cfg = preset("sim")
+    lanes = Lanes(blocks=[Conv1d.from_config(cfg) for _ in range(2)],
+                  reads=(Field("window", 96), Field("x", 32), Field("taps", 128),
+                         Field("bias", 32)), writes=(Field("y", 32), Field("new_window", 96)))
+    convert(lanes, name=lanes.module_name)
+    first, second = lanes._blocks
+    assert first._MustUse__used and not first._MustUse__silence
+    assert first._silu._MustUse__used and not first._silu._MustUse__silence
+    assert second._MustUse__silence and second._silu._MustUse__silence

@@ -426,14 +426,10 @@ class RtlEngine:
                 p.update(draft_path=str(tmp / "draft.npz"),
                          draft_model=dataclasses.asdict(draft.config))
             from specgen.hw.decoder_top import DecoderTop
-            from specgen.hw.hierarchy import silence
             top = DecoderTop(core=core)
             with _stdout_to_stderr():
                 run_bench(top, name=top.module_name, module="specgen.gen.runtime.rtl_host",
                           testcase="generate", params=p, cxx_opt=self.cxx_opt)
-            # A build found in the simulator's cache is not converted again: the top is
-            # then never elaborated, which is no defect.
-            silence(top)
             r = json.loads((tmp / "out.json").read_text())
         self.last_run = r
         # The whole-step model beside every program the core ran, summed per step.
