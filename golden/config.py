@@ -22,7 +22,7 @@ from .nonlinear import LUTSpec
 from .validate import check_choice, check_float, check_int
 
 __all__ = ["TreeConfig", "LinearConfig", "PipelineConfig", "VectorConfig", "BoardConfig", "Config",
-           "PRESETS", "VECTOR_STAGES",
+           "PRESETS", "VECTOR_STAGES", "element_bits",
            "preset", "preset_names", "MEMORY_PORT_BITS", "MEMORY_LATENCY_NS", "READ_REORDER_BYTES",
            "HBM_NMU_PORTS"]
 
@@ -216,6 +216,18 @@ MEMORY_PORT_BITS = {"HBM": (32, 64, 128, 256), "DDR": (32, 64, 128, 256, 512),
                     "none": (32, 64, 128, 256, 512)}
 
 
+def element_bits(bits):
+    """Bits one element of a ``bits``-bit field takes in memory (``hw.stream_engine``'s
+    operands and results): ``bits`` itself when it packs into a 32-bit word (8 or 16),
+    else the power of two ≥ ``max(bits, 32)``."""
+    if bits in (8, 16):
+        return bits
+    width = 32
+    while width < bits:
+        width *= 2
+    return width
+
+
 @dataclass(frozen=True, kw_only=True)
 class BoardConfig:
     """Target board.
@@ -372,9 +384,7 @@ class Config:
             return 1
         lanes = self.vector.lanes if lanes is None else lanes
         if stage == "conv1d":
-            element = 32
-            while element < 32 * d_conv:
-                element *= 2
+            element = element_bits(32 * d_conv)
             lanes = min(lanes, max(1, max(MEMORY_PORT_BITS[self.board.memory]) // element))
         return lanes
 

@@ -44,7 +44,7 @@ from amaranth import C, Cat, Module, Mux, Signal, Value
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.wiring import In, Out, connect
-from specgen.golden.config import MEMORY_PORT_BITS, Config
+from specgen.golden.config import MEMORY_PORT_BITS, Config, element_bits
 from specgen.golden.mamba2 import MAMBA2_DEFAULTS
 from specgen.golden.validate import check_int
 from specgen.hw.acceptance import GreedyAcceptance
@@ -87,17 +87,6 @@ class Field:
 
     name: str
     bits: int
-
-
-def element_bits(bits):
-    """Bits one element of a ``bits``-bit field takes in memory: ``bits`` itself when it
-    packs into a 32-bit word (8 or 16), else the power of two ≥ ``max(bits, 32)``."""
-    if bits in (8, 16):
-        return bits
-    width = 32
-    while width < bits:
-        width *= 2
-    return width
 
 
 def descriptor_layout(*, reads, writes, max_vectors, max_elements, addr_width):
