@@ -15,8 +15,9 @@ __all__ = ["RUN", "COMMAND", "HEADING", "benchmarks", "generate_section"]
 #: The run: the README's command.
 RUN = {"board": "sim", "model": "micro", "seed": 1, "prompt": (3, 1, 4), "tokens": 16,
        "tree": (2, 1), "gamma": 0.0, "draft": "speq"}
-COMMAND = ("specgen generate --board sim --model micro --seed 1 --prompt-ids 3,1,4 "
-           "--tokens 16 --tree 2,1 --gamma 0 --engine rtl")
+COMMAND = (f"specgen generate --board {RUN['board']} --model {RUN['model']} --seed {RUN['seed']} "
+           f"--prompt-ids {','.join(map(str, RUN['prompt']))} --tokens {RUN['tokens']} "
+           f"--tree {','.join(map(str, RUN['tree']))} --gamma {RUN['gamma']:g} --engine rtl")
 #: The report's section.
 HEADING = "## The decoder core end to end: `specgen generate --engine rtl`"
 
@@ -42,19 +43,23 @@ def _run():
         res = rt.generate(list(RUN["prompt"]), RUN["tokens"], tree=RUN["tree"],
                           gamma=RUN["gamma"])
     wall = time.perf_counter() - t0
-    return res, engine.last_run, wall, built
+    return res, engine, wall, built
 
 
 def benchmarks():
     """Records of one generation (module docstring)."""
-    res, run, wall, built = _run()
+    res, engine, wall, built = _run()
+    run = engine.last_run
     c = res.counters
     busy = c["perf_busy"]
     simulated = run["prefill_cycles"] + run["cycles"]
-    note = (f"micro LM (seed 1), SPEQ, tree 2,1, 16 tokens, {res.mean_tokens_per_step:.2f} "
-            f"tokens/step; whole-step model {res.model_cycles_per_token:,.1f} "
-            f"({100 * res.model_error:+.2f} %); sim preset, {res.clock_mhz:g} MHz, 16-cycle "
-            "reads, the host on the AXI4-Lite registers")
+    draft = "SPEQ" if RUN["draft"] == "speq" else f"draft {RUN['draft']}"
+    note = (f"{RUN['model']} LM (seed {RUN['seed']}), {draft}, tree "
+            f"{','.join(map(str, RUN['tree']))}, {RUN['tokens']} tokens, "
+            f"{res.mean_tokens_per_step:.2f} tokens/step; whole-step model "
+            f"{res.model_cycles_per_token:,.1f} ({100 * res.model_error:+.2f} %); "
+            f"{RUN['board']} preset, {res.clock_mhz:g} MHz, {engine.latency}-cycle reads, the "
+            "host on the AXI4-Lite registers")
     return [
         {"name": "decoder core: specgen generate cycles/token", "value": round(
             res.cycles_per_token, 1), "unit": "cycles/token", "command": COMMAND, "note": note},

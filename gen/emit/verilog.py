@@ -29,8 +29,8 @@ __all__ = ["blocks", "write_verilog", "TOPS", "decoder_design"]
 #: registers (every stage of a decode step from programs in memory, ``hw.decoder_top``).
 TOPS = ("accelerator", "decoder")
 #: The decoder top's program records at most and byte-address width: 65,536 records (the
-#: figure of the decoder core's board-scale estimates, docs/decoder.md) and 40 bits (1 TiB;
-#: the VHK158's HBM is 16 GB).
+#: figure of the decoder core's board-scale estimates, docs/decoder.md) and 40 bits (1 TiB,
+#: more than either board's memory, golden.config.BoardConfig.memory_bytes).
 DECODER_MAX_RECORDS, DECODER_ADDR_WIDTH = 65536, 40
 
 
