@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 __all__ = [
-    "VERILATOR_WAIVERS", "VERILATOR_BUILD_FLAGS", "SIMULATORS", "verilator_root",
+    "VERILATOR_WAIVERS", "VERILATOR_BUILD_FLAGS", "VERILATOR_PUBLIC_FLAGS", "public_ports_config", "SIMULATORS", "verilator_root",
     "simulator_env", "simulator_available",
     "emit_verilog", "build", "run_bench", "bench_seed", "BenchFailure", "fst_available",
     "run_folder_name",
@@ -96,6 +96,37 @@ VERILATOR_BUILD_FLAGS = ("-fno-inline", "--output-groups", "4")
 #: about 1.5 minutes for the whole build split at -Os/-O0 (of which 28 s
 #: Verilator), against about 10 minutes whole at -Os.
 SPLIT_BUILD_BYTES = 1_000_000
+
+
+#: Verilator options that take back the ``--public-flat-rw`` cocotb's runner passes.
+#: That option makes every signal of the design writable through VPI, so Verilator
+#: must assume any of them may change between evaluations: it moves all the logic
+#: that reads them into the region it re-evaluates after every input change. On the
+#: micro decoder core that region was 69 % of the simulation's time (``perf``, README's
+#: ``--engine rtl`` command). The benches touch only the top level's ports, so only
+#: they are made public, by the configuration file :func:`public_ports_config` writes.
+VERILATOR_PUBLIC_FLAGS = ("--no-public-flat-rw",)
+
+
+def top_ports(text, name):
+    """The port names of module ``name`` in Verilog ``text`` (its ANSI-less header, as
+    Amaranth writes it: ``module name(a, b, c);``)."""
+    m = re.search(r"^module\s+" + re.escape(name) + r"\s*\(([^;]*)\)\s*;", text, re.M)
+    if m is None:
+        raise ValueError(f"the Verilog has no module {name!r} to simulate")
+    ports = [p.strip() for p in m.group(1).split(",") if p.strip()]
+    bad = [p for p in ports if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_$]*", p)]
+    if bad:
+        raise ValueError(f"module {name!r} has ports that are not simple identifiers: {bad[:3]}")
+    return ports
+
+
+def public_ports_config(text, name):
+    """A Verilator configuration file's text that makes the ports of module ``name``,
+    and nothing else, readable and writable through VPI (``public_flat_rw``)."""
+    lines = ["`verilator_config"]
+    lines += [f'public_flat_rw -module "{name}" -var "{p}"' for p in top_ports(text, name)]
+    return "\n".join(lines) + "\n"
 
 
 def verilator_root():
@@ -294,6 +325,8 @@ def build(component_or_verilog, *, name, simulator="verilator", waves=None, cxx_
     flags = list(VERILATOR_BUILD_FLAGS) if large else []
     if large:
         make_vars.update(VM_PARALLEL_BUILDS="1", OPT_SLOW="-O0")
+    if simulator == "verilator":
+        flags += VERILATOR_PUBLIC_FLAGS
     key_material = json.dumps([text, simulator, waiver_flags() + flags,
                                waves if fmt in (None, "fst") else fmt, cocotb.__version__,
                                _simulator_version(simulator)] + ([make_vars] if make_vars else []))
@@ -312,8 +345,10 @@ def build(component_or_verilog, *, name, simulator="verilator", waves=None, cxx_
             kwargs = dict(sources=[source], hdl_toplevel=name, build_dir=build_dir, waves=waves,
                           log_file=build_dir / "build.log")
             if simulator == "verilator":
+                ports = build_dir / "public_ports.vlt"
+                ports.write_text(public_ports_config(text, name))
                 # cocotb's runner adds --trace (VCD) for waves; --trace-fst makes it FST.
-                kwargs["build_args"] = (waiver_flags() + flags
+                kwargs["build_args"] = (waiver_flags() + flags + [str(ports)]
                                         + (["--trace-fst"] if fmt == "fst" else []))
             else:
                 # Amaranth writes no `timescale; Icarus needs one for cocotb's clock.

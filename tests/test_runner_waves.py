@@ -85,3 +85,32 @@ def test_waves_on_a_real_bench(tmp_path, monkeypatch, capsys):
     assert (latest / dump).stat().st_size > 0
     assert f"[specgen] waveform {latest / dump}" in capsys.readouterr().out.replace(
         str(tmp_path), str(tmp_path.resolve()))
+
+
+def test_only_the_top_levels_ports_are_public_to_vpi():
+    from amaranth import Module, Signal
+    from amaranth.lib import wiring
+    from amaranth.lib.wiring import In, Out
+
+    class Adder(wiring.Component):
+        a: In(8)
+        q: Out(8)
+
+        def elaborate(self, platform):
+            m = Module()
+            inner = Signal(8)
+            m.d.comb += inner.eq(self.a + 1)
+            m.d.sync += self.q.eq(inner)
+            return m
+
+    text = runner.emit_verilog(Adder(), name="adder_top")
+    assert runner.top_ports(text, "adder_top") == ["a", "clk", "q", "rst"]
+    config = runner.public_ports_config(text, "adder_top")
+    assert config.splitlines() == ["`verilator_config"] + [
+        f'public_flat_rw -module "adder_top" -var "{p}"' for p in ("a", "clk", "q", "rst")]
+    # cocotb's runner passes --public-flat-rw; the build takes it back.
+    assert runner.VERILATOR_PUBLIC_FLAGS == ("--no-public-flat-rw",)
+    with pytest.raises(ValueError, match="no module 'other'"):
+        runner.top_ports(text, "other")
+    with pytest.raises(ValueError, match="not simple identifiers"):
+        runner.top_ports("module t(\\a.b , c);\nendmodule\n", "t")
