@@ -78,7 +78,8 @@ def benchmarks():
          "unit": "cycles/s", "command": COMMAND,
          "note": f"{simulated:,} fabric cycles (prompt and steps) in {wall:.1f} s of wall time, "
                  f"the build excluded (a first run built it in {built:.0f} s); -Os, no module "
-                 "inlining (sim.runner.SPLIT_BUILD_BYTES)"},
+                 "inlining (sim.runner.SPLIT_BUILD_BYTES), only the top's ports public to "
+                 "VPI (sim.runner.VERILATOR_PUBLIC_FLAGS)"},
     ]
 
 
