@@ -447,3 +447,109 @@ def test_full_vck190_emission_flow(tmp_path):
     calls = run_flow(out, top=top)
     assert args_of(calls, "read_verilog") == [[str(out.resolve() / s)] for s in sources]
     assert key_names(calls)[-1] == "close_project"
+
+
+READ_HALF = {"araddr": ("output", "A"), "arlen": ("output", 8), "arid": ("output", "I"),
+             "arvalid": ("output", 1), "arready": ("input", 1), "rdata": ("input", "D"),
+             "rid": ("input", "I"), "rlast": ("input", 1), "rvalid": ("input", 1),
+             "rready": ("output", 1)}
+WRITE_HALF = {"awaddr": ("output", "A"), "awlen": ("output", 8), "awid": ("output", "I"),
+              "awvalid": ("output", 1), "awready": ("input", 1), "wdata": ("output", "D"),
+              "wstrb": ("output", "S"), "wlast": ("output", 1), "wvalid": ("output", 1),
+              "wready": ("input", 1), "bid": ("input", "I"), "bvalid": ("input", 1),
+              "bready": ("output", 1)}
+
+
+def masters_top(name, masters):
+    """A Verilog module ``name`` with the two clocks, a memory reset and, for each
+    ``(prefix, half, data, addr, id)`` of ``masters``, an AXI4 master's read (``"r"``) or
+    write (``"w"``) channels."""
+    decl = [("clk", "input", 1), ("mem_clk", "input", 1), ("mem_rst", "input", 1)]
+    for prefix, half, dw, aw, iw in masters:
+        widths = {"A": aw, "D": dw, "I": iw, "S": dw // 8}
+        for sig, (direction, width) in (READ_HALF if half == "r" else WRITE_HALF).items():
+            decl.append((f"{prefix}__{sig}", direction, widths.get(width, width)))
+    body = "\n".join(f"  {d} {'' if w == 1 else f'[{w - 1}:0] '}{n};" for n, d, w in decl)
+    return f"module {name}({', '.join(n for n, _, _ in decl)});\n{body}\nendmodule\n"
+
+
+def test_read_and_write_masters_share_memory_ports(tmp_path):
+    from specgen.gen.emit.vivado import share_memory_ports
+    masters = [("m_axi_norm_y", "r", 128, 32, 1), ("m_axi_norm_w", "r", 128, 32, 1),
+               ("m_axi_copy_x", "r", 128, 32, 1), ("m_axi_copy_y", "w", 128, 32, 1),
+               ("m_axi_norm_out", "w", 128, 32, 1),
+               ("m_axi_wide_out", "w", 256, 32, 1),       # no read of its width
+               ("m_axi_id_rd", "r", 64, 32, 2), ("m_axi_id_wr", "w", 64, 32, 1)]
+    text = masters_top("mem_top", masters)
+    ports = verilog_ports(text, "mem_top")
+    buses = bus_interfaces(ports)
+    assert len(buses) == len(masters)
+    shared = {b.name: b for b in share_memory_ports(buses, ports)}
+    # A write joins the read of its own engine where widths allow (longest common
+    # prefix, ties to the first by name); the joined interfaces go in their reads' order.
+    assert shared["m_axi_nmu00"].halves == ("m_axi_copy_x", "m_axi_copy_y")
+    assert shared["m_axi_nmu01"].halves == ("m_axi_norm_w", "m_axi_norm_out")
+    # No read of its data width, or an ID width of its own: the half stays alone.
+    assert sorted(n for n in shared if not n.startswith("m_axi_nmu")) == [
+        "m_axi_id_rd", "m_axi_id_wr", "m_axi_norm_y", "m_axi_wide_out"]
+    joined = dict(shared["m_axi_nmu00"].port_maps)
+    assert joined["ARADDR"] == "m_axi_copy_x__araddr" and joined["WDATA"] == "m_axi_copy_y__wdata"
+    assert shared["m_axi_nmu00"].data_width == 128
+    # Every physical port is in exactly one interface.
+    mapped = [phys for b in shared.values() for _, phys in b.port_maps]
+    assert sorted(mapped) == sorted(p.name for p in ports if p.name.startswith("m_axi_"))
+
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "mem_top.v").write_text(text)
+    write_vivado_flow(out, config=preset("vhk158"), top="mem_top", sources=["mem_top.v"])
+    calls = run_flow(out, top="mem_top", stage="ip")
+    props = [tuple(a) for a in args_of(calls, "set_property")]
+    assert ("physical_name", "m_axi_norm_out__wvalid",
+            "ipx::add_port_map:WVALID:m_axi_nmu01") in props
+    assert ("physical_name", "m_axi_norm_w__arvalid",
+            "ipx::add_port_map:ARVALID:m_axi_nmu01") in props
+    readme = (out / "README.md").read_text()
+    assert ("`m_axi_nmu01`: axi4 master, 128 bits: the read master `m_axi_norm_w` and the "
+            "write master `m_axi_norm_out`") in readme
+    assert "6 AXI4 memory interfaces" in readme
+
+
+def test_more_memory_interfaces_than_hbm_nmu_ports_is_refused(tmp_path):
+    from specgen.golden.config import HBM_NMU_PORTS
+    out = tmp_path / "out"
+    out.mkdir()
+    reads = [(f"m_axi_r{i}", "r", 256, 32, 1) for i in range(HBM_NMU_PORTS + 1)]
+    (out / "wide.v").write_text(masters_top("wide", reads))
+    with pytest.raises(ValueError, match=r"top 'wide' has 65 AXI4 memory interfaces after "
+                                         r"joining read and write masters, more than the 64 "
+                                         r"HBM_NMU ports of board 'vhk158' \(HBM_NMU_PORTS\)"):
+        write_vivado_flow(out, config=preset("vhk158"), top="wide", sources=["wide.v"])
+    assert not (out / "package_ip.tcl").exists()
+    # Joined with 65 writes, they fit; DDR boards have no such count here.
+    (out / "wide.v").write_text(masters_top(
+        "wide", reads + [(f"m_axi_w{i}", "w", 256, 32, 1) for i in range(HBM_NMU_PORTS)]))
+    with pytest.raises(ValueError, match="65 AXI4 memory interfaces"):
+        write_vivado_flow(out, config=preset("vhk158"), top="wide", sources=["wide.v"])
+    (out / "wide.v").write_text(masters_top("wide", reads[:-1] + [
+        (f"m_axi_w{i}", "w", 256, 32, 1) for i in range(HBM_NMU_PORTS)]))
+    write_vivado_flow(out, config=preset("vhk158"), top="wide", sources=["wide.v"])
+    write_vivado_flow(out, config=preset("vck190"), top="wide", sources=["wide.v"])
+
+
+def test_the_2_7b_decoder_core_fits_the_hbm_nmu_ports():
+    """The VHK158 2.7B core's 84 read or write masters take 58 AXI4 interfaces, each at
+    most 256 bits wide (an HBM_NMU's widest, AMD PG313); without joining they were 84."""
+    from amaranth.lib import wiring
+    from specgen.gen.emit.verilog import decoder_design
+    from specgen.gen.emit.vivado import Port, share_memory_ports
+    from specgen.golden.config import HBM_NMU_PORTS, MEMORY_PORT_BITS
+    _, top = decoder_design(preset("vhk158"), "2.7B")
+    ports = [Port("__".join(map(str, path)), "input" if flow == wiring.In else "output",
+                  len(value)) for path, flow, value in top.signature.flatten(top)]
+    halves = [b for b in bus_interfaces(ports) if b.kind == "axi4"]
+    shared = [b for b in share_memory_ports(bus_interfaces(ports), ports) if b.kind == "axi4"]
+    assert (len(halves), len(shared)) == (84, 58)
+    assert len(shared) <= HBM_NMU_PORTS
+    assert max(b.data_width for b in shared) <= max(MEMORY_PORT_BITS["HBM"])
+    assert sum(len(b.halves) for b in shared) + sum(not b.halves for b in shared) == 84

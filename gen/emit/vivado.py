@@ -34,11 +34,12 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from specgen.golden.config import PRESETS, Config
+from specgen.golden.config import HBM_NMU_PORTS, PRESETS, Config
 
 from specgen.gen.cli.output import specgen_version
 
-__all__ = ["write_vivado_flow", "verilog_ports", "bus_interfaces", "Port", "BusInterface",
+__all__ = ["write_vivado_flow", "verilog_ports", "bus_interfaces", "share_memory_ports",
+           "SHARED_PORT_PREFIX", "Port", "BusInterface",
            "FLOW_FILES", "IP_VENDOR", "IP_LIBRARY", "STAGES"]
 
 SETTINGS_TCL = "settings.tcl"
@@ -102,6 +103,9 @@ class BusInterface:
         Address bits of an AXI4-Lite or AXI4 interface (0 for a stream).
     data_width : int
         Data bits of an AXI4 interface (0 otherwise).
+    halves : tuple of str
+        For an interface :func:`share_memory_ports` joined: the names of the read master
+        and the write master it carries (empty otherwise).
     """
 
     name: str
@@ -110,6 +114,7 @@ class BusInterface:
     port_maps: tuple
     addr_width: int = 0
     data_width: int = 0
+    halves: tuple = ()
 
 
 _AXI_LITE_REQUIRED = ("awaddr", "awvalid", "awready", "wdata", "wvalid", "wready", "bresp",
@@ -221,6 +226,86 @@ def bus_interfaces(ports):
     return out
 
 
+#: Prefix of a memory port that carries a read master and a write master (:func:`share_memory_ports`).
+SHARED_PORT_PREFIX = "m_axi_nmu"
+
+
+def _axi4_half(bus):
+    """``"read"`` or ``"write"`` for an AXI4 master with one direction's channels, else None."""
+    if bus.kind != "axi4" or bus.mode != "master":
+        return None
+    logical = {name for name, _ in bus.port_maps}
+    reads, writes = "ARVALID" in logical, "AWVALID" in logical
+    return "read" if reads and not writes else "write" if writes and not reads else None
+
+
+def _id_width(bus, ports, signal):
+    phys = dict(bus.port_maps).get(signal)
+    return ports[phys].width if phys is not None else 0
+
+
+def share_memory_ports(buses, ports):
+    """Join read-only and write-only AXI4 masters into AXI4 interfaces with both halves.
+
+    AXI4's five channels are independent (AMBA AXI4, A1.3) and its read and write
+    transactions have separate ID spaces (A5), so a master that only reads and one that
+    only writes can share one AXI4 interface, and one NoC or HBM_NMU port with it: the
+    VHK158's 64 HBM_NMU ports (AMD PG313) could not otherwise carry the 2.7B decoder
+    core's 84 masters. Two halves join only if their data, address and ID widths
+    match, since an interface has one of each. A write joins the unjoined read whose
+    name shares the longest prefix with it (its own engine's, where widths allow),
+    ties to the first by name; writes are taken by name. Every other interface is kept
+    as it is.
+
+    Parameters
+    ----------
+    buses : list of BusInterface
+        :func:`bus_interfaces`' result.
+    ports : list of Port
+        The top module's ports (the widths of the ID signals).
+
+    Returns
+    -------
+    list of BusInterface
+        The joined interfaces, named ``m_axi_nmu00``, ``m_axi_nmu01``... in the order
+        of their reads, with the read's ports mapped first; then every other interface.
+        A joined interface's ``port_maps`` hold both halves' physical ports.
+    """
+    by_name = {p.name: p for p in ports}
+
+    def key(bus):
+        return (bus.data_width, bus.addr_width, _id_width(bus, by_name, "ARID")
+                or _id_width(bus, by_name, "AWID"))
+
+    reads = [b for b in buses if _axi4_half(b) == "read"]
+    free = list(reads)
+    partner = {}
+    for w in (b for b in buses if _axi4_half(b) == "write"):
+        fits = [r for r in free if key(r) == key(w)]
+        if not fits:
+            continue
+        best = max(fits, key=lambda r: (len(_common_prefix(r.name, w.name)), -free.index(r)))
+        free.remove(best)
+        partner[best.name] = w
+    joined, used = [], set()
+    for r in reads:
+        w = partner.get(r.name)
+        if w is None:
+            continue
+        joined.append(BusInterface(f"{SHARED_PORT_PREFIX}{len(joined):02d}", "axi4", "master",
+                                   r.port_maps + w.port_maps, r.addr_width, r.data_width,
+                                   halves=(r.name, w.name)))
+        used |= {r.name, w.name}
+    return joined + [b for b in buses if b.name not in used]
+
+
+def _common_prefix(a, b):
+    n = 0
+    while n < min(len(a), len(b)) and a[n] == b[n]:
+        n += 1
+    return a[:n]
+
+
 def _tcl_word(text):
     """``text`` as one Tcl word (braced), refusing what braces cannot quote."""
     text = str(text)
@@ -320,7 +405,9 @@ def write_vivado_flow(out_dir, *, config, top, sources, extra_files=None, regist
         The board has no part (the ``sim`` preset), ``top`` is not a module
         name or not defined in any source, it has no ``clk`` input, two
         sources define the same module, or a source is outside ``out_dir``,
-        listed twice or not ``.v``/``.sv``.
+        listed twice or not ``.v``/``.sv``; or, on an HBM board, the top has more
+        AXI4 memory interfaces than the part's HBM_NMU ports once read and write
+        masters are joined (:func:`share_memory_ports`).
     FileNotFoundError
         ``out_dir`` or a source does not exist.
     TypeError
@@ -330,7 +417,12 @@ def write_vivado_flow(out_dir, *, config, top, sources, extra_files=None, regist
     board = config.board
     period = 1000.0 / board.clock_mhz
     freq_hz = round(board.clock_mhz * 1e6)
-    buses = bus_interfaces(ports)
+    buses = share_memory_ports(bus_interfaces(ports), ports)
+    masters = [b for b in buses if b.kind == "axi4" and b.mode == "master"]
+    if board.memory == "HBM" and len(masters) > HBM_NMU_PORTS:
+        raise ValueError(f"top {top!r} has {len(masters)} AXI4 memory interfaces after joining "
+                         f"read and write masters, more than the {HBM_NMU_PORTS} HBM_NMU "
+                         f"ports of board {board.name!r} (HBM_NMU_PORTS)")
     has_reset = any(p.name == RESET_PORT and p.direction == "input" for p in ports)
     has_irq = any(p.name == IRQ_PORT and p.direction == "output" and p.width == 1 for p in ports)
     texts = {
@@ -660,8 +752,16 @@ def _readme(config, top, rel, period, buses, has_reset, *, has_irq=False, extra_
     if buses:
         bus_text = "\n".join(f"- `{b.name}`: {b.kind} {b.mode}" +
                              (f", {max(4096, 1 << b.addr_width)}-byte address range"
-                              if b.kind == "axi4lite" and b.mode == "slave" else "")
+                              if b.kind == "axi4lite" and b.mode == "slave" else "") +
+                             (f", {b.data_width} bits: the read master `{b.halves[0]}` and the "
+                              f"write master `{b.halves[1]}`" if b.halves else "")
                              for b in buses)
+        n_mem = sum(b.kind == "axi4" and b.mode == "master" for b in buses)
+        if n_mem:
+            bus_text += (f"\n\n{n_mem} AXI4 memory interfaces, one NoC or HBM_NMU port each "
+                         f"(AMD PG313). Each `{SHARED_PORT_PREFIX}NN` joins a master that only "
+                         "reads and one that only writes, of the same widths: AXI4's read and "
+                         "write channels are independent (AMBA AXI4, A1.3).")
     else:
         bus_text = "- none: the top module has no AXI4-Lite or AXI4-Stream port groups"
     reset_text = (f"`{RESET_PORT}` (synchronous, active high)" if has_reset
