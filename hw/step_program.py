@@ -33,6 +33,13 @@ from a row-major binary32 copy of the table (the BSFP planes hold the embedding 
 the LM head's job layout); the program names each node's row by its address, which the
 host writes from the node's token (``program(parents, tokens)``).
 
+A draft may instead run one node at a time (:meth:`StepPlan.node_program`, a plan made
+with ``node_states``): the same records for a 1-node step, the node's conv1d reading its
+parent's window and its SSM pass starting from its parent's state (the committed ones for
+the root) and writing the node's own state to its buffer, where its children's passes
+read it. A chain of ``L`` drafts is then ``L`` one-node passes instead of ``L`` tree
+passes over ``1, 2, …, L`` nodes.
+
 The plan writes into a flat byte array (``data``), addresses from ``base``; the host
 copies it into the memory the core reaches.
 """
@@ -100,6 +107,10 @@ class StepPlan:
         Tree nodes of a step (``V``), at most ``core.max_nodes``.
     base : int
         Byte address of the plan's first byte in the core's memory.
+    node_states : bool
+        Keep every node's SSM state in memory, a buffer a node and layer, so that
+        :meth:`node_program` can run a node from its parent's state (a draft's passes one
+        node at a time); without it (the default) only the committed banks.
 
     Raises
     ------
@@ -108,7 +119,7 @@ class StepPlan:
         core's address width.
     """
 
-    def __init__(self, core, lm, *, nodes, base=0):
+    def __init__(self, core, lm, *, nodes, base=0, node_states=False):
         if not isinstance(lm, HardwareLM):
             raise TypeError(f"StepPlan.lm must be a golden.decoder.HardwareLM, not {lm!r}")
         m = lm.lm.config
@@ -124,6 +135,7 @@ class StepPlan:
             raise ValueError("StepPlan: bsfp.group_size must be None (one scale per tensor: "
                              "the linear engine's descriptor has one scale exponent)")
         self.core, self.lm, self.model, self.V, self.base = core, lm, m, nodes, base
+        self.node_states = bool(node_states)
         #: Nodes of the step being run (``≤ V``: a drafted tree stopped early is smaller);
         #: :meth:`program` sets it, and the record strides and the readers follow it.
         self.n = nodes
@@ -251,6 +263,10 @@ class StepPlan:
             # Two state banks: a commit pass reads the committed one and writes the other,
             # so a pass cut by a reset leaves the committed state whole (rerun it).
             L["state"] = [self._alloc(ssm.state_bytes), self._alloc(ssm.state_bytes)]
+            if self.node_states:
+                # Node v's state after its own token (node_program writes it; its
+                # children's passes read it).
+                L["node_state"] = [self._alloc(ssm.state_bytes) for _ in range(V)]
         #: The committed bank (:meth:`flip` after a commit pass is done).
         self.bank = 0
 
@@ -328,8 +344,41 @@ class StepPlan:
         if len(tokens) != p.size or any(not 0 <= t < self.model.vocab for t in tokens):
             raise ValueError(f"StepPlan.program: tokens must be {p.size} ids in "
                              f"[0, {self.model.vocab}) (one a node), not {tokens!r}")
+        return self._program(p, tokens, accept=accept, ids=range(p.size), parent=None)
+
+    def node_program(self, v, parent, token):
+        """The records of a pass over node ``v`` alone (a draft's pass one node at a time:
+        ``docs/decoder.md``), holding ``token``, from the state its parent ``parent`` left:
+        the committed state and window (``parent`` is ``ROOT``) or the parent's own, which
+        its node program wrote. It writes node ``v``'s window, SSM input record and state
+        (its buffer of ``node_states``) where a tree program over the step would, and its
+        logits and argmax as node 0 of a 1-node step (:meth:`logits_of` ``(data, 0)``).
+        The host writes :meth:`node_table` ``(v)`` first. ``(bytes, record count)``."""
+        if not self.node_states:
+            raise ValueError("StepPlan.node_program needs a plan made with node_states=True")
+        v, parent = int(v), int(parent)
+        if not 0 <= v < self.V or not (parent == ROOT or 0 <= parent < self.V) or parent == v:
+            raise ValueError(f"StepPlan.node_program: node {v} and parent {parent} must be "
+                             f"distinct nodes in [0, {self.V}) (the parent may be ROOT)")
+        if not 0 <= int(token) < self.model.vocab:
+            raise ValueError(f"StepPlan.node_program: token must be in [0, {self.model.vocab}), "
+                             f"not {token!r}")
+        return self._program(np.array([ROOT]), [int(token)], accept=False, ids=[v],
+                             parent=parent)
+
+    def node_table(self, v):
+        """The SSM engine's node table of :meth:`node_program` ``(v, …)``: one root entry,
+        reading node ``v``'s input record."""
+        return [(0, entry, int(v)) for _, entry, _ in self.table([ROOT])]
+
+    def _program(self, p, tokens, *, accept, ids, parent):
+        """The records of a pass over the nodes ``ids`` (consecutive, one per entry of the
+        tree ``p``), each node's window, input record and (with ``parent``) state in its
+        own slot. ``parent`` is None for a tree pass from the committed state, or the node
+        whose state and window a 1-node pass starts from (``ROOT``: the committed ones)."""
         depth = tree_depths(p)
         self.n = V = p.size
+        ids = [int(i) for i in ids]
         m = self.model
         seg = {s.name: s for s in self.segments}
         N, H, HP = m.d_state, m.nheads, m.d_inner
@@ -349,7 +398,10 @@ class StepPlan:
             recs += self._jobs(L["in_jobs"], L["in_k"], self.xn, self.xn_stride, self.zx,
                                ("norm",))
             for v in range(V):
-                src = L["win"][0 if p[v] == ROOT else 1 + int(p[v])]
+                if parent is None:
+                    src = L["win"][0 if p[v] == ROOT else 1 + ids[int(p[v])]]
+                else:
+                    src = L["win"][0 if parent == ROOT else 1 + parent]
                 for n_seg, name in enumerate(("x", "B", "C")):
                     s, c0 = seg[name], chan[name]
                     desc = {"vectors": 1, "elements": s.rows // lv,
@@ -358,8 +410,8 @@ class StepPlan:
                             **self._vector("taps", L["conv_w"] + c0 * 4 * m.d_conv, s.rows, 0,
                                            lv),
                             **self._vector("bias", L["conv_b"] + 4 * c0, s.rows, 0, lv),
-                            "y_addr": L["ssm_in"] + v * self.ssm_rec + rec_off[name],
-                            "y_vstride": 0, "new_window_addr": L["win"][1 + v] + c0 * self.wb,
+                            "y_addr": L["ssm_in"] + ids[v] * self.ssm_rec + rec_off[name],
+                            "y_vstride": 0, "new_window_addr": L["win"][1 + ids[v]] + c0 * self.wb,
                             "new_window_vstride": 0}
                     wait = ()
                     if v == 0 and n_seg == 0:
@@ -371,8 +423,17 @@ class StepPlan:
             recs.append(self._rec("copy", {
                 "vectors": V, "elements": H // lc,
                 **self._in_place("x", self.zx, dt.at, H, 0, lc),
-                "y_addr": L["ssm_in"] + rec_off["dt"], "y_vstride": self.ssm_rec}, ("linear",)))
-            recs.append(self._rec("ssm", self._ssm(L, V, y_en=1), ("conv1d", "copy")))
+                "y_addr": L["ssm_in"] + ids[0] * self.ssm_rec + rec_off["dt"],
+                "y_vstride": self.ssm_rec}, ("linear",)))
+            if parent is None:
+                ssm = self._ssm(L, V, y_en=1)
+            else:
+                # The pass starts from the parent's state and keeps the node's own.
+                ssm = {**self._ssm(L, V, y_en=1, out_node=0),
+                       "state_in_addr": (L["state"][self.bank] if parent == ROOT
+                                         else L["node_state"][parent]),
+                       "state_out_addr": L["node_state"][ids[0]]}
+            recs.append(self._rec("ssm", ssm, ("conv1d", "copy")))
             recs.append(self._rec("gate_norm", self._norm(
                 "gate_norm", (self.y, m.d_inner, 4 * m.d_inner), L["gate"], m.d_inner, self.g,
                 self.g_stride, z=True), ("ssm",)))
@@ -435,21 +496,25 @@ class StepPlan:
                              f"is {self.core.max_records}")
         return b"".join(recs), len(recs)
 
-    def commit_table(self, path):
+    def commit_table(self, path, *, nodes=None):
         """The node table of the commit pass over ``path`` (node indices, root first): a
-        chain whose ``j``-th entry reads the ``j``-th path node's input record."""
-        path = self._check_path(path)
+        chain whose ``j``-th entry reads the ``j``-th path node's input record. ``nodes``:
+        as :meth:`commit_program`."""
+        path = self._check_path(path, nodes)
         return [(j, entry, int(path[j])) for j, entry, _ in
                 self.table([ROOT] + list(range(len(path) - 1)))]
 
-    def _check_path(self, path):
+    def _check_path(self, path, nodes=None):
+        n = self.n if nodes is None else int(nodes)
+        if not 1 <= n <= self.V:
+            raise ValueError(f"StepPlan: a step's nodes must be in [1, {self.V}], not {nodes!r}")
         path = [int(v) for v in path]
-        if not path or path[0] != 0 or any(not 0 <= v < self.n for v in path):
+        if not path or path[0] != 0 or any(not 0 <= v < n for v in path):
             raise ValueError(f"StepPlan: a commit path must start at the root (node 0) and "
-                             f"name nodes of the step in [0, {self.n}), not {path!r}")
+                             f"name nodes of the step in [0, {n}), not {path!r}")
         return path
 
-    def commit_program(self, path):
+    def commit_program(self, path, *, nodes=None):
         """The records of the commit after a step whose accepted path is ``path`` (node
         indices from the root, each the parent of the next): per layer the SSM replay of
         the path from the committed bank into the other one, and the copy of the path's
@@ -457,8 +522,10 @@ class StepPlan:
 
         Both parts are idempotent (the replay reads the committed bank and the path's
         records; the copy reads the last node's slot), so a commit cut by a reset is rerun
-        as it is. ``(bytes, record count)``; the last record is ``END``."""
-        path = self._check_path(path)
+        as it is. ``nodes``: the step's nodes (default the last program's; after
+        :meth:`node_program` passes, the drafted tree's). ``(bytes, record count)``; the
+        last record is ``END``."""
+        path = self._check_path(path, nodes)
         win, lc = self.model.conv_dim * self.wb // 4, self.lanes["copy"]
         recs = []
         for L in self.layers:

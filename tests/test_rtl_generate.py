@@ -3,7 +3,8 @@
 tokens of ``--engine golden`` (float64 ``golden.speculative.speculative_generate``) and of
 ``--engine hw`` (the same loop over ``golden.decoder.HardwareLM``), every target pass on
 the simulated decoder core. The first two tests are the issue's identical-tokens target
-and run in ``make test``: SPEQ self-speculation and a separate draft model, a 2-layer LM,
+and run in ``make test``: SPEQ self-speculation (its draft passes a node at a time) and a
+separate draft model (a depth at a time), a 2-layer LM,
 16 tokens, a branching tree, each under 5 minutes with the core's cold build (about 1.5
 minutes, shared; ``docs/runtime.md``). The draft on the host is in ``make test-slow``.
 Every run also holds the whole-step model (``gen.perf.program``) to within 5 % of the
@@ -61,6 +62,9 @@ def test_speq_on_the_rtl_with_resets_and_aborts_in_mid_step_and_mid_commit():
     assert len(set(got.tokens)) > 4      # a continuation that does not repeat one token
     assert got.cycles_per_token > 0 and len(got.steps) == len(got.tokens_per_step)
     assert got.draft_on_core and all(s["draft_cycles"] > 0 for s in got.steps)
+    # The draft's passes one node at a time, each from its parent's state in memory: every
+    # expanded node's logits were checked against the draft model's by the host.
+    assert got.draft_flow == "node"
     # The top's counters: PERF_BUSY counts the cycles PERF_PROGRAM gave each program, and
     # the linear and SSM engines' busy cycles fit in them, their overlap in each.
     c, steps = got.counters, got.steps
@@ -81,14 +85,15 @@ def test_generate_cli_with_a_draft_model_on_the_rtl(tmp_path, capsys):
     """``specgen generate --engine rtl --json`` with a separate draft model file (the
     target's first layer, a layer-skipping draft; its passes on the core), the same
     tree; the host reaches the registers through the board back-end's MMIO class over a
-    mapping that forwards to the simulation (``--backend mmio``)."""
+    mapping that forwards to the simulation (``--backend mmio``). The draft's passes run
+    a depth at a time over the nodes drafted so far (``--draft-flow prefix``)."""
     target = MambaLM.from_seed(lm_preset("micro"), seed=1)
     target.truncated(1).save(tmp_path / "draft.npz")
     want = _oracle(str(tmp_path / "draft.npz"))
     argv = ["generate", "--board", "sim", "--model", "micro", "--seed", "1", "--draft",
             str(tmp_path / "draft.npz"), "--prompt-ids", ",".join(map(str, PROMPT)),
             "--tokens", str(TOKENS), "--tree", ",".join(map(str, TREE)), "--gamma", "0",
-            "--engine", "rtl", "--backend", "mmio", "--json"]
+            "--engine", "rtl", "--backend", "mmio", "--draft-flow", "prefix", "--json"]
     assert main(argv) == 0
     lines = capsys.readouterr().out.strip().splitlines()
     assert len(lines) == 1, "the build's output reached stdout"
@@ -98,6 +103,7 @@ def test_generate_cli_with_a_draft_model_on_the_rtl(tmp_path, capsys):
     assert tuple(doc["tokens_per_step"]) == want["hw"].tokens_per_step
     assert doc["cycles_per_token"] > 0 and doc["clock_mhz"] == CONFIG.board.clock_mhz
     assert doc["draft_on_core"] and all(s["draft_cycles"] > 0 for s in doc["steps"])
+    assert doc["draft_flow"] == "prefix"
     assert abs(doc["model_error"]) <= MODEL_TOLERANCE
     assert doc["model_cycles_per_token"] == pytest.approx(
         doc["cycles_per_token"] * (1 + doc["model_error"]))

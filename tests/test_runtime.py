@@ -265,3 +265,17 @@ def test_backend_is_for_the_rtl_engine(capsys):
     assert err == "specgen generate: error: --backend mmio is for --engine rtl, not golden"
     with pytest.raises(ValueError, match="RtlEngine.backend must be one of 'axi-lite', 'mmio'"):
         RtlEngine(config=CONFIG, backend="pcie")
+
+
+def test_draft_flow_is_for_the_draft_on_the_core(capsys):
+    assert main(["generate", "--board", "sim", "--model", "micro", "--draft-flow",
+                 "prefix"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == "specgen generate: error: --draft-flow prefix is for --engine rtl, not golden"
+    assert main(["generate", "--board", "sim", "--model", "micro", "--engine", "rtl",
+                 "--draft-on", "host", "--draft-flow", "prefix"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == ("specgen generate: error: --draft-flow prefix is for the draft on the "
+                   "core, not --draft-on host")
+    with pytest.raises(ValueError, match="RtlEngine.draft_flow must be one of 'node', 'prefix'"):
+        RtlEngine(config=CONFIG, draft_flow="level")

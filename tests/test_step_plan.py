@@ -215,3 +215,62 @@ def test_committed_state_round_trip(built):
     for i in range(model.n_layer):
         w, s = plan.committed_of(plan.data, i)
         assert np.array_equal(w, conv[i]) and np.array_equal(s, ssm[i])
+
+
+def test_node_program_runs_one_node_from_its_parents_state(built):
+    """A draft's pass one node at a time: node 3 from node 1's state and window, its own
+    window, input record and state written where the tree program would; the root from
+    the committed ones."""
+    config, model, core, lm = built
+    plan = StepPlan(core, lm, nodes=5, node_states=True)
+    ssm_lay, conv_lay, copy_lay = (plan.layouts[n] for n in ("ssm", "conv1d", "copy"))
+
+    def descs(prog, n, engine, lay):
+        return [data.Const(lay, int(r.payload) & ((1 << lay.size) - 1))
+                for r in _records(core, prog, n) if int(r.engine) == core.index(engine)]
+
+    for v, parent in ((3, 1), (0, ROOT)):
+        prog, n = plan.node_program(v, parent, token=2)
+        assert plan.n == 1
+        ssm = descs(prog, n, "ssm", ssm_lay)
+        conv = descs(prog, n, "conv1d", conv_lay)
+        assert len(ssm) == model.n_layer and len(conv) == 3 * model.n_layer
+        for i, L in enumerate(plan.layers):
+            d = ssm[i]
+            assert (int(d.nodes), int(d.out_node), int(d.out_en), int(d.y_en)) == (1, 0, 1, 1)
+            assert int(d.state_in_addr) == (L["state"][0] if parent == ROOT
+                                             else L["node_state"][parent])
+            assert int(d.state_out_addr) == L["node_state"][v]
+            src = L["win"][0] if parent == ROOT else L["win"][1 + parent]
+            for c in conv[3 * i:3 * i + 3]:
+                assert src <= int(c.window_addr) < src + model.conv_dim * plan.wb
+                assert (L["win"][1 + v] <= int(c.new_window_addr)
+                        < L["win"][1 + v] + model.conv_dim * plan.wb)
+                assert (L["ssm_in"] + v * plan.ssm_rec <= int(c.y_addr)
+                        < L["ssm_in"] + (v + 1) * plan.ssm_rec)
+        # dt into the node's own record
+        dts = [c for c in descs(prog, n, "copy", copy_lay) if int(c.vectors) == 1
+               and int(c.y_vstride) == plan.ssm_rec]
+        assert [int(c.y_addr) for c in dts] == [
+            L["ssm_in"] + v * plan.ssm_rec + 8 * model.d_state + 4 * model.d_inner
+            for L in plan.layers]
+    assert plan.node_table(3) == [(0, plan.table([ROOT])[0][1], 3)]
+    # The draft's commit after node programs names the drafted tree's nodes.
+    assert plan.commit_program([0, 1, 3], nodes=5)[1] == 2 * model.n_layer + 1
+    with pytest.raises(ValueError, match=r"name nodes of the step in \[0, 1\)"):
+        plan.commit_program([0, 1, 3])
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"node_states": False}, "needs a plan made with node_states=True"),
+    ({"v": 5}, r"node 5 and parent 1 must be distinct nodes in \[0, 5\)"),
+    ({"v": 1}, r"node 1 and parent 1 must be distinct"),
+    ({"parent": -2}, r"node 3 and parent -2"),
+    ({"token": 16}, r"token must be in \[0, 16\), not 16"),
+])
+def test_node_program_rejects_bad_arguments(built, kwargs, message):
+    config, model, core, lm = built
+    plan = StepPlan(core, lm, nodes=5, node_states=kwargs.pop("node_states", True))
+    args = {"v": 3, "parent": 1, "token": 2, **kwargs}
+    with pytest.raises(ValueError, match=message):
+        plan.node_program(args["v"], args["parent"], args["token"])

@@ -35,7 +35,8 @@ def add_parser(sub):
     """Add ``specgen generate`` to ``sub`` (an argparse subparsers object)."""
     from specgen.golden.speculative import DEFAULT_GAMMA
 
-    from specgen.gen.runtime.runtime import BACKENDS, DEFAULT_TREE, DRAFT_ON, ENGINES, SPEQ
+    from specgen.gen.runtime.runtime import (BACKENDS, DEFAULT_TREE, DRAFT_FLOWS, DRAFT_ON,
+                                             ENGINES, SPEQ)
 
     p = sub.add_parser("generate", help="generate tokens from a prompt by speculative decoding "
                                         "(golden, hw or rtl engine)")
@@ -67,6 +68,11 @@ def add_parser(sub):
     p.add_argument("--draft-on", default=DRAFT_ON[0], choices=DRAFT_ON, dest="draft_on",
                    help="rtl engine: run the draft's passes on the decoder core (default) or "
                         "draft the tree on the host")
+    p.add_argument("--draft-flow", default=DRAFT_FLOWS[0], choices=DRAFT_FLOWS,
+                   dest="draft_flow",
+                   help="rtl engine, draft on the core: one pass per expanded node from its "
+                        "parent's state (node, default), or per depth one pass over every "
+                        "node drafted so far (prefix)")
     p.add_argument("--backend", default=BACKENDS[0], choices=BACKENDS,
                    help="rtl engine: how the host reaches the decoder top's registers: "
                         "axi-lite (the simulation back-end, default) or mmio (the board "
@@ -105,7 +111,8 @@ def run(args, *, out=None):
     from specgen.gen.cli.progress import Progress
     from specgen.gen.perf.cli import parse_tree
     from specgen.gen.runtime.model import ModelError, decode_tokens
-    from specgen.gen.runtime.runtime import BACKENDS, DEFAULT_TREE, DRAFT_ON, ENGINES, Runtime
+    from specgen.gen.runtime.runtime import (BACKENDS, DEFAULT_TREE, DRAFT_FLOWS, DRAFT_ON,
+                                             ENGINES, Runtime)
 
     out = sys.stdout if out is None else out
     progress = Progress.from_args(args)
@@ -118,9 +125,15 @@ def run(args, *, out=None):
     engine = args.engine
     if engine == "rtl":
         from specgen.gen.runtime.runtime import RtlEngine
-        engine = RtlEngine(config=config, draft_on=args.draft_on, backend=args.backend)
+        if args.draft_on != "core" and args.draft_flow != DRAFT_FLOWS[0]:
+            raise CLIError(f"--draft-flow {args.draft_flow} is for the draft on the core, not "
+                           f"--draft-on {args.draft_on}")
+        engine = RtlEngine(config=config, draft_on=args.draft_on, backend=args.backend,
+                           draft_flow=args.draft_flow)
     elif args.draft_on != DRAFT_ON[0]:
         raise CLIError(f"--draft-on {args.draft_on} is for --engine rtl, not {args.engine}")
+    elif args.draft_flow != DRAFT_FLOWS[0]:
+        raise CLIError(f"--draft-flow {args.draft_flow} is for --engine rtl, not {args.engine}")
     elif args.backend != BACKENDS[0]:
         raise CLIError(f"--backend {args.backend} is for --engine rtl, not {args.engine}")
     rt = Runtime(config=config, engine=engine)
@@ -169,8 +182,8 @@ def run(args, *, out=None):
         us = res.cycles_per_token / res.clock_mhz
         lines.append(f"cycles per token: {res.cycles_per_token:.1f} ({us:.2f} us a token, "
                      f"{1e6 / us:,.0f} tokens/s at the design's {res.clock_mhz:g} MHz; "
-                     + ("the draft's passes and the target's, all on the core)"
-                        if res.draft_on_core else "the target passes only, the draft is the "
+                     + (f"the draft's passes ({res.draft_flow} flow) and the target's, all "
+                        "on the core)" if res.draft_on_core else "the target passes only, the draft is the "
                         "host's)"))
     if res.counters:
         c = res.counters

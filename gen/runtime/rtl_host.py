@@ -16,10 +16,14 @@ Everything the target computes runs on the core from memory, laid out by
 
 With the parameter ``draft_on_core`` the draft runs on the core too, from a second plan
 of its own (SPEQ: the target's weights in the draft pass, the nibble plane alone; or a
-draft model of the core's widths, e.g. fewer layers): its prompt steps and commits, per
-step one draft tree program a depth (the nodes so far, a prefix of the BFS order), and
-the commit of the accepted path (after one more program over the whole tree when the
-path ends on the deepest level, which no draft program ran). The runtime picks each
+draft model of the core's widths, e.g. fewer layers): its prompt steps and commits, its
+passes, and the commit of the accepted path. The parameter ``draft_flow`` says how the
+passes run. ``node`` (the default): one program per expanded node, from its parent's
+state, which the parent's program left in memory
+(:meth:`hw.step_program.StepPlan.node_program`). ``prefix``: per depth, one tree
+program over the nodes so far (a prefix of the BFS order), from the committed state.
+When the path ends on the deepest level, which no draft program ran, its last node
+runs first (``node``: that node alone; ``prefix``: the whole tree). The runtime picks each
 expanded node's children, the ``topk`` of the softmax of its logits in memory
 (:func:`golden.speculative.topk`), and applies SPEQ's early stopping (a node is
 expanded only if its ``q`` reaches ``gamma``): that is
@@ -307,11 +311,12 @@ def _host(h, p):
     shape = TreeShape(tuple(p["tree"]))
     V = shape.num_nodes
     on_core = bool(p.get("draft_on_core"))
+    by_node = p.get("draft_flow", "node") == "node"
     plan = StepPlan(h.core, pair.target, nodes=V)
     plan.write_state(pair.target.initial_state())
     plans = [plan]
     if on_core:
-        dplan = StepPlan(h.core, draft, nodes=V, base=next_base(plan))
+        dplan = StepPlan(h.core, draft, nodes=V, base=next_base(plan), node_states=by_node)
         dplan.write_state(draft.initial_state())
         plans.append(dplan)
     h.load(plans)
@@ -331,32 +336,45 @@ def _host(h, p):
         return h.run(h.prog_at, pl.program(parents, tokens, accept=accept),
                            pl.table(parents), kind=kind, step=k, **faults)
 
-    def commit(pl, path, kind, k):
+    def commit(pl, path, kind, k, nodes=None):
         faults = {} if kind != "commit" or k is None else {
             "cut": k == p.get("cut_commit"), "abort": k == p.get("abort_commit")}
-        cycles = h.run(h.commit_at, pl.commit_program(path), pl.commit_table(path),
-                             kind=kind, step=k, **faults)
+        cycles = h.run(h.commit_at, pl.commit_program(path, nodes=nodes),
+                       pl.commit_table(path, nodes=nodes), kind=kind, step=k, **faults)
         pl.flip()
         return cycles
 
+    def node(j, tokens, parents, k):
+        """Node ``j``'s pass on the core, from its parent's state (the draft's ``node``
+        flow); its cycles."""
+        return h.run(h.prog_at, dplan.node_program(j, parents[j], tokens[j]),
+                     dplan.node_table(j), kind="draft", step=k)
+
     def draft_on_core(root, k):
-        """:func:`golden.speculative.draft_tree` with every draft pass on the core: per
-        depth, one tree program of the draft over the nodes so far (a prefix of the BFS
-        order), then each expanded node's top-k children from its logits in memory.
-        ``(tokens, parents, nodes the last program ran, cycles)``."""
+        """:func:`golden.speculative.draft_tree` with every draft pass on the core, then
+        each expanded node's top-k children from its logits in memory. The ``prefix`` flow:
+        per depth, one tree program of the draft over the nodes so far (a prefix of the
+        BFS order). The ``node`` flow: one program per expanded node, from its parent's
+        state. ``(tokens, parents, the nodes some program ran, cycles)``."""
         tokens, parents, probs = [root], [ROOT], [np.nan]
-        level, ran, cycles = [0], 0, 0
+        level, ran, cycles = [0], set(), 0
         for b in shape.branching:
             # SPEQ's early stopping: a node is expanded only if q(token) >= gamma.
             grow = [j for j in level if j == 0 or probs[j] >= p["gamma"]]
             if not grow:
                 break
-            cycles += tree(dplan, tokens, parents, "draft", k)
-            ran = len(tokens)
+            if not by_node:
+                cycles += tree(dplan, tokens, parents, "draft", k)
+                ran = set(range(len(tokens)))
             level = []
             for j in grow:
-                # The plan's readers index a buffer laid out from its base.
-                logits = dplan.logits_of(memoryview(h.memory.data)[dplan.base:], j)
+                if by_node:
+                    cycles += node(j, tokens, parents, k)
+                    ran.add(j)
+                # The plan's readers index a buffer laid out from its base; a node
+                # program's node is node 0 of its 1-node step.
+                logits = dplan.logits_of(memoryview(h.memory.data)[dplan.base:],
+                                         0 if by_node else j)
                 want = gold.logits(j, tokens, parents)
                 assert np.array_equal(logits, want), (
                     f"step {k}: draft node {j}'s logits differ from the draft model's in "
@@ -405,10 +423,13 @@ def _host(h, p):
         end = nodes[-1]
         if on_core:
             # The draft commits the path as the target did; a leaf no draft program ran
-            # (the deepest level is never expanded) needs the whole tree run first.
-            if end >= ran:
-                d_cycles += tree(dplan, tokens, parents, "draft", k)
-            d_cycles += commit(dplan, list(nodes), "draft_commit", k)
+            # (the deepest level is never expanded) needs its pass first: the whole tree
+            # (prefix flow) or the leaf alone (node flow; its parent was expanded, so its
+            # state is in memory).
+            if end not in ran:
+                d_cycles += (node(end, tokens, parents, k) if by_node
+                             else tree(dplan, tokens, parents, "draft", k))
+            d_cycles += commit(dplan, list(nodes), "draft_commit", k, nodes=len(tokens))
         # The draft's state after the path (pure store: every path node stepped).
         gold.commit(list(nodes), tokens, parents)
         out.extend(committed)
@@ -428,7 +449,8 @@ def _host(h, p):
               "nodes_per_step": [s["nodes"] for s in per_step],
               "steps": per_step, "prefill_cycles": prefill, "cycles": cycles,
               "generated": generated, "cycles_per_token": cycles / generated,
-              "draft_on_core": on_core, "clock_mhz": h.config.board.clock_mhz,
+              "draft_on_core": on_core, "draft_flow": "node" if by_node else "prefix",
+              "clock_mhz": h.config.board.clock_mhz,
               "addr_width": p["addr_width"], "max_records": p["max_records"],
               "backend": p.get("backend", "axi-lite"), "programs": h.programs}
     return result

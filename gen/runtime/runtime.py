@@ -93,6 +93,8 @@ class GenerateResult:
     draft_on_core : bool or None
         The draft's passes ran on the core (RTL engine), so ``cycles_per_token`` counts
         them.
+    draft_flow : str or None
+        How they ran (RTL engine with the draft on the core: :data:`DRAFT_FLOWS`).
     counters : dict or None
         The decoder top's performance counters (:data:`hw.decoder_top.DECODER_COUNTERS`)
         summed over the generation's programs, the prompt's excluded (RTL engine):
@@ -112,6 +114,7 @@ class GenerateResult:
     steps: tuple = ()
     model_cycles_per_token: float | None = None
     draft_on_core: bool | None = None
+    draft_flow: str | None = None
     counters: dict | None = None
     backend: str | None = None
 
@@ -133,7 +136,7 @@ class GenerateResult:
         return {"tokens": list(self.tokens), "tokens_per_step": list(self.tokens_per_step),
                 "cycles_per_token": self.cycles_per_token, "engine": self.engine,
                 "model_cycles_per_token": self.model_cycles_per_token,
-                "draft_on_core": self.draft_on_core,
+                "draft_on_core": self.draft_on_core, "draft_flow": self.draft_flow,
                 "model_error": self.model_error, "counters": self.counters,
                 "backend": self.backend,
                 "clock_mhz": self.clock_mhz, "steps": list(self.steps),
@@ -252,6 +255,8 @@ def _stdout_to_stderr():
 
 #: Where the RTL engine's draft runs (:class:`RtlEngine`'s ``draft_on``).
 DRAFT_ON = ("core", "host")
+#: How the RTL engine's draft passes run on the core (:class:`RtlEngine`'s ``draft_flow``).
+DRAFT_FLOWS = ("node", "prefix")
 #: The part of a step each kind of program is (:mod:`gen.runtime.rtl_host`).
 _PART = {"tree": "tree", "commit": "commit", "draft": "draft", "draft_commit": "draft"}
 
@@ -316,12 +321,19 @@ class RtlEngine:
     backend : {"axi-lite", "mmio"}
         How the host (:class:`gen.runtime.driver.CoreDriver`) reaches the registers of
         the :class:`hw.decoder_top.DecoderTop` around the core (:data:`BACKENDS`).
+    draft_flow : {"node", "prefix"}
+        With ``draft_on="core"``, the draft's passes (:data:`DRAFT_FLOWS`). ``"node"``
+        (default): one program per expanded node, from its parent's state in memory
+        (:meth:`hw.step_program.StepPlan.node_program`): a chain of ``L`` drafts is ``L``
+        one-node passes. ``"prefix"``: per depth, one tree program over every node
+        drafted so far, from the committed state: one weight read a depth, but a chain
+        of ``L`` computes ``L (L + 1) / 2`` nodes. ``specgen perf`` prices both.
     """
 
     name = "rtl"
 
     def __init__(self, *, config, latency=16, stall=0.0, faults=None, cxx_opt="-Os",
-                 trace=False, draft_on="core", backend="axi-lite"):
+                 trace=False, draft_on="core", backend="axi-lite", draft_flow="node"):
         from specgen.golden.config import Config
         from specgen.golden.validate import check_choice, check_int
         if not isinstance(config, Config):
@@ -341,6 +353,7 @@ class RtlEngine:
         self.trace = bool(trace)
         self.draft_on = check_choice("RtlEngine", "draft_on", draft_on, DRAFT_ON)
         self.backend = check_choice("RtlEngine", "backend", backend, BACKENDS)
+        self.draft_flow = check_choice("RtlEngine", "draft_flow", draft_flow, DRAFT_FLOWS)
         #: The simulation's whole result of the last :meth:`generate` (with ``trace``, its
         #: programs and their events: :func:`sim.decoder_core.run_program`).
         self.last_run = None
@@ -365,7 +378,8 @@ class RtlEngine:
         records, base = 0, 0
         for mode in ("verify", "draft"):
             lm = HardwareLM(MambaLM.from_seed(model, seed=0), config=design, linear_pass=mode)
-            plan = StepPlan(probe, lm, nodes=nodes, base=base)
+            # The draft's plan keeps its nodes' states (the node flow's larger layout).
+            plan = StepPlan(probe, lm, nodes=nodes, base=base, node_states=mode == "draft")
             base = next_base(plan)
             # Any tree of ``nodes`` nodes has as many records.
             records = max(records, plan.program(list(range(-1, nodes - 1)), [0] * nodes)[1])
@@ -420,6 +434,7 @@ class RtlEngine:
                  "tokens": tokens, "tree": list(shape.branching), "gamma": gamma,
                  "latency": self.latency, "stall": self.stall, "result": str(tmp / "out.json"),
                  "trace": self.trace, "draft_on_core": on_core, "backend": self.backend,
+                 "draft_flow": self.draft_flow,
                  **self.faults}
             if not speq:
                 draft.save(tmp / "draft.npz")
@@ -455,6 +470,7 @@ class RtlEngine:
                               clock_mhz=r["clock_mhz"], steps=tuple(steps),
                               model_cycles_per_token=model_cpt,
                               draft_on_core=r["draft_on_core"], backend=r["backend"],
+                              draft_flow=r["draft_flow"] if r["draft_on_core"] else None,
                               counters=_counters(r["programs"]))
 
 
