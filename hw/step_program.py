@@ -55,7 +55,12 @@ from specgen.golden.tree import (PATH_ENTRY_FIELDS, ROOT, node_table, tree_depth
                                  validate_parents)
 from specgen.golden.weight_planes import pack_matrix
 
-__all__ = ["StepPlan", "Segment", "in_proj_segments"]
+__all__ = ["StepPlan", "Segment", "in_proj_segments", "DRAFT_FLOWS"]
+
+#: How a draft's passes run on the core: ``node``, one :meth:`StepPlan.node_program` per
+#: expanded node from its parent's state; ``prefix``, per depth one
+#: :meth:`StepPlan.program` over every node drafted so far, from the committed state.
+DRAFT_FLOWS = ("node", "prefix")
 
 #: Alignment of every buffer (the widest beat of the core's ports, and an AXI burst's
 #: 4 KB boundary for the weight planes).

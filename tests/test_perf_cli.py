@@ -59,6 +59,7 @@ def test_draft_not_smaller_than_target_is_refused(capsys, draft):
     ("--early-stop", "1.5", "--early-stop must be in (0, 1], not 1.5"),
     ("--accept", "9", "--accept must be in [1, 5] for --tree 2,2,1,1, not 9"),
     ("--accept", "0.5", "--accept must be in [1, 5]"),
+    ("--draft-flow", "level", "--draft-flow must be one of 'node', 'prefix', 'best', not 'level'"),
 ])
 def test_out_of_range_values_name_the_flag(capsys, flag, value, message):
     assert message in perf_error(capsys, flag, value)

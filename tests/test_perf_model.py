@@ -99,8 +99,14 @@ def test_speq_draft_reads_the_nibble_plane():
     from specgen.gen.perf.system import layout_weight_bytes
     c = preset("vhk158")
     res = step_model(accelerator(c), speq_step(continue_prob=1.0))
+    # 16 depths drafted (16 expanded nodes of the chain), and the 17th node's pass when
+    # the whole chain is accepted (probability 0.97^16), which no draft pass ran: in
+    # either flow one pass more.
+    passes = 16 + 0.97 ** 16
     assert res.draft_passes == 16
-    assert math.isclose(res.phase("draft").weight_bytes, 16 * layout_weight_bytes(c, dims, bits=4))
+    assert math.isclose(res.phase("draft").weight_bytes, passes * layout_weight_bytes(c, dims, bits=4))
+    # The ceilings count the weights once a depth.
+    assert math.isclose(res.phase("draft").dense_weight_bytes, 16 * weight_bytes(dims, bits=4))
     assert math.isclose(res.phase("verify").weight_bytes, layout_weight_bytes(c, dims, bits=16))
     assert math.isclose(layout_weight_bytes(c, dims, bits=16) - 2 * dims.small_params,
                         4 * (layout_weight_bytes(c, dims, bits=4) - 2 * dims.small_params))
@@ -293,7 +299,10 @@ def test_paper_rows_cover_both_boards():
     assert {(r["board"], r["sizing"]) for r in rows} == {(b, s) for b in ("vhk158", "vck190")
                                                          for s in ("preset", "dsp")}
     vck = [r["result"] for r in rows if r["board"] == "vck190"]
-    assert all(p.bound == "memory" for r in vck for p in r.phases if p.name != "restore")
+    # Bound by the DDR: its bandwidth, or the state traffic that shares it (the SPEQ
+    # draft's passes each read the 2.7B state through the one state port).
+    assert all(p.bound in ("memory", "state") for r in vck for p in r.phases
+               if p.name != "restore")
     # The VH1582's HBM2e, from its geometry (AMD Versal HBM Series Product Selection Guide):
     # 2 stacks x 1024 data bits x 3.2 Gb/s per pin = 819.2 GB/s.
     assert math.isclose(preset("vhk158").board.mem_bw_gbs, 2 * 1024 * 3.2 / 8, rel_tol=1e-3)

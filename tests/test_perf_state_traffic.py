@@ -91,22 +91,34 @@ def test_vck190_shared_ddr_binds():
     assert st.ports_needed(100e-6, reads=1, writes=1, max_ports=64) is None
 
 
-def test_step_counts_state_per_pass_by_hand():
+@pytest.mark.parametrize("flow", ["node", "prefix"])
+def test_step_counts_state_per_pass_by_hand(flow):
     # One state port each way (--state-ports 1): a 256-bit beat a 250 MHz fabric cycle.
     acc = accelerator(preset("vhk158"), state_ports=1)
-    res = step_model(acc, SEED_TREE)
+    step = dataclasses.replace(SEED_TREE, tokens_per_step=None, alpha=0.8, draft_flow=flow)
+    res = step_model(acc, step)
+    assert res.step.draft_flow == flow
     port = 256 / 8 * 250e6
     tgt, drf = 80 * 64 * 128 * 4, 32 * 64 * 128 * 4        # 2.7B and 370M layers
+    # The accepted path reaches depth 4 (no draft pass ran its node) with probability
+    # (1 - 0.2^2)^2 * 0.8^2 at alpha 0.8 on the tree 2,2,1,1.
+    deep = (1 - 0.2 ** 2) ** 2 * 0.8 ** 2
     # Tree pass: the committed state read once per layer of the target's 64.
     assert res.phase("verify").t_state == pytest.approx(64 * tgt / port, rel=1e-12)
-    # Draft passes over levels of 1, 2, 4, 4 nodes from 1, 1, 2, 4 parents: per layer
-    # max(reads, writes) = 1 + 2 + 4 + 4 = 11 states, 48 layers of the 370M draft.
-    assert res.phase("draft").t_state == pytest.approx(48 * 11 * drf / port, rel=1e-12)
-    # Commit: the committed state read, one new state written, on their own ports.
-    assert res.phase("restore").t_state == pytest.approx(64 * tgt / port, rel=1e-12)
-    # The SSM part of a pass waits for its state: the draft is state-bound.
+    # Draft, 48 layers of the 370M draft. node: every expanded node of depths 0-3
+    # (1 + 2 + 4 + 4 = 11) reads its parent's state and writes its own, on their own
+    # ports: one state time a pass. prefix: a pass a depth, the committed state read
+    # once each. Then the path's last node when it is on depth 4.
+    passes = 11 + deep if flow == "node" else 4 + deep
+    assert res.phase("draft").t_state == pytest.approx(48 * passes * drf / port, rel=1e-12)
+    # Commits, the target's and the draft's: the committed state read, one new state
+    # written, on their own ports.
+    assert res.phase("restore").t_state == pytest.approx((64 * tgt + 48 * drf) / port,
+                                                         rel=1e-12)
     d = res.phase("draft")
-    assert d.bound == "state" and d.t_compute >= d.t_state > d.t_ssm
+    if flow == "node":
+        # The SSM part of a one-node pass waits for its state: the draft is state-bound.
+        assert d.bound == "state" and d.t_compute >= d.t_state > d.t_ssm
     # The roofline with the state is below the review's limit, which ignores it.
     roof = roofline(res)
     assert roof.state_limit < roof.limit

@@ -2,7 +2,8 @@
 
 ``specgen perf --board B [--config FILE] [--set KEY=VALUE] --target M --draft D [--tree 2,2,1,1]
 [--accept 4.91 | --alpha A | --acceptance FILE] [--early-stop C] [--sizing preset|dsp]
-[--policy recompute|store] [--overlap X] [--state-ports N] [--json]``
+[--policy recompute|store] [--draft-flow node|prefix|best] [--overlap X] [--state-ports N]
+[--json]``
 
 ``--acceptance FILE`` takes a measured profile, the JSON of ``specgen acceptance --json``
 (:func:`read_acceptance`): its tree, tokens per step and early stopping.
@@ -119,6 +120,10 @@ def add_parser(sub):
                    help=f"array sizing: {', '.join(SIZINGS)} (default preset)")
     p.add_argument("--policy", default="recompute", metavar="P",
                    help=f"target state restore: {', '.join(RESTORE_POLICIES)} (default recompute)")
+    p.add_argument("--draft-flow", default="best", metavar="F", dest="draft_flow",
+                   help="the draft's passes on the decoder core: node (one per expanded node "
+                        "from its parent's state), prefix (a depth at a time over the nodes so "
+                        "far) or best (the faster; default)")
     p.add_argument("--overlap", type=float, default=0.0, metavar="X",
                    help="linear/SSM scheduler overlap in [0, 1] (default 0: no scheduler yet)")
     p.add_argument("--state-ports", type=int, default=None, metavar="N", dest="state_ports",
@@ -153,6 +158,7 @@ FLAG_OF_FIELD = {
     "StepConfig.continue_prob": "--early-stop", "StepConfig.tokens_per_step": "--accept",
     "StepConfig.alpha": "--alpha", "StepConfig.tree": "--tree", "StepConfig.target": "--target",
     "StepConfig.draft": "--draft", "StepConfig.restore_policy": "--policy",
+    "StepConfig.draft_flow": "--draft-flow",
     "Accelerator.overlap": "--overlap", "Accelerator.sizing": "--sizing",
     "Accelerator.state_ports": "--state-ports", "Accelerator.vector_lanes": "--vector-lanes",
     "accelerator.sizing": "--sizing",
@@ -160,8 +166,9 @@ FLAG_OF_FIELD = {
 
 
 def _flag_message(text):
-    for name, flag in FLAG_OF_FIELD.items():
-        text = text.replace(name, flag)
+    # Longest names first: StepConfig.draft_flow before StepConfig.draft.
+    for name in sorted(FLAG_OF_FIELD, key=len, reverse=True):
+        text = text.replace(name, FLAG_OF_FIELD[name])
     return text
 
 
@@ -282,7 +289,7 @@ def run(args, *, out=None):
         step = StepConfig(target=args.target, draft=args.draft, tree=tree if args.draft != "none" else (),
                           tokens_per_step=accept if args.draft != "none" else None,
                           alpha=alpha if args.draft != "none" else None, continue_prob=cont,
-                          restore_policy=args.policy)
+                          restore_policy=args.policy, draft_flow=args.draft_flow)
         res = step_model(acc, step)
     except (TypeError, ValueError) as exc:
         raise CLIError(_flag_message(str(exc))) from None
@@ -371,7 +378,7 @@ def run_tree_best(args, *, config, out):
                           state_ports=args.state_ports, vector_lanes=args.vector_lanes)
         ranked = search_trees(acc, target=args.target, draft=args.draft, profile=profile,
                               shapes=shapes + extra, continue_prob=cont,
-                              restore_policy=args.policy)
+                              restore_policy=args.policy, draft_flow=args.draft_flow)
     except (TypeError, ValueError) as exc:
         raise CLIError(_flag_message(str(exc))) from None
     searched = [c for c in ranked if c.branching not in extra]

@@ -41,10 +41,12 @@ def format_result(res):
     lines = [
         f"specgen perf (model, not a measurement): {acc.describe()}",
         f"target Mamba2-{st.target}, draft {st.draft}, tree {list(st.tree.branching)}, "
-        f"restore {st.restore_policy}, scheduler overlap {acc.overlap:g}, vector stages "
+        f"restore {st.restore_policy}"
+        + (f", draft flow {st.draft_flow}" if st.draft != "none" else "")
+        + f", scheduler overlap {acc.overlap:g}, vector stages "
         f"{acc.vector_lanes} element{'s' if acc.vector_lanes > 1 else ''} a cycle "
         f"(conv1d {acc.stage_lanes('conv1d')}, argmax 1)",
-        f"tokens/step {res.tokens_per_step:.3f} over {res.draft_passes:.2f} draft passes and "
+        f"tokens/step {res.tokens_per_step:.3f} over {res.draft_passes:.2f} drafted depths and "
         f"{res.verify_nodes:.2f} verified nodes",
         "",
         f"{'phase':<8} {'time ms':>10} {'memory ms':>10} {'compute ms':>11} {'state ms':>9} "

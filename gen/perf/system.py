@@ -9,10 +9,10 @@ draft reads only the BSFP v1 nibble plane). Every phase is placed on a
 roofline: its time is the larger of its memory time (bytes / bandwidth) and
 its compute time (block cycles / clock). What the block models do not cover
 (the overlap of the linear and SSM units that the accelerator's scheduler
-achieves, the share of the restore hidden behind the next step, the
-``StateController``'s switch to an accepted state) is modeled by explicit
-parameters (:class:`Accelerator` ``overlap``, ``restore_overlap``,
-``controller_cycles``) with a calibration hook (:class:`Calibration`).
+achieves, the share of the restore hidden behind the next step) is modeled by
+explicit parameters (:class:`Accelerator` ``overlap``, ``restore_overlap``) with a
+calibration hook (:class:`Calibration`). The draft's passes follow the flows the
+runtime runs on the decoder core (:data:`hw.step_program.DRAFT_FLOWS`).
 
 Nothing here simulates; the figures are model outputs, labelled as such in
 every report.
@@ -29,6 +29,7 @@ from specgen.golden.mamba2 import MAMBA2_DEFAULTS, MAMBA2_SIZES, MAMBA2_VOCAB
 from specgen.golden.tree import TreeShape, fifo_schedule
 from specgen.golden.validate import check_choice, check_float, check_int
 from specgen.golden.weight_planes import engine_weight_ports, matrix_plane_bytes, stream_word_bits
+from specgen.hw.step_program import DRAFT_FLOWS
 
 from specgen.gen.perf.blocks import (SSMTiming, pe_latency, dsp_linear_schedule, dsp_matmul_jobs,
                              linear_schedule, matmul_jobs, ssm_stream, tree_verifier_cycles)
@@ -36,10 +37,10 @@ from specgen.gen.perf.claims import SEED, SEED_TREE, SPEQ_ALPHA, SPEQ_CHAIN
 
 __all__ = ["VOCAB", "MambaDims", "model_names", "mamba_dims", "Calibration", "PowerModel",
            "PAPER_BOARD", "SIZINGS", "RESTORE_POLICIES", "Accelerator", "perf_board_names",
-           "accelerator", "DRAFT_CHOICES", "StepConfig", "Phase", "StepResult", "JSON_KEYS",
+           "accelerator", "DRAFT_CHOICES", "MODEL_DRAFT_FLOWS", "StepConfig", "Phase", "StepResult", "JSON_KEYS",
            "expected_tokens", "SSM_OPS_PER_ELEM", "ssm_timing", "weight_bytes", "layout_weight_bytes",
            "state_bytes",
-           "step_model", "seed_step", "speq_step", "paper_rows", "StateTraffic",
+           "step_model", "deepest_probability", "seed_step", "speq_step", "paper_rows", "StateTraffic",
            "state_traffic", "ssm_layer_seconds", "state_ports_needed", "vector_elements",
            "vector_stage_elements", "vector_beats", "commit_vector_elements"]
 
@@ -129,8 +130,8 @@ class Calibration:
     The block models agree with the RTL to within the calibration table
     (``docs/perf.md``), so every factor is 1.0 today. Once a whole step of
     ``hw.accelerator.Accelerator`` is measured, its figures replace the analytic
-    parameters of :class:`Accelerator` (``controller_cycles``,
-    ``restore_overlap``, ``overlap``) and :attr:`source` names the measurement.
+    parameters of :class:`Accelerator` (``restore_overlap``, ``overlap``) and
+    :attr:`source` names the measurement.
     """
 
     linear: float = 1.0
@@ -320,9 +321,6 @@ class Accelerator:
     restore_overlap : float
         Share of the state-restore phase hidden behind the next step's weight
         streaming (0 = none hidden).
-    controller_cycles : int
-        StateController cycles to switch the committed state to an accepted
-        node's stored state (SpecMamba: < 100 ns; analytic).
     state_bytes : int
         Bytes per SSM state element (4: binary32, as the RTL).
     mem_efficiency : float
@@ -349,7 +347,6 @@ class Accelerator:
     sizing: str = "preset"
     overlap: float = 0.0
     restore_overlap: float = 0.0
-    controller_cycles: int = 25
     state_bytes: int = 4
     mem_efficiency: float = 1.0
     state_ports: int | None = None
@@ -371,7 +368,6 @@ class Accelerator:
         check_choice("Accelerator", "sizing", self.sizing, SIZINGS)
         check_float("Accelerator", "overlap", self.overlap, min=0.0, max=1.0)
         check_float("Accelerator", "restore_overlap", self.restore_overlap, min=0.0, max=1.0)
-        check_int("Accelerator", "controller_cycles", self.controller_cycles, min=0)
         check_choice("Accelerator", "state_bytes", self.state_bytes, (2, 4))
         check_float("Accelerator", "mem_efficiency", self.mem_efficiency, min=0.01, max=1.0)
         if self.state_ports is None:
@@ -500,6 +496,8 @@ def accelerator(config, *, sizing="preset", **assumptions):
 # =====================================================================================
 
 DRAFT_CHOICES = ("speq", "none")
+#: The draft flows a step may name: the runtime's, and ``best`` (the faster of them).
+MODEL_DRAFT_FLOWS = DRAFT_FLOWS + ("best",)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -534,6 +532,14 @@ class StepConfig:
     scale_group : int or None
         BSFP scale granularity along the input axis (None: per tensor); the
         SPEQ draft also reads one 4-bit scale per group.
+    draft_flow : str
+        How the draft's passes run on the decoder core
+        (:data:`hw.step_program.DRAFT_FLOWS`, what the runtime's
+        ``RtlEngine(draft_flow=)`` runs): ``"node"``, one 1-node pass per expanded node
+        from its parent's state in memory, writing its own; ``"prefix"``, per depth one
+        tree pass over every node drafted so far from the committed state. ``"best"``
+        (default): whichever gives the step more tokens/s (:func:`step_model` returns
+        the step with the flow it chose).
     """
 
     target: str
@@ -545,6 +551,7 @@ class StepConfig:
     restore_policy: str = "recompute"
     draft_bits: int = 4
     scale_group: int | None = None
+    draft_flow: str = "best"
 
     def __post_init__(self):
         check_choice("StepConfig", "target", self.target, model_names())
@@ -555,6 +562,7 @@ class StepConfig:
         object.__setattr__(self, "tree", tree if self.draft != "none" else TreeShape(()))
         check_float("StepConfig", "continue_prob", self.continue_prob, min=0.0, max=1.0)
         check_choice("StepConfig", "restore_policy", self.restore_policy, RESTORE_POLICIES)
+        check_choice("StepConfig", "draft_flow", self.draft_flow, MODEL_DRAFT_FLOWS)
         check_int("StepConfig", "draft_bits", self.draft_bits, min=1, max=16)
         if self.scale_group is not None:
             check_int("StepConfig", "scale_group", self.scale_group, min=1)
@@ -657,7 +665,11 @@ class Phase:
 
 @dataclass(frozen=True)
 class StepResult:
-    """Outputs of :func:`step_model`."""
+    """Outputs of :func:`step_model`.
+
+    ``draft_passes`` is the expected number of depths drafted (the golden decoder's
+    draft length); the passes the draft flow runs for them are in the draft phase.
+    """
 
     accel: Accelerator
     step: StepConfig
@@ -750,12 +762,13 @@ def _assumptions(acc, step):
         "state_ports": acc.state_ports,
         "overlap": acc.overlap,
         "restore_overlap": acc.restore_overlap,
-        "controller_cycles": acc.controller_cycles,
         "restore_policy": step.restore_policy,
+        "draft_flow": step.draft_flow,
         "mem_efficiency": acc.mem_efficiency,
         "power": asdict(acc.power),
         "calibration": asdict(acc.calibration),
-        "not_modeled": "conv1d, norms, SiLU gate, embedding lookup, sampling (O(d_inner) per token)",
+        "not_modeled": "the host's work between programs (the draft's top-k of each "
+                       "expanded node's logits, the programs it writes)",
     }
 
 
@@ -823,10 +836,14 @@ class _Tally:
                         + pw.pj_per_state_elem * self.elems
                         + pw.pj_per_byte * (self.wbytes + self.sbytes))
 
-    def phase(self, name, hidden=0.0):
+    def phase(self, name, hidden=0.0, useful=None):
+        """The :class:`Phase`; its work (MACs, state updates, dense weight bytes) from
+        ``useful`` (default this tally): what the step needs, which the ceilings count,
+        where the design's flow does more (a draft pass that recomputes earlier nodes)."""
+        u = self if useful is None else useful
         return Phase(name, self.t_mem, self.t_comp, self.wbytes + self.sbytes, self.wbytes,
-                     self.ops / 2, self.lin, self.ssm, self.other, hidden, self.full, self.quant,
-                     self.elems, self.t_state, self.t_ssm, self.dbytes, self.vec)
+                     u.ops / 2, self.lin, self.ssm, self.other, hidden, u.full, u.quant,
+                     u.elems, self.t_state, self.t_ssm, u.dbytes, self.vec)
 
 
 # Pure functions of frozen (hashable) inputs: a tree search or a sweep prices the same
@@ -983,34 +1000,40 @@ def _pass(acc, dims, *, tokens, mode, bits, scale_group, state_reads, state_writ
 
 
 def step_model(accel, step):
-    """Model one speculative decoding step.
+    """Model one speculative decoding step on ``accel``.
 
-    Phases
-    ------
+    Phases (each on its own roofline):
+
     draft
-        ``levels`` sequential draft passes (early stopping: a distribution over
-        ``levels``); pass ``k`` runs the nodes of depth ``k − 1`` together (one
-        weight read for all of them), reads their parents' states and writes
-        their own (off-chip).
+        ``levels`` depths of draft passes (early stopping: a distribution over
+        ``levels``), as the runtime runs them on the decoder core
+        (``step.draft_flow``). ``node``: one 1-node pass per expanded node (the
+        ``b``-ary tree's nodes of depth ``< levels``), each reading the draft's weights,
+        its parent's state (the committed state for the root) and writing its own.
+        ``prefix``: per depth ``k`` one tree pass over every node of depth ``≤ k``
+        (one weight read; the committed state read once, the tile ring keeps the nodes'
+        states on chip). When the accepted path ends on the deepest level, which no pass
+        ran, its last node runs first (``node``: alone; ``prefix``: the whole tree); its
+        probability is that of the acceptance model (:func:`deepest_probability`).
     verify
         One target pass over every drafted node (one weight read; the FIFO tree
         schedule keeps node states on chip tile by tile and reads the committed
         state once), plus the ``TreeVerifier``'s load, match and path cycles.
         Without a draft: one plain decode pass (state read and written).
     restore
-        ``recompute``: the per-node SSM inputs (x, B, C, dt) are written during
-        verification; the target SSM is re-run along the accepted path (those
-        inputs and the committed state read, the new state written). ``store``:
-        every node's state was written during verification. A separate draft's
-        accepted state is selected by the StateController (``controller_cycles``);
-        the SPEQ draft restarts from the target's state. ``restore_overlap`` of
-        the phase is hidden.
+        The target's: ``recompute``, the per-node SSM inputs (x, B, C, dt) are written
+        during verification and the target SSM is re-run along the accepted path (those
+        inputs and the committed state read, the new state written); ``store``, every
+        node's state was written during verification. Then the draft's commit, as the
+        runtime runs it: the same replay along the path in the draft (SPEQ's nibble-plane
+        draft keeps a state of its own too). ``restore_overlap`` of the phase is hidden.
 
     Each phase takes ``max(t_mem, t_compute)``; inside a pass the linear and SSM
     cycles combine with the scheduler ``overlap``, the SSM part taking at least its
-    state traffic on the ``state_ports`` (:class:`StateTraffic`: per layer, the tree
-    pass reads one state, a commit reads one and writes one, a draft token reads its
-    parent's and writes its own).
+    state traffic on the ``state_ports`` (:class:`StateTraffic`).
+
+    With ``step.draft_flow == "best"`` both flows are priced and the faster returned,
+    its :attr:`StepResult.step` naming the flow.
 
     Returns
     -------
@@ -1020,6 +1043,52 @@ def step_model(accel, step):
         raise TypeError(f"step_model.accel must be an Accelerator, not {accel!r}")
     if not isinstance(step, StepConfig):
         raise TypeError(f"step_model.step must be a StepConfig, not {step!r}")
+    if step.draft_flow == "best" and step.draft != "none":
+        runs = [_step_model(accel, replace(step, draft_flow=f)) for f in DRAFT_FLOWS]
+        return max(runs, key=lambda r: r.tokens_per_s)
+    return _step_model(accel, step)
+
+
+def deepest_probability(tree, *, levels, tokens=None, alpha=None):
+    """Probability that the accepted path reaches depth ``levels`` of ``tree`` (the
+    deepest level drafted, whose nodes no draft pass runs), under
+    :func:`expected_tokens`' acceptance model: ``alpha``, or the ``alpha`` that gives
+    ``tokens`` committed tokens per step (1 when ``tokens`` is the most the tree holds)."""
+    tree = tree if isinstance(tree, TreeShape) else TreeShape(tuple(tree))
+    if alpha is None:
+        check_float("deepest_probability", "tokens", tokens, min=1.0)
+        if tokens >= expected_tokens(tree, alpha=1.0, levels=levels):
+            alpha = 1.0
+        else:
+            lo, hi = 0.0, 1.0
+            for _ in range(60):
+                mid = (lo + hi) / 2
+                if expected_tokens(tree, alpha=mid, levels=levels) < tokens:
+                    lo = mid
+                else:
+                    hi = mid
+            alpha = (lo + hi) / 2
+    reach = 1.0
+    for b in tree.branching[:levels]:
+        reach *= 1.0 - (1.0 - alpha) ** b
+    return reach
+
+
+def _replay(accel, dims, *, path, nodes):
+    """The SSM replay of ``path`` nodes in ``dims`` from the kept per-node inputs (written
+    by ``nodes`` nodes' passes), the committed state read and the new one written, and
+    the last node's conv window copied."""
+    r = _Tally()
+    inputs = dims.n_layer * (dims.d_inner + 2 * dims.d_state + dims.nheads) * 4
+    r.ssm = _ssm_cycles(accel, dims, tokens=path)
+    r.elems = dims.state_elems * dims.n_layer * path
+    r.sbytes = 2 * state_bytes(accel, dims) + (nodes + path) * inputs
+    r.t_state = _state_seconds(accel, dims, reads=1, writes=1)
+    r.vec = commit_vector_elements(dims) / accel.stage_lanes("copy")
+    return r
+
+
+def _step_model(accel, step):
     tgt = mamba_dims(step.target)
     clk, bw = accel.clock_hz, accel.bandwidth
     tree = step.tree
@@ -1029,24 +1098,46 @@ def step_model(accel, step):
     if drafting:
         dist = _levels_distribution(tree.depth, step.continue_prob)
         fifo_schedule(tree.parents, fifo_depth=fifo_depth)   # raises if the ring is too small
+        if step.draft == "speq":
+            ddims, mode, bits, group = tgt, 1, step.draft_bits, step.scale_group
+        else:
+            ddims, mode, bits, group = mamba_dims(step.draft), 0, 16, None
     else:
         dist = [(0, 1.0)]
 
-    draft, verify, restore = _Tally(), _Tally(), _Tally()
+    def draft_pass(tokens, *, reads, writes):
+        return _pass(accel, ddims, tokens=tokens, mode=mode, bits=bits, scale_group=group,
+                     state_reads=reads, state_writes=writes)
+
+    draft, verify, restore, need = _Tally(), _Tally(), _Tally(), _Tally()
     passes_e = nodes_e = tokens_e = roof_e = 0.0
     for levels, prob in dist:
-        # ---- draft: one pass per level ----
-        d = _Tally()
-        for k in range(levels):
-            if step.draft == "speq":
-                dims, mode, bits, group = tgt, 1, step.draft_bits, step.scale_group
-            else:
-                dims, mode, bits, group = mamba_dims(step.draft), 0, 16, None
-            parents = 1 if k == 0 else sizes[k - 1]
-            d.add(_pass(accel, dims, tokens=sizes[k], mode=mode, bits=bits, scale_group=group,
-                        state_reads=parents, state_writes=sizes[k]), 1.0)
-        # ---- verify ----
         nodes = sum(sizes[:levels + 1]) if drafting else 1
+        # ---- tokens ----
+        if not drafting:
+            tokens = 1.0
+        elif step.tokens_per_step is not None:
+            tokens = step.tokens_per_step
+        else:
+            tokens = expected_tokens(tree, alpha=step.alpha, levels=levels)
+        # ---- draft: the passes, as the runtime runs them ----
+        d, n = _Tally(), _Tally()
+        if drafting:
+            # What the draft needs, whatever the flow: each depth's nodes once, the
+            # weights once a depth (the ceilings' work).
+            for k in range(levels):
+                n.add(draft_pass(sizes[k], reads=0, writes=0), 1.0)
+            deep = deepest_probability(tree, levels=levels, alpha=step.alpha,
+                                       tokens=None if step.alpha is not None else tokens)
+            if step.draft_flow == "node":
+                # Every expanded node alone, from its parent's state, its own written.
+                d.add(draft_pass(1, reads=1, writes=1), sum(sizes[:levels]))
+                d.add(draft_pass(1, reads=1, writes=1), deep)
+            else:
+                for k in range(levels):
+                    d.add(draft_pass(sum(sizes[:k + 1]), reads=1, writes=0), 1.0)
+                d.add(draft_pass(nodes, reads=1, writes=0), deep)
+        # ---- verify ----
         # The tree pass reads the committed state once (the tile ring keeps the nodes'
         # states on chip) and writes none; a plain decode pass writes its new state.
         v = _pass(accel, tgt, tokens=nodes, mode=0, bits=16, scale_group=None,
@@ -1057,48 +1148,44 @@ def step_model(accel, step):
             v.other *= accel.calibration.tree
             v.t_comp += v.other / clk
             v.time = max(v.t_comp, v.t_mem)
-        # ---- tokens ----
-        if not drafting:
-            tokens = 1.0
-        elif step.tokens_per_step is not None:
-            tokens = step.tokens_per_step
-        else:
-            tokens = expected_tokens(tree, alpha=step.alpha, levels=levels)
-        # ---- restore ----
+        # ---- restore: the target's, then the draft's commit ----
         r = _Tally()
         if drafting:
+            path = math.ceil(tokens)
             if step.restore_policy == "recompute":
-                path = math.ceil(tokens)
-                inputs = tgt.n_layer * (tgt.d_inner + 2 * tgt.d_state + tgt.nheads) * 4
-                r.ssm = _ssm_cycles(accel, tgt, tokens=path)
-                r.elems = tgt.state_elems * tgt.n_layer * path
-                r.sbytes = 2 * state_bytes(accel, tgt) + (nodes + path) * inputs
-                r.t_state = _state_seconds(accel, tgt, reads=1, writes=1)
+                r.add(_replay(accel, tgt, path=path, nodes=nodes), 1.0)
             else:
                 r.sbytes = nodes * state_bytes(accel, tgt)
                 r.t_state = _state_seconds(accel, tgt, reads=0, writes=nodes)
-            if step.draft != "speq":
-                r.other = accel.controller_cycles
-            r.vec = commit_vector_elements(tgt) / accel.stage_lanes("copy")
+                r.vec = commit_vector_elements(tgt) / accel.stage_lanes("copy")
             r.t_ssm = r.ssm / clk
             r.t_comp = max(r.t_ssm, r.t_state) + (r.other + r.vec) / clk
             r.t_mem = r.sbytes / bw
             r.time = max(r.t_comp, r.t_mem) * (1 - accel.restore_overlap)
+            c = _replay(accel, ddims, path=path, nodes=nodes)
+            c.t_ssm = c.ssm / clk
+            c.t_comp = max(c.t_ssm, c.t_state) + c.vec / clk
+            c.t_mem = c.sbytes / bw
+            c.time = max(c.t_comp, c.t_mem) * (1 - accel.restore_overlap)
+            r.add(c, 1.0)
         draft.add(d, prob)
+        need.add(n, prob)
         verify.add(v, prob)
         restore.add(r, prob)
         passes_e += prob * levels
         nodes_e += prob * nodes
         tokens_e += prob * tokens
-        roof_e += prob * (d.dbytes + v.dbytes)
+        roof_e += prob * (n.dbytes + v.dbytes)
 
     phases = [verify.phase("verify")]
     if drafting:
-        phases = [draft.phase("draft"), phases[0], restore.phase("restore", accel.restore_overlap)]
+        phases = [draft.phase("draft", useful=need), phases[0],
+                  restore.phase("restore", accel.restore_overlap)]
     t_step = sum(p.time for p in phases)
+    # The energy of the work done; the operations of the work needed.
     energy = sum(t.energy(accel.power) for t in (draft, verify, restore))
     power = accel.power.static_w + energy / t_step
-    ops = draft.ops + verify.ops + restore.ops
+    ops = need.ops + verify.ops + restore.ops
     return StepResult(accel, step, tuple(phases), tokens_e, passes_e, nodes_e, roof_e, power, ops)
 
 

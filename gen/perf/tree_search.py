@@ -159,7 +159,7 @@ class TreeCandidate:
 
 
 def search_trees(accel, *, target, draft, profile, shapes=None, continue_prob=1.0,
-                 restore_policy="recompute"):
+                 restore_policy="recompute", draft_flow="best"):
     """Price every shape of ``shapes`` (default :func:`candidate_shapes` of the design's tree
     verifier) and return them fastest first.
 
@@ -172,6 +172,9 @@ def search_trees(accel, *, target, draft, profile, shapes=None, continue_prob=1.
     shapes : iterable of tuple of int, optional
     continue_prob : float
         Early stopping (:class:`gen.perf.system.StepConfig`).
+    restore_policy, draft_flow : str
+        As :class:`gen.perf.system.StepConfig` (``best``: each shape with its faster
+        draft flow).
 
     Returns
     -------
@@ -188,7 +191,8 @@ def search_trees(accel, *, target, draft, profile, shapes=None, continue_prob=1.
         tokens = expected_tokens_profile(shape, profile)
         res = step_model(accel, StepConfig(target=target, draft=draft, tree=shape,
                                            tokens_per_step=tokens, continue_prob=continue_prob,
-                                           restore_policy=restore_policy))
+                                           restore_policy=restore_policy,
+                                           draft_flow=draft_flow))
         out.append(TreeCandidate(shape, TreeShape(shape).num_nodes, tokens, res.tokens_per_s))
     out.sort(key=lambda c: -c.tokens_per_s)
     return out

@@ -255,8 +255,9 @@ def _stdout_to_stderr():
 
 #: Where the RTL engine's draft runs (:class:`RtlEngine`'s ``draft_on``).
 DRAFT_ON = ("core", "host")
-#: How the RTL engine's draft passes run on the core (:class:`RtlEngine`'s ``draft_flow``).
-DRAFT_FLOWS = ("node", "prefix")
+#: How the RTL engine's draft passes run on the core (:class:`RtlEngine`'s ``draft_flow``):
+#: :data:`hw.step_program.DRAFT_FLOWS`, which the performance model prices too.
+from specgen.hw.step_program import DRAFT_FLOWS  # noqa: E402
 #: The part of a step each kind of program is (:mod:`gen.runtime.rtl_host`).
 _PART = {"tree": "tree", "commit": "commit", "draft": "draft", "draft_commit": "draft"}
 
