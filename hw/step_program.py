@@ -351,14 +351,25 @@ class StepPlan:
                              f"[0, {self.model.vocab}) (one a node), not {tokens!r}")
         return self._program(p, tokens, accept=accept, ids=range(p.size), parent=None)
 
-    def node_program(self, v, parent, token):
+    def node_program(self, v, parent, token, *, beside=None):
         """The records of a pass over node ``v`` alone (a draft's pass one node at a time:
         ``docs/decoder.md``), holding ``token``, from the state its parent ``parent`` left:
         the committed state and window (``parent`` is ``ROOT``) or the parent's own, which
         its node program wrote. It writes node ``v``'s window, SSM input record and state
         (its buffer of ``node_states``) where a tree program over the step would, and its
         logits and argmax as node 0 of a 1-node step (:meth:`logits_of` ``(data, 0)``).
-        The host writes :meth:`node_table` ``(v)`` first. ``(bytes, record count)``."""
+        The host writes :meth:`node_table` first. ``(bytes, record count)``.
+
+        ``beside``: another plan's commit (:meth:`commit_parts`: its records a layer and
+        its node table) to run in the same program. Layer ``i``'s records go right after
+        this pass's gated norm of layer ``i`` (the rest after the last layer's), so that
+        commit's SSM replay of the layer runs while the linear engine works on this
+        pass's out_proj and next in_proj: the linear and SSM engines overlap
+        (``PERF_OVERLAP``). The commit's table is the program's: its first entry, the
+        path's root, is this pass's node (the pass reads its record through its own
+        ``input_addr``), so the host writes the commit's table instead of
+        :meth:`node_table`. The two plans share no memory; the program ends when both
+        are done."""
         if not self.node_states:
             raise ValueError("StepPlan.node_program needs a plan made with node_states=True")
         v, parent = int(v), int(parent)
@@ -368,19 +379,29 @@ class StepPlan:
         if not 0 <= int(token) < self.model.vocab:
             raise ValueError(f"StepPlan.node_program: token must be in [0, {self.model.vocab}), "
                              f"not {token!r}")
+        if beside is not None:
+            layers, table = beside
+            if [(j, src) for j, _, src in table[:1]] != [(0, 0)] or \
+                    not table[0][1]["root"]:
+                raise ValueError("StepPlan.node_program: beside must be a commit's "
+                                 "(records a layer, table) whose first entry is the root "
+                                 "reading record 0 (StepPlan.commit_parts)")
         return self._program(np.array([ROOT]), [int(token)], accept=False, ids=[v],
-                             parent=parent)
+                             parent=parent, beside=None if beside is None else beside[0])
 
-    def node_table(self, v):
-        """The SSM engine's node table of :meth:`node_program` ``(v, …)``: one root entry,
-        reading node ``v``'s input record."""
-        return [(0, entry, int(v)) for _, entry, _ in self.table([ROOT])]
+    def node_table(self, v=None):
+        """The SSM engine's node table of :meth:`node_program`: one root entry, reading
+        record 0 of the pass's ``input_addr`` (the node's own record). ``v`` is accepted
+        for symmetry and not needed."""
+        return [(0, entry, 0) for _, entry, _ in self.table([ROOT])]
 
-    def _program(self, p, tokens, *, accept, ids, parent):
+    def _program(self, p, tokens, *, accept, ids, parent, beside=None):
         """The records of a pass over the nodes ``ids`` (consecutive, one per entry of the
         tree ``p``), each node's window, input record and (with ``parent``) state in its
         own slot. ``parent`` is None for a tree pass from the committed state, or the node
-        whose state and window a 1-node pass starts from (``ROOT``: the committed ones)."""
+        whose state and window a 1-node pass starts from (``ROOT``: the committed ones).
+        ``beside``: another plan's records a layer, interleaved (:meth:`node_program`)."""
+        beside = list(beside or ())
         depth = tree_depths(p)
         self.n = V = p.size
         ids = [int(i) for i in ids]
@@ -434,7 +455,10 @@ class StepPlan:
                 ssm = self._ssm(L, V, y_en=1)
             else:
                 # The pass starts from the parent's state and keeps the node's own.
+                # The pass starts from the parent's state and keeps the node's own; it
+                # reads the node's record as record 0 of its table.
                 ssm = {**self._ssm(L, V, y_en=1, out_node=0),
+                       "input_addr": L["ssm_in"] + ids[0] * self.ssm_rec,
                        "state_in_addr": (L["state"][self.bank] if parent == ROOT
                                          else L["node_state"][parent]),
                        "state_out_addr": L["node_state"][ids[0]]}
@@ -442,6 +466,12 @@ class StepPlan:
             recs.append(self._rec("gate_norm", self._norm(
                 "gate_norm", (self.y, m.d_inner, 4 * m.d_inner), L["gate"], m.d_inner, self.g,
                 self.g_stride, z=True), ("ssm",)))
+            # Another plan's layer, once this layer's SSM pass is done (the gated norm
+            # waited for it): its SSM pass runs beside this pass's linear jobs.
+            if i < len(beside):
+                recs += beside[i]
+            if i == len(self.layers) - 1:
+                recs += [r for layer in beside[i + 1:] for r in layer]
             recs += self._jobs(L["out_jobs"], L["out_k"], self.g, self.g_stride, self.o,
                                ("gate_norm",))
             recs.append(self._rec("residual", {
@@ -459,7 +489,8 @@ class StepPlan:
                                                                m.vocab, 0),
             "result_addr": self.am, "result_vstride": 8}, ("linear",)))
         if not accept:
-            return self._end(recs, ("argmax",), "program")
+            return self._end(recs, ("argmax",) + (("ssm", "copy") if beside else ()),
+                             "program")
         recs.append(self._rec("accept", {
             "vectors": 1, "elements": V, **self._vector("node", self.tree, V, 0),
             **self._vector("best", self.am, V, 0), "path_addr": self.path,
@@ -530,17 +561,25 @@ class StepPlan:
         as it is. ``nodes``: the step's nodes (default the last program's; after
         :meth:`node_program` passes, the drafted tree's). ``(bytes, record count)``; the
         last record is ``END``."""
+        layers, _ = self.commit_parts(path, nodes=nodes)
+        return self._end([r for layer in layers for r in layer], ("ssm", "copy"),
+                         "commit_program")
+
+    def commit_parts(self, path, *, nodes=None):
+        """The commit of :meth:`commit_program` in parts: ``(records, table)``, the records
+        a layer (its SSM replay and its window copy) and the node table
+        (:meth:`commit_table`), for :meth:`node_program`'s ``beside``."""
         path = self._check_path(path, nodes)
         win, lc = self.model.conv_dim * self.wb // 4, self.lanes["copy"]
-        recs = []
+        layers = []
         for L in self.layers:
-            recs.append(self._rec("ssm", self._ssm(L, len(path), y_en=0,
-                                                   out_node=len(path) - 1)))
-            recs.append(self._rec("copy", {
-                "vectors": 1, "elements": win // lc,
-                **self._vector("x", L["win"][1 + path[-1]], win, 0, lc),
-                "y_addr": L["win"][0], "y_vstride": 0}))
-        return self._end(recs, ("ssm", "copy"), "commit_program")
+            layers.append([
+                self._rec("ssm", self._ssm(L, len(path), y_en=0, out_node=len(path) - 1)),
+                self._rec("copy", {
+                    "vectors": 1, "elements": win // lc,
+                    **self._vector("x", L["win"][1 + path[-1]], win, 0, lc),
+                    "y_addr": L["win"][0], "y_vstride": 0})])
+        return layers, self.commit_table(path, nodes=nodes)
 
     def flip(self):
         """The commit pass is done: the bank it wrote is the committed one."""

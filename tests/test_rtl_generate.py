@@ -73,6 +73,10 @@ def test_speq_on_the_rtl_with_resets_and_aborts_in_mid_step_and_mid_commit():
                                  for s in steps)
     assert 0 < c["perf_linear_busy"] < c["perf_busy"] and 0 < c["perf_ssm_busy"] < c["perf_busy"]
     assert c["perf_overlap"] <= min(c["perf_linear_busy"], c["perf_ssm_busy"])
+    # The target's commit runs beside the draft's next node pass: its SSM replay while
+    # the linear engine works on the pass. A commit is rerun whole after a cut or an
+    # abort, with the pass beside it (both are idempotent).
+    assert c["perf_overlap"] > 0
     # The whole-step model (gen.perf.program) beside the RTL, at a memory latency its
     # calibration never saw (gen/perf/program_costs.json: 16 and 48 cycles).
     assert abs(got.model_error) <= MODEL_TOLERANCE, (
@@ -104,6 +108,8 @@ def test_generate_cli_with_a_draft_model_on_the_rtl(tmp_path, capsys):
     assert doc["cycles_per_token"] > 0 and doc["clock_mhz"] == CONFIG.board.clock_mhz
     assert doc["draft_on_core"] and all(s["draft_cycles"] > 0 for s in doc["steps"])
     assert doc["draft_flow"] == "prefix"
+    # Every commit a program of its own, every stage waiting for the one before.
+    assert doc["counters"]["perf_overlap"] == 0
     assert abs(doc["model_error"]) <= MODEL_TOLERANCE
     assert doc["model_cycles_per_token"] == pytest.approx(
         doc["cycles_per_token"] * (1 + doc["model_error"]))

@@ -241,6 +241,8 @@ def test_node_program_runs_one_node_from_its_parents_state(built):
             assert int(d.state_in_addr) == (L["state"][0] if parent == ROOT
                                              else L["node_state"][parent])
             assert int(d.state_out_addr) == L["node_state"][v]
+            # its own record, as record 0 of its table
+            assert int(d.input_addr) == L["ssm_in"] + v * plan.ssm_rec
             src = L["win"][0] if parent == ROOT else L["win"][1 + parent]
             for c in conv[3 * i:3 * i + 3]:
                 assert src <= int(c.window_addr) < src + model.conv_dim * plan.wb
@@ -254,7 +256,7 @@ def test_node_program_runs_one_node_from_its_parents_state(built):
         assert [int(c.y_addr) for c in dts] == [
             L["ssm_in"] + v * plan.ssm_rec + 8 * model.d_state + 4 * model.d_inner
             for L in plan.layers]
-    assert plan.node_table(3) == [(0, plan.table([ROOT])[0][1], 3)]
+    assert plan.node_table(3) == [(0, plan.table([ROOT])[0][1], 0)]
     # The draft's commit after node programs names the drafted tree's nodes.
     assert plan.commit_program([0, 1, 3], nodes=5)[1] == 2 * model.n_layer + 1
     with pytest.raises(ValueError, match=r"name nodes of the step in \[0, 1\)"):
@@ -274,3 +276,38 @@ def test_node_program_rejects_bad_arguments(built, kwargs, message):
     args = {"v": 3, "parent": 1, "token": 2, **kwargs}
     with pytest.raises(ValueError, match=message):
         plan.node_program(args["v"], args["parent"], args["token"])
+
+
+def test_a_node_program_runs_another_plans_commit_beside_it(built):
+    """A draft's node pass with the target's commit beside it: each of the commit's layers
+    right after the pass's gated norm of that layer (its SSM replay then overlaps the
+    pass's linear jobs), the commit's table for both, and an END that waits for both."""
+    config, model, core, lm = built
+    target = StepPlan(core, lm, nodes=5)
+    draft = StepPlan(core, lm, nodes=5, base=len(target.data) + 4096, node_states=True)
+    layers, table = target.commit_parts([0, 2, 4])
+    assert table == target.commit_table([0, 2, 4])
+    alone, n_alone = draft.node_program(3, 1, token=2)
+    prog, n = draft.node_program(3, 1, token=2, beside=(layers, table))
+    assert n == n_alone + 2 * model.n_layer
+    recs = _records(core, prog, n)
+    eng = [int(r.engine) for r in recs[:-1]]
+    gates = [i for i, e in enumerate(eng) if e == core.index("gate_norm")]
+    rb = core.record_bits // 8
+    for i, g in enumerate(gates):
+        # the commit's layer i: its replay and its window copy, byte for byte
+        assert prog[(g + 1) * rb:(g + 3) * rb] == b"".join(layers[i])
+    assert int(recs[-1].op) == OP_END
+    assert int(recs[-1].wait) == sum(1 << core.index(e) for e in ("argmax", "ssm", "copy"))
+    # the commit program is the same records, one after the other
+    whole, count = target.commit_program([0, 2, 4])
+    assert whole[:-rb] == b"".join(r for layer in layers for r in layer)
+    with pytest.raises(ValueError, match="beside must be a commit's"):
+        draft.node_program(3, 1, token=2, beside=(layers, table[1:]))
+    # A draft of fewer layers: the target's other layers follow its last gated norm.
+    short = StepPlan(core, HardwareLM(lm.lm.truncated(1), config=config), nodes=5,
+                     base=len(target.data) + 4096, node_states=True)
+    prog, n = short.node_program(3, 1, token=2, beside=(layers, table))
+    g = [i for i, r in enumerate(_records(core, prog, n)) if int(r.engine) == core.index("gate_norm")]
+    assert len(g) == 1 and model.n_layer == 2
+    assert prog[(g[0] + 1) * rb:(g[0] + 5) * rb] == b"".join(layers[0] + layers[1])

@@ -344,11 +344,42 @@ def _host(h, p):
         pl.flip()
         return cycles
 
+    #: The target's commit waiting for the draft's next node pass: ``(path, step)``.
+    pending = []
+    #: Each step's commit cycles, once its commit ran.
+    commit_cycles = {}
+
+    def target_commit(path, k):
+        """The target's commit of step ``k``: alone (a program of its own), or, in the node
+        flow with the draft on the core, pending until the draft's next node program,
+        which runs it beside its pass."""
+        if on_core and by_node:
+            pending.append((path, k))
+        else:
+            commit_cycles[k] = commit(plan, path, "commit", k)
+
+    def flush():
+        """The pending target commit alone (nothing more for the draft to run)."""
+        while pending:
+            path, ck = pending.pop()
+            commit_cycles[ck] = commit(plan, path, "commit", ck)
+
     def node(j, tokens, parents, k):
         """Node ``j``'s pass on the core, from its parent's state (the draft's ``node``
-        flow); its cycles."""
-        return h.run(h.prog_at, dplan.node_program(j, parents[j], tokens[j]),
-                     dplan.node_table(j), kind="draft", step=k)
+        flow); its cycles. With the target's commit pending, the program runs it too
+        (:meth:`hw.step_program.StepPlan.node_program`'s ``beside``): then the program is
+        that step's commit (its kind, faults and cycles), and the pass adds none here."""
+        if not pending:
+            return h.run(h.prog_at, dplan.node_program(j, parents[j], tokens[j]),
+                         dplan.node_table(j), kind="draft", step=k)
+        path, ck = pending.pop()
+        layers, table = plan.commit_parts(path)
+        commit_cycles[ck] = h.run(
+            h.prog_at, dplan.node_program(j, parents[j], tokens[j], beside=(layers, table)),
+            table, kind="commit", step=ck, cut=ck == p.get("cut_commit"),
+            abort=ck == p.get("abort_commit"))
+        plan.flip()
+        return 0
 
     def draft_on_core(root, k):
         """:func:`golden.speculative.draft_tree` with every draft pass on the core, then
@@ -419,7 +450,7 @@ def _host(h, p):
         assert tuple(nodes) == want and committed == [int(best[v]) for v in want], (
             f"step {k}: the core accepted path {nodes} (tokens {committed}), the argmax "
             f"beats give {list(want)}")
-        c_cycles = commit(plan, list(nodes), "commit", k)
+        target_commit(list(nodes), k)
         end = nodes[-1]
         if on_core:
             # The draft commits the path as the target did; a leaf no draft program ran
@@ -437,10 +468,14 @@ def _host(h, p):
                          "parents": [int(x) for x in parents], "draft": tokens,
                          "path": [int(x) for x in nodes],
                          "tokens": len(nodes), "tree_cycles": t_cycles,
-                         "commit_cycles": c_cycles, "draft_cycles": d_cycles})
+                         "commit_cycles": None, "draft_cycles": d_cycles})
         cocotb.log.info(f"step {k}: {len(tokens)} nodes, path {list(nodes)}, draft "
-                      f"{d_cycles} + tree {t_cycles} + commit {c_cycles} cycles")
+                      f"{d_cycles} + tree {t_cycles} cycles + commit "
+                      f"{commit_cycles.get(k, '(beside the next draft pass)')}")
         k += 1
+    flush()
+    for i, st in enumerate(per_step):
+        st["commit_cycles"] = commit_cycles[i]
     generated = len(out) - len(prompt)
     cycles = sum(s["tree_cycles"] + s["commit_cycles"] + s["draft_cycles"] for s in per_step)
     result = {"tokens": out[len(prompt):len(prompt) + p["tokens"]],

@@ -367,6 +367,7 @@ class RtlEngine:
         every draft and ``draft_on``)."""
         from specgen.golden.decoder import HardwareLM
         from specgen.golden.lm import MambaLM
+        from specgen.golden.tree import ROOT
         from specgen.hw.decoder import DecoderCore
         from specgen.hw.hierarchy import silence
         from specgen.hw.step_program import StepPlan
@@ -376,14 +377,19 @@ class RtlEngine:
         probe = DecoderCore(config=design, model=model, max_records=4096, addr_width=40,
                             max_nodes=nodes)
         silence(probe)                      # only measured, never elaborated
-        records, base = 0, 0
+        records, base, plans = 0, 0, []
         for mode in ("verify", "draft"):
             lm = HardwareLM(MambaLM.from_seed(model, seed=0), config=design, linear_pass=mode)
             # The draft's plan keeps its nodes' states (the node flow's larger layout).
             plan = StepPlan(probe, lm, nodes=nodes, base=base, node_states=mode == "draft")
+            plans.append(plan)
             base = next_base(plan)
             # Any tree of ``nodes`` nodes has as many records.
             records = max(records, plan.program(list(range(-1, nodes - 1)), [0] * nodes)[1])
+        # A draft's node pass with the target's commit beside it (the node flow).
+        target, draft_plan = plans
+        records = max(records, draft_plan.node_program(
+            0, ROOT, 0, beside=target.commit_parts([0], nodes=nodes))[1])
         # The probe's records are at least as wide as the core's (40-bit addresses).
         _, _, need = program_areas(records, probe.record_bits, base)
         return design, DecoderCore(config=design, model=model, max_records=records,
