@@ -1026,7 +1026,9 @@ def step_model(accel, step):
         inputs and the committed state read, the new state written); ``store``, every
         node's state was written during verification. Then the draft's commit, as the
         runtime runs it: the same replay along the path in the draft (SPEQ's nibble-plane
-        draft keeps a state of its own too). ``restore_overlap`` of the phase is hidden.
+        draft keeps a state of its own too). ``restore_overlap`` of the phase is hidden,
+        and in the ``node`` flow the target's commit runs beside the draft's next node
+        pass: hidden up to that pass's linear and vector time.
 
     Each phase takes ``max(t_mem, t_compute)``; inside a pass the linear and SSM
     cycles combine with the scheduler ``overlap``, the SSM part taking at least its
@@ -1110,7 +1112,7 @@ def _step_model(accel, step):
                      state_reads=reads, state_writes=writes)
 
     draft, verify, restore, need = _Tally(), _Tally(), _Tally(), _Tally()
-    passes_e = nodes_e = tokens_e = roof_e = 0.0
+    passes_e = nodes_e = tokens_e = roof_e = beside_e = 0.0
     for levels, prob in dist:
         nodes = sum(sizes[:levels + 1]) if drafting else 1
         # ---- tokens ----
@@ -1162,6 +1164,12 @@ def _step_model(accel, step):
             r.t_comp = max(r.t_ssm, r.t_state) + (r.other + r.vec) / clk
             r.t_mem = r.sbytes / bw
             r.time = max(r.t_comp, r.t_mem) * (1 - accel.restore_overlap)
+            if step.draft_flow == "node":
+                # The runtime runs the target's commit beside the draft's next node pass
+                # (StepPlan.node_program's beside): the replay hides behind that pass's
+                # linear jobs and vector stages, at most.
+                one = draft_pass(1, reads=1, writes=1)
+                beside_e += prob * min(r.time, (one.lin + one.vec) / clk)
             c = _replay(accel, ddims, path=path, nodes=nodes)
             c.t_ssm = c.ssm / clk
             c.t_comp = max(c.t_ssm, c.t_state) + c.vec / clk
@@ -1179,8 +1187,13 @@ def _step_model(accel, step):
 
     phases = [verify.phase("verify")]
     if drafting:
+        # The share of the restore hidden: restore_overlap, and the target's commit beside
+        # the draft's next node pass (node flow).
+        whole = max(restore.t_mem, restore.t_comp)
+        hidden = accel.restore_overlap + (1 - accel.restore_overlap) * (
+            min(1.0, beside_e / whole) if whole else 0.0)
         phases = [draft.phase("draft", useful=need), phases[0],
-                  restore.phase("restore", accel.restore_overlap)]
+                  restore.phase("restore", hidden)]
     t_step = sum(p.time for p in phases)
     # The energy of the work done; the operations of the work needed.
     energy = sum(t.energy(accel.power) for t in (draft, verify, restore))
