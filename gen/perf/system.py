@@ -338,7 +338,8 @@ class Accelerator:
         ``config.stage_lanes`` (the conv1d capped by the memory port, the argmax at 1);
         another count prices stages with that many lanes. The stages run between the
         linear and SSM units, not beside them: the core's programs order every layer's
-        stages by barriers, and ``PERF_OVERLAP`` measured no overlap (``docs/decoder.md``).
+        stages by barriers, and ``PERF_OVERLAP`` measured no overlap inside a pass
+        (``docs/decoder.md``).
     calibration : Calibration
     """
 
