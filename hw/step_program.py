@@ -270,10 +270,17 @@ class StepPlan:
             L["state"] = [self._alloc(ssm.state_bytes), self._alloc(ssm.state_bytes)]
             if self.node_states:
                 # Node v's state after its own token (node_program writes it; its
-                # children's passes read it).
-                L["node_state"] = [self._alloc(ssm.state_bytes) for _ in range(V)]
+                # children's passes read it), in two sets: a state adopted as the
+                # committed one (adopt) stays whole while the next step's node programs
+                # write the other set.
+                L["node_state"] = [[self._alloc(ssm.state_bytes) for _ in range(V)]
+                                   for _ in range(2)]
         #: The committed bank (:meth:`flip` after a commit pass is done).
         self.bank = 0
+        #: The set node programs write (:meth:`adopt` switches it).
+        self.node_set = 0
+        #: ``(set, node)`` whose stored state is the committed one, or None (the bank's).
+        self.adopted = None
 
     # -- inputs -----------------------------------------------------------------------------
     def write_state(self, state):
@@ -281,6 +288,7 @@ class StepPlan:
         (channel-major, a channel's ``d_conv − 1`` words oldest first in its element) and
         its SSM state (the engine's tile order, striped over its state ports)."""
         m = self.model
+        self.adopted = None
         for L, conv, ssm in zip(self.layers, state.conv, state.ssm):
             w = np.zeros((m.conv_dim, self.wb // 4), np.float32)
             w[:, :m.d_conv - 1] = np.asarray(conv, np.float32).T
@@ -459,9 +467,9 @@ class StepPlan:
                 # reads the node's record as record 0 of its table.
                 ssm = {**self._ssm(L, V, y_en=1, out_node=0),
                        "input_addr": L["ssm_in"] + ids[0] * self.ssm_rec,
-                       "state_in_addr": (L["state"][self.bank] if parent == ROOT
-                                         else L["node_state"][parent]),
-                       "state_out_addr": L["node_state"][ids[0]]}
+                       "state_in_addr": (self.committed_state(L) if parent == ROOT
+                                         else L["node_state"][self.node_set][parent]),
+                       "state_out_addr": L["node_state"][self.node_set][ids[0]]}
             recs.append(self._rec("ssm", ssm, ("conv1d", "copy")))
             recs.append(self._rec("gate_norm", self._norm(
                 "gate_norm", (self.y, m.d_inner, 4 * m.d_inner), L["gate"], m.d_inner, self.g,
@@ -520,8 +528,16 @@ class StepPlan:
         other bank, no ``y``)."""
         return {"nodes": nodes, "out_node": out_node or 0, "out_en": int(out_node is not None),
                 "y_en": y_en, "load_params": 1, "params_addr": L["ssm_params"],
-                "input_addr": L["ssm_in"], "state_in_addr": L["state"][self.bank],
+                "input_addr": L["ssm_in"], "state_in_addr": self.committed_state(L),
                 "state_out_addr": L["state"][1 - self.bank], "y_addr": self.y}
+
+    def committed_state(self, L):
+        """Layer ``L``'s committed SSM state: its bank, or the node state :meth:`adopt`
+        made the committed one."""
+        if self.adopted is None:
+            return L["state"][self.bank]
+        s, v = self.adopted
+        return L["node_state"][s][v]
 
     def _end(self, recs, last, what):
         from specgen.hw.sequencer import OP_END, encode_record
@@ -570,20 +586,44 @@ class StepPlan:
         a layer (its SSM replay and its window copy) and the node table
         (:meth:`commit_table`), for :meth:`node_program`'s ``beside``."""
         path = self._check_path(path, nodes)
-        win, lc = self.model.conv_dim * self.wb // 4, self.lanes["copy"]
-        layers = []
-        for L in self.layers:
-            layers.append([
-                self._rec("ssm", self._ssm(L, len(path), y_en=0, out_node=len(path) - 1)),
-                self._rec("copy", {
-                    "vectors": 1, "elements": win // lc,
-                    **self._vector("x", L["win"][1 + path[-1]], win, 0, lc),
-                    "y_addr": L["win"][0], "y_vstride": 0})])
+        layers = [[self._rec("ssm", self._ssm(L, len(path), y_en=0, out_node=len(path) - 1)),
+                   self._window_copy(L, path[-1])] for L in self.layers]
         return layers, self.commit_table(path, nodes=nodes)
+
+    def _window_copy(self, L, v):
+        """The copy of node ``v``'s conv window of layer ``L`` into the committed slot."""
+        win, lc = self.model.conv_dim * self.wb // 4, self.lanes["copy"]
+        return self._rec("copy", {"vectors": 1, "elements": win // lc,
+                                  **self._vector("x", L["win"][1 + v], win, 0, lc),
+                                  "y_addr": L["win"][0], "y_vstride": 0})
+
+    def window_program(self, v):
+        """The records of a commit that needs no replay (a draft whose path's last node
+        ``v`` ran a :meth:`node_program`, which stored its state): per layer the copy of
+        ``v``'s window into the committed slot. After it is done, :meth:`adopt` ``(v)``.
+        Idempotent (it reads ``v``'s slot). ``(bytes, record count)``."""
+        if not self.node_states:
+            raise ValueError("StepPlan.window_program needs a plan made with node_states=True")
+        v = int(v)
+        if not 0 <= v < self.V:
+            raise ValueError(f"StepPlan.window_program: node {v} must be in [0, {self.V})")
+        return self._end([self._window_copy(L, v) for L in self.layers], ("copy",),
+                         "window_program")
+
+    def adopt(self, v):
+        """The commit of :meth:`window_program` is done: node ``v``'s stored state (its
+        node program's, in the set they write) is the committed one, which the next
+        step's root pass and commits read; node programs write the other set from now on,
+        so the adopted state stays whole while they run."""
+        if not self.node_states:
+            raise ValueError("StepPlan.adopt needs a plan made with node_states=True")
+        self.adopted = (self.node_set, int(v))
+        self.node_set ^= 1
 
     def flip(self):
         """The commit pass is done: the bank it wrote is the committed one."""
         self.bank ^= 1
+        self.adopted = None
 
     # -- results ------------------------------------------------------------------------------
     def logits_of(self, data, v):
@@ -619,7 +659,7 @@ class StepPlan:
         L = self.layers[layer]
         w = np.frombuffer(self.get(L["win"][0], m.conv_dim * self.wb, data),
                           np.float32).reshape(m.conv_dim, self.wb // 4)
-        words = np.frombuffer(self.get(L["state"][self.bank], self.core.engines["ssm"].state_bytes,
+        words = np.frombuffer(self.get(self.committed_state(L), self.core.engines["ssm"].state_bytes,
                                        data), np.float32)
         rows = unstripe_state(words, lanes=ssm.lanes, ports=ssm.state_ports)
         H, P, N = ssm.state_shape

@@ -239,8 +239,8 @@ def test_node_program_runs_one_node_from_its_parents_state(built):
             d = ssm[i]
             assert (int(d.nodes), int(d.out_node), int(d.out_en), int(d.y_en)) == (1, 0, 1, 1)
             assert int(d.state_in_addr) == (L["state"][0] if parent == ROOT
-                                             else L["node_state"][parent])
-            assert int(d.state_out_addr) == L["node_state"][v]
+                                             else L["node_state"][0][parent])
+            assert int(d.state_out_addr) == L["node_state"][0][v]
             # its own record, as record 0 of its table
             assert int(d.input_addr) == L["ssm_in"] + v * plan.ssm_rec
             src = L["win"][0] if parent == ROOT else L["win"][1 + parent]
@@ -311,3 +311,40 @@ def test_a_node_program_runs_another_plans_commit_beside_it(built):
     g = [i for i, r in enumerate(_records(core, prog, n)) if int(r.engine) == core.index("gate_norm")]
     assert len(g) == 1 and model.n_layer == 2
     assert prog[(g[0] + 1) * rb:(g[0] + 5) * rb] == b"".join(layers[0] + layers[1])
+
+
+def test_a_draft_commit_adopts_the_last_nodes_stored_state(built):
+    """The node flow's commit: the windows of the path's last node into the committed slot,
+    then its stored state is the committed one; the next node programs write the other
+    set, so it stays whole; a replay commit (flip) goes back to the banks."""
+    config, model, core, lm = built
+    plan = StepPlan(core, lm, nodes=5, node_states=True)
+    prog, n = plan.window_program(3)
+    recs = _records(core, prog, n)
+    assert n == model.n_layer + 1 and int(recs[-1].wait) == 1 << core.index("copy")
+    copy_lay = plan.layouts["copy"]
+    for i, L in enumerate(plan.layers):
+        c = data.Const(copy_lay, int(recs[i].payload) & ((1 << copy_lay.size) - 1))
+        assert int(c.x_addr) == L["win"][1 + 3] and int(c.y_addr) == L["win"][0]
+    plan.adopt(3)
+    ssm_lay = plan.layouts["ssm"]
+
+    def ssm_descs(prog, n):
+        return [data.Const(ssm_lay, int(r.payload) & ((1 << ssm_lay.size) - 1))
+                for r in _records(core, prog, n) if int(r.engine) == core.index("ssm")]
+    # The root's next pass starts from node 3's state of set 0 and writes set 1.
+    for L, d in zip(plan.layers, ssm_descs(*plan.node_program(0, ROOT, 2))):
+        assert int(d.state_in_addr) == L["node_state"][0][3]
+        assert int(d.state_out_addr) == L["node_state"][1][0]
+    for L, d in zip(plan.layers, ssm_descs(*plan.node_program(2, 0, 2))):
+        assert int(d.state_in_addr) == L["node_state"][1][0]
+    # A replay commit reads the adopted state and writes the other bank; after it, the bank.
+    for L, d in zip(plan.layers, ssm_descs(*plan.commit_program([0], nodes=5))):
+        assert int(d.state_in_addr) == L["node_state"][0][3]
+        assert int(d.state_out_addr) == L["state"][1]
+    plan.flip()
+    assert [plan.committed_state(L) for L in plan.layers] == [L["state"][1] for L in plan.layers]
+    with pytest.raises(ValueError, match=r"node 5 must be in \[0, 5\)"):
+        plan.window_program(5)
+    with pytest.raises(ValueError, match="needs a plan made with node_states=True"):
+        StepPlan(core, lm, nodes=5).window_program(0)

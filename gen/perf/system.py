@@ -1026,8 +1026,9 @@ def step_model(accel, step):
         during verification and the target SSM is re-run along the accepted path (those
         inputs and the committed state read, the new state written); ``store``, every
         node's state was written during verification. Then the draft's commit, as the
-        runtime runs it: the same replay along the path in the draft (SPEQ's nibble-plane
-        draft keeps a state of its own too). ``restore_overlap`` of the phase is hidden,
+        runtime runs it (SPEQ's nibble-plane draft keeps a state of its own too):
+        ``prefix``, the same replay along the path in the draft; ``node``, the last path
+        node's windows copied and its stored state adopted, no replay. ``restore_overlap`` of the phase is hidden,
         and in the ``node`` flow the target's commit runs beside the draft's next node
         pass: hidden up to that pass's linear and vector time.
 
@@ -1171,7 +1172,13 @@ def _step_model(accel, step):
                 # linear jobs and vector stages, at most.
                 one = draft_pass(1, reads=1, writes=1)
                 beside_e += prob * min(r.time, (one.lin + one.vec) / clk)
-            c = _replay(accel, ddims, path=path, nodes=nodes)
+            if step.draft_flow == "node":
+                # Every path node's state is stored: the windows copied, the last node's
+                # state adopted (StepPlan.window_program, adopt).
+                c = _Tally()
+                c.vec = commit_vector_elements(ddims) / accel.stage_lanes("copy")
+            else:
+                c = _replay(accel, ddims, path=path, nodes=nodes)
             c.t_ssm = c.ssm / clk
             c.t_comp = max(c.t_ssm, c.t_state) + c.vec / clk
             c.t_mem = c.sbytes / bw

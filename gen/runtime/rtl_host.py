@@ -23,7 +23,10 @@ state, which the parent's program left in memory
 (:meth:`hw.step_program.StepPlan.node_program`). ``prefix``: per depth, one tree
 program over the nodes so far (a prefix of the BFS order), from the committed state.
 When the path ends on the deepest level, which no draft program ran, its last node
-runs first (``node``: that node alone; ``prefix``: the whole tree). The runtime picks each
+runs first (``node``: that node alone; ``prefix``: the whole tree). The draft's commit
+is then the SSM replay of the path (``prefix``), or (``node``) the copy of the last
+node's windows and the adoption of its stored state as the committed one
+(:meth:`hw.step_program.StepPlan.adopt`). The runtime picks each
 expanded node's children, the ``topk`` of the softmax of its logits in memory
 (:func:`golden.speculative.topk`), and applies SPEQ's early stopping (a node is
 expanded only if its ``q`` reaches ``gamma``): that is
@@ -460,7 +463,14 @@ def _host(h, p):
             if end not in ran:
                 d_cycles += (node(end, tokens, parents, k) if by_node
                              else tree(dplan, tokens, parents, "draft", k))
-            d_cycles += commit(dplan, list(nodes), "draft_commit", k, nodes=len(tokens))
+            if by_node:
+                # Every path node's state is stored (its node program's): the draft's
+                # commit copies the last one's windows and adopts its state, no replay.
+                d_cycles += h.run(h.commit_at, dplan.window_program(end), [],
+                                  kind="draft_commit", step=k)
+                dplan.adopt(end)
+            else:
+                d_cycles += commit(dplan, list(nodes), "draft_commit", k, nodes=len(tokens))
         # The draft's state after the path (pure store: every path node stepped).
         gold.commit(list(nodes), tokens, parents)
         out.extend(committed)
