@@ -113,9 +113,10 @@ class StepPlan:
     base : int
         Byte address of the plan's first byte in the core's memory.
     node_states : bool
-        Keep every node's SSM state in memory, a buffer a node and layer, so that
-        :meth:`node_program` can run a node from its parent's state (a draft's passes one
-        node at a time); without it (the default) only the committed banks.
+        Keep every node's SSM state in memory, two sets of a buffer a node and layer
+        (:meth:`adopt`), so that :meth:`node_program` can run a node from its parent's
+        state (a draft's passes one node at a time); without it (the default) only the
+        committed banks.
 
     Raises
     ------
@@ -397,10 +398,9 @@ class StepPlan:
         return self._program(np.array([ROOT]), [int(token)], accept=False, ids=[v],
                              parent=parent, beside=None if beside is None else beside[0])
 
-    def node_table(self, v=None):
-        """The SSM engine's node table of :meth:`node_program`: one root entry, reading
-        record 0 of the pass's ``input_addr`` (the node's own record). ``v`` is accepted
-        for symmetry and not needed."""
+    def node_table(self):
+        """The SSM engine's node table of :meth:`node_program` (any node): one root entry,
+        reading record 0 of the pass's ``input_addr``, which is the node's own record."""
         return [(0, entry, 0) for _, entry, _ in self.table([ROOT])]
 
     def _program(self, p, tokens, *, accept, ids, parent, beside=None):

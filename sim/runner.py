@@ -34,7 +34,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 __all__ = [
-    "VERILATOR_WAIVERS", "VERILATOR_BUILD_FLAGS", "VERILATOR_PUBLIC_FLAGS", "public_ports_config", "SIMULATORS", "verilator_root",
+    "VERILATOR_WAIVERS", "VERILATOR_BUILD_FLAGS", "VERILATOR_PUBLIC_FLAGS", "top_ports",
+    "public_ports_config", "SIMULATORS", "verilator_root",
     "simulator_env", "simulator_available",
     "emit_verilog", "build", "run_bench", "bench_seed", "BenchFailure", "fst_available",
     "run_folder_name",

@@ -256,7 +256,7 @@ def test_node_program_runs_one_node_from_its_parents_state(built):
         assert [int(c.y_addr) for c in dts] == [
             L["ssm_in"] + v * plan.ssm_rec + 8 * model.d_state + 4 * model.d_inner
             for L in plan.layers]
-    assert plan.node_table(3) == [(0, plan.table([ROOT])[0][1], 0)]
+    assert plan.node_table() == [(0, plan.table([ROOT])[0][1], 0)]
     # The draft's commit after node programs names the drafted tree's nodes.
     assert plan.commit_program([0, 1, 3], nodes=5)[1] == 2 * model.n_layer + 1
     with pytest.raises(ValueError, match=r"name nodes of the step in \[0, 1\)"):

@@ -1028,9 +1028,10 @@ def step_model(accel, step):
         node's state was written during verification. Then the draft's commit, as the
         runtime runs it (SPEQ's nibble-plane draft keeps a state of its own too):
         ``prefix``, the same replay along the path in the draft; ``node``, the last path
-        node's windows copied and its stored state adopted, no replay. ``restore_overlap`` of the phase is hidden,
-        and in the ``node`` flow the target's commit runs beside the draft's next node
-        pass: hidden up to that pass's linear and vector time.
+        node's windows copied and its stored state adopted, no replay.
+        ``restore_overlap`` of the phase is hidden, and in the ``node`` flow the
+        target's commit runs beside the draft's next node pass: hidden up to that pass's
+        linear and vector time.
 
     Each phase takes ``max(t_mem, t_compute)``; inside a pass the linear and SSM
     cycles combine with the scheduler ``overlap``, the SSM part taking at least its
@@ -1172,9 +1173,9 @@ def _step_model(accel, step):
                 # linear jobs and vector stages, at most.
                 one = draft_pass(1, reads=1, writes=1)
                 beside_e += prob * min(r.time, (one.lin + one.vec) / clk)
-            if step.draft_flow == "node":
-                # Every path node's state is stored: the windows copied, the last node's
-                # state adopted (StepPlan.window_program, adopt).
+                # The draft's commit: every path node's state is stored, so the windows
+                # are copied and the last node's state adopted (StepPlan.window_program,
+                # adopt).
                 c = _Tally()
                 c.vec = commit_vector_elements(ddims) / accel.stage_lanes("copy")
             else:

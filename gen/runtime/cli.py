@@ -183,8 +183,8 @@ def run(args, *, out=None):
         lines.append(f"cycles per token: {res.cycles_per_token:.1f} ({us:.2f} us a token, "
                      f"{1e6 / us:,.0f} tokens/s at the design's {res.clock_mhz:g} MHz; "
                      + (f"the draft's passes ({res.draft_flow} flow) and the target's, all "
-                        "on the core)" if res.draft_on_core else "the target passes only, the draft is the "
-                        "host's)"))
+                        "on the core)" if res.draft_on_core
+                        else "the target passes only, the draft is the host's)"))
     if res.counters:
         c = res.counters
         busy = max(c["perf_busy"], 1)

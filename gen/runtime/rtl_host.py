@@ -12,7 +12,8 @@ Everything the target computes runs on the core from memory, laid out by
   zero state (the host writes no state word, ever);
 * every step: the tree the draft proposed (every node's logits and argmax), then the
   commit of the accepted path (the SSM replay into the other state bank, the last
-  node's conv window into the committed slot).
+  node's conv window into the committed slot); with the draft's node flow (below), that
+  commit runs in the draft's next node program, beside its pass.
 
 With the parameter ``draft_on_core`` the draft runs on the core too, from a second plan
 of its own (SPEQ: the target's weights in the draft pass, the nibble plane alone; or a
@@ -374,7 +375,7 @@ def _host(h, p):
         that step's commit (its kind, faults and cycles), and the pass adds none here."""
         if not pending:
             return h.run(h.prog_at, dplan.node_program(j, parents[j], tokens[j]),
-                         dplan.node_table(j), kind="draft", step=k)
+                         dplan.node_table(), kind="draft", step=k)
         path, ck = pending.pop()
         layers, table = plan.commit_parts(path)
         commit_cycles[ck] = h.run(

@@ -52,6 +52,10 @@ import sys
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+# How the RTL engine's draft passes run on the core (RtlEngine's draft_flow), which the
+# performance model prices too.
+from specgen.hw.step_program import DRAFT_FLOWS
+
 __all__ = ["ENGINES", "SPEQ", "DEFAULT_TREE", "GenerateResult", "GoldenEngine", "HardwareEngine",
            "RtlEngine", "rtl_design", "make_engine", "Runtime"]
 
@@ -255,9 +259,6 @@ def _stdout_to_stderr():
 
 #: Where the RTL engine's draft runs (:class:`RtlEngine`'s ``draft_on``).
 DRAFT_ON = ("core", "host")
-#: How the RTL engine's draft passes run on the core (:class:`RtlEngine`'s ``draft_flow``):
-#: :data:`hw.step_program.DRAFT_FLOWS`, which the performance model prices too.
-from specgen.hw.step_program import DRAFT_FLOWS  # noqa: E402
 #: The part of a step each kind of program is (:mod:`gen.runtime.rtl_host`).
 _PART = {"tree": "tree", "commit": "commit", "draft": "draft", "draft_commit": "draft"}
 
