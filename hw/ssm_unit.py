@@ -35,7 +35,7 @@ from specgen.hw.dsp58 import DSPFP32, OP_ACC_P, OP_START
 from specgen.hw.fp_arith import FPAdd, add_const, delay_line
 from specgen.hw.fp_datapath import ge_const
 from specgen.hw.fp_ops import ONE32, FPOps
-from specgen.hw.hierarchy import submodule
+from specgen.hw.hierarchy import submodule, template
 from specgen.hw.ssm_nonlinear import LUTFunction
 
 __all__ = [
@@ -346,8 +346,9 @@ class SSMDatapath(wiring.Component):
     def prologue_latency(self):
         """Enabled cycles from a head's issue to its ``delta``/``dA`` write."""
         c, ops = self._cfg, self._ops
-        return (1 + ops.add_latency + self._lut(c.softplus_lut).latency + ops.mul_latency
-                + self._lut(c.exp_lut).latency)
+        # Built only to read their latency: templates, never elaborated (hierarchy.template).
+        return (1 + ops.add_latency + template(self._lut(c.softplus_lut)).latency
+                + ops.mul_latency + template(self._lut(c.exp_lut)).latency)
 
     @property
     def latency(self):
