@@ -366,3 +366,22 @@ def test_vector_stages_add_their_elements_over_the_lanes():
     assert v1.t_compute - far.t_compute == pytest.approx(
         15 * (per_node(1) - per_node(10**9)) / acc.clock_hz, rel=1e-6)
     assert res[1].tokens_per_s < res[4].tokens_per_s < res[10**9].tokens_per_s
+
+
+def test_deepest_probability_by_hand():
+    """The chance that the accepted path ends on the deepest drafted depth, whose node no
+    draft pass ran: the product of each depth's chance that the target's token is among
+    the drafted ones, ``1 − (1 − α)^b``; from tokens per step, through the α that gives
+    them (a chain's tokens are ``(1 − α^(L+1)) / (1 − α)``)."""
+    from specgen.gen.perf.system import deepest_probability
+    chain = TreeShape((1,) * 6)
+    assert math.isclose(deepest_probability(chain, levels=6, alpha=0.8), 0.8 ** 6)
+    assert math.isclose(deepest_probability(chain, levels=3, alpha=0.8), 0.8 ** 3)
+    tokens = (1 - 0.8 ** 7) / (1 - 0.8)
+    assert math.isclose(deepest_probability(chain, levels=6, tokens=tokens), 0.8 ** 6,
+                        rel_tol=1e-9)
+    # All tokens a step: every path reaches the deepest depth.
+    assert deepest_probability(chain, levels=6, tokens=7.0) == 1.0
+    tree = TreeShape((2, 2, 1, 1))
+    assert math.isclose(deepest_probability(tree, levels=4, alpha=0.5),
+                        (1 - 0.5 ** 2) ** 2 * 0.5 ** 2)

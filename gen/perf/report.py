@@ -233,13 +233,17 @@ def gap_sentences(rows=None):
         f"drafting takes {100 * d.time / sp.step_time:.0f} % of the step "
         f"({sp.tokens_per_s:,.1f} tok/s vs {sp.roofline_tokens_per_s:,.0f} roofline).")
     vp = _find(rows, "vck190", "preset", "SpecMamba")
+    vd = vp.phase("draft")
     out.append(
         f"**VCK190.** At 12 GB/s every phase is memory-bound: one 2.7B verify pass streams "
         f"{_gb(weight_bytes(tgt))} GB ({_ms(vp.phase('verify').t_mem)} ms), so "
         f"the step reaches {vp.tokens_per_s:,.1f} tok/s, {100 * vp.roofline_ratio:.0f} % of its "
-        f"roofline; the rest is SSM-state traffic (binary32 states, "
-        f"{_gb(vp.phase('draft').bytes - vp.phase('draft').weight_bytes)} GB per step for the "
-        f"draft tree) and the restore phase.")
+        f"roofline (draft flow {vp.step.draft_flow}); the rest is the draft's weights read "
+        f"beyond once a depth ({_gb(vd.weight_bytes - vd.dense_weight_bytes)} GB per step: "
+        f"the pass that the path's last node needs when it ends on the undrafted depth, and "
+        f"the planes' padding), SSM-state traffic (binary32 states, "
+        f"{_gb(vd.bytes - vd.weight_bytes)} GB per step for the draft tree) and the restore "
+        f"phase.")
     out.append(
         f"**The notes' ratios.** 313/89 = {313 / 89:.2f}× and 313/169 = {313 / 169:.2f}× do not "
         f"match the abstract's 2.27× and 2.85×; the notes give no baseline that reconciles them, "
