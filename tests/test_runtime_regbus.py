@@ -130,8 +130,15 @@ def test_bus_checks_offsets_and_values():
         Registers(bus=bus, regmap=REGMAP)
     with pytest.raises(ValueError, match="multiple of the page size"):
         MMIO(path="/dev/null", offset=12, length=16)
-    with pytest.raises(NotImplementedError):
-        RegisterBus(span=4).read(0)
+    # The base class is abstract: a bus without _read and _write cannot be made.
+    with pytest.raises(TypeError, match="abstract"):
+        RegisterBus(span=4)
+
+    class ReadOnly(RegisterBus):
+        def _read(self, offset):
+            return 0
+    with pytest.raises(TypeError, match="_write"):
+        ReadOnly(span=4)
 
 
 def test_uio_map_reads_sysfs(tmp_path):

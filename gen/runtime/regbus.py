@@ -53,6 +53,7 @@ The intended use:
   is what the base registers get.
 """
 
+import abc
 import mmap
 import os
 from pathlib import Path
@@ -65,8 +66,9 @@ __all__ = ["RegisterBus", "MMIO", "uio_map", "UIOInterrupt", "Registers", "WORD"
 WORD = 4
 
 
-class RegisterBus:
-    """32-bit register access at byte offsets; subclasses implement :meth:`_read` and :meth:`_write`.
+class RegisterBus(abc.ABC):
+    """32-bit register access at byte offsets; subclasses implement :meth:`_read` and
+    :meth:`_write` (abstract: the base class cannot be made).
 
     Parameters
     ----------
@@ -101,11 +103,13 @@ class RegisterBus:
                              f"not {value!r}")
         self._write(offset, int(value))
 
+    @abc.abstractmethod
     def _read(self, offset):
-        raise NotImplementedError
+        """The word at the checked byte ``offset``."""
 
+    @abc.abstractmethod
     def _write(self, offset, value):
-        raise NotImplementedError
+        """Write the checked 32-bit ``value`` at the checked byte ``offset``."""
 
 
 class MMIO(RegisterBus):
