@@ -21,13 +21,14 @@ mismatch raises instead of silently wiring the wrong module.
 import contextlib
 import contextvars
 import re
+from dataclasses import dataclass
 
 from amaranth.back import rtlil, verilog
 from amaranth.hdl import ClockSignal, Elaboratable, Instance, ResetSignal, Value
 from amaranth.lib import wiring
 
-__all__ = ["ModuleLibrary", "convert", "port_name", "silence", "strip_zero_init_loops", "submodule",
-           "template"]
+__all__ = ["ModuleLibrary", "Port", "convert", "port_name", "silence", "strip_zero_init_loops",
+           "submodule", "template", "verilog_ports"]
 
 _LIBRARY = contextvars.ContextVar("specgen_module_library", default=None)
 
@@ -64,6 +65,52 @@ def stable_headers(text):
         out += [text[pos:match.start()], f"module {match.group(1)}({ports});"]
         pos = match.end()
     return "".join(out) + text[pos:]
+
+
+@dataclass(frozen=True)
+class Port:
+    """One port of a Verilog module: ``direction`` is ``"input"`` or ``"output"``."""
+
+    name: str
+    direction: str
+    width: int
+
+
+
+def verilog_ports(text, module):
+    """Ports of ``module`` in Verilog ``text`` as written by Amaranth.
+
+    Amaranth (through Yosys' ``write_verilog``) declares a module with a plain
+    port list and one ``input``/``output`` declaration per port in the body.
+
+    Returns
+    -------
+    list of Port
+        In declaration order of the port list.
+
+    Raises
+    ------
+    ValueError
+        If ``module`` is not defined in ``text`` or a listed port has no
+        direction declaration.
+    """
+    head = re.search(rf"^\s*module\s+{re.escape(module)}\s*\((.*?)\)\s*;", text,
+                     re.MULTILINE | re.DOTALL)
+    if head is None:
+        raise ValueError(f"module {module!r} is not defined in the Verilog text")
+    end = text.find("endmodule", head.end())
+    body = text[head.end():end if end >= 0 else len(text)]
+    names = [n.strip() for n in head.group(1).split(",") if n.strip()]
+    decl = {}
+    for m in re.finditer(r"^\s*(input|output|inout)\s+(?:wire\s+|reg\s+)?(?:signed\s+)?"
+                         r"(?:\[(\d+):(\d+)\]\s*)?([A-Za-z_][A-Za-z0-9_$]*)\s*;", body, re.MULTILINE):
+        direction, msb, lsb, name = m.groups()
+        width = abs(int(msb) - int(lsb)) + 1 if msb is not None else 1
+        decl[name] = Port(name, direction, width)
+    missing = [n for n in names if n not in decl]
+    if missing:
+        raise ValueError(f"module {module!r}: no direction declared for port(s) {', '.join(missing)}")
+    return [decl[n] for n in names]
 
 
 def port_name(path):

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 __all__ = [
-    "VERILATOR_WAIVERS", "VERILATOR_BUILD_FLAGS", "VERILATOR_PUBLIC_FLAGS", "top_ports",
+    "VERILATOR_WAIVERS", "VERILATOR_BUILD_FLAGS", "VERILATOR_PUBLIC_FLAGS",
     "public_ports_config", "SIMULATORS", "verilator_root",
     "simulator_env", "simulator_available",
     "emit_verilog", "build", "run_bench", "bench_seed", "BenchFailure", "fst_available",
@@ -109,24 +109,13 @@ SPLIT_BUILD_BYTES = 1_000_000
 VERILATOR_PUBLIC_FLAGS = ("--no-public-flat-rw",)
 
 
-def top_ports(text, name):
-    """The port names of module ``name`` in Verilog ``text`` (its ANSI-less header, as
-    Amaranth writes it: ``module name(a, b, c);``)."""
-    m = re.search(r"^module\s+" + re.escape(name) + r"\s*\(([^;]*)\)\s*;", text, re.M)
-    if m is None:
-        raise ValueError(f"the Verilog has no module {name!r} to simulate")
-    ports = [p.strip() for p in m.group(1).split(",") if p.strip()]
-    bad = [p for p in ports if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_$]*", p)]
-    if bad:
-        raise ValueError(f"module {name!r} has ports that are not simple identifiers: {bad[:3]}")
-    return ports
-
-
 def public_ports_config(text, name):
     """A Verilator configuration file's text that makes the ports of module ``name``,
     and nothing else, readable and writable through VPI (``public_flat_rw``)."""
+    from specgen.hw.hierarchy import verilog_ports
     lines = ["`verilator_config"]
-    lines += [f'public_flat_rw -module "{name}" -var "{p}"' for p in top_ports(text, name)]
+    lines += [f'public_flat_rw -module "{name}" -var "{p.name}"'
+              for p in verilog_ports(text, name)]
     return "\n".join(lines) + "\n"
 
 

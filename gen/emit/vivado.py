@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from specgen.golden.config import HBM_NMU_PORTS, PRESETS, Config
+from specgen.hw.hierarchy import Port, verilog_ports
 
 from specgen.gen.cli.output import specgen_version
 
@@ -73,15 +74,6 @@ def ip_version():
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_$]*\Z")
 # A module header: plain or escaped (``\\top.sub ``) identifier.
 _MODULE = re.compile(r"^\s*module\s+(\\\S+|[A-Za-z_][A-Za-z0-9_$]*)", re.MULTILINE)
-
-
-@dataclass(frozen=True)
-class Port:
-    """One port of a Verilog module: ``direction`` is ``"input"`` or ``"output"``."""
-
-    name: str
-    direction: str
-    width: int
 
 
 @dataclass(frozen=True)
@@ -131,42 +123,6 @@ _AXI4_OPTIONAL = ("arid", "arsize", "arburst", "arlock", "arcache", "arprot", "a
                   "wstrb", "bid", "bresp")
 _AXIS_REQUIRED = ("tdata", "tvalid")
 _AXIS_OPTIONAL = ("tready", "tlast", "tkeep", "tstrb", "tuser", "tid", "tdest")
-
-
-def verilog_ports(text, module):
-    """Ports of ``module`` in Verilog ``text`` as written by Amaranth.
-
-    Amaranth (through Yosys' ``write_verilog``) declares a module with a plain
-    port list and one ``input``/``output`` declaration per port in the body.
-
-    Returns
-    -------
-    list of Port
-        In declaration order of the port list.
-
-    Raises
-    ------
-    ValueError
-        If ``module`` is not defined in ``text`` or a listed port has no
-        direction declaration.
-    """
-    head = re.search(rf"^\s*module\s+{re.escape(module)}\s*\((.*?)\)\s*;", text,
-                     re.MULTILINE | re.DOTALL)
-    if head is None:
-        raise ValueError(f"module {module!r} is not defined in the Verilog text")
-    end = text.find("endmodule", head.end())
-    body = text[head.end():end if end >= 0 else len(text)]
-    names = [n.strip() for n in head.group(1).split(",") if n.strip()]
-    decl = {}
-    for m in re.finditer(r"^\s*(input|output|inout)\s+(?:wire\s+|reg\s+)?(?:signed\s+)?"
-                         r"(?:\[(\d+):(\d+)\]\s*)?([A-Za-z_][A-Za-z0-9_$]*)\s*;", body, re.MULTILINE):
-        direction, msb, lsb, name = m.groups()
-        width = abs(int(msb) - int(lsb)) + 1 if msb is not None else 1
-        decl[name] = Port(name, direction, width)
-    missing = [n for n in names if n not in decl]
-    if missing:
-        raise ValueError(f"module {module!r}: no direction declared for port(s) {', '.join(missing)}")
-    return [decl[n] for n in names]
 
 
 def _split(name, signals):
