@@ -401,7 +401,7 @@ class StepPlan:
     def node_table(self):
         """The SSM engine's node table of :meth:`node_program` (any node): one root entry,
         reading record 0 of the pass's ``input_addr``, which is the node's own record."""
-        return [(0, entry, 0) for _, entry, _ in self.table([ROOT])]
+        return self.table([ROOT])
 
     def _program(self, p, tokens, *, accept, ids, parent, beside=None):
         """The records of a pass over the nodes ``ids`` (consecutive, one per entry of the

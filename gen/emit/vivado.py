@@ -30,6 +30,7 @@ The ``sim`` preset has no part: :func:`write_vivado_flow` refuses it with a
 ``sim`` skip the flow (``config.board.part is None``).
 """
 
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -240,7 +241,8 @@ def share_memory_ports(buses, ports):
         fits = [r for r in free if key(r) == key(w)]
         if not fits:
             continue
-        best = max(fits, key=lambda r: (len(_common_prefix(r.name, w.name)), -free.index(r)))
+        best = max(fits, key=lambda r: (len(os.path.commonprefix([r.name, w.name])),
+                                         -free.index(r)))
         free.remove(best)
         partner[best.name] = w
     joined, used = [], set()
@@ -253,13 +255,6 @@ def share_memory_ports(buses, ports):
                                    halves=(r.name, w.name)))
         used |= {r.name, w.name}
     return joined + [b for b in buses if b.name not in used]
-
-
-def _common_prefix(a, b):
-    n = 0
-    while n < min(len(a), len(b)) and a[n] == b[n]:
-        n += 1
-    return a[:n]
 
 
 def _tcl_word(text):

@@ -71,12 +71,10 @@ def read_acceptance(path):
 
 
 def fit_continue_prob(depth, draft_length):
-    """The ``c`` with ``Σ_{n<depth} c^n = draft_length`` (mean levels drafted; bisection)."""
-    lo, hi = 0.0, 1.0
-    for _ in range(60):     # the mean length rises monotonically with c, from 1 to depth
-        c = (lo + hi) / 2
-        lo, hi = (c, hi) if sum(c ** n for n in range(depth)) < draft_length else (lo, c)
-    return (lo + hi) / 2
+    """The ``c`` with ``Σ_{n<depth} c^n = draft_length`` (mean levels drafted): the mean
+    length rises monotonically with ``c``, from 1 to ``depth``."""
+    from specgen.gen.perf.system import solve_rising
+    return solve_rising(lambda c: sum(c ** n for n in range(depth)), draft_length)
 
 
 def add_parser(sub):

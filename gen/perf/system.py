@@ -40,7 +40,7 @@ __all__ = ["VOCAB", "MambaDims", "model_names", "mamba_dims", "Calibration", "Po
            "accelerator", "DRAFT_CHOICES", "MODEL_DRAFT_FLOWS", "StepConfig", "Phase", "StepResult", "JSON_KEYS",
            "expected_tokens", "SSM_OPS_PER_ELEM", "ssm_timing", "weight_bytes", "layout_weight_bytes",
            "state_bytes",
-           "step_model", "deepest_probability", "seed_step", "speq_step", "paper_rows", "StateTraffic",
+           "step_model", "deepest_probability", "solve_rising", "seed_step", "speq_step", "paper_rows", "StateTraffic",
            "state_traffic", "ssm_layer_seconds", "state_ports_needed", "vector_elements",
            "vector_stage_elements", "vector_beats", "commit_vector_elements"]
 
@@ -1054,6 +1054,16 @@ def step_model(accel, step):
     return _step_model(accel, step)
 
 
+def solve_rising(f, target):
+    """The ``x`` in ``[0, 1]`` with ``f(x) = target`` for ``f`` rising on ``[0, 1]``
+    (bisection to 2^-60; an end of the interval when ``target`` is outside ``f``'s range)."""
+    lo, hi = 0.0, 1.0
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if f(mid) < target else (lo, mid)
+    return (lo + hi) / 2
+
+
 def deepest_probability(tree, *, levels, tokens=None, alpha=None):
     """Probability that the accepted path reaches depth ``levels`` of ``tree`` (the
     deepest level drafted, whose nodes no draft pass runs), under
@@ -1062,17 +1072,8 @@ def deepest_probability(tree, *, levels, tokens=None, alpha=None):
     tree = tree if isinstance(tree, TreeShape) else TreeShape(tuple(tree))
     if alpha is None:
         check_float("deepest_probability", "tokens", tokens, min=1.0)
-        if tokens >= expected_tokens(tree, alpha=1.0, levels=levels):
-            alpha = 1.0
-        else:
-            lo, hi = 0.0, 1.0
-            for _ in range(60):
-                mid = (lo + hi) / 2
-                if expected_tokens(tree, alpha=mid, levels=levels) < tokens:
-                    lo = mid
-                else:
-                    hi = mid
-            alpha = (lo + hi) / 2
+        alpha = (1.0 if tokens >= expected_tokens(tree, alpha=1.0, levels=levels) else
+                 solve_rising(lambda a: expected_tokens(tree, alpha=a, levels=levels), tokens))
     reach = 1.0
     for b in tree.branching[:levels]:
         reach *= 1.0 - (1.0 - alpha) ** b
@@ -1134,10 +1135,10 @@ def _step_model(accel, step):
                 n.add(draft_pass(sizes[k], reads=0, writes=0), 1.0)
             deep = deepest_probability(tree, levels=levels, alpha=step.alpha,
                                        tokens=None if step.alpha is not None else tokens)
+            # A node pass: one node alone, from its parent's state, its own written.
+            node_pass = draft_pass(1, reads=1, writes=1)
             if step.draft_flow == "node":
-                # Every expanded node alone, from its parent's state, its own written.
-                d.add(draft_pass(1, reads=1, writes=1), sum(sizes[:levels]))
-                d.add(draft_pass(1, reads=1, writes=1), deep)
+                d.add(node_pass, sum(sizes[:levels]) + deep)
             else:
                 for k in range(levels):
                     d.add(draft_pass(sum(sizes[:k + 1]), reads=1, writes=0), 1.0)
@@ -1171,8 +1172,7 @@ def _step_model(accel, step):
                 # The runtime runs the target's commit beside the draft's next node pass
                 # (StepPlan.node_program's beside): the replay hides behind that pass's
                 # linear jobs and vector stages, at most.
-                one = draft_pass(1, reads=1, writes=1)
-                beside_e += prob * min(r.time, (one.lin + one.vec) / clk)
+                beside_e += prob * min(r.time, (node_pass.lin + node_pass.vec) / clk)
                 # The draft's commit: every path node's state is stored, so the windows
                 # are copied and the last node's state adopted (StepPlan.window_program,
                 # adopt).
