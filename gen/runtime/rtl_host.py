@@ -315,7 +315,7 @@ def _host(h, p):
     shape = TreeShape(tuple(p["tree"]))
     V = shape.num_nodes
     on_core = bool(p.get("draft_on_core"))
-    by_node = p.get("draft_flow", "node") == "node"
+    by_node = p["draft_flow"] == "node"
     plan = StepPlan(h.core, pair.target, nodes=V)
     plan.write_state(pair.target.initial_state())
     plans = [plan]
@@ -495,7 +495,7 @@ def _host(h, p):
               "nodes_per_step": [s["nodes"] for s in per_step],
               "steps": per_step, "prefill_cycles": prefill, "cycles": cycles,
               "generated": generated, "cycles_per_token": cycles / generated,
-              "draft_on_core": on_core, "draft_flow": "node" if by_node else "prefix",
+              "draft_on_core": on_core, "draft_flow": p["draft_flow"],
               "clock_mhz": h.config.board.clock_mhz,
               "addr_width": p["addr_width"], "max_records": p["max_records"],
               "backend": p.get("backend", "axi-lite"), "programs": h.programs}
