@@ -118,8 +118,10 @@ class HardwareLM:
         c = lm.config
         self._c = c
         try:
+            # The model's geometry on the design's numerics (ports and head groups are
+            # the hardware's layout: no result depends on them).
             self.ssm = replace(config.ssm, nheads=c.nheads, headdim=c.headdim, d_state=c.d_state,
-                               state_ports=1)
+                               state_ports=1, head_groups=1)
         except ValueError as exc:
             raise ValueError(f"HardwareLM: the model's SSM (nheads {c.nheads}, headdim "
                              f"{c.headdim}, d_state {c.d_state}) does not fit the design's SSM "

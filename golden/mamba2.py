@@ -77,7 +77,7 @@ the flushes, so a study can say how often they happen
 (``docs/ssm-numerics.md``).
 """
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
 import numpy as np
@@ -163,6 +163,14 @@ class SSMConfig:
         stripe of its own (:func:`golden.memory_map.stripe_state`). The VHK158 preset
         uses 16: the 128 lanes' 4,096 bits a fabric cycle in 256-bit HBM port beats,
         one a fabric cycle per port, the rate of a write port.
+    head_groups : int
+        Passes of the SSM unit a layer: the unit is built for ``nheads/head_groups``
+        heads (:attr:`pass_config`) and a layer's heads run as that many passes, group
+        ``g`` the heads ``g·nheads/head_groups …``. Heads are independent given ``x``,
+        ``B``, ``C`` and ``dt`` (Mamba2), so no result depends on it; it lets a group's
+        pass start once in_proj has produced its inputs, while the linear unit computes
+        the rest (SpecMamba's per-head hand-over, arXiv 2509.19873). It must divide
+        ``nheads``, and ``input_words`` must divide a group's heads.
     """
 
     nheads: int
@@ -176,6 +184,7 @@ class SSMConfig:
     contract: str = "ieee"
     input_words: int = 1
     state_ports: int = 1
+    head_groups: int = 1
 
     def __post_init__(self):
         check_int("SSMConfig", "nheads", self.nheads, min=1)
@@ -199,6 +208,13 @@ class SSMConfig:
                              f"lanes, d_state, nheads and nheads*headdim "
                              f"({', '.join(f'{k} = {v}' for k, v in counts.items())}), "
                              f"not {self.input_words!r}")
+        check_int("SSMConfig", "head_groups", self.head_groups, min=1)
+        divisors = [g for g in range(1, self.nheads + 1) if self.nheads % g == 0
+                    and (self.nheads // g) % self.input_words == 0]
+        if self.head_groups not in divisors:
+            raise ValueError(f"SSMConfig.head_groups must divide nheads ({self.nheads}) into "
+                             f"groups of a multiple of input_words ({self.input_words}) heads: "
+                             f"one of {', '.join(map(str, divisors))}, not {self.head_groups!r}")
         check_int("SSMConfig", "state_ports", self.state_ports, min=1, max=64)
         if not _is_pow2(self.state_ports) or self.lanes % self.state_ports:
             raise ValueError(f"SSMConfig.state_ports must be a power of two that divides "
@@ -241,6 +257,14 @@ class SSMConfig:
     def d_inner(self):
         """``nheads·headdim``: the width of x, z and y."""
         return self.nheads * self.headdim
+
+    @property
+    def pass_config(self):
+        """The SSM unit one pass runs: ``nheads/head_groups`` heads, everything else the
+        same (``head_groups`` 1)."""
+        if self.head_groups == 1:
+            return self
+        return replace(self, nheads=self.nheads // self.head_groups, head_groups=1)
 
     @property
     def state_shape(self):

@@ -33,6 +33,8 @@ SpecMamba's linear/SSM overlap (arXiv 2509.19873: linear layers in parallel, SSM
 layers in series), measured by the ``PERF_OVERLAP`` counter.
 """
 
+from dataclasses import replace
+
 from amaranth import C, Cat, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.memory import Memory
@@ -158,6 +160,10 @@ class Accelerator(wiring.Component):
                              f"memory-fed linear engine's DSPLinearUnit; the 'exact' "
                              f"LinearUnit is a block of its own), not "
                              f"{config.linear.contract!r}")
+        # The host runs a layer's SSM pass as one descriptor here: head groups
+        # (ssm.head_groups) are the decoder core's programs' (hw.step_program).
+        if config.ssm.head_groups > 1:
+            config = config.replace(ssm=replace(config.ssm, head_groups=1))
         self._config = config
         self._regmap = accelerator_regmap(config)
         self._layout = ssm_engine_layout(config)

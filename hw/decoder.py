@@ -215,6 +215,16 @@ class DecoderCore(SequencedCore):
                                      f"is not a multiple of the {stage} engine's lanes "
                                      f"({lanes[stage]}, vector.lanes {config.vector.lanes})")
 
+        # A head group's dt and x (ssm.head_groups) are copied and convolved on their own.
+        G = c.head_groups
+        for stage, dim, n in (("copy", "nheads", model.nheads // G),
+                              ("conv1d", "d_inner", model.d_inner // G)):
+            if G > 1 and n % lanes[stage]:
+                raise ValueError(f"DecoderCore: a head group's {dim} ({model.nheads // G} of "
+                                 f"the model's {model.nheads} heads, ssm.head_groups {G}: "
+                                 f"{n}) is not a multiple of the {stage} engine's lanes "
+                                 f"({lanes[stage]}, vector.lanes {config.vector.lanes})")
+
         def beats(stage, n):
             return -(-n // lanes[stage])
         conv_elems = beats("conv1d", max(model.d_inner, model.d_state))

@@ -145,7 +145,9 @@ class SSMEngine(wiring.Component):
     ----------
     config : golden.config.Config
         The SSM unit (``ssm``, ``pipeline``), the tree (``tree.max_nodes``,
-        ``tree.fifo_depth``) and the board's memory ports (``board``).
+        ``tree.fifo_depth``) and the board's memory ports (``board``). With
+        ``ssm.head_groups`` > 1 the engine is one pass's (``ssm.pass_config``: a group
+        of heads), and a layer is that many descriptors (:mod:`hw.step_program`).
     addr_width : int
         Byte-address width of every AXI port (default 40).
     **master_overrides
@@ -177,6 +179,10 @@ class SSMEngine(wiring.Component):
     def __init__(self, *, config, addr_width=40, **master_overrides):
         if not isinstance(config, Config):
             raise TypeError(f"SSMEngine.config must be a golden.config.Config, not {config!r}")
+        # The engine runs one pass of ssm.head_groups a descriptor: it is built, and
+        # lays out its records and state, for a pass's heads.
+        if config.ssm.head_groups > 1:
+            config = config.replace(ssm=config.ssm.pass_config)
         self._config = config
         self._unit = TreeSSMUnit.from_config(config)
         c = config.ssm

@@ -6,27 +6,35 @@ between the stages) and writes the program of one step for a tree of ``V`` nodes
 (``docs/decoder.md``): per layer
 
 1. the pre-norm of every node's ``h`` (``norm``), binary16, token-major;
-2. the in_proj jobs (``linear``), one per output tile; its rows are laid out with each
-   segment (``z``, ``x``, ``B``, ``C``, ``dt``) starting on a multiple of ``cols`` rows
-   (zero rows between them), so the stream engines read a node's segment in place from
-   the job's result records, a chunk of ``cols`` rows per record and a ragged last chunk;
-3. the conv1d (``conv1d``): three descriptors per node, its ``x``, ``B`` and ``C``
-   channels, each reading the window its parent wrote (the committed window for the
-   root) and writing its outputs into the node's SSM input record (``B, C, x, dt``) and
-   its own window; the first node of every tree depth waits for the conv1d engine to
-   drain, so a parent's window is in memory before its children read it;
-4. ``dt`` of every node into its record (``copy``), beside the conv1d;
-5. the tree SSM pass (``ssm``), ``y`` of every node, no state written (a commit pass
-   replays the accepted path);
-6. the gated norm (``gate_norm``): ``y`` and ``z`` in place, binary16, token-major;
-7. the out_proj jobs and the residual (``residual``), ``h`` updated in place;
+2. the in_proj jobs (``linear``), one per output tile; its rows are laid out as segments
+   ``B``, ``C``, ``dt``, then each head group's ``x``, then ``z``
+   (:func:`in_proj_segments`), each starting on a multiple of ``cols`` rows (zero rows
+   between them), so the stream engines read a node's segment in place from the job's
+   result records, a chunk of ``cols`` rows per record and a ragged last chunk;
+3. per head group ``g`` (``ssm.head_groups``; one unless the design splits the heads):
+   the conv1d (``conv1d``), three descriptors per node, its ``x`` channels of the group,
+   ``B`` and ``C``, each reading the window its parent wrote (the committed window for
+   the root) and writing its outputs into the node's SSM input record of the group
+   (``B, C, x, dt``) and its own window; the first node of every tree depth waits for the
+   conv1d engine to drain, so a parent's window is in memory before its children read it;
+   ``dt`` of the group's heads into its records (``copy``); and the group's tree SSM pass
+   (``ssm``), ``y`` of every node, no state written (a commit pass replays the accepted
+   path). Group ``g``'s stages wait only for the in_proj jobs up to its ``x``: the jobs
+   holding the next group's rows are handed out after group ``g``'s SSM pass, so the
+   linear engine computes them while that pass runs (SpecMamba's per-head hand-over);
+   the rest of in_proj (``z``) follows the last group's pass;
+4. the gated norm (``gate_norm``): ``y`` (group by group) and ``z`` in place, binary16,
+   token-major;
+5. the out_proj jobs and the residual (``residual``), ``h`` updated in place;
 
 then the final norm, the LM head's jobs, the argmax of every node and, in a target step,
 the greedy acceptance of the tree (``accept``: the accepted path and its tokens, read
 from the tree table the host writes beside the program). Each record waits
 only for the engines whose results it reads (and the linear jobs of a layer for the
 stage before them); the in_proj jobs queue in the linear engine, and the conv1d runs
-beside the ``dt`` copy.
+beside the ``dt`` copy. A head group's SSM records, parameters (``A``, ``dt_bias``,
+``D`` of its heads) and state image (the engine's layout of its heads, striped over the
+state ports) follow the group before's.
 
 Before the first layer, the copy engine gathers every node's embedding row into ``h``
 from a row-major binary32 copy of the table (the BSFP planes hold the embedding only in
@@ -78,15 +86,29 @@ class Segment:
     at: int
 
 
-def in_proj_segments(model, cols):
-    """The segments ``z, x, B, C, dt`` of in_proj, each placed on a multiple of ``cols``
-    rows; and the padded row count."""
-    parts = (("z", model.d_inner), ("x", model.d_inner), ("B", model.d_state),
-             ("C", model.d_state), ("dt", model.nheads))
-    out, row0, at = [], 0, 0
-    for name, rows in parts:
-        out.append(Segment(name, row0, rows, at))
-        row0 += rows
+def in_proj_segments(model, cols, groups=1):
+    """The segments of in_proj, each placed on a multiple of ``cols`` rows, and the padded
+    row count: ``B``, ``C``, ``dt``, then per head group ``g`` (``groups`` of them,
+    :attr:`golden.mamba2.SSMConfig.head_groups`) its ``x{g}``, then ``z``.
+
+    The order is the step's: the linear engine computes the rows in order, so a group's
+    SSM pass can start once the jobs up to its ``x`` are done (``B``, ``C`` and every
+    group's ``dt`` come first) while the engine works on the next group's rows, and ``z``
+    (read only by the gated norm) comes last. Every segment starts a record, so the stream
+    engines read it in place (``cols`` rows a record); ``dt`` is one segment (a group's
+    heads are a slice of a record), which keeps the padding of ``groups`` segments to the
+    ``x`` parts."""
+    Hg, P = model.nheads // groups, model.headdim
+    # in_proj's rows in the model: z, x, B, C, dt (mamba_ssm's Mamba2).
+    row0 = {"z": 0, "x": model.d_inner, "B": 2 * model.d_inner,
+            "C": 2 * model.d_inner + model.d_state, "dt": 2 * model.d_inner + 2 * model.d_state}
+    parts = [("B", row0["B"], model.d_state), ("C", row0["C"], model.d_state),
+             ("dt", row0["dt"], model.nheads)]
+    parts += [(f"x{g}", row0["x"] + g * Hg * P, Hg * P) for g in range(groups)]
+    parts.append(("z", row0["z"], model.d_inner))
+    out, at = [], 0
+    for name, r0, rows in parts:
+        out.append(Segment(name, r0, rows, at))
         at += -(-rows // cols) * cols
     return out, at
 
@@ -151,6 +173,18 @@ class StepPlan:
         self.cols, self.rows = lm.config.linear.cols, lm.config.linear.rows
         self.rec = self.lin.y_record_bytes
         self.ssm_rec = eng["ssm"].record_bytes
+        #: Head groups (``ssm.head_groups``): a layer's SSM work is this many engine passes,
+        #: group ``g`` the heads ``g·Hg … (g + 1)·Hg − 1`` with their own input records,
+        #: ``y``, parameters and state (its image, :attr:`group_state_bytes`, in turn).
+        self.G = lm.config.ssm.head_groups
+        self.Hg = m.nheads // self.G
+        unit = eng["ssm"].unit.cfg
+        if (unit.nheads, unit.headdim) != (self.Hg, m.headdim):
+            raise ValueError(f"StepPlan: the core's SSM engine runs {unit.nheads} heads of "
+                             f"{unit.headdim} a pass, the plan's model {self.Hg} of "
+                             f"{m.headdim} (nheads {m.nheads}, ssm.head_groups {self.G})")
+        #: Bytes of one group's state image (the engine's :attr:`~hw.ssm_engine.SSMEngine.state_bytes`).
+        self.group_state_bytes = eng["ssm"].state_bytes
         self.layouts = {n: e.desc.payload.shape() for n, e in eng.items()}
         #: Model elements a beat of each engine (``golden.config.Config.stage_lanes``): its
         #: descriptors count beats.
@@ -203,7 +237,11 @@ class StepPlan:
 
     def _weights(self):
         m, lm = self.model, self.lm
-        self.segments, padded = in_proj_segments(m, self.cols)
+        self.segments, padded = in_proj_segments(m, self.cols, self.G)
+        self._seg = {s.name: s for s in self.segments}
+        # A head group's SSM record: B, C, its x and dt (hw.ssm_engine).
+        N, HgP = m.d_state, self.Hg * m.headdim
+        self._rec_off = {"B": 0, "C": 4 * N, "x": 8 * N, "dt": 8 * N + 4 * HgP}
         self.layers = []
         for i in range(m.n_layer):
             p = f"backbone.layers.{i}.mixer."
@@ -221,9 +259,11 @@ class StepPlan:
             # A channel's taps are one element of the conv1d engine (d_conv words).
             L["conv_w"] = self._alloc(4 * prm["conv_w"].size)
             self.put(L["conv_w"], self._words(prm["conv_w"]))
+            # Per head group its A, dt_bias and D (the engine's parameter block a pass).
             L["ssm_params"] = self._alloc(12 * m.nheads)
             self.put(L["ssm_params"], self._words(np.concatenate(
-                [prm["A"], prm["dt_bias"], prm["D"]])))
+                [prm[k][g * self.Hg:(g + 1) * self.Hg] for g in range(self.G)
+                 for k in ("A", "dt_bias", "D")])))
             self.layers.append(L)
         head = lm.encoded[lm.head_tensor]
         self.head_k, self.head_jobs = int(head.scales), self._matrix(head.stored)
@@ -265,17 +305,18 @@ class StepPlan:
             L["win"] = [self._alloc(win) for _ in range(V + 1)]
             # Every layer keeps its nodes' SSM input records: the commit pass replays the
             # accepted path from them.
-            L["ssm_in"] = self._alloc(V * self.ssm_rec)
+            # (A head group's records, V of them, after the group before's.)
+            L["ssm_in"] = self._alloc(self.G * V * self.ssm_rec)
             # Two state banks: a commit pass reads the committed one and writes the other,
             # so a pass cut by a reset leaves the committed state whole (rerun it).
-            L["state"] = [self._alloc(ssm.state_bytes), self._alloc(ssm.state_bytes)]
+            st = self.G * ssm.state_bytes
+            L["state"] = [self._alloc(st), self._alloc(st)]
             if self.node_states:
                 # Node v's state after its own token (node_program writes it; its
                 # children's passes read it), in two sets: a state adopted as the
                 # committed one (adopt) stays whole while the next step's node programs
                 # write the other set.
-                L["node_state"] = [[self._alloc(ssm.state_bytes) for _ in range(V)]
-                                   for _ in range(2)]
+                L["node_state"] = [[self._alloc(st) for _ in range(V)] for _ in range(2)]
         #: The committed bank (:meth:`flip` after a commit pass is done).
         self.bank = 0
         #: The set node programs write (:meth:`adopt` switches it).
@@ -296,8 +337,17 @@ class StepPlan:
             self.put(L["win"][0], w.tobytes())
             # The design's SSM unit (its state ports: the stripes), not the model's
             # geometry-only copy of it (HardwareLM.ssm has one state port).
-            img = state_image(self.lm.config.ssm, np.asarray(ssm, np.float32))
-            self.put(L["state"][self.bank], np.ascontiguousarray(img, np.float32).tobytes())
+            self.put(L["state"][self.bank], self._state_image(ssm))
+
+    def _state_image(self, ssm):
+        """A layer's SSM state (``(nheads, headdim, d_state)``) as the core holds it: each
+        head group's image in the engine's tile order, striped over its state ports
+        (:func:`golden.memory_map.state_image` of one pass's unit), group after group."""
+        cfg = self.lm.config.ssm.pass_config
+        ssm = np.asarray(ssm, np.float32)
+        return b"".join(np.ascontiguousarray(
+            state_image(cfg, ssm[g * self.Hg:(g + 1) * self.Hg]), np.float32).tobytes()
+            for g in range(self.G))
 
     def table(self, parents):
         """``[(node, entry fields, src)]`` of the SSM engine's node table for ``parents``."""
@@ -314,9 +364,21 @@ class StepPlan:
                              payload=_pack(self.layouts[engine], desc))
 
     def _in_place(self, name, records, row0, n, v, lanes=1):
-        """Operand ``name`` reading rows ``row0 … row0 + n − 1`` (``row0`` a multiple of
-        ``cols``) of node ``v`` from linear results at ``records``, ``lanes`` rows a beat
-        (which divides ``cols`` and ``n``: ``golden.config.VectorConfig``)."""
+        """Operand ``name`` reading rows ``row0 … row0 + n − 1`` of node ``v`` from linear
+        results at ``records``, ``lanes`` rows a beat (which divides ``cols`` and ``n``:
+        ``golden.config.VectorConfig``): from the start of a record (``row0`` a multiple of
+        ``cols``), or a slice of one record (a head group's ``dt``)."""
+        skip = row0 % self.cols
+        if skip:
+            if skip + n > self.cols or skip % lanes:
+                raise ValueError(f"StepPlan: rows {row0} … {row0 + n - 1} of a linear job's "
+                                 f"results cross a record of {self.cols} rows (linear.cols) "
+                                 f"or start off a beat of {lanes}: head groups "
+                                 f"(ssm.head_groups) whose dt does not fit a record")
+            return {f"{name}_addr": records + (row0 // self.cols * self.n + v) * self.rec
+                    + 4 * skip, f"{name}_vstride": self.rec, f"{name}_cstride": 0,
+                    f"{name}_chunk": n // lanes, f"{name}_chunks": 1,
+                    f"{name}_tail": n // lanes}
         chunks = -(-n // self.cols)
         return {f"{name}_addr": records + (row0 // self.cols * self.n + v) * self.rec,
                 f"{name}_vstride": self.rec, f"{name}_cstride": self.n * self.rec,
@@ -328,13 +390,11 @@ class StepPlan:
         return {f"{name}_addr": addr, f"{name}_vstride": vstride, f"{name}_cstride": 0,
                 f"{name}_chunk": n // lanes, f"{name}_chunks": 1, f"{name}_tail": 0}
 
-    def _norm(self, engine, src, w, n, out, out_stride, z=False):
-        L = self.lanes[engine]
-        desc = {"vectors": self.n, "elements": n // L, **self._vector("y", *src, lanes=L),
+    def _norm(self, src, w, n, out, out_stride):
+        """The pre-norm (or final norm) of every node's ``h`` at ``src``."""
+        L = self.lanes["norm"]
+        return {"vectors": self.n, "elements": n // L, **self._vector("y", *src, lanes=L),
                 **self._vector("w", w, n, 0, L), "out_addr": out, "out_vstride": out_stride}
-        if z:
-            desc.update(self._in_place("z", self.zx, 0, n, 0, L))
-        return desc
 
     def _jobs(self, jobs, k, x, x_stride, y, wait):
         out = []
@@ -410,16 +470,12 @@ class StepPlan:
         whose state and window a 1-node pass starts from (``ROOT``: the committed ones).
         ``beside``: another plan's records a layer, interleaved (:meth:`node_program`)."""
         beside = list(beside or ())
-        depth = tree_depths(p)
         self.n = V = p.size
         ids = [int(i) for i in ids]
         m = self.model
-        seg = {s.name: s for s in self.segments}
-        N, H, HP = m.d_state, m.nheads, m.d_inner
-        # The SSM record: B, C, x, dt (hw.ssm_engine).
-        rec_off = {"B": 0, "C": 4 * N, "x": 8 * N, "dt": 8 * N + 4 * HP}
-        chan = {"x": 0, "B": m.d_inner, "C": m.d_inner + N}
-        lc, lv, lr = self.lanes["copy"], self.lanes["conv1d"], self.lanes["residual"]
+        seg, rec_off = self._seg, self._rec_off
+        G, Hg, P = self.G, self.Hg, m.headdim
+        lc, lr = self.lanes["copy"], self.lanes["residual"]
         # Every node's embedding row into h: a gather, one copy a node.
         recs = [self._rec("copy", {
             "vectors": 1, "elements": m.d_model // lc,
@@ -427,53 +483,51 @@ class StepPlan:
             "y_addr": self.h + v * self.h_stride, "y_vstride": 0}) for v, t in enumerate(tokens)]
         for i, L in enumerate(self.layers):
             recs.append(self._rec("norm", self._norm(
-                "norm", (self.h, m.d_model, self.h_stride), L["norm"], m.d_model, self.xn,
+                (self.h, m.d_model, self.h_stride), L["norm"], m.d_model, self.xn,
                 self.xn_stride), ("residual",) if i else ("copy",)))
-            recs += self._jobs(L["in_jobs"], L["in_k"], self.xn, self.xn_stride, self.zx,
-                               ("norm",))
-            for v in range(V):
+            jobs, issued = L["in_jobs"], 0
+            for g in range(G):
+                # in_proj's jobs up to the one holding group g's last x row; group g's
+                # stages wait for them, and its SSM pass runs while the linear engine
+                # computes the next group's rows (SpecMamba's per-head hand-over).
+                last = seg[f"x{g}"].at + seg[f"x{g}"].rows - 1
+                need = next(k for k, (j, _, _) in enumerate(jobs)
+                            if j.row0 + j.n_rows > last) + 1
+                fresh = need > issued
+                if fresh:
+                    recs += self._jobs(jobs[issued:need], L["in_k"], self.xn, self.xn_stride,
+                                       self.zx, ("norm",) if issued == 0 else ())
+                    issued = need
+                base = L["ssm_in"] + (g * self.V + ids[0]) * self.ssm_rec
+                recs += self._conv(L, g, p, ids, parent, base,
+                                   first_wait=("linear",) if fresh else ())
+                recs.append(self._rec("copy", {
+                    "vectors": V, "elements": Hg // lc,
+                    **self._in_place("x", self.zx, seg["dt"].at + g * Hg, Hg, 0, lc),
+                    "y_addr": base + rec_off["dt"], "y_vstride": self.ssm_rec},
+                    ("linear",) if fresh else ()))
                 if parent is None:
-                    src = L["win"][0 if p[v] == ROOT else 1 + ids[int(p[v])]]
+                    ssm = self._ssm(L, V, y_en=1, g=g)
                 else:
-                    src = L["win"][0 if parent == ROOT else 1 + parent]
-                for n_seg, name in enumerate(("x", "B", "C")):
-                    s, c0 = seg[name], chan[name]
-                    desc = {"vectors": 1, "elements": s.rows // lv,
-                            **self._vector("window", src + c0 * self.wb, s.rows, 0, lv),
-                            **self._in_place("x", self.zx, s.at, s.rows, v, lv),
-                            **self._vector("taps", L["conv_w"] + c0 * 4 * m.d_conv, s.rows, 0,
-                                           lv),
-                            **self._vector("bias", L["conv_b"] + 4 * c0, s.rows, 0, lv),
-                            "y_addr": L["ssm_in"] + ids[v] * self.ssm_rec + rec_off[name],
-                            "y_vstride": 0, "new_window_addr": L["win"][1 + ids[v]] + c0 * self.wb,
-                            "new_window_vstride": 0}
-                    wait = ()
-                    if v == 0 and n_seg == 0:
-                        wait = ("linear",)
-                    elif n_seg == 0 and depth[v] != depth[v - 1]:
-                        wait = ("conv1d",)
-                    recs.append(self._rec("conv1d", desc, wait))
-            dt = seg["dt"]
-            recs.append(self._rec("copy", {
-                "vectors": V, "elements": H // lc,
-                **self._in_place("x", self.zx, dt.at, H, 0, lc),
-                "y_addr": L["ssm_in"] + ids[0] * self.ssm_rec + rec_off["dt"],
-                "y_vstride": self.ssm_rec}, ("linear",)))
-            if parent is None:
-                ssm = self._ssm(L, V, y_en=1)
-            else:
-                # The pass starts from the parent's state and keeps the node's own.
-                # The pass starts from the parent's state and keeps the node's own; it
-                # reads the node's record as record 0 of its table.
-                ssm = {**self._ssm(L, V, y_en=1, out_node=0),
-                       "input_addr": L["ssm_in"] + ids[0] * self.ssm_rec,
-                       "state_in_addr": (self.committed_state(L) if parent == ROOT
-                                         else L["node_state"][self.node_set][parent]),
-                       "state_out_addr": L["node_state"][self.node_set][ids[0]]}
-            recs.append(self._rec("ssm", ssm, ("conv1d", "copy")))
-            recs.append(self._rec("gate_norm", self._norm(
-                "gate_norm", (self.y, m.d_inner, 4 * m.d_inner), L["gate"], m.d_inner, self.g,
-                self.g_stride, z=True), ("ssm",)))
+                    # The pass starts from the parent's state and keeps the node's own; it
+                    # reads the node's record as record 0 of its table.
+                    off = g * self.group_state_bytes
+                    ssm = {**self._ssm(L, V, y_en=1, out_node=0, g=g), "input_addr": base,
+                           "state_in_addr": off + (self.committed_state(L) if parent == ROOT
+                                                   else L["node_state"][self.node_set][parent]),
+                           "state_out_addr": off + L["node_state"][self.node_set][ids[0]]}
+                recs.append(self._rec("ssm", ssm, ("conv1d", "copy")))
+            # The rest of in_proj (z), beside the last group's SSM pass.
+            recs += self._jobs(jobs[issued:], L["in_k"], self.xn, self.xn_stride, self.zx, ())
+            # The gated norm reads y group by group (a chunk each) and z in place.
+            Ln, yg = self.lanes["gate_norm"], Hg * P
+            gate = {"vectors": V, "elements": m.d_inner // Ln,
+                    "y_addr": self.y, "y_vstride": 4 * yg, "y_cstride": 4 * self.V * yg,
+                    "y_chunk": yg // Ln, "y_chunks": G, "y_tail": yg // Ln,
+                    **self._vector("w", L["gate"], m.d_inner, 0, Ln),
+                    **self._in_place("z", self.zx, seg["z"].at, m.d_inner, 0, Ln),
+                    "out_addr": self.g, "out_vstride": self.g_stride}
+            recs.append(self._rec("gate_norm", gate, ("ssm", "linear")))
             # Another plan's layer, once this layer's SSM pass is done (the gated norm
             # waited for it): its SSM pass runs beside this pass's linear jobs.
             if i < len(beside):
@@ -488,7 +542,7 @@ class StepPlan:
                 **self._in_place("d", self.o, 0, m.d_model, 0, lr),
                 "out_addr": self.h, "out_vstride": self.h_stride}, ("linear",)))
         recs.append(self._rec("norm", self._norm(
-            "norm", (self.h, m.d_model, self.h_stride), self.norm_f, m.d_model, self.xn,
+            (self.h, m.d_model, self.h_stride), self.norm_f, m.d_model, self.xn,
             self.xn_stride), ("residual",)))
         recs += self._jobs(self.head_jobs, self.head_k, self.xn, self.xn_stride, self.logits,
                            ("norm",))
@@ -522,14 +576,54 @@ class StepPlan:
         on = [w for w in words if f(w, "on_path")]
         return [f(w, "node") for w in on], [f(w, "token") for w in on]
 
-    def _ssm(self, L, nodes, *, y_en, out_node=None):
-        """An SSM engine pass of layer ``L`` over ``nodes`` table entries: a tree pass
-        (``y`` of every node, no state) or a commit pass (``out_node``'s state into the
-        other bank, no ``y``)."""
+    def _ssm(self, L, nodes, *, y_en, out_node=None, g=0):
+        """An SSM engine pass of layer ``L``'s head group ``g`` over ``nodes`` table
+        entries: a tree pass (``y`` of every node, no state) or a commit pass
+        (``out_node``'s state into the other bank, no ``y``)."""
+        off, Hg = g * self.group_state_bytes, self.Hg
         return {"nodes": nodes, "out_node": out_node or 0, "out_en": int(out_node is not None),
-                "y_en": y_en, "load_params": 1, "params_addr": L["ssm_params"],
-                "input_addr": L["ssm_in"], "state_in_addr": self.committed_state(L),
-                "state_out_addr": L["state"][1 - self.bank], "y_addr": self.y}
+                "y_en": y_en, "load_params": 1, "params_addr": L["ssm_params"] + 12 * g * Hg,
+                "input_addr": L["ssm_in"] + g * self.V * self.ssm_rec,
+                "state_in_addr": self.committed_state(L) + off,
+                "state_out_addr": L["state"][1 - self.bank] + off,
+                "y_addr": self.y + 4 * g * self.V * Hg * self.model.headdim}
+
+    def _conv(self, L, g, p, ids, parent, base, first_wait):
+        """The conv1d records of head group ``g`` of a pass over the nodes ``ids``: per
+        node its ``x`` channels of the group, ``B`` and ``C`` (every group's SSM record
+        holds them; a later group writes the same window words again), each reading the
+        window its parent wrote (the committed one for a root) and writing the node's
+        record at ``base`` (record ``v`` of the group's) and its own window. The first
+        waits ``first_wait``; the first node of every tree depth waits for the conv1d
+        engine to drain, so a parent's window is in memory before its children read it."""
+        m, out, lanes = self.model, [], self.lanes["conv1d"]
+        seg, rec_off, depth = self._seg, self._rec_off, tree_depths(p)
+        # Window channels (xBC, the model's order) of x and of B and C.
+        chan = {"x": 0, "B": m.d_inner, "C": m.d_inner + m.d_state}
+        for v in range(p.size):
+            if parent is None:
+                src = L["win"][0 if p[v] == ROOT else 1 + ids[int(p[v])]]
+            else:
+                src = L["win"][0 if parent == ROOT else 1 + parent]
+            for n_seg, name in enumerate(("x", "B", "C")):
+                s = seg[f"x{g}" if name == "x" else name]
+                c0 = chan[name] + (g * self.Hg * m.headdim if name == "x" else 0)
+                desc = {"vectors": 1, "elements": s.rows // lanes,
+                        **self._vector("window", src + c0 * self.wb, s.rows, 0, lanes),
+                        **self._in_place("x", self.zx, s.at, s.rows, v, lanes),
+                        **self._vector("taps", L["conv_w"] + c0 * 4 * m.d_conv, s.rows, 0,
+                                       lanes),
+                        **self._vector("bias", L["conv_b"] + 4 * c0, s.rows, 0, lanes),
+                        "y_addr": base + v * self.ssm_rec + rec_off[name], "y_vstride": 0,
+                        "new_window_addr": L["win"][1 + ids[v]] + c0 * self.wb,
+                        "new_window_vstride": 0}
+                wait = ()
+                if v == 0 and n_seg == 0:
+                    wait = first_wait
+                elif n_seg == 0 and depth[v] != depth[v - 1]:
+                    wait = ("conv1d",)
+                out.append(self._rec("conv1d", desc, wait))
+        return out
 
     def committed_state(self, L):
         """Layer ``L``'s committed SSM state: its bank, or the node state :meth:`adopt`
@@ -586,8 +680,9 @@ class StepPlan:
         a layer (its SSM replay and its window copy) and the node table
         (:meth:`commit_table`), for :meth:`node_program`'s ``beside``."""
         path = self._check_path(path, nodes)
-        layers = [[self._rec("ssm", self._ssm(L, len(path), y_en=0, out_node=len(path) - 1)),
-                   self._window_copy(L, path[-1])] for L in self.layers]
+        layers = [[self._rec("ssm", self._ssm(L, len(path), y_en=0, out_node=len(path) - 1,
+                                              g=g)) for g in range(self.G)]
+                  + [self._window_copy(L, path[-1])] for L in self.layers]
         return layers, self.commit_table(path, nodes=nodes)
 
     def _window_copy(self, L, v):
@@ -659,9 +754,11 @@ class StepPlan:
         L = self.layers[layer]
         w = np.frombuffer(self.get(L["win"][0], m.conv_dim * self.wb, data),
                           np.float32).reshape(m.conv_dim, self.wb // 4)
-        words = np.frombuffer(self.get(self.committed_state(L), self.core.engines["ssm"].state_bytes,
-                                       data), np.float32)
-        rows = unstripe_state(words, lanes=ssm.lanes, ports=ssm.state_ports)
-        H, P, N = ssm.state_shape
-        st = rows.reshape(H * P, -1)[:, :N].reshape(H, P, N)
-        return w[:, :m.d_conv - 1].T.copy(), st.copy()
+        gb, (H, P, N) = self.group_state_bytes, ssm.pass_config.state_shape
+        groups = []
+        for g in range(self.G):
+            words = np.frombuffer(self.get(self.committed_state(L) + g * gb, gb, data),
+                                  np.float32)
+            rows = unstripe_state(words, lanes=ssm.lanes, ports=ssm.state_ports)
+            groups.append(rows.reshape(H * P, -1)[:, :N].reshape(H, P, N))
+        return w[:, :m.d_conv - 1].T.copy(), np.concatenate(groups).copy()

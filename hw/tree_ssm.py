@@ -160,9 +160,10 @@ class TreeSSMUnit(SSMDatapath):
 
     @classmethod
     def from_config(cls, config):
-        """The unit of a :class:`golden.config.Config`: its ``ssm``, ``pipeline`` and
-        ``tree`` (``max_nodes``, ``fifo_depth``)."""
-        return cls(cfg=config.ssm, max_nodes=config.tree.max_nodes,
+        """The unit of a :class:`golden.config.Config`: its ``ssm`` (one pass's heads,
+        :attr:`golden.mamba2.SSMConfig.pass_config`), ``pipeline`` and ``tree``
+        (``max_nodes``, ``fifo_depth``)."""
+        return cls(cfg=config.ssm.pass_config, max_nodes=config.tree.max_nodes,
                    fifo_depth=config.tree.fifo_depth, mul_stages=config.pipeline.fp_mul_stages,
                    add_stages=config.pipeline.fp_add_stages)
 

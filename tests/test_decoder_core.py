@@ -42,6 +42,17 @@ def test_decode_step(seed, linear_pass):
 
 @pytest.mark.sim
 @pytest.mark.slow
+def test_decode_step_in_head_groups(seed):
+    """The same steps with the layer's SSM work in two head groups (``ssm.head_groups``):
+    4 heads of 4 rows, the engine built for 2, each group's pass reading its own records,
+    parameters and half of the state, and writing its half of the committed state; every
+    word checked as above."""
+    _run(seed, ssm={"nheads": 4, "headdim": 4, "d_state": 8, "head_groups": 2},
+         model={**DESIGN["model"], "headdim": 4})
+
+
+@pytest.mark.sim
+@pytest.mark.slow
 def test_decoder_bench_can_fail(seed):
     """One flipped expected logit fails the bench."""
     with pytest.raises(BenchFailure, match="golden"):

@@ -25,18 +25,29 @@ def built():
     return config, model, core, lm
 
 
+@pytest.mark.parametrize("groups", [1, 2, 5])
 @pytest.mark.parametrize("cols", [1, 3, 4, 84])
-def test_in_proj_segments_are_aligned_and_disjoint(cols):
+def test_in_proj_segments_are_aligned_and_disjoint(cols, groups):
     m = LMConfig.from_model("2.7B")
-    segs, padded = in_proj_segments(m, cols)
-    assert [s.name for s in segs] == ["z", "x", "B", "C", "dt"]
-    assert sum(s.rows for s in segs) == m.d_in_proj
-    row0 = 0
+    segs, padded = in_proj_segments(m, cols, groups)
+    assert [s.name for s in segs] == ["B", "C", "dt"] + [f"x{g}" for g in range(groups)] + ["z"]
+    # Every model row exactly once, each segment on a record, none overlapping.
+    rows = sorted(r for s in segs for r in range(s.row0, s.row0 + s.rows))
+    assert rows == list(range(m.d_in_proj))
     for s, nxt in zip(segs, segs[1:] + [None]):
-        assert s.row0 == row0 and s.at % cols == 0
+        assert s.at % cols == 0
         assert s.at + s.rows <= (nxt.at if nxt else padded)
-        row0 += s.rows
-    assert padded - m.d_in_proj < 5 * cols
+    assert padded - m.d_in_proj < len(segs) * cols
+    # In the model's order z, x, B, C, dt: group g's x rows are heads g·Hg … of x.
+    Hg, P = m.nheads // groups, m.headdim
+    by = {s.name: s for s in segs}
+    assert by["z"].row0 == 0 and by["B"].row0 == 2 * m.d_inner
+    assert by["dt"].row0 == 2 * m.d_inner + 2 * m.d_state and by["dt"].rows == m.nheads
+    for g in range(groups):
+        assert by[f"x{g}"].row0 == m.d_inner + g * Hg * P and by[f"x{g}"].rows == Hg * P
+    if cols == 84 and groups <= 2:
+        # VHK158's two 5,376-row tiles hold 2.7B's in_proj with one or two head groups.
+        assert padded <= 2 * 64 * 84
 
 
 def test_node_table_follows_the_fifo_schedule():
@@ -204,8 +215,11 @@ def test_commit_program_rejects_a_bad_path(built, path):
         plan.commit_program(path)
 
 
-def test_committed_state_round_trip(built):
-    config, model, core, lm = built
+@pytest.mark.parametrize("design", ["built", "grouped"])
+def test_committed_state_round_trip(design, request):
+    """The committed state in, and out, as the core holds it; in head groups each group's
+    image is the engine's layout of its heads, one after the other."""
+    config, model, core, lm = request.getfixturevalue(design)
     plan = StepPlan(core, lm, nodes=2)
     rng = np.random.default_rng(1)
     state = lm.initial_state()
@@ -215,6 +229,14 @@ def test_committed_state_round_trip(built):
     for i in range(model.n_layer):
         w, s = plan.committed_of(plan.data, i)
         assert np.array_equal(w, conv[i]) and np.array_equal(s, ssm[i])
+    G, Hg = config.ssm.head_groups, model.nheads // config.ssm.head_groups
+    assert plan.G == G
+    from specgen.golden.memory_map import state_image
+    for g in range(G):
+        at = plan.layers[0]["state"][0] + g * plan.group_state_bytes
+        img = np.frombuffer(plan.get(at, plan.group_state_bytes), np.float32)
+        want = state_image(config.ssm.pass_config, ssm[0][g * Hg:(g + 1) * Hg])
+        assert np.array_equal(img, np.asarray(want, np.float32).ravel())
 
 
 def test_node_program_runs_one_node_from_its_parents_state(built):
@@ -348,3 +370,77 @@ def test_a_draft_commit_adopts_the_last_nodes_stored_state(built):
         plan.window_program(5)
     with pytest.raises(ValueError, match="needs a plan made with node_states=True"):
         StepPlan(core, lm, nodes=5).window_program(0)
+
+
+@pytest.fixture(scope="module")
+def grouped():
+    """A core whose SSM engine runs a layer's 4 heads in two passes (``ssm.head_groups``)."""
+    p = {**DESIGN, "ssm": {"nheads": 4, "headdim": 4, "d_state": 8, "head_groups": 2},
+         "model": {**DESIGN["model"], "headdim": 4}}
+    config, model, core = make_core(p)
+    lm = HardwareLM(MambaLM.from_seed(model, seed=3), config=config)
+    return config, model, core, lm
+
+
+def _records(core, prog, n):
+    rb, lay = core.record_bits // 8, record_layout(core.record_bits)
+    return [data.Const(lay, int.from_bytes(prog[i * rb:(i + 1) * rb], "little"))
+            for i in range(n)]
+
+
+def _desc(plan, rec, engine):
+    lay = plan.layouts[engine]
+    return data.Const(lay, int(rec.payload) & ((1 << lay.size) - 1))
+
+
+def test_head_groups_hand_over_to_the_ssm_while_in_proj_runs(grouped):
+    """Per layer: in_proj's jobs up to group 0's x, group 0's conv1d (waiting for them),
+    its dt copy and SSM pass; then the jobs of group 1's rows, handed out while that pass
+    runs; group 1's conv1d waiting for them, its pass; the rest of in_proj (z); the gated
+    norm waiting for both engines and reading y group by group."""
+    config, model, core, lm = grouped
+    assert core.engines["ssm"].unit.cfg.nheads == 2
+    parents = [ROOT, 0, 0, 1]
+    plan = StepPlan(core, lm, nodes=len(parents))
+    recs = _records(core, *plan.program(parents, [1, 2, 3, 4]))
+    names = list(core.engines)
+    eng = [names[int(r.engine)] if int(r.op) != OP_END else "END" for r in recs]
+    first = eng.index("norm", len(parents))
+    layer = eng[first:eng.index("gate_norm") + 1]
+    ssm_at = [i for i, e in enumerate(layer) if e == "ssm"]
+    assert len(ssm_at) == 2
+    # Jobs between the two passes: group 1's rows, computed beside group 0's pass.
+    between = layer[ssm_at[0] + 1:ssm_at[1]]
+    assert "linear" in between and between.count("conv1d") == 3 * len(parents)
+    conv1 = first + ssm_at[0] + 1 + between.index("conv1d")
+    assert int(recs[conv1].wait) == 1 << core.index("linear")
+    gate = recs[first + len(layer) - 1]
+    assert int(gate.wait) == (1 << core.index("ssm")) | (1 << core.index("linear"))
+    L, Hg, P = plan.layers[0], 2, model.headdim
+    for g, i in enumerate(ssm_at):
+        d = _desc(plan, recs[first + i], "ssm")
+        assert int(d.params_addr) == L["ssm_params"] + 12 * g * Hg
+        assert int(d.input_addr) == L["ssm_in"] + g * plan.V * plan.ssm_rec
+        assert int(d.state_in_addr) == L["state"][0] + g * plan.group_state_bytes
+        assert int(d.y_addr) == plan.y + 4 * g * plan.V * Hg * P
+    # The parameters a pass loads are its heads'.
+    prm = lm.parameters(0)
+    words = np.frombuffer(plan.get(L["ssm_params"], 12 * model.nheads), np.float32)
+    want = np.concatenate([prm[k][g * Hg:(g + 1) * Hg] for g in range(2)
+                           for k in ("A", "dt_bias", "D")])
+    assert np.array_equal(words, want.astype(np.float32))
+    g_desc = _desc(plan, gate, "gate_norm")
+    assert (int(g_desc.y_chunks), int(g_desc.y_cstride), int(g_desc.y_vstride)) == (
+        2, 4 * plan.V * Hg * P, 4 * Hg * P)
+    # A commit replays the path group by group.
+    layers, _ = plan.commit_parts([0, 1, 3])
+    assert all(len(rs) == 3 for rs in layers)
+
+
+def test_head_groups_the_core_cannot_run():
+    """A group's heads must fill the copy engine's beats (the sim preset's 2 lanes)."""
+    p = {**DESIGN, "ssm": {"nheads": 2, "headdim": 8, "d_state": 8, "head_groups": 2}}
+    with pytest.raises(ValueError, match=r"a head group's nheads \(1 of the model's 2 heads, "
+                                         r"ssm.head_groups 2: 1\) is not a multiple of the copy "
+                                         r"engine's lanes \(2"):
+        make_core(p)

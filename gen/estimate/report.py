@@ -182,8 +182,10 @@ def _ssm_fit_points(cfg):
             w = cfg.input_words
             while w > 1 and any(v % w for v in (lanes, cfg.d_state, heads, heads * cfg.headdim)):
                 w //= 2
+            # One pass a layer: the fit's unit sweeps all its heads (head groups are
+            # the decoder core's programs').
             points.append(replace(cfg, nheads=heads, lanes=lanes, input_words=w,
-                                  state_ports=math.gcd(cfg.state_ports, lanes)))
+                                  state_ports=math.gcd(cfg.state_ports, lanes), head_groups=1))
         lanes *= 2
     return points
 

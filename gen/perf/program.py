@@ -161,7 +161,8 @@ class CoreShape:
     def of(cls, core, design):
         from .blocks import SSMTiming
         return cls(cols=design.linear.cols, weight_ports=core.engines["linear"].weight_ports,
-                   ssm_sweep=SSMTiming(cfg=design.ssm).tiles, engines=tuple(core.engines))
+                   ssm_sweep=SSMTiming(cfg=design.ssm.pass_config).tiles,
+                   engines=tuple(core.engines))
 
 
 def program_cycles(records, *, costs, shape, latency, trace=False):
