@@ -473,7 +473,10 @@ PRESETS = {
     # write master takes one beat a fabric cycle; VCK190's DDR is one port. The vector
     # stages take 4 elements a beat (the most that divides VHK158's 84 columns; with one,
     # they were half of the modeled verify pass, docs/perf.md); the sim preset 2, so
-    # every bench and the RTL generation run lanes.
+    # every bench and the RTL generation run lanes. VHK158 runs a layer's SSM work as two
+    # head groups of 40 (ssm.head_groups): group 0's pass starts after in_proj's first
+    # 5,376-row tile, beside the second (docs/decoder.md; the model puts the verify pass
+    # 11 % shorter, docs/perf-model.md). VCK190's passes are memory-bound: one group.
     "vck190": Config(name="vck190", board=_VCK190, tree=TreeConfig(fifo_depth=16, tile_size=64),
                      linear=LinearConfig(rows=64, cols=8, quant_lanes=3, max_k=8192,
                                          contract="dspfp32", max_tokens=16),
@@ -484,7 +487,8 @@ PRESETS = {
                      linear=LinearConfig(rows=64, cols=84, quant_lanes=3, max_k=8192,
                                          contract="dspfp32", max_tokens=16),
                      ssm=SSMConfig(nheads=80, headdim=64, d_state=128, lanes=128,
-                                   contract="dspfp32", input_words=8, state_ports=16),
+                                   contract="dspfp32", input_words=8, state_ports=16,
+                                   head_groups=2),
                      pipeline=_BOARD_PIPELINE, vector=VectorConfig(lanes=4)),
 }
 

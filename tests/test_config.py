@@ -177,3 +177,27 @@ def test_board_memory_clock_and_ports():
     vck = preset("vck190").board
     assert vck.memory_ports == 1 and vck.memory_port_gbs >= vck.mem_bw_gbs
     assert preset("sim").board.memory_clock_mhz != preset("sim").board.clock_mhz
+
+
+def test_ssm_head_groups_validation():
+    """``ssm.head_groups`` splits the heads into groups of whole input beats; a bad count
+    names the field and the counts allowed, from the CLI too (one line, status 2)."""
+    import dataclasses
+    import subprocess
+    import sys
+    ssm = preset("vhk158").ssm
+    assert ssm.head_groups == 2 and ssm.pass_config.nheads == 40
+    p = ssm.pass_config
+    assert p.head_groups == 1 and p.pass_config is p
+    with pytest.raises(ValueError, match=r"SSMConfig.head_groups must divide nheads \(80\) into "
+                                         r"groups of a multiple of input_words \(8\) heads: one "
+                                         r"of 1, 2, 5, 10, not 4"):
+        dataclasses.replace(ssm, head_groups=4)
+    with pytest.raises(ValueError, match="SSMConfig.head_groups must be"):
+        dataclasses.replace(ssm, head_groups=0)
+    r = subprocess.run([sys.executable, "-m", "specgen", "perf", "--board", "vhk158",
+                        "--target", "2.7B", "--draft", "speq", "--set", "ssm.head_groups=3"],
+                       capture_output=True, text=True)
+    assert r.returncode == 2 and r.stdout == ""
+    err = r.stderr.strip().splitlines()
+    assert len(err) == 1 and "head_groups" in err[0] and "1, 2, 5, 10" in err[0]

@@ -345,8 +345,10 @@ def test_vector_stages_add_their_elements_over_the_lanes():
     """A 2.7B verify pass of 15 nodes spends its vector elements (counted by hand from the
     Mamba2 widths) over each stage's lanes, in series with the rest of the pass: the
     design's 4 by default, the conv1d at most 2 (two windows fill a 256-bit HBM port), the
-    argmax 1."""
-    acc = accelerator(preset("vhk158"))
+    argmax 1. With one head group (on VHK158 nothing of a layer then overlaps); the
+    preset's two run the conv1d of B and C once more a layer."""
+    grouped = preset("vhk158")
+    acc = accelerator(grouped.replace(ssm=dataclasses.replace(grouped.ssm, head_groups=1)))
     assert acc.vector_lanes == 4 and acc.stage_lanes("conv1d") == 2
     res = {n: step_model(dataclasses.replace(acc, vector_lanes=n), seed_step())
            for n in (1, 4, 10**9)}
@@ -366,6 +368,8 @@ def test_vector_stages_add_their_elements_over_the_lanes():
     assert v1.t_compute - far.t_compute == pytest.approx(
         15 * (per_node(1) - per_node(10**9)) / acc.clock_hz, rel=1e-6)
     assert res[1].tokens_per_s < res[4].tokens_per_s < res[10**9].tokens_per_s
+    two = step_model(accelerator(grouped), seed_step()).phase("verify")
+    assert two.vector_cycles == pytest.approx(15 * (per_node(4) + 64 * 2 * 128 / 2))
 
 
 def test_deepest_probability_by_hand():
@@ -385,3 +389,35 @@ def test_deepest_probability_by_hand():
     tree = TreeShape((2, 2, 1, 1))
     assert math.isclose(deepest_probability(tree, levels=4, alpha=0.5),
                         (1 - 0.5 ** 2) ** 2 * 0.5 ** 2)
+
+
+def test_layer_overlap_by_hand():
+    """Two groups, two in_proj jobs of 10 cycles, group 0's rows in the first: its conv1d
+    (3) and SSM pass (8) run 10 … 21 while the second job runs 13 … 23 (handed out after
+    the pass's hand-over), so 8 of the serial 42 cycles are hidden. One group with a job
+    left after its x (z): that job runs beside the pass."""
+    from specgen.gen.perf.system import layer_overlap
+    assert layer_overlap(jobs=2, need=[1, 2], job_cycles=10, conv=[3, 3], ssm=[8, 8]) == 8
+    assert layer_overlap(jobs=3, need=[2], job_cycles=10, conv=[5], ssm=[20]) == 10
+    # Nothing to hide: every job before the only pass.
+    assert layer_overlap(jobs=2, need=[2], job_cycles=10, conv=[5], ssm=[20]) == 0
+
+
+def test_head_groups_shorten_the_vhk158_verify_pass():
+    """VHK158's preset runs 2.7B's SSM work in two head groups: its verify pass is shorter
+    than with one (group 0's pass beside in_proj's second tile), by at most that tile."""
+    from specgen.gen.perf.system import head_groups, mamba_dims
+    cfg = preset("vhk158")
+    assert cfg.ssm.head_groups == 2
+    one = cfg.replace(ssm=dataclasses.replace(cfg.ssm, head_groups=1))
+    step = StepConfig(target="2.7B", draft="370M", tree=TreeShape([2, 2, 1, 1]),
+                      tokens_per_step=4.91)
+    two_r, one_r = (step_model(accelerator(c), step) for c in (cfg, one))
+    v2, v1 = two_r.phase("verify").time, one_r.phase("verify").time
+    tile = 2560 * 15 / cfg.board.clock_mhz / 1e6 * 64          # K = d_model, 15 tokens
+    assert 0 < v1 - v2 <= tile
+    assert two_r.tokens_per_s > one_r.tokens_per_s
+    # A model whose heads the groups do not split into whole input beats runs one group.
+    acc = accelerator(cfg.replace(ssm=dataclasses.replace(cfg.ssm, head_groups=10)))
+    assert head_groups(acc, mamba_dims("2.7B")) == 10
+    assert head_groups(acc, mamba_dims("370M")) == 1       # 32 heads

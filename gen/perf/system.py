@@ -42,7 +42,8 @@ __all__ = ["VOCAB", "MambaDims", "model_names", "mamba_dims", "Calibration", "Po
            "state_bytes",
            "step_model", "deepest_probability", "solve_rising", "seed_step", "speq_step", "paper_rows", "StateTraffic",
            "state_traffic", "ssm_layer_seconds", "state_ports_needed", "vector_elements",
-           "vector_stage_elements", "vector_beats", "commit_vector_elements"]
+           "vector_stage_elements", "vector_beats", "commit_vector_elements", "head_groups",
+           "layer_overlap"]
 
 #: Mamba2 vocabulary (:data:`golden.mamba2.MAMBA2_VOCAB`).
 VOCAB = MAMBA2_VOCAB
@@ -337,9 +338,9 @@ class Accelerator:
         ``vector.lanes`` (what ``hw.stream_engine`` builds), each stage at
         ``config.stage_lanes`` (the conv1d capped by the memory port, the argmax at 1);
         another count prices stages with that many lanes. The stages run between the
-        linear and SSM units, not beside them: the core's programs order every layer's
-        stages by barriers, and ``PERF_OVERLAP`` measured no overlap inside a pass
-        (``docs/decoder.md``).
+        linear and SSM units: the core's programs order every layer's stages by
+        barriers, except that a head group's conv1d and SSM pass run beside the linear
+        engine's jobs for the next group's rows (:func:`layer_overlap`).
     calibration : Calibration
     """
 
@@ -817,7 +818,7 @@ class _Tally:
 
     # wbytes: the weight bytes the design reads; dbytes: the model's dense weight bytes,
     # which the roofline (the physical limit) counts.
-    KEYS = ("lin", "ssm", "other", "vec", "wbytes", "dbytes", "sbytes", "full", "quant",
+    KEYS = ("lin", "ssm", "other", "vec", "hidden", "wbytes", "dbytes", "sbytes", "full", "quant",
             "elems", "t_comp", "t_mem", "t_state", "t_ssm", "time")
 
     def __init__(self):
@@ -871,12 +872,73 @@ def ssm_timing(acc, dims):
                      add_stages=acc.ssm_add_stages)
 
 
+def head_groups(acc, dims):
+    """SSM passes a layer of ``dims`` takes on ``acc``: the design's ``ssm.head_groups``
+    where it splits the model's heads into groups of a multiple of ``ssm.input_words``
+    heads (what :class:`hw.decoder.DecoderCore` runs), else 1 (a what-if on a model the
+    design's groups do not divide)."""
+    G, H = acc.config.ssm.head_groups, dims.nheads
+    return G if H % G == 0 and (H // G) % acc.config.ssm.input_words == 0 else 1
+
+
 @functools.lru_cache(maxsize=4096)
 def _ssm_cycles(acc, dims, *, tokens):
-    """SSM unit cycles of ``tokens`` nodes in every layer (one stream per layer, layers serial)."""
+    """SSM unit cycles of ``tokens`` nodes in every layer (one stream per pass, a pass per
+    head group, passes and layers serial)."""
+    G = head_groups(acc, dims)
     t = ssm_timing(acc, dims)
-    per_layer = ssm_stream(t, tokens=tokens, words_per_cycle=acc.ssm_words_per_cycle).end + 1
+    if G > 1:
+        t = replace(t, cfg=replace(t.cfg, nheads=t.cfg.nheads // G))
+    per_layer = G * (ssm_stream(t, tokens=tokens, words_per_cycle=acc.ssm_words_per_cycle).end + 1)
     return dims.n_layer * per_layer * acc.calibration.ssm
+
+
+def layer_overlap(*, jobs, need, job_cycles, conv, ssm):
+    """Cycles of one layer's in_proj jobs, conv1d and SSM passes hidden by running head
+    groups beside the linear engine, as :class:`hw.step_program.StepPlan` orders them:
+    group ``g``'s conv1d waits for the first ``need[g]`` jobs (those holding its rows), its
+    SSM pass for its conv1d and the pass before; the jobs a group adds are handed out after
+    the previous group's SSM pass (and the rest of in_proj, ``z``, after the last), and the
+    gated norm waits for every SSM pass and job. ``jobs`` in_proj jobs of ``job_cycles``
+    cycles each; ``conv[g]`` and ``ssm[g]`` each group's cycles. Returns the serial sum
+    minus the schedule's span (≥ 0; the hand-over latencies are left out)."""
+    lin_end, issued, hand, conv_end, ssm_end = 0.0, 0, 0.0, 0.0, 0.0
+    for g, n in enumerate(need):
+        if n > issued:
+            lin_end = max(lin_end, hand) + (n - issued) * job_cycles
+            issued, start = n, max(lin_end, hand, conv_end)
+        else:
+            start = max(hand, conv_end)
+        conv_end = start + conv[g]
+        hand = max(conv_end, ssm_end)          # the SSM pass's hand-over
+        ssm_end = hand + ssm[g]
+    if jobs > issued:
+        lin_end = max(lin_end, hand) + (jobs - issued) * job_cycles
+    serial = jobs * job_cycles + sum(conv) + sum(ssm)
+    return max(0.0, serial - max(lin_end, ssm_end))
+
+
+@functools.lru_cache(maxsize=4096)
+def _hidden_cycles(acc, dims, *, tokens, mode, ssm_layer):
+    """Cycles of a pass of ``tokens`` nodes that :func:`layer_overlap` hides, all layers
+    (the DSP linear engine only: the decoder core's)."""
+    if acc.linear.contract != "dspfp32":
+        return 0.0
+    from specgen.hw.step_program import in_proj_segments
+    G = head_groups(acc, dims)
+    segs, padded = in_proj_segments(dims, acc.linear.cols, G)
+    tile = acc.linear.tile_rows
+    runs = dsp_matmul_jobs(linear=acc.linear, out_features=dims.d_in_proj,
+                           in_features=dims.d_model, tokens=tokens, mode=mode)
+    jobs = -(-dims.d_in_proj // tile)
+    job_cycles = (dsp_linear_schedule(runs, linear=acc.linear).cycles * acc.calibration.linear
+                  / jobs)
+    by = {s.name: s for s in segs}
+    need = [min(jobs, (by[f"x{g}"].at + by[f"x{g}"].rows - 1) // tile + 1) for g in range(G)]
+    Hg = dims.nheads // G
+    conv = [tokens * (2 * dims.d_state + Hg * dims.headdim) / acc.stage_lanes("conv1d")] * G
+    return dims.n_layer * layer_overlap(jobs=jobs, need=need, job_cycles=job_cycles,
+                                        conv=conv, ssm=[ssm_layer / G] * G)
 
 
 def ssm_layer_seconds(acc, dims, *, tokens):
@@ -885,21 +947,23 @@ def ssm_layer_seconds(acc, dims, *, tokens):
     return _ssm_cycles(acc, dims, tokens=tokens) / dims.n_layer / acc.clock_hz
 
 
-def vector_stage_elements(dims, *, tokens):
+def vector_stage_elements(dims, *, tokens, groups=1):
     """:func:`vector_elements` by the decoder core's engine that streams them
-    (``hw.decoder.DECODER_ENGINES``)."""
+    (``hw.decoder.DECODER_ENGINES``); with ``groups`` head groups the conv1d runs ``B`` and
+    ``C`` once a group (each group's SSM record holds them)."""
     return {"copy": tokens * (dims.d_model + dims.n_layer * dims.nheads),
             "norm": tokens * (dims.n_layer + 1) * dims.d_model,
-            "conv1d": tokens * dims.n_layer * dims.conv_dim,
+            "conv1d": tokens * dims.n_layer * (dims.conv_dim + 2 * (groups - 1) * dims.d_state),
             "gate_norm": tokens * dims.n_layer * dims.d_inner,
             "residual": tokens * dims.n_layer * dims.d_model,
             "argmax": tokens * dims.vocab}
 
 
-def vector_beats(dims, *, tokens, lanes):
+def vector_beats(dims, *, tokens, lanes, groups=1):
     """Beats (cycles at full rate) of the vector stages of one pass over ``tokens`` nodes,
     ``lanes(engine)`` elements a beat of each engine (``golden.config.Config.stage_lanes``)."""
-    return sum(n / lanes(e) for e, n in vector_stage_elements(dims, tokens=tokens).items())
+    return sum(n / lanes(e) for e, n in
+               vector_stage_elements(dims, tokens=tokens, groups=groups).items())
 
 
 def vector_elements(dims, *, tokens):
@@ -992,9 +1056,15 @@ def _pass(acc, dims, *, tokens, mode, bits, scale_group, state_reads, state_writ
     # roofline max(linear, SSM, state)).
     t.t_ssm = t.ssm / acc.clock_hz
     t.t_state = _state_seconds(acc, dims, reads=state_reads, writes=state_writes)
-    t.vec = vector_beats(dims, tokens=tokens, lanes=acc.stage_lanes)
-    t.t_comp = (_combine(t.lin / acc.clock_hz, max(t.t_ssm, t.t_state), acc.overlap)
-                + t.vec / acc.clock_hz)
+    t.vec = vector_beats(dims, tokens=tokens, lanes=acc.stage_lanes,
+                         groups=head_groups(acc, dims))
+    # In a layer, head groups' conv1d and SSM passes run beside in_proj's later jobs
+    # (layer_overlap); the overlap knob prices more than the programs do, as a what-if.
+    ssm_layer = max(t.t_ssm, t.t_state) * acc.clock_hz / dims.n_layer
+    t.hidden = _hidden_cycles(acc, dims, tokens=tokens, mode=mode, ssm_layer=ssm_layer)
+    t.t_comp = min(t.lin + max(t.t_ssm, t.t_state) * acc.clock_hz + t.vec - t.hidden,
+                   _combine(t.lin, max(t.t_ssm, t.t_state) * acc.clock_hz, acc.overlap)
+                   + t.vec) / acc.clock_hz
     t.t_mem = (t.wbytes + t.sbytes) / acc.bandwidth
     t.time = max(t.t_comp, t.t_mem)
     return t

@@ -134,8 +134,10 @@ def tile_ring_table(config):
         f"`TreeSSMUnit` of the `{config.board.name}` preset: a ring tile is "
         f"{unit.rows_per_tile} state rows × {c.d_state} = {unit.tile_elems:,} elements "
         f"({tile_bytes:,} B; the fewest whole rows whose issue covers the unit's "
-        f"{unit.gap}-cycle read-to-write-back distance), {unit.tiles:,} tiles per layer; "
-        f"the ring is {config.tree.fifo_depth} slots = {unit.ring_bits() / 8e3:,.1f} kB. "
+        f"{unit.gap}-cycle read-to-write-back distance), {unit.tiles:,} tiles per pass"
+        + (f" ({c.head_groups} passes a layer, one a head group of {c.nheads // c.head_groups}: "
+           f"`ssm.head_groups`); " if c.head_groups > 1 else " (a layer); ")
+        + f"the ring is {config.tree.fifo_depth} slots = {unit.ring_bits() / 8e3:,.1f} kB. "
         f"Peak live slots are the RTL's (`TreeVerifier.peak_level`, amaranth.sim), equal "
         f"to golden's `fifo_schedule` on every shape. The `StateController` it replaces "
         f"held {slots} full states ({slots * state_bytes / 1e6:.1f} MB).",
