@@ -72,9 +72,11 @@ def benchmarks():
          "note": f"PERF_SSM_BUSY {c['perf_ssm_busy']:,} of PERF_BUSY {busy:,} cycles"},
         {"name": "decoder core: linear/SSM overlap (PERF_OVERLAP)", "value": c["perf_overlap"],
          "unit": "cycles", "command": COMMAND,
-         "note": f"cycles with both engines busy, of {busy:,}: the target's commit beside the "
+         "note": f"cycles with both engines busy, of {busy:,}: in each pass in_proj's last "
+                 "jobs (z) beside the layer's SSM pass (and, with ssm.head_groups, the next "
+                 "group's jobs beside a group's pass), and the target's commit beside the "
                  "draft's next node pass (its SSM replay while the linear engine works on the "
-                 "pass); within a pass every layer's stages wait for the one before"},
+                 "pass)"},
         {"name": "decoder core: Verilator throughput", "value": round(simulated / wall),
          "unit": "cycles/s", "command": COMMAND,
          "note": f"{simulated:,} fabric cycles (prompt and steps) in {wall:.1f} s of wall time, "

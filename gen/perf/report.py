@@ -182,8 +182,11 @@ def gap_sentences(rows=None):
         f"node; its {32 * w}-bit input port takes a node's {st.input_words:,} input words in "
         f"{beats:,} beats, so the unit runs at {period:,.0f} cycles per node ({bound}); "
         f"{hp.verify_nodes:.0f} nodes × 64 layers cost {_ms(ssm)} ms of the verify pass, "
-        f"serialized with the linear unit: the decoder core's programs order them, and its "
-        f"PERF_OVERLAP counter measured no overlap (overlap 0).")
+        f"in {t.config.ssm.head_groups} head group(s) a layer (`ssm.head_groups`): a "
+        f"group's conv1d and SSM pass run beside the linear unit's jobs for the next "
+        f"group's rows, which hides {_ms(hp.phase('verify').overlap_cycles / acc.clock_hz)} "
+        f"ms of the pass (`layer_overlap`); the rest of a layer's stages wait for the one "
+        f"before.")
     vec = hp.phase("verify").vector_cycles
     # The fewest lanes (a power of two) that bring the stages under a tenth of the pass.
     lanes, fast = next(((n, r) for n in (1, 2, 4, 8, 16, 32, 64, 128)
@@ -199,7 +202,8 @@ def gap_sentences(rows=None):
         f"**Vector stages.** The decoder core's norms, residual and moves stream "
         f"{acc.vector_lanes} elements a cycle as built (`vector.lanes`, hw.stream_engine), "
         f"the conv1d {acc.stage_lanes('conv1d')} (two 128-bit windows fill a 256-bit port) and "
-        f"the argmax 1, in series with the linear and SSM units: "
+        f"the argmax 1, in series with the linear and SSM units (but for the head groups' "
+        f"conv1d, above): "
         f"{vec / 1e6:,.2f} M cycles, {_ms(vec / acc.clock_hz)} ms of the verify pass's "
         f"{_ms(hp.phase('verify').t_compute)} ms (at 1 element a cycle "
         f"{one.phase('verify').vector_cycles / 1e6:,.2f} M cycles and {one.tokens_per_s:,.1f} "

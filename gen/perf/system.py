@@ -617,6 +617,10 @@ class Phase:
         Cycles of the vector stages (:func:`vector_beats` at
         :meth:`Accelerator.stage_lanes`), serial with the linear and SSM units and
         included in :attr:`t_compute`.
+    overlap_cycles : float
+        Cycles of the linear unit, the SSM unit and the conv1d that run at once inside
+        the phase's passes (:func:`layer_overlap`: head groups beside in_proj's later
+        jobs), taken off :attr:`t_compute`.
     """
 
     name: str
@@ -636,6 +640,7 @@ class Phase:
     t_ssm: float = 0.0
     dense_weight_bytes: float = 0.0
     vector_cycles: float = 0.0
+    overlap_cycles: float = 0.0
 
     @property
     def linear_macs(self):
@@ -845,7 +850,7 @@ class _Tally:
         u = self if useful is None else useful
         return Phase(name, self.t_mem, self.t_comp, self.wbytes + self.sbytes, self.wbytes,
                      u.ops / 2, self.lin, self.ssm, self.other, hidden, u.full, u.quant,
-                     u.elems, self.t_state, self.t_ssm, u.dbytes, self.vec)
+                     u.elems, self.t_state, self.t_ssm, u.dbytes, self.vec, self.hidden)
 
 
 # Pure functions of frozen (hashable) inputs: a tree search or a sweep prices the same
