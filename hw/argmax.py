@@ -28,91 +28,161 @@ def argmax_out_layout(size):
 
 
 class Argmax(wiring.Component):
-    """``argmax_hw`` of ``size``-logit vectors on valid/ready streams.
+    """``argmax_hw`` of ``size``-logit vectors on valid/ready streams, ``lanes`` a beat.
 
     Parameters
     ----------
     size : int
         Logits per vector (the vocabulary; Mamba2: 50,288), >= 2.
+    lanes : int
+        Logits a beat: 1, 2, 4, 8 or 16, dividing ``size``, with at least
+        :attr:`latency` beats a vector (so no vector's last beat reaches the result
+        register while the previous result waits). A beat's lanes are reduced by a
+        registered tree of compare-and-selects (the greater key; on a tie the lower
+        lane, the lower index), then compared with the running best as one logit is:
+        the result is ``argmax_hw``'s whatever ``lanes`` is.
 
     Attributes
     ----------
-    i : In(stream.Signature(32))
-        The logits in index order, ``size`` beats per vector. ``i.ready`` is low
-        only while a result waits on ``o`` (a registered condition).
+    i : In(stream.Signature(32 · lanes))
+        The logits in index order, lane ``j`` in bits ``32j …``, ``size / lanes`` beats
+        per vector. ``i.ready`` is low only while a result waits on ``o`` (a registered
+        condition).
     o : Out(stream.Signature(argmax_out_layout(size)))
-        One result per vector, offered from 2 cycles after the vector's last
-        logit (:attr:`latency`) until taken.
+        One result per vector, offered :attr:`latency` cycles after the vector's last
+        beat until taken.
 
     Notes
     -----
-    At full rate a vector takes ``size + 1`` cycles (:attr:`vector_cycles`): the
-    input holds for the one cycle its result is offered. Synchronous reset
+    At full rate a vector takes ``size / lanes + 1`` cycles (:attr:`vector_cycles`):
+    the input holds for the one cycle its result is offered. Synchronous reset
     abandons the vector in flight and any result not yet taken.
     """
 
-    def __init__(self, *, size=MAMBA2_VOCAB):
+    LANES = (1, 2, 4, 8, 16)
+
+    def __init__(self, *, size=MAMBA2_VOCAB, lanes=1):
         self._n = check_int("Argmax", "size", size, min=2)
-        super().__init__({"i": In(stream.Signature(32)),
+        if lanes not in self.LANES:
+            raise ValueError(f"Argmax.lanes must be one of {', '.join(map(str, self.LANES))}, "
+                             f"not {lanes!r}")
+        self._lanes = lanes
+        if size % lanes or size // lanes < self.latency:
+            raise ValueError(f"Argmax.lanes ({lanes}) must divide size ({size}) into at least "
+                             f"{self.latency} beats (the pipeline's depth)")
+        super().__init__({"i": In(stream.Signature(32 * lanes)),
                           "o": Out(stream.Signature(argmax_out_layout(self._n)))})
+
+    @classmethod
+    def from_config(cls, config, *, size):
+        """The argmax of a :class:`golden.config.Config`'s decoder core:
+        ``config.stage_lanes("argmax")`` logits a beat."""
+        return cls(size=size, lanes=config.stage_lanes("argmax"))
 
     @property
     def size(self):
         return self._n
 
     @property
+    def lanes(self):
+        return self._lanes
+
+    @property
     def latency(self):
-        """Cycles from a vector's last logit transfer to its result on ``o``: a key
-        register and the compare-and-select register."""
-        return 2
+        """Cycles from a vector's last beat transfer to its result on ``o``: the key
+        register, one register a level of the lanes' tree (``log2 lanes``) and the
+        compare-and-select register."""
+        return 2 + (self._lanes - 1).bit_length()
 
     @property
     def vector_cycles(self):
-        """Cycles per vector at full rate: ``size`` logits and the result's cycle."""
-        return self._n + 1
+        """Cycles per vector at full rate: ``size / lanes`` beats and the result's cycle."""
+        return self._n // self._lanes + 1
 
     @property
     def module_name(self):
-        return f"Argmax_n{self._n}"
+        return f"Argmax_n{self._n}" + (f"_l{self._lanes}" if self._lanes > 1 else "")
 
     def elaborate(self, platform):
         m = Module()
-        n, iw = self._n, index_width(self._n)
-        x = self.i.payload
+        n, L, iw = self._n, self._lanes, index_width(self._n)
+        lw = (L - 1).bit_length()                   # index bits of a lane
+        beats = n // L
+        bw = index_width(beats) if beats > 1 else 1
         m.d.comb += self.i.ready.eq(~self.o.valid)
         accept = self.i.valid & self.i.ready
-        cnt = Signal(iw, name="index")
-        last = eq_const(cnt, n - 1)
+        cnt = Signal(bw, name="beat")
+        last = eq_const(cnt, beats - 1)
         with m.If(accept):
-            m.d.sync += cnt.eq(Mux(last, 0, add_const(cnt, 1, iw)))
+            m.d.sync += cnt.eq(Mux(last, 0, add_const(cnt, 1, bw)))
 
-        # -- stage 1: the total-order key (−0 and +0 one key) and the NaN flag, registered
-        nan = x[23:31].all() & x[:23].any()
-        neg = x[31] & x[:31].any()
-        key = Mux(neg, Cat(~x[:31], C(0, 1)), Cat(x[:31], C(1, 1)))
-        k1 = Signal(32, name="key1", reset_less=True)
-        b1 = Signal(32, name="bits1", reset_less=True)
-        i1 = Signal(iw, name="index1", reset_less=True)
-        f1 = Signal(4, name="flags1")                    # valid, first, last, nan
-        m.d.sync += f1.eq(Cat(accept, eq_const(cnt, 0), last, nan))
+        # -- stage 1: each lane's total-order key (−0 and +0 one key) and NaN flag
+        lanes = []
+        for j in range(L):
+            x = self.i.payload[32 * j:32 * (j + 1)]
+            nan = x[23:31].all() & x[:23].any()
+            neg = x[31] & x[:31].any()
+            key = Mux(neg, Cat(~x[:31], C(0, 1)), Cat(x[:31], C(1, 1)))
+            lane = {"key": Signal(32, name=f"key1_{j}", reset_less=True),
+                    "bits": Signal(32, name=f"bits1_{j}", reset_less=True),
+                    "lane": C(j, max(lw, 1)),
+                    "ok": Signal(name=f"ok1_{j}", reset_less=True)}
+            with m.If(accept):
+                m.d.sync += [lane["key"].eq(key), lane["bits"].eq(x), lane["ok"].eq(~nan)]
+            lanes.append(lane)
+        f1 = Signal(4, name="flags1")                    # valid, first, last, a NaN seen
+        any_nan = Cat(*(self.i.payload[32 * j + 23:32 * j + 31].all()
+                        & self.i.payload[32 * j:32 * j + 23].any() for j in range(L))).any()
+        m.d.sync += f1.eq(Cat(accept, eq_const(cnt, 0), last, any_nan))
+        c1 = Signal(bw, name="beat1", reset_less=True)
         with m.If(accept):
-            m.d.sync += [k1.eq(key), b1.eq(x), i1.eq(cnt)]
-        valid1, first1, last1, nan1 = f1[0], f1[1], f1[2], f1[3]
+            m.d.sync += c1.eq(cnt)
+        flags, beat = f1, c1
 
-        # -- stage 2: compare with the running best and keep the greater (first on ties)
+        # -- the lanes' tree: a registered level of compare-and-selects per halving,
+        # the lower lane first (it wins a tie: the lower index)
+        level = 0
+        while len(lanes) > 1:
+            level += 1
+            nxt = []
+            for k in range(0, len(lanes), 2):
+                a, b = lanes[k], lanes[k + 1]
+                pick_a = a["ok"] & (~b["ok"] | (a["key"] >= b["key"]))
+                w = {"key": Signal(32, name=f"key{level + 1}_{k // 2}", reset_less=True),
+                     "bits": Signal(32, name=f"bits{level + 1}_{k // 2}", reset_less=True),
+                     "lane": Signal(max(lw, 1), name=f"lane{level + 1}_{k // 2}",
+                                    reset_less=True),
+                     "ok": Signal(name=f"ok{level + 1}_{k // 2}", reset_less=True)}
+                m.d.sync += [w["key"].eq(Mux(pick_a, a["key"], b["key"])),
+                             w["bits"].eq(Mux(pick_a, a["bits"], b["bits"])),
+                             w["lane"].eq(Mux(pick_a, a["lane"], b["lane"])),
+                             w["ok"].eq(a["ok"] | b["ok"])]
+                nxt.append(w)
+            lanes = nxt
+            f_n = Signal(4, name=f"flags{level + 1}")
+            c_n = Signal(bw, name=f"beat{level + 1}", reset_less=True)
+            m.d.sync += [f_n.eq(flags), c_n.eq(beat)]
+            flags, beat = f_n, c_n
+        top = lanes[0]
+        valid1, first1, last1, nan1 = flags[0], flags[1], flags[2], flags[3]
+        index1 = Cat(top["lane"][:lw], beat)[:iw] if lw else beat[:iw]
+        if len(index1) < iw:
+            index1 = Cat(index1, C(0, iw - len(index1)))
+
+        # -- last stage: compare with the running best and keep the greater (first on ties)
         have = Signal(name="have_best")
         best_k = Signal(32, name="best_key", reset_less=True)
         best_b = Signal(32, name="best_bits", reset_less=True)
         best_i = Signal(iw, name="best_index", reset_less=True)
         seen = Signal(name="nan_seen")
         cur_have = have & ~first1
-        take = ~nan1 & (~cur_have | (k1 > best_k))
-        nxt_b = Mux(take, b1, Mux(cur_have, best_b, int(CANONICAL_NAN32)))
-        nxt_i = Mux(take, i1, Mux(cur_have, best_i, 0))
+        take = top["ok"] & (~cur_have | (top["key"] > best_k))
+        nxt_b = Mux(take, top["bits"], Mux(cur_have, best_b, int(CANONICAL_NAN32)))
+        nxt_i = Mux(take, index1, Mux(cur_have, best_i, 0))
         nxt_nan = (seen & ~first1) | nan1
         with m.If(valid1):
-            m.d.sync += [have.eq(cur_have | ~nan1), seen.eq(nxt_nan), best_b.eq(nxt_b),
-                         best_i.eq(nxt_i), best_k.eq(Mux(take, k1, best_k))]
+            m.d.sync += [have.eq(cur_have | top["ok"]), seen.eq(nxt_nan), best_b.eq(nxt_b),
+                         best_i.eq(nxt_i), best_k.eq(Mux(take, top["key"], best_k))]
         with m.If(valid1 & last1):
             m.d.sync += [self.o.valid.eq(1), self.o.payload.index.eq(nxt_i),
                          self.o.payload.value.eq(nxt_b), self.o.payload.nan.eq(nxt_nan)]

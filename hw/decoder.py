@@ -208,7 +208,7 @@ class DecoderCore(SequencedCore):
         wb = window_bytes(model)
         for stage, dims in (("norm", ("d_model",)), ("gate_norm", ("d_inner",)),
                             ("residual", ("d_model",)), ("copy", ("d_model", "nheads")),
-                            ("conv1d", ("d_inner", "d_state"))):
+                            ("conv1d", ("d_inner", "d_state")), ("argmax", ("vocab",))):
             for dim in dims:
                 if getattr(model, dim) % lanes[stage]:
                     raise ValueError(f"DecoderCore: the model's {dim} ({getattr(model, dim)}) "

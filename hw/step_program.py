@@ -546,9 +546,10 @@ class StepPlan:
             self.xn_stride), ("residual",)))
         recs += self._jobs(self.head_jobs, self.head_k, self.xn, self.xn_stride, self.logits,
                            ("norm",))
+        la = self.lanes["argmax"]
         recs.append(self._rec("argmax", {
-            "vectors": V, "elements": m.vocab, **self._in_place("logits", self.logits, 0,
-                                                               m.vocab, 0),
+            "vectors": V, "elements": m.vocab // la,
+            **self._in_place("logits", self.logits, 0, m.vocab, 0, la),
             "result_addr": self.am, "result_vstride": 8}, ("linear",)))
         if not accept:
             return self._end(recs, ("argmax",) + (("ssm", "copy") if beside else ()),

@@ -640,10 +640,12 @@ def norm_engine(config, *, size, gate, out_fmt, max_vectors, **kw):
 
 
 def argmax_engine(config, *, size, max_vectors, **kw):
-    """The greedy argmax (:class:`hw.argmax.Argmax`) of ``size`` logits a vector:
-    operand ``logits``, result ``result`` (:func:`hw.argmax.argmax_out_layout`, in a
-    64-bit element), one a vector. Every descriptor's ``elements`` must be ``size``."""
-    return StreamEngine(block=Argmax(size=size), config=config, reduce=True,
-                        max_vectors=max_vectors, max_elements=size,
-                        reads=(Field("logits", 32),),
+    """The greedy argmax (:class:`hw.argmax.Argmax`) of ``size`` logits a vector,
+    ``config.stage_lanes("argmax")`` a beat: operand ``logits``, result ``result``
+    (:func:`hw.argmax.argmax_out_layout`, in a 64-bit element), one a vector. Every
+    descriptor's ``elements`` must be ``size / lanes``."""
+    blk = Argmax.from_config(config, size=size)
+    L = blk.lanes
+    return StreamEngine(block=blk, config=config, reduce=True, max_vectors=max_vectors,
+                        max_elements=size // L, reads=(Field("logits", 32 * L),), lanes=L,
                         writes=(Field("result", argmax_out_layout(size).size),), **kw)

@@ -1,4 +1,5 @@
-"""cocotb bench of :class:`hw.argmax.Argmax` against :func:`golden.argmax.argmax_hw`.
+"""cocotb bench of :class:`hw.argmax.Argmax` against :func:`golden.argmax.argmax_hw`,
+one logit a beat or ``lanes``.
 
 Logit vectors with many ties (small integers), zeros of both signs, ±Inf,
 NaNs (one vector all NaN) and random normal values; every result (index, value
@@ -33,8 +34,9 @@ def logit_vectors(rng, count, v):
     return x.view(np.uint32)
 
 
-def argmax_vectors(rng, count, size):
-    """Beats (one logit each) and the expected packed results, in vector order."""
+def argmax_vectors(rng, count, size, lanes=1):
+    """Beats (``lanes`` logits each, lane ``j`` in bits ``32j …``) and the expected packed
+    results, in vector order."""
     x = logit_vectors(rng, count, size)
     x = x[rng.permutation(count)]
     index, value, nan = argmax_hw_bits(x)
@@ -42,7 +44,9 @@ def argmax_vectors(rng, count, size):
     off = {name: layout[name].offset for name in ("index", "value", "nan")}
     want = [int(i) << off["index"] | int(v) << off["value"] | int(f) << off["nan"]
             for i, v, f in zip(index, value, nan)]
-    return [int(b) for b in x.reshape(-1)], want
+    words = x.reshape(-1, lanes)
+    beats = [sum(int(w) << 32 * j for j, w in enumerate(row)) for row in words]
+    return beats, want
 
 
 async def _start(dut):
@@ -55,7 +59,7 @@ async def _start(dut):
 
 
 def _vectors(p, rng, count):
-    beats, want = argmax_vectors(rng, count, p["size"])
+    beats, want = argmax_vectors(rng, count, p["size"], p.get("lanes", 1))
     if p.get("corrupt"):
         want[len(want) // 2] ^= 1                           # the index's lowest bit
     return beats, want
@@ -74,7 +78,7 @@ async def full_rate(dut):
     """Results ``latency`` cycles after each vector's last logit, a vector every
     ``vector_cycles`` cycles."""
     tb, p, rng = await _start(dut)
-    n, count = p["size"], 5
+    n, count = p["size"] // p.get("lanes", 1), 5
     beats, want = _vectors(p, rng, count)
     t_in, t_out = await run_vectors(tb, beats, want, n=1, idle=0, stall=0)
     for v in range(count):
@@ -87,7 +91,7 @@ async def full_rate(dut):
 async def reset_mid_stream(dut):
     """Resets in mid-vector and with a result waiting; fresh vectors then come out right."""
     tb, p, rng = await _start(dut)
-    n = p["size"]
+    n = p["size"] // p.get("lanes", 1)
     for cut in (n // 2, n, n + 3, 2 * n):
         old, _ = _vectors(p, rng, 3)
         await abandon_and_reset(tb, old, cut)

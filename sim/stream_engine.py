@@ -122,14 +122,15 @@ def stage_data(p, rng, vectors, elements):
     if kind == "argmax":
         # logit_vectors puts its edge cases in its first three vectors: draw at least
         # three and keep a random ``vectors`` of them.
-        x = logit_vectors(rng, max(vectors, 3), elements)
+        # A vector is elements beats of L logits.
+        x = logit_vectors(rng, max(vectors, 3), elements * L)
         x = x[rng.permutation(len(x))[:vectors]]
         index, value, nan = argmax_hw_bits(x)
-        lay = argmax_out_layout(elements)
+        lay = argmax_out_layout(elements * L)
         packed = [int(i) << lay["index"].offset | int(v) << lay["value"].offset
                   | int(f) << lay["nan"].offset for i, v, f in zip(index, value, nan)]
         res = np.array([[[q & 0xFFFFFFFF, q >> 32]] for q in packed], np.uint32)
-        return {"logits": x.reshape(vectors, elements, 1)}, {"result": res}
+        return {"logits": beats(x)}, {"result": res}
     if kind == "accept":
         vocab = p["vocab"]
         nodes, best, path = [], [], []

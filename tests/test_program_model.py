@@ -62,7 +62,7 @@ def test_the_system_models_vector_elements_are_the_programs(built):
         recs = pm.decode_program(core, *plan.program(parents, list(range(len(parents)))))
         # A descriptor's elements are beats of its engine's lanes.
         lanes = {e: config.stage_lanes(e) for e in stream}
-        assert lanes["norm"] == 2 and lanes["argmax"] == 1
+        assert lanes["norm"] == lanes["argmax"] == 2
         beats = sum(r.desc["vectors"] * r.desc["elements"] for r in recs if r.engine in stream)
         got = sum(r.desc["vectors"] * r.desc["elements"] * lanes[r.engine]
                   for r in recs if r.engine in stream)

@@ -82,7 +82,8 @@ def test_norm_engine_binary16(seed):
 
 @pytest.mark.sim
 def test_argmax_engine(seed):
-    """The greedy argmax of up to 4 vectors of 40 logits: one 64-bit result a vector."""
+    """The greedy argmax of up to 4 vectors of 40 logits, two a beat (the preset's
+    ``vector.lanes``): one 64-bit result a vector."""
     eng = argmax_engine(DSP, size=40, max_vectors=4, addr_width=20)
     _run(eng, DSP, "argmax", seed)
 
@@ -129,10 +130,11 @@ def test_stream_engine_ports_and_errors():
     norm2 = norm_engine(SIM, size=64, gate=False, out_fmt=FP16, max_vectors=15)
     assert norm2.pack == {"out": 1} and norm2.max_elements == 32 and norm2.lanes == 2
     assert copy_engine(SIM, max_vectors=1, max_elements=4).read_bytes == {"x": 8}
-    # VHK158: 4 lanes, but a 256-bit HBM port holds two conv windows.
+    # VHK158: 4 lanes, but a 256-bit HBM port holds two conv windows; the acceptance
+    # engine stays at one.
     big = preset("vhk158")
-    assert [big.stage_lanes(s) for s in ("conv1d", "norm", "residual", "copy", "argmax")] == [
-        2, 4, 4, 4, 1]
+    assert [big.stage_lanes(s) for s in ("conv1d", "norm", "residual", "copy", "argmax",
+                                         "accept")] == [2, 4, 4, 4, 4, 1]
     with pytest.raises(ValueError, match=r"^Config.vector.lanes must divide linear.cols \(84: "
                                          r".*\), so one of 1, 2, 4, not 8$"):
         big.replace(vector=VectorConfig(lanes=8))
@@ -147,6 +149,7 @@ def test_stream_engine_ports_and_errors():
               reads=[Field("h", 32), Field("d", 32)], writes=[Field("out", 32)])
     am = argmax_engine(SIM, size=50288, max_vectors=15)
     assert am.write_bytes == {"result": 8} and am.reduce
+    assert (am.lanes, am.max_elements, am.read_bytes) == (2, 50288 // 2, {"logits": 8})
     assert [element_bits(b) for b in (16, 32, 49, 96, 128)] == [16, 32, 64, 128, 128]
     members = conv.signature.members
     assert [n for n in members if n.startswith("m_axi_")] == [

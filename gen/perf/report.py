@@ -45,7 +45,7 @@ def format_result(res):
         + (f", draft flow {st.draft_flow}" if st.draft != "none" else "")
         + f", scheduler overlap {acc.overlap:g}, vector stages "
         f"{acc.vector_lanes} element{'s' if acc.vector_lanes > 1 else ''} a cycle "
-        f"(conv1d {acc.stage_lanes('conv1d')}, argmax 1)",
+        f"(conv1d {acc.stage_lanes('conv1d')}, argmax {acc.stage_lanes('argmax')})",
         f"tokens/step {res.tokens_per_step:.3f} over {res.draft_passes:.2f} drafted depths and "
         f"{res.verify_nodes:.2f} verified nodes",
         "",
@@ -202,7 +202,8 @@ def gap_sentences(rows=None):
         f"**Vector stages.** The decoder core's norms, residual and moves stream "
         f"{acc.vector_lanes} elements a cycle as built (`vector.lanes`, hw.stream_engine), "
         f"the conv1d {acc.stage_lanes('conv1d')} (two 128-bit windows fill a 256-bit port) and "
-        f"the argmax 1, in series with the linear and SSM units (but for the head groups' "
+        f"the argmax {acc.stage_lanes('argmax')}, in series with the linear and SSM units (but "
+        f"for the head groups' "
         f"conv1d, above): "
         f"{vec / 1e6:,.2f} M cycles, {_ms(vec / acc.clock_hz)} ms of the verify pass's "
         f"{_ms(hp.phase('verify').t_compute)} ms (at 1 element a cycle "
