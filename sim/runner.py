@@ -35,7 +35,7 @@ from pathlib import Path
 
 __all__ = [
     "VERILATOR_WAIVERS", "VERILATOR_BUILD_FLAGS", "VERILATOR_PUBLIC_FLAGS",
-    "public_ports_config", "SIMULATORS", "verilator_root",
+    "public_ports_config", "PUBLIC", "SIMULATORS", "verilator_root",
     "simulator_env", "simulator_available",
     "emit_verilog", "build", "run_bench", "bench_seed", "BenchFailure", "fst_available",
     "run_folder_name",
@@ -282,20 +282,31 @@ def _verilog_once(component, *, name):
     return _EMITTED[key]
 
 
-def build(component_or_verilog, *, name, simulator="verilator", waves=None, cxx_opt=None):
+#: What a Verilator build makes visible to VPI: ``ports`` (the top level's, the default:
+#: :data:`VERILATOR_PUBLIC_FLAGS`) or ``all`` (every signal, cocotb's ``--public-flat-rw``:
+#: for a bench that watches internal signals, as a program trace watches the engines'
+#: handshakes inside the decoder core).
+PUBLIC = ("ports", "all")
+
+
+def build(component_or_verilog, *, name, simulator="verilator", waves=None, cxx_opt=None,
+          public="ports"):
     """Build ``component_or_verilog`` (a component or Verilog text) once.
 
     ``cxx_opt`` (Verilator only) replaces the ``-Os`` with which Verilator
     compiles the model's hot code, e.g. ``"-O0"``: for a large top level the
     C++ compiler, not the simulation, is what takes the time. ``None`` takes
     ``SPECGEN_VERILATOR_OPT`` from the environment (the test suite sets ``-O0``:
-    its benches are short) or, unset, Verilator's ``-Os``.
+    its benches are short) or, unset, Verilator's ``-Os``. ``public``: one of
+    :data:`PUBLIC` (Verilator only).
 
     Returns
     -------
     Build
         Where the simulator executable and its source live.
     """
+    if public not in PUBLIC:
+        raise ValueError(f"build.public must be one of {', '.join(PUBLIC)}, not {public!r}")
     ok, reason = simulator_available(simulator)
     if not ok:
         raise RuntimeError(reason)
@@ -315,7 +326,8 @@ def build(component_or_verilog, *, name, simulator="verilator", waves=None, cxx_
     flags = list(VERILATOR_BUILD_FLAGS) if large else []
     if large:
         make_vars.update(VM_PARALLEL_BUILDS="1", OPT_SLOW="-O0")
-    if simulator == "verilator":
+    ports_only = simulator == "verilator" and public == "ports"
+    if ports_only:
         flags += VERILATOR_PUBLIC_FLAGS
     key_material = json.dumps([text, simulator, waiver_flags() + flags,
                                waves if fmt in (None, "fst") else fmt, cocotb.__version__,
@@ -335,10 +347,13 @@ def build(component_or_verilog, *, name, simulator="verilator", waves=None, cxx_
             kwargs = dict(sources=[source], hdl_toplevel=name, build_dir=build_dir, waves=waves,
                           log_file=build_dir / "build.log")
             if simulator == "verilator":
-                ports = build_dir / "public_ports.vlt"
-                ports.write_text(public_ports_config(text, name))
+                vlt = []
+                if ports_only:
+                    ports = build_dir / "public_ports.vlt"
+                    ports.write_text(public_ports_config(text, name))
+                    vlt = [str(ports)]
                 # cocotb's runner adds --trace (VCD) for waves; --trace-fst makes it FST.
-                kwargs["build_args"] = (waiver_flags() + flags + [str(ports)]
+                kwargs["build_args"] = (waiver_flags() + flags + vlt
                                         + (["--trace-fst"] if fmt == "fst" else []))
             else:
                 # Amaranth writes no `timescale; Icarus needs one for cocotb's clock.
@@ -413,7 +428,7 @@ def _point_latest(link, target):
 
 
 def run_bench(component, *, name, module, testcase=None, params=None, simulator="verilator",
-              seed=None, waves=None, test_dir=None, cxx_opt=None):
+              seed=None, waves=None, test_dir=None, cxx_opt=None, public="ports"):
     """Build ``component`` and run the cocotb tests in ``module`` against it.
 
     Parameters
@@ -434,6 +449,9 @@ def run_bench(component, *, name, module, testcase=None, params=None, simulator=
         reads it back through ``SPECGEN_SEED``.
     cxx_opt : str, optional
         C++ optimization of the Verilator model (:func:`build`).
+    public : str
+        What VPI sees (:data:`PUBLIC`, :func:`build`): ``all`` for a bench that reads
+        signals inside the top level.
 
     Raises
     ------
@@ -443,7 +461,8 @@ def run_bench(component, *, name, module, testcase=None, params=None, simulator=
     from cocotb_tools.runner import get_results, get_runner
 
     seed = bench_seed() if seed is None else seed
-    b = build(component, name=name, simulator=simulator, waves=waves, cxx_opt=cxx_opt)
+    b = build(component, name=name, simulator=simulator, waves=waves, cxx_opt=cxx_opt,
+              public=public)
     if test_dir is not None:
         test_dir = Path(test_dir)
     else:

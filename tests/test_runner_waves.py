@@ -87,7 +87,7 @@ def test_waves_on_a_real_bench(tmp_path, monkeypatch, capsys):
         str(tmp_path), str(tmp_path.resolve()))
 
 
-def test_only_the_top_levels_ports_are_public_to_vpi():
+def _adder():
     from amaranth import Module, Signal
     from amaranth.lib import wiring
     from amaranth.lib.wiring import In, Out
@@ -98,12 +98,26 @@ def test_only_the_top_levels_ports_are_public_to_vpi():
 
         def elaborate(self, platform):
             m = Module()
-            inner = Signal(8)
+            inner = Signal(8, name="inner")
             m.d.comb += inner.eq(self.a + 1)
             m.d.sync += self.q.eq(inner)
             return m
+    return Adder()
 
-    text = runner.emit_verilog(Adder(), name="adder_top")
+
+@pytest.mark.sim
+@pytest.mark.parametrize("public", runner.PUBLIC)
+def test_a_build_shows_vpi_what_it_says(public):
+    """``ports``: a bench sees the top's ports and nothing inside; ``all`` (what a program
+    trace needs, ``RtlEngine(trace=True)``): the signals inside too."""
+    runner.run_bench(_adder(), name=f"adder_vpi_{public}", module="specgen.sim.vpi_probe",
+                     params={"inner": "inner", "expect_inner": public == "all"}, public=public)
+    with pytest.raises(ValueError, match=r"build.public must be one of ports, all, not 'some'"):
+        runner.build(_adder(), name="adder_vpi_bad", public="some")
+
+
+def test_only_the_top_levels_ports_are_public_to_vpi():
+    text = runner.emit_verilog(_adder(), name="adder_top")
     config = runner.public_ports_config(text, "adder_top")
     assert config.splitlines() == ["`verilator_config"] + [
         f'public_flat_rw -module "adder_top" -var "{p}"' for p in ("a", "clk", "q", "rst")]

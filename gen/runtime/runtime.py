@@ -451,8 +451,11 @@ class RtlEngine:
             from specgen.hw.decoder_top import DecoderTop
             top = DecoderTop(core=core)
             with _stdout_to_stderr():
+                # A trace watches the engines' handshakes inside the core: every signal
+                # public to VPI (a build of its own).
                 run_bench(top, name=top.module_name, module="specgen.gen.runtime.rtl_host",
-                          testcase="generate", params=p, cxx_opt=self.cxx_opt)
+                          testcase="generate", params=p, cxx_opt=self.cxx_opt,
+                          public="all" if self.trace else "ports")
             r = json.loads((tmp / "out.json").read_text())
         self.last_run = r
         # The whole-step model beside every program the core ran, summed per step.
