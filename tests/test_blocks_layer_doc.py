@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from specgen.golden.config import preset
+from specgen.golden.mamba2 import MAMBA2_VOCAB
 from specgen.hw.argmax import Argmax
 from specgen.hw.conv1d import Conv1d
 from specgen.hw.gated_norm import GatedRMSNorm
@@ -19,7 +20,7 @@ DOC = Path(__file__).resolve().parent.parent / "docs" / "blocks-layer.md"
 def test_figures_table_matches_the_blocks():
     cfg = preset("vck190")
     blocks = [Conv1d.from_config(cfg), GatedRMSNorm.from_config(cfg), Residual.from_config(cfg),
-              Argmax()]
+              Argmax.from_config(cfg, size=MAMBA2_VOCAB)]
     rows = dict(re.findall(r"^\| `(\w+)` \| (\d+) \|", DOC.read_text(), re.M))
     assert rows == {b.module_name: str(b.latency) for b in blocks}
     norm = blocks[1]
