@@ -53,7 +53,7 @@ from .regmap import ERROR_CODES, LIN_ADDR_SHIFT, accelerator_regmap
 from .ssm_engine import SSMEngine
 from .tree_verifier import TreeVerifier
 
-__all__ = ["Accelerator", "ERROR", "PASS_KINDS"]
+__all__ = ["Accelerator", "ERROR", "PASS_KINDS", "layer_pass_config"]
 
 #: ``STATUS.ERROR_CODE`` values by name (:data:`hw.regmap.ERROR_CODES`).
 ERROR = {e.name: e.value for e in ERROR_CODES}
@@ -65,6 +65,15 @@ PASS_KINDS = ("tree", "commit", "draft", "draft_commit")
 COUNTER_BITS = 48
 #: Low part of each split event counter (:class:`hw.perf_counter.PerfCounter`).
 COUNTER_LOW_BITS = 12
+
+
+def layer_pass_config(config):
+    """``config`` as :class:`Accelerator` builds it: ``ssm.head_groups`` 1. Its host runs a
+    layer's SSM pass as one descriptor; head groups are the decoder core's programs'
+    (:mod:`hw.step_program`). ``gen.emit.blocks`` builds the top's SSM engine from it."""
+    if config.ssm.head_groups == 1:
+        return config
+    return config.replace(ssm=replace(config.ssm, head_groups=1))
 
 
 class Accelerator(wiring.Component):
@@ -160,10 +169,7 @@ class Accelerator(wiring.Component):
                              f"memory-fed linear engine's DSPLinearUnit; the 'exact' "
                              f"LinearUnit is a block of its own), not "
                              f"{config.linear.contract!r}")
-        # The host runs a layer's SSM pass as one descriptor here: head groups
-        # (ssm.head_groups) are the decoder core's programs' (hw.step_program).
-        if config.ssm.head_groups > 1:
-            config = config.replace(ssm=replace(config.ssm, head_groups=1))
+        config = layer_pass_config(config)
         self._config = config
         self._regmap = accelerator_regmap(config)
         self._layout = ssm_engine_layout(config)

@@ -117,10 +117,11 @@ class Argmax(wiring.Component):
             m.d.sync += cnt.eq(Mux(last, 0, add_const(cnt, 1, bw)))
 
         # -- stage 1: each lane's total-order key (−0 and +0 one key) and NaN flag
-        lanes = []
+        lanes, nans = [], []
         for j in range(L):
             x = self.i.payload[32 * j:32 * (j + 1)]
             nan = x[23:31].all() & x[:23].any()
+            nans.append(nan)
             neg = x[31] & x[:31].any()
             key = Mux(neg, Cat(~x[:31], C(0, 1)), Cat(x[:31], C(1, 1)))
             lane = {"key": Signal(32, name=f"key1_{j}", reset_less=True),
@@ -131,9 +132,7 @@ class Argmax(wiring.Component):
                 m.d.sync += [lane["key"].eq(key), lane["bits"].eq(x), lane["ok"].eq(~nan)]
             lanes.append(lane)
         f1 = Signal(4, name="flags1")                    # valid, first, last, a NaN seen
-        any_nan = Cat(*(self.i.payload[32 * j + 23:32 * j + 31].all()
-                        & self.i.payload[32 * j:32 * j + 23].any() for j in range(L))).any()
-        m.d.sync += f1.eq(Cat(accept, eq_const(cnt, 0), last, any_nan))
+        m.d.sync += f1.eq(Cat(accept, eq_const(cnt, 0), last, Cat(*nans).any()))
         c1 = Signal(bw, name="beat1", reset_less=True)
         with m.If(accept):
             m.d.sync += c1.eq(cnt)

@@ -63,7 +63,7 @@ from specgen.golden.tree import (PATH_ENTRY_FIELDS, ROOT, node_table, tree_depth
                                  validate_parents)
 from specgen.golden.weight_planes import pack_matrix
 
-__all__ = ["StepPlan", "Segment", "in_proj_segments", "DRAFT_FLOWS"]
+__all__ = ["StepPlan", "Segment", "in_proj_segments", "group_rows_end", "DRAFT_FLOWS"]
 
 #: How a draft's passes run on the core: ``node``, one :meth:`StepPlan.node_program` per
 #: expanded node from its parent's state; ``prefix``, per depth one
@@ -111,6 +111,13 @@ def in_proj_segments(model, cols, groups=1):
         out.append(Segment(name, r0, rows, at))
         at += -(-rows // cols) * cols
     return out, at
+
+
+def group_rows_end(segments, groups):
+    """Per head group, the padded in_proj row after its last ``x`` row
+    (:func:`in_proj_segments`): the rows the jobs before the group's conv1d must cover."""
+    by = {s.name: s for s in segments}
+    return [by[f"x{g}"].at + by[f"x{g}"].rows for g in range(groups)]
 
 
 def _pack(layout, value):
@@ -486,13 +493,12 @@ class StepPlan:
                 (self.h, m.d_model, self.h_stride), L["norm"], m.d_model, self.xn,
                 self.xn_stride), ("residual",) if i else ("copy",)))
             jobs, issued = L["in_jobs"], 0
-            for g in range(G):
+            for g, end in enumerate(group_rows_end(self.segments, G)):
                 # in_proj's jobs up to the one holding group g's last x row; group g's
                 # stages wait for them, and its SSM pass runs while the linear engine
                 # computes the next group's rows (SpecMamba's per-head hand-over).
-                last = seg[f"x{g}"].at + seg[f"x{g}"].rows - 1
                 need = next(k for k, (j, _, _) in enumerate(jobs)
-                            if j.row0 + j.n_rows > last) + 1
+                            if j.row0 + j.n_rows >= end) + 1
                 fresh = need > issued
                 if fresh:
                     recs += self._jobs(jobs[issued:need], L["in_k"], self.xn, self.xn_stride,

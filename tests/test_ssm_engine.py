@@ -86,3 +86,20 @@ def test_ssm_engine_sizes_and_errors():
         SSMEngine(config=config.ssm)
     with pytest.raises(ValueError, match="StreamDownsizer.out_width must divide in_width"):
         StreamDownsizer(in_width=96, out_width=64)
+
+
+def test_head_groups_build_one_passs_engine_and_the_accelerator_a_layers():
+    """With ``ssm.head_groups`` the engine is one pass's (VHK158: 40 of 80 heads); the
+    ``Accelerator`` runs a layer a pass, and the design's emitted SSM engine block is the
+    one it instantiates (``hw.accelerator.layer_pass_config``)."""
+    from specgen.gen.emit.blocks import blocks
+    from specgen.hw.accelerator import layer_pass_config
+    from specgen.hw.hierarchy import silence
+    cfg = preset("vhk158")
+    assert cfg.ssm.head_groups == 2
+    assert SSMEngine(config=cfg).unit.cfg.nheads == 40
+    assert layer_pass_config(cfg).ssm.head_groups == 1
+    assert layer_pass_config(preset("vck190")) == preset("vck190")
+    built = silence(blocks(cfg))
+    engines = [c for c in built.values() if isinstance(c, SSMEngine)]
+    assert [e.unit.cfg.nheads for e in engines] == [80]

@@ -11,7 +11,7 @@ __all__ = ["block_kind", "blocks", "library_blocks", "select_blocks", "top_block
 def _builders():
     """The functions that build each block of a design from its config, in hierarchy order
     (the top level last), with why each block is there."""
-    from specgen.hw.accelerator import Accelerator
+    from specgen.hw.accelerator import Accelerator, layer_pass_config
     from specgen.hw.exponent_decoder import ExponentDecoder
     from specgen.hw.fp16_reconstructor import FP16Reconstructor
     from specgen.hw.linear_engine import LinearEngine
@@ -33,8 +33,9 @@ def _builders():
         # activations through a fifth, the results out through a write master.
         lambda config: LinearEngine(config=config),
         # SpecMamba's tile-streamed tree verification with the state in memory: the SSM unit
-        # (one Mamba2 layer's state swept by `lanes` EMUs per cycle) behind four AXI4 masters.
-        lambda config: SSMEngine(config=config),
+        # (one Mamba2 layer's state swept by `lanes` EMUs per cycle) behind four AXI4 masters,
+        # as the top level builds it (a layer a pass).
+        lambda config: SSMEngine(config=layer_pass_config(config)),
         # The top level: AXI4-Lite registers, the linear and SSM engines' AXI4 memory
         # ports, the tree-verification scheduler.
         Accelerator.from_config,

@@ -929,17 +929,16 @@ def _hidden_cycles(acc, dims, *, tokens, mode, ssm_layer):
     (the DSP linear engine only: the decoder core's)."""
     if acc.linear.contract != "dspfp32":
         return 0.0
-    from specgen.hw.step_program import in_proj_segments
+    from specgen.hw.step_program import group_rows_end, in_proj_segments
     G = head_groups(acc, dims)
-    segs, padded = in_proj_segments(dims, acc.linear.cols, G)
+    segs, _ = in_proj_segments(dims, acc.linear.cols, G)
     tile = acc.linear.tile_rows
     runs = dsp_matmul_jobs(linear=acc.linear, out_features=dims.d_in_proj,
                            in_features=dims.d_model, tokens=tokens, mode=mode)
     jobs = -(-dims.d_in_proj // tile)
     job_cycles = (dsp_linear_schedule(runs, linear=acc.linear).cycles * acc.calibration.linear
                   / jobs)
-    by = {s.name: s for s in segs}
-    need = [min(jobs, (by[f"x{g}"].at + by[f"x{g}"].rows - 1) // tile + 1) for g in range(G)]
+    need = [min(jobs, -(-end // tile)) for end in group_rows_end(segs, G)]
     Hg = dims.nheads // G
     conv = [tokens * (2 * dims.d_state + Hg * dims.headdim) / acc.stage_lanes("conv1d")] * G
     return dims.n_layer * layer_overlap(jobs=jobs, need=need, job_cycles=job_cycles,
