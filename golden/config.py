@@ -186,8 +186,8 @@ class VectorConfig:
         lane is a copy of the stage's datapath; a norm keeps one partial sum of squares
         a lane (``golden.rmsnorm``), so its result depends on ``lanes``. It must divide
         ``linear.cols`` (the stages read a linear job's results in place, ``cols`` rows
-        a record), and a conv1d beat takes at most as many channels as the board's
-        widest memory port holds windows (:meth:`Config.stage_lanes`).
+        a record). A conv1d beat whose windows are wider than the board's widest memory
+        port reads and writes them over several ports (:meth:`Config.conv1d_parts`).
     """
 
     lanes: int = 1
@@ -373,21 +373,28 @@ class Config:
                              f"the vector stages read a linear job's records in place), so one "
                              f"of {', '.join(map(str, allowed))}, not {lanes}")
 
-    def stage_lanes(self, stage, *, d_conv=4, lanes=None):
+    def stage_lanes(self, stage, *, lanes=None):
         """Elements a beat of the decoder core's vector stage ``stage``
         (``hw.decoder.DECODER_ENGINES``): ``vector.lanes`` for :data:`VECTOR_STAGES`, 1 for
-        the others; the conv1d takes at most as many channels a beat as the board's widest
-        memory port holds windows of ``d_conv − 1`` (and taps of ``d_conv``) binary32 words,
-        each in a power-of-two element (a 256-bit HBM port: two channels of Mamba2's
-        ``d_conv = 4``). ``lanes`` prices another ``vector.lanes`` (the performance
-        model's what-if; not checked against ``linear.cols``)."""
+        the others. ``lanes`` prices another ``vector.lanes`` (the performance model's
+        what-if; not checked against ``linear.cols``). A conv1d beat wider than a memory
+        port splits its windows and taps over :meth:`conv1d_parts` ports."""
         if stage not in VECTOR_STAGES:
             return 1
-        lanes = self.vector.lanes if lanes is None else lanes
-        if stage == "conv1d":
-            element = element_bits(32 * d_conv)
-            lanes = min(lanes, max(1, max(MEMORY_PORT_BITS[self.board.memory]) // element))
-        return lanes
+        return self.vector.lanes if lanes is None else lanes
+
+    def conv1d_parts(self, *, d_conv=4, lanes=None):
+        """Memory ports (and planes) one conv1d beat's windows, taps and new windows are
+        each split over: the fewest ``p`` dividing the conv1d's lanes whose
+        ``lanes / p`` windows of ``d_conv − 1`` binary32 words (and taps of ``d_conv``),
+        each in a power-of-two element, fit the board's widest memory port (a 256-bit
+        HBM port holds two channels of Mamba2's ``d_conv = 4``, so four lanes take two
+        ports each way)."""
+        lanes = self.stage_lanes("conv1d", lanes=lanes)
+        element = element_bits(32 * d_conv)
+        widest = max(MEMORY_PORT_BITS[self.board.memory])
+        least = max(1, -(-lanes * element // widest))
+        return next(p for p in range(least, lanes + 1) if lanes % p == 0)
 
     def replace(self, **changes):
         """Return a copy with ``changes`` applied (and validated)."""

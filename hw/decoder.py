@@ -204,7 +204,7 @@ class DecoderCore(SequencedCore):
         kw = {"addr_width": addr_width}
         # The vector stages take config.stage_lanes elements a beat: the model's widths
         # must split into whole beats, and the descriptors count beats.
-        lanes = {s: config.stage_lanes(s, d_conv=model.d_conv) for s in DECODER_ENGINES}
+        lanes = {s: config.stage_lanes(s) for s in DECODER_ENGINES}
         wb = window_bytes(model)
         for stage, dims in (("norm", ("d_model",)), ("gate_norm", ("d_inner",)),
                             ("residual", ("d_model",)), ("copy", ("d_model", "nheads")),

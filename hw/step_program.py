@@ -62,6 +62,7 @@ from specgen.golden.memory_map import state_image, unstripe_state
 from specgen.golden.tree import (PATH_ENTRY_FIELDS, ROOT, node_table, tree_depths, tree_entries,
                                  validate_parents)
 from specgen.golden.weight_planes import pack_matrix
+from specgen.hw.stream_engine import conv1d_plane_order
 
 __all__ = ["StepPlan", "Segment", "in_proj_segments", "group_rows_end", "DRAFT_FLOWS"]
 
@@ -196,6 +197,11 @@ class StepPlan:
         #: Model elements a beat of each engine (``golden.config.Config.stage_lanes``): its
         #: descriptors count beats.
         self.lanes = {n: getattr(e, "lanes", 1) for n, e in eng.items()}
+        #: Planes the conv1d's windows and taps are split over (``Config.conv1d_parts``),
+        #: and the channel each element of such an array holds.
+        self.conv_parts = lm.config.conv1d_parts(d_conv=m.d_conv)
+        self.conv_order = conv1d_plane_order(m.conv_dim, lanes=self.lanes["conv1d"],
+                                             parts=self.conv_parts)
         self._top = 0
         self.data = bytearray()
         self._weights()
@@ -263,9 +269,10 @@ class StepPlan:
             for name in ("norm", "gate", "conv_b"):
                 L[name] = self._alloc(4 * prm[name].size)
                 self.put(L[name], self._words(prm[name]))
-            # A channel's taps are one element of the conv1d engine (d_conv words).
+            # A channel's taps are one element of the conv1d engine (d_conv words), in its
+            # planes' order (conv1d_plane_order).
             L["conv_w"] = self._alloc(4 * prm["conv_w"].size)
-            self.put(L["conv_w"], self._words(prm["conv_w"]))
+            self.put(L["conv_w"], self._words(prm["conv_w"][self.conv_order]))
             # Per head group its A, dt_bias and D (the engine's parameter block a pass).
             L["ssm_params"] = self._alloc(12 * m.nheads)
             self.put(L["ssm_params"], self._words(np.concatenate(
@@ -341,7 +348,7 @@ class StepPlan:
         for L, conv, ssm in zip(self.layers, state.conv, state.ssm):
             w = np.zeros((m.conv_dim, self.wb // 4), np.float32)
             w[:, :m.d_conv - 1] = np.asarray(conv, np.float32).T
-            self.put(L["win"][0], w.tobytes())
+            self.put(L["win"][0], w[self.conv_order].tobytes())
             # The design's SSM unit (its state ports: the stripes), not the model's
             # geometry-only copy of it (HardwareLM.ssm has one state port).
             self.put(L["state"][self.bank], self._state_image(ssm))
@@ -616,14 +623,12 @@ class StepPlan:
                 s = seg[f"x{g}" if name == "x" else name]
                 c0 = chan[name] + (g * self.Hg * m.headdim if name == "x" else 0)
                 desc = {"vectors": 1, "elements": s.rows // lanes,
-                        **self._vector("window", src + c0 * self.wb, s.rows, 0, lanes),
+                        **self._planes("window", src, c0, self.wb, s.rows, lanes),
                         **self._in_place("x", self.zx, s.at, s.rows, v, lanes),
-                        **self._vector("taps", L["conv_w"] + c0 * 4 * m.d_conv, s.rows, 0,
-                                       lanes),
+                        **self._planes("taps", L["conv_w"], c0, 4 * m.d_conv, s.rows, lanes),
                         **self._vector("bias", L["conv_b"] + 4 * c0, s.rows, 0, lanes),
                         "y_addr": base + v * self.ssm_rec + rec_off[name], "y_vstride": 0,
-                        "new_window_addr": L["win"][1 + ids[v]] + c0 * self.wb,
-                        "new_window_vstride": 0}
+                        **self._planes("new_window", L["win"][1 + ids[v]], c0, self.wb)}
                 wait = ()
                 if v == 0 and n_seg == 0:
                     wait = first_wait
@@ -631,6 +636,27 @@ class StepPlan:
                     wait = ("conv1d",)
                 out.append(self._rec("conv1d", desc, wait))
         return out
+
+    def _planes(self, name, base, c0, nbytes, rows=None, lanes=1):
+        """The descriptor fields of the conv1d's operand (``rows`` given) or result ``name``
+        for channels from ``c0`` of an array of ``conv_dim`` channels (``nbytes`` each) at
+        ``base``, in its planes (:func:`hw.stream_engine.conv1d_plane_order`): the segment
+        starts at element ``c0 / P`` of each, the planes ``conv_dim / P`` elements apart."""
+        P, n = self.conv_parts, self.model.conv_dim
+        at = base + c0 // P * nbytes
+        out = (self._vector(name, at, rows, 0, lanes) if rows is not None else
+               {f"{name}_addr": at, f"{name}_vstride": 0})
+        if P > 1:
+            out[f"{name}_pstride"] = n // P * nbytes
+        return out
+
+    def _windows(self, raw):
+        """Windows (binary32, ``(d_conv − 1, conv_dim)``) from a slot's bytes ``raw`` in the
+        conv1d engine's plane order."""
+        m = self.model
+        w = np.empty((m.conv_dim, self.wb // 4), np.float32)
+        w[self.conv_order] = np.frombuffer(raw, np.float32).reshape(m.conv_dim, self.wb // 4)
+        return w[:, :m.d_conv - 1].T.copy()
 
     def committed_state(self, L):
         """Layer ``L``'s committed SSM state: its bank, or the node state :meth:`adopt`
@@ -748,10 +774,8 @@ class StepPlan:
 
     def window_of(self, data, layer, v):
         """Node ``v``'s new conv window of ``layer`` (binary32, ``(d_conv − 1, conv_dim)``)."""
-        m = self.model
-        w = np.frombuffer(self.get(self.layers[layer]["win"][1 + v], m.conv_dim * self.wb, data),
-                          np.float32).reshape(m.conv_dim, self.wb // 4)
-        return w[:, :m.d_conv - 1].T.copy()
+        return self._windows(self.get(self.layers[layer]["win"][1 + v],
+                                      self.model.conv_dim * self.wb, data))
 
     def committed_of(self, data, layer):
         """Layer ``layer``'s committed state in ``data``: ``(conv window, SSM state)``, the
@@ -759,8 +783,7 @@ class StepPlan:
         ``(nheads, headdim, d_state)`` shape (the committed bank, unstriped)."""
         m, ssm = self.model, self.lm.config.ssm
         L = self.layers[layer]
-        w = np.frombuffer(self.get(L["win"][0], m.conv_dim * self.wb, data),
-                          np.float32).reshape(m.conv_dim, self.wb // 4)
+        w = self._windows(self.get(L["win"][0], m.conv_dim * self.wb, data))
         gb, (H, P, N) = self.group_state_bytes, ssm.pass_config.state_shape
         groups = []
         for g in range(self.G):
@@ -768,4 +791,4 @@ class StepPlan:
                                   np.float32)
             rows = unstripe_state(words, lanes=ssm.lanes, ports=ssm.state_ports)
             groups.append(rows.reshape(H * P, -1)[:, :N].reshape(H, P, N))
-        return w[:, :m.d_conv - 1].T.copy(), np.concatenate(groups).copy()
+        return w, np.concatenate(groups).copy()

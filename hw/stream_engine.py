@@ -40,6 +40,7 @@ power of two. Vector ``v``'s results start at ``addr + v·vstride``, ``elements`
 
 from dataclasses import dataclass
 
+import numpy as np
 from amaranth import C, Cat, Module, Mux, Signal, Value
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.fifo import SyncFIFO
@@ -66,6 +67,7 @@ __all__ = [
     "acceptance_engine",
     "argmax_engine",
     "conv1d_engine",
+    "conv1d_plane_order",
     "copy_engine",
     "descriptor_layout",
     "element_bits",
@@ -83,25 +85,40 @@ ISSUED_BITS = 16
 
 @dataclass(frozen=True)
 class Field:
-    """One operand (or result) of a block's beat: ``name`` and ``bits``, low bits first."""
+    """One operand (or result) of a block's beat: ``name`` and ``bits``, low bits first.
+    With ``parts`` above 1 the field is read (or written) over that many ports of
+    ``bits / parts`` bits, ``m_axi_<name>0 …``, part ``j`` the field's ``j``-th slice of
+    bits, all with one geometry: part ``j``'s elements at the field's addresses plus
+    ``j·<name>_pstride`` (a plane each)."""
 
     name: str
     bits: int
+    parts: int = 1
+
+    def ports(self):
+        """``(port name, bits)`` of each part: the field itself when it has one."""
+        if self.parts == 1:
+            return [(self.name, self.bits)]
+        return [(f"{self.name}{j}", self.bits // self.parts) for j in range(self.parts)]
 
 
 def descriptor_layout(*, reads, writes, max_vectors, max_elements, addr_width):
     """One run: ``vectors``, ``elements`` (per vector), and per operand ``<name>_addr``,
     ``<name>_vstride``, ``<name>_cstride``, ``<name>_chunk``, ``<name>_chunks``,
     ``<name>_tail``, per result ``<name>_addr`` and ``<name>_vstride``, as in the module
-    docstring."""
+    docstring; a field in parts (:class:`Field`) adds ``<name>_pstride``."""
     count = range(1, max_elements + 1)
     fields = {"vectors": range(1, max_vectors + 1), "elements": count}
     for f in reads:
         fields.update({f"{f.name}_addr": addr_width, f"{f.name}_vstride": addr_width,
                        f"{f.name}_cstride": addr_width, f"{f.name}_chunk": count,
                        f"{f.name}_chunks": count, f"{f.name}_tail": range(max_elements + 1)})
+        if f.parts > 1:
+            fields[f"{f.name}_pstride"] = addr_width
     for f in writes:
         fields.update({f"{f.name}_addr": addr_width, f"{f.name}_vstride": addr_width})
+        if f.parts > 1:
+            fields[f"{f.name}_pstride"] = addr_width
     return data.StructLayout(fields)
 
 
@@ -197,9 +214,13 @@ class Lanes(wiring.Component):
     def module_name(self):
         return f"Lanes{self.lanes}_{self._blocks[0].module_name}"
 
-    def fields(self, fields):
-        """``fields`` (one block's) as this component's: ``L·element_bits`` bits each."""
-        return tuple(Field(f.name, self.lanes * element_bits(f.bits)) for f in fields)
+    def fields(self, fields, parts=None):
+        """``fields`` (one block's) as this component's: ``L·element_bits`` bits each;
+        ``parts`` maps a name to the ports it is split over (:class:`Field`), whose
+        parts then hold ``L / parts`` lanes each (the lanes are field-major)."""
+        parts = parts or {}
+        return tuple(Field(f.name, self.lanes * element_bits(f.bits), parts.get(f.name, 1))
+                     for f in fields)
 
     def elaborate(self, platform):
         m = Module()
@@ -304,6 +325,7 @@ class StreamEngine(wiring.Component):
         in_bits = len(Value.cast(block.i.payload))
         out_bits = len(Value.cast(block.o.payload))
         names = [f.name for f in self._reads + self._writes]
+        names += [n for f in self._reads + self._writes if f.parts > 1 for n, _ in f.ports()]
         if len(set(names)) != len(names) or not self._reads or not self._writes:
             raise ValueError(f"StreamEngine.reads and writes must be non-empty with distinct "
                              f"names, not {names}")
@@ -325,24 +347,26 @@ class StreamEngine(wiring.Component):
         self._rbits, self._wbits = {}, {}
         for f, kind in [(f, "reads") for f in self._reads] + [(f, "writes") for f in self._writes]:
             check_int("StreamEngine", f"{kind}.{f.name}.bits", f.bits, min=1)
-            bits = element_bits(f.bits)
-            if kind == "reads" and bits < 32:
-                raise ValueError(f"StreamEngine.reads.{f.name}.bits must be at least 32 (an "
-                                 f"operand is a beat of its own), not {f.bits}")
-            port = max(bits, 32)
-            if port not in allowed:
-                raise ValueError(f"StreamEngine.{kind}.{f.name}.bits must fit a port of "
-                                 f"{', '.join(map(str, allowed))} bits on {config.board.name!r} "
-                                 f"({config.board.memory}), not {f.bits}")
-            (self._rbits if kind == "reads" else self._wbits)[f.name] = bits
+            check_int("StreamEngine", f"{kind}.{f.name}.parts", f.parts, min=1)
+            if f.bits % f.parts:
+                raise ValueError(f"StreamEngine.{kind}.{f.name}.parts must divide its bits "
+                                 f"({f.bits}), not {f.parts}")
+            for name, part_bits in f.ports():
+                bits = element_bits(part_bits)
+                if kind == "reads" and bits < 32:
+                    raise ValueError(f"StreamEngine.reads.{name}.bits must be at least 32 (an "
+                                     f"operand is a beat of its own), not {part_bits}")
+                if max(bits, 32) not in allowed:
+                    raise ValueError(f"StreamEngine.{kind}.{name}.bits must fit a port of "
+                                     f"{', '.join(map(str, allowed))} bits on "
+                                     f"{config.board.name!r} ({config.board.memory}), not "
+                                     f"{part_bits}")
+                (self._rbits if kind == "reads" else self._wbits)[name] = bits
         kw = dict(master_overrides, addr_width=self._aw)
-        self._rd = {f.name: AXI4ReadMaster.from_config(config, data_width=self._rbits[f.name],
-                                                       out_width=self._rbits[f.name], **kw)
-                    for f in self._reads}
-        self._wr = {f.name: AXI4WriteMaster.from_config(config,
-                                                        data_width=max(self._wbits[f.name], 32),
-                                                        **kw)
-                    for f in self._writes}
+        self._rd = {n: AXI4ReadMaster.from_config(config, data_width=b, out_width=b, **kw)
+                    for n, b in self._rbits.items()}
+        self._wr = {n: AXI4WriteMaster.from_config(config, data_width=max(b, 32), **kw)
+                    for n, b in self._wbits.items()}
         super().__init__({
             "desc": In(stream.Signature(self.descriptor_layout)),
             "busy": Out(1), "runs": Out(32), "error": Out(1),
@@ -367,7 +391,8 @@ class StreamEngine(wiring.Component):
 
     @property
     def read_bytes(self):
-        """Bytes of one element of each operand in memory."""
+        """Bytes of one element of each operand (each part of one: :meth:`Field.ports`) in
+        memory."""
         return {n: b // 8 for n, b in self._rbits.items()}
 
     @property
@@ -397,8 +422,15 @@ class StreamEngine(wiring.Component):
         for n, w in self._wr.items():
             m.submodules[f"wr_{n}"] = w
             wiring.connect(m, wiring.flipped(getattr(self, f"m_axi_{n}")), w.axi)
-        rds = [self._rd[f.name] for f in self._reads]
-        wrs = [self._wr[f.name] for f in self._writes]
+
+        def parts(fields, masters):
+            """Per field its parts' ``(master, port name, bits)`` (one for a field in one
+            piece)."""
+            return [(f, [(masters[n], n, b) for n, b in f.ports()]) for f in fields]
+        rds = parts(self._reads, self._rd)
+        wrs = parts(self._writes, self._wr)
+        rd_all = [r for _, ms in rds for r, _, _ in ms]
+        wr_all = [w for _, ms in wrs for w, _, _ in ms]
 
         d = Signal(self.descriptor_layout, name="d")
         busy = Signal(name="busy_r")
@@ -406,7 +438,7 @@ class StreamEngine(wiring.Component):
         p = self.desc.payload
         m.d.comb += [self.busy.eq(busy), self.desc.ready.eq(~busy),
                      accept.eq(self.desc.valid & ~busy),
-                     self.error.eq(Cat(*(x.error for x in rds), *(x.error for x in wrs)).any())]
+                     self.error.eq(Cat(*(x.error for x in rd_all + wr_all)).any())]
         with m.If(accept):
             m.d.sync += [d.eq(p), busy.eq(1)]
 
@@ -414,14 +446,19 @@ class StreamEngine(wiring.Component):
             """A byte address or stride in beats of ``nbytes`` bytes."""
             return value[(nbytes - 1).bit_length():]
 
+        def part_addr(payload, f, j):
+            """Part ``j``'s first byte: the field's address plus ``j·pstride``."""
+            a = getattr(payload, f"{f.name}_addr")
+            return a if j == 0 else (a + getattr(payload, f"{f.name}_pstride") * j)[:aw]
+
         # -- the join: a beat when every operand has its element and the block is ready
         have = Signal(name="join_have")
         take = Signal(name="join_take")
-        m.d.comb += [have.eq(Cat(r.data.valid for r in rds).all()),
+        m.d.comb += [have.eq(Cat(r.data.valid for r in rd_all).all()),
                      take.eq(have & blk.i.ready), blk.i.valid.eq(have),
-                     blk.i.payload.eq(Cat(r.data.payload[:f.bits]
-                                          for r, f in zip(rds, self._reads)))]
-        m.d.comb += [r.data.ready.eq(take) for r in rds]
+                     blk.i.payload.eq(Cat(r.data.payload[:b] for _, ms in rds
+                                          for r, _, b in ms))]
+        m.d.comb += [r.data.ready.eq(take) for r in rd_all]
         if "last" in blk.signature.members:
             # A block that needs the vector's end (one tree a vector: its node count is
             # the descriptor's, never the data's) gets it beside the beat.
@@ -432,100 +469,106 @@ class StreamEngine(wiring.Component):
                 m.d.sync += e_left.eq(Mux(e_left.any(), e_left - 1, d.elements - 1))
             m.d.comb += blk.last.eq(~e_left.any())
 
-        # -- read commands: per operand, each vector's chunks
+        # -- read commands: per operand (and part), each vector's chunks
         pending = []
-        for f, r in zip(self._reads, rds):
-            nb = self._rbits[f.name] // 8
-            vstride, cstride, chunk, chunks = (getattr(d, f"{f.name}_{k}") for k in
-                                               ("vstride", "cstride", "chunk", "chunks"))
-            want = Signal(name=f"{f.name}_rd_pending")
-            cur = Signal(aw, name=f"{f.name}_rd_addr")      # beats: this chunk's first
-            vbase = Signal(aw, name=f"{f.name}_rd_vbase")   # beats: this vector's first
-            kleft = Signal(range(max(self._max_e, 2)), name=f"{f.name}_rd_chunks_left")
-            klast = Signal(name=f"{f.name}_rd_chunk_last")
-            vleft = Signal(range(max(self._max_v, 2)), name=f"{f.name}_rd_vectors_left")
-            vlast = Signal(name=f"{f.name}_rd_vector_last")
-            with m.If(accept):
-                # From the descriptor port itself (``d`` loads in this cycle); the later
-                # vectors reload from ``d``: the port's payload may change once taken.
-                a = beat(getattr(p, f"{f.name}_addr"), nb)
-                p_chunks = getattr(p, f"{f.name}_chunks")
-                m.d.sync += [want.eq(1), cur.eq(a), vbase.eq(a), kleft.eq(p_chunks - 1),
-                             klast.eq(p_chunks == 1), vleft.eq(p.vectors - 1),
-                             vlast.eq(p.vectors == 1)]
-            nxt = Signal(aw, name=f"{f.name}_rd_vnext")
-            # The last chunk's beats: ``tail`` when it is set, a whole chunk otherwise. Both
-            # are descriptor registers and ``klast`` is one: a 2:1 mux on the command.
-            tail = getattr(d, f"{f.name}_tail")
-            ragged = Signal(name=f"{f.name}_rd_ragged")
-            m.d.comb += [ragged.eq(klast & tail.any()), r.cmd.valid.eq(want),
-                         r.cmd.payload.addr.eq(cur),
-                         r.cmd.payload.beats.eq(Mux(ragged, tail, chunk)),
-                         nxt.eq(vbase + beat(vstride, nb))]
-            with m.If(r.cmd.valid & r.cmd.ready):
-                with m.If(klast):
-                    m.d.sync += [vbase.eq(nxt), cur.eq(nxt), kleft.eq(chunks - 1),
-                                 klast.eq(chunks == 1), vleft.eq(vleft - 1),
-                                 vlast.eq(vleft == 1)]
-                    with m.If(vlast):
-                        m.d.sync += want.eq(0)
-                with m.Else():
-                    m.d.sync += [cur.eq(cur + beat(cstride, nb)), kleft.eq(kleft - 1),
-                                 klast.eq(kleft == 1)]
-            pending.append(want)
+        for f, ms in rds:
+            for j, (r, name, _) in enumerate(ms):
+                nb = self._rbits[name] // 8
+                vstride, cstride, chunk, chunks = (getattr(d, f"{f.name}_{k}") for k in
+                                                   ("vstride", "cstride", "chunk", "chunks"))
+                want = Signal(name=f"{name}_rd_pending")
+                cur = Signal(aw, name=f"{name}_rd_addr")      # beats: this chunk's first
+                vbase = Signal(aw, name=f"{name}_rd_vbase")   # beats: this vector's first
+                kleft = Signal(range(max(self._max_e, 2)), name=f"{name}_rd_chunks_left")
+                klast = Signal(name=f"{name}_rd_chunk_last")
+                vleft = Signal(range(max(self._max_v, 2)), name=f"{name}_rd_vectors_left")
+                vlast = Signal(name=f"{name}_rd_vector_last")
+                with m.If(accept):
+                    # From the descriptor port itself (``d`` loads in this cycle); the later
+                    # vectors reload from ``d``: the port's payload may change once taken.
+                    a = beat(part_addr(p, f, j), nb)
+                    p_chunks = getattr(p, f"{f.name}_chunks")
+                    m.d.sync += [want.eq(1), cur.eq(a), vbase.eq(a), kleft.eq(p_chunks - 1),
+                                 klast.eq(p_chunks == 1), vleft.eq(p.vectors - 1),
+                                 vlast.eq(p.vectors == 1)]
+                nxt = Signal(aw, name=f"{name}_rd_vnext")
+                # The last chunk's beats: ``tail`` when it is set, a whole chunk otherwise.
+                # Both are descriptor registers and ``klast`` is one: a 2:1 mux on the
+                # command.
+                tail = getattr(d, f"{f.name}_tail")
+                ragged = Signal(name=f"{name}_rd_ragged")
+                m.d.comb += [ragged.eq(klast & tail.any()), r.cmd.valid.eq(want),
+                             r.cmd.payload.addr.eq(cur),
+                             r.cmd.payload.beats.eq(Mux(ragged, tail, chunk)),
+                             nxt.eq(vbase + beat(vstride, nb))]
+                with m.If(r.cmd.valid & r.cmd.ready):
+                    with m.If(klast):
+                        m.d.sync += [vbase.eq(nxt), cur.eq(nxt), kleft.eq(chunks - 1),
+                                     klast.eq(chunks == 1), vleft.eq(vleft - 1),
+                                     vlast.eq(vleft == 1)]
+                        with m.If(vlast):
+                            m.d.sync += want.eq(0)
+                    with m.Else():
+                        m.d.sync += [cur.eq(cur + beat(cstride, nb)), kleft.eq(kleft - 1),
+                                     klast.eq(kleft == 1)]
+                pending.append(want)
 
-        # -- the fork: each result field to its write port (packed if narrow)
+        # -- the fork: each result field (part) to its write port (packed if narrow)
         lo, sinks = 0, []
-        for f, w in zip(self._writes, wrs):
-            pk = self.pack[f.name]
-            if pk > 1:
-                up = submodule(m, f"up_{f.name}", StreamUpsizer(in_width=f.bits, out_width=32))
-                connect(m, up.o, w.data)
-                sinks.append((lo, f, up.i))
-            else:
-                sinks.append((lo, f, w.data))
-            lo += f.bits
+        for f, ms in wrs:
+            for w, name, bits in ms:
+                pk = self.pack[name]
+                if pk > 1:
+                    up = submodule(m, f"up_{name}", StreamUpsizer(in_width=bits, out_width=32))
+                    connect(m, up.o, w.data)
+                    sinks.append((lo, name, bits, up.i))
+                else:
+                    sinks.append((lo, name, bits, w.data))
+                lo += bits
         out = Value.cast(blk.o.payload)
         if len(sinks) == 1:
-            lo, f, s = sinks[0]
-            m.d.comb += [s.valid.eq(blk.o.valid), s.payload.eq(out[lo:lo + f.bits]),
-                         blk.o.ready.eq(s.ready)]
+            lo, _, bits, sk = sinks[0]
+            m.d.comb += [sk.valid.eq(blk.o.valid), sk.payload.eq(out[lo:lo + bits]),
+                         blk.o.ready.eq(sk.ready)]
         else:
-            forks = [SyncFIFO(width=f.bits, depth=FORK_DEPTH) for _, f, _ in sinks]
+            forks = [SyncFIFO(width=bits, depth=FORK_DEPTH) for _, _, bits, _ in sinks]
             room = Signal(name="fork_room")
             m.d.comb += [room.eq(Cat(q.w_rdy for q in forks).all()), blk.o.ready.eq(room)]
-            for (lo, f, s), q in zip(sinks, forks):
-                m.submodules[f"fork_{f.name}"] = q
-                m.d.comb += [q.w_en.eq(blk.o.valid & room), q.w_data.eq(out[lo:lo + f.bits]),
-                             s.valid.eq(q.r_rdy), s.payload.eq(q.r_data), q.r_en.eq(s.ready)]
+            for (lo, name, bits, sk), q in zip(sinks, forks):
+                m.submodules[f"fork_{name}"] = q
+                m.d.comb += [q.w_en.eq(blk.o.valid & room), q.w_data.eq(out[lo:lo + bits]),
+                             sk.valid.eq(q.r_rdy), sk.payload.eq(q.r_data), q.r_en.eq(sk.ready)]
 
-        # -- write commands: per result, one region a vector; done when each master's
-        # B-response count reaches the regions issued
+        # -- write commands: per result (and part), one region a vector; done when each
+        # master's B-response count reaches the regions issued
         idle = []
-        for f, w in zip(self._writes, wrs):
-            nb = max(self._wbits[f.name], 32) // 8
-            pk = self.pack[f.name]
-            want = Signal(name=f"{f.name}_wr_pending")
-            cur = Signal(aw, name=f"{f.name}_wr_addr")
-            vleft = Signal(range(max(self._max_v, 2)), name=f"{f.name}_wr_vectors_left")
-            vlast = Signal(name=f"{f.name}_wr_vector_last")
-            issued = Signal(ISSUED_BITS, name=f"{f.name}_wr_issued")
-            beats = Signal(range(self._max_e + 1), name=f"{f.name}_wr_beats")
-            with m.If(accept):
-                m.d.sync += [want.eq(1), cur.eq(beat(getattr(p, f"{f.name}_addr"), nb)),
-                             vleft.eq(p.vectors - 1), vlast.eq(p.vectors == 1),
-                             beats.eq(1 if self._reduce else p.elements[(pk - 1).bit_length():])]
-            m.d.comb += [w.cmd.valid.eq(want), w.cmd.payload.addr.eq(cur),
-                         w.cmd.payload.beats.eq(beats)]
-            with m.If(w.cmd.valid & w.cmd.ready):
-                m.d.sync += [issued.eq(issued + 1), vleft.eq(vleft - 1), vlast.eq(vleft == 1),
-                             cur.eq(cur + beat(getattr(d, f"{f.name}_vstride"), nb))]
-                with m.If(vlast):
-                    m.d.sync += want.eq(0)
-            # ``issued`` counts up the cycle after a command; ``done`` only after its B
-            # response, many cycles later: equality with no command pending is the end.
-            idle.append(~want & (w.done[:ISSUED_BITS] == issued))
-            pending.append(want)
+        for f, ms in wrs:
+            for j, (w, name, _) in enumerate(ms):
+                nb = max(self._wbits[name], 32) // 8
+                pk = self.pack[name]
+                want = Signal(name=f"{name}_wr_pending")
+                cur = Signal(aw, name=f"{name}_wr_addr")
+                vleft = Signal(range(max(self._max_v, 2)), name=f"{name}_wr_vectors_left")
+                vlast = Signal(name=f"{name}_wr_vector_last")
+                issued = Signal(ISSUED_BITS, name=f"{name}_wr_issued")
+                beats = Signal(range(self._max_e + 1), name=f"{name}_wr_beats")
+                with m.If(accept):
+                    m.d.sync += [want.eq(1), cur.eq(beat(part_addr(p, f, j), nb)),
+                                 vleft.eq(p.vectors - 1), vlast.eq(p.vectors == 1),
+                                 beats.eq(1 if self._reduce else
+                                          p.elements[(pk - 1).bit_length():])]
+                m.d.comb += [w.cmd.valid.eq(want), w.cmd.payload.addr.eq(cur),
+                             w.cmd.payload.beats.eq(beats)]
+                with m.If(w.cmd.valid & w.cmd.ready):
+                    m.d.sync += [issued.eq(issued + 1), vleft.eq(vleft - 1),
+                                 vlast.eq(vleft == 1),
+                                 cur.eq(cur + beat(getattr(d, f"{f.name}_vstride"), nb))]
+                    with m.If(vlast):
+                        m.d.sync += want.eq(0)
+                # ``issued`` counts up the cycle after a command; ``done`` only after its B
+                # response, many cycles later: equality with no command pending is the end.
+                idle.append(~want & (w.done[:ISSUED_BITS] == issued))
+                pending.append(want)
         finished = Signal(name="finished")
         m.d.comb += finished.eq(busy & ~Cat(*pending).any() & Cat(*idle).all())
         with m.If(finished):
@@ -536,15 +579,17 @@ class StreamEngine(wiring.Component):
 # -- the decoder's vector stages ------------------------------------------------------
 
 
-def _laned(config, stage, make, reads, writes, *, lanes=None, **kw):
+def _laned(config, stage, make, reads, writes, *, lanes=None, split=None, **kw):
     """The engine of ``make()``'s block at ``config``'s lanes for ``stage`` (or
-    ``lanes``): the block itself at one lane, else :class:`Lanes` of as many copies."""
+    ``lanes``): the block itself at one lane, else :class:`Lanes` of as many copies.
+    ``split`` maps a field's name to the ports its lanes are read or written over
+    (:class:`Field`)."""
     lanes = config.stage_lanes(stage) if lanes is None else lanes
     if lanes == 1:
         return StreamEngine(block=make(), config=config, reads=reads, writes=writes, **kw)
     blk = Lanes(blocks=[make() for _ in range(lanes)], reads=reads, writes=writes)
-    return StreamEngine(block=blk, config=config, reads=blk.fields(reads),
-                        writes=blk.fields(writes), lanes=lanes, **kw)
+    return StreamEngine(block=blk, config=config, reads=blk.fields(reads, split),
+                        writes=blk.fields(writes, split), lanes=lanes, **kw)
 
 
 def conv1d_engine(config, *, max_vectors, max_elements, **kw):
@@ -554,14 +599,39 @@ def conv1d_engine(config, *, max_vectors, max_elements, **kw):
     Operands ``window`` (the node's parent's ``d_conv − 1`` raw values of a channel,
     oldest first, in a 128-bit element for Mamba2's ``d_conv = 4``), ``x`` (the new raw
     value), ``taps``, ``bias``; results ``y`` (``silu(conv)``) and ``window`` (the new
-    window, the node's own, in the layout it was read in)."""
+    window, the node's own, in the layout it was read in).
+
+    When a beat's windows are wider than a memory port (``P = config.conv1d_parts()``
+    above 1: four channels on a 256-bit HBM port), ``window``, ``taps`` and
+    ``new_window`` are each read or written over ``P`` ports (:class:`Field`), part ``j``
+    carrying lanes ``j·L/P … (j+1)·L/P − 1`` of every beat, so each part is a plane of
+    its own in memory, ``<name>_pstride`` bytes after the one before
+    (:func:`conv1d_plane_order`)."""
     dc = MAMBA2_DEFAULTS["d_conv"]              # Conv1d.from_config's
     w = 32 * (dc - 1)
+    P = config.conv1d_parts(d_conv=dc)
     return _laned(config, "conv1d", lambda: Conv1d.from_config(config),
-                  (Field("window", w), Field("x", 32), Field("taps", 32 * dc),
-                   Field("bias", 32)), (Field("y", 32), Field("new_window", w)),
-                  lanes=config.stage_lanes("conv1d", d_conv=dc), reduce=False,
-                  max_vectors=max_vectors, max_elements=max_elements, **kw)
+                  (Field("window", w), Field("x", 32), Field("taps", 32 * dc), Field("bias", 32)),
+                  (Field("y", 32), Field("new_window", w)), reduce=False,
+                  max_vectors=max_vectors, max_elements=max_elements,
+                  split={"window": P, "taps": P, "new_window": P}, **kw)
+
+
+def conv1d_plane_order(channels, *, lanes, parts):
+    """Channel held by each element of a conv1d operand split over ``parts`` planes
+    (:func:`conv1d_engine`): plane ``j`` (``channels / parts`` elements, the planes one
+    after another) holds lanes ``j·L/P … (j+1)·L/P − 1`` of beat ``b`` at its elements
+    ``b·L/P …``. ``parts = 1`` is channel order. A segment of channels starting at a
+    multiple of ``lanes`` starts in plane ``j`` at element ``j·channels/P + c0/P``."""
+    check_int("conv1d_plane_order", "lanes", lanes, min=1)
+    check_int("conv1d_plane_order", "parts", parts, min=1)
+    if lanes % parts or channels % lanes:
+        raise ValueError(f"conv1d_plane_order: parts ({parts}) must divide lanes ({lanes}) "
+                         f"and lanes the channels ({channels})")
+    per = lanes // parts
+    beats = np.arange(channels // lanes)
+    return np.concatenate([(beats[:, None] * lanes + j * per + np.arange(per)).reshape(-1)
+                           for j in range(parts)])
 
 
 class CopyStage(wiring.Component):

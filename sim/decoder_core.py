@@ -46,11 +46,14 @@ PROGRAM_TIMEOUT = 400_000
 
 def make_core(p):
     """``(config, model, core)`` of a bench's parameters: the ``sim`` preset with the
-    linear engine's contract DSPFP32 and ``p["linear"]``'s and ``p["ssm"]``'s overrides,
-    the model ``p["model"]`` (an :class:`golden.lm.LMConfig`'s fields)."""
+    linear engine's contract DSPFP32 and ``p["linear"]``'s, ``p["ssm"]``'s and (if given)
+    ``p["vector"]``'s and ``p["board"]``'s overrides, the model ``p["model"]`` (an
+    :class:`golden.lm.LMConfig`'s fields)."""
     c = preset("sim")
     c = c.replace(linear=dataclasses.replace(c.linear, contract="dspfp32", **p["linear"]),
-                  ssm=dataclasses.replace(c.ssm, **p["ssm"]))
+                  ssm=dataclasses.replace(c.ssm, **p["ssm"]),
+                  vector=dataclasses.replace(c.vector, **p.get("vector", {})),
+                  board=dataclasses.replace(c.board, **p.get("board", {})))
     model = LMConfig(**p["model"])
     core = DecoderCore(config=c, model=model, max_records=p["max_records"],
                        addr_width=p["addr_width"], max_nodes=p["max_nodes"])

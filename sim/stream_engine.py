@@ -95,7 +95,13 @@ def stage_data(p, rng, vectors, elements):
         b = np.tile(b[:per], vectors)
         y, win = conv1d_hw(window, x, w, b, silu_lut=LUTSpec(**p["silu_lut"]),
                            contract=p["contract"])
-        ew = {n: nbytes // 4 // L for n, nbytes in {**p["read_bytes"], **p["write_bytes"]}.items()}
+        # Words of one lane's element of each field (a field read in P parts: its parts'
+        # bytes together).
+        nbytes = {}
+        for n, size in {**p["read_bytes"], **p["write_bytes"]}.items():
+            base = n.rstrip("0123456789")
+            nbytes[base] = nbytes.get(base, 0) + size
+        ew = {n: size // 4 // L for n, size in nbytes.items()}
 
         def shape(a, name):
             return beats(np.asarray(a, np.float32).view(np.uint32), ew[name])
@@ -172,8 +178,8 @@ class Bench:
         self.rng = random.Random(bench_seed())
         self.nprng = np.random.default_rng(self.rng.getrandbits(64))
         self.memory = Memory(1 << p["addr_width"], self.rng)
-        self.reads = [Field(n, b) for n, b in p["reads"]]
-        self.writes = [Field(n, b) for n, b in p["writes"]]
+        self.reads = [Field(*f) for f in p["reads"]]
+        self.writes = [Field(*f) for f in p["writes"]]
         self.layout = descriptor_layout(reads=self.reads, writes=self.writes,
                                         max_vectors=p["max_vectors"],
                                         max_elements=p["max_elements"],
@@ -183,8 +189,8 @@ class Bench:
 
     def attach(self):
         attach_memory(self.dut, self.memory,
-                      reads=[f"m_axi_{f.name}_" for f in self.reads],
-                      writes=[f"m_axi_{f.name}_" for f in self.writes],
+                      reads=[f"m_axi_{n}_" for f in self.reads for n, _ in f.ports()],
+                      writes=[f"m_axi_{n}_" for f in self.writes for n, _ in f.ports()],
                       latency=self.p["latency"], stall=self.p["stall"], rng=self.rng)
 
     def alloc(self, nbytes, align):
@@ -194,10 +200,12 @@ class Bench:
         assert self.top <= len(self.memory.data), "the bench's regions do not fit the memory"
         return at
 
-    def place(self, name, words, nbytes):
-        """Operand ``words`` (vectors, elements, k) in memory; its descriptor fields."""
+    def place(self, name, words, nbytes, parts=1):
+        """Operand ``words`` (vectors, elements, k) in memory; its descriptor fields. In
+        ``parts`` (each ``nbytes`` an element), part ``j`` (the ``j``-th slice of every
+        beat's words) in a plane of its own, ``pstride`` bytes after the one before."""
         V, E = words.shape[:2]
-        elem = _words(words, nbytes)
+        elems = [_words(w, nbytes) for w in np.split(words, parts, axis=-1)]
         shared = name in SHARED and self.rng.random() < 0.6
         style = "shared" if shared else self.rng.choice(["rows", "rows", "chunks"])
         if style == "chunks":
@@ -224,20 +232,28 @@ class Bench:
             span = chunks * cstride
         elif not shared:
             span = V * vstride
-        base = self.alloc(span, nbytes)
-        for v in range(1 if shared else V):
-            for k in range(chunks):
-                at = base + v * vstride + k * cstride
-                self.memory.put_words(at, elem[v, k * chunk:min(E, (k + 1) * chunk)].reshape(-1))
+        # The planes a random gap apart, so a part read at another's address fails.
+        pstride = (-(-span // nbytes) + self.rng.randrange(0, 40)) * nbytes
+        base = self.alloc(span + (parts - 1) * pstride, nbytes)
+        for j, elem in enumerate(elems):
+            for v in range(1 if shared else V):
+                for k in range(chunks):
+                    at = base + j * pstride + v * vstride + k * cstride
+                    self.memory.put_words(
+                        at, elem[v, k * chunk:min(E, (k + 1) * chunk)].reshape(-1))
         return {f"{name}_addr": base, f"{name}_vstride": vstride, f"{name}_cstride": cstride,
-                f"{name}_chunk": chunk, f"{name}_chunks": chunks, f"{name}_tail": tail_field}
+                f"{name}_chunk": chunk, f"{name}_chunks": chunks, f"{name}_tail": tail_field,
+                **({f"{name}_pstride": pstride} if parts > 1 else {})}
 
-    def result_region(self, name, n, vectors, nbytes, pack_):
+    def result_region(self, name, n, vectors, nbytes, pack_, parts=1):
+        """``(base, vstride, size, pstride)`` of a result's region: ``vectors`` of ``size``
+        bytes at ``vstride``, each of its ``parts`` at ``pstride`` from the one before."""
         beat = max(nbytes, 4)
         size = n // pack_ * beat
         vstride = -(-(size + beat * self.rng.randrange(0, 4)) // beat) * beat
-        base = self.alloc(vectors * vstride, beat)
-        return base, vstride, size
+        pstride = vectors * vstride + beat * self.rng.randrange(0, 8)
+        base = self.alloc(vectors * vstride + (parts - 1) * pstride, beat)
+        return base, vstride, size, pstride
 
     async def run(self, desc, *, cut=None):
         """Offer ``desc``; wait for ``runs`` to count it (True), or with ``cut`` (a count of
@@ -246,7 +262,7 @@ class Bench:
         d = self.dut
         before = int(d.runs.value)
         await offer(d, "desc", pack(self.layout, desc))
-        first = f"m_axi_{self.writes[0].name}__"
+        first = f"m_axi_{self.writes[0].ports()[0][0]}__"
         if cut is not None:
             beats, at = 0, cut
             for _ in range(RUN_TIMEOUT):
@@ -292,21 +308,29 @@ async def runs(dut):
         else:
             E = b.rng.randint(1, p["max_elements"] // 2) * 2 if run else p["max_elements"]
         ops, want = stage_data(p, b.nprng, V, E)
+        # A field in parts: part j the j-th slice of every beat's words (its lanes).
+        want = {n: a for f in b.writes
+                for n, a in zip([n for n, _ in f.ports()],
+                                np.split(want[f.name], f.parts, axis=-1))}
         desc = {"vectors": V, "elements": E}
         for f in b.reads:
-            desc.update(b.place(f.name, ops[f.name], rb[f.name]))
+            desc.update(b.place(f.name, ops[f.name], rb[f.ports()[0][0]], f.parts))
         regions = {}
         for f in b.writes:
-            n = want[f.name].shape[1]
-            base, vstride, size = b.result_region(f.name, n, V, wb[f.name], pk[f.name])
-            regions[f.name] = (base, vstride, size)
-            desc.update({f"{f.name}_addr": base, f"{f.name}_vstride": vstride})
+            port = f.ports()[0][0]
+            n = want[port].shape[1]
+            base, vstride, size, pstride = b.result_region(f.name, n, V, wb[port], pk[port],
+                                                           f.parts)
+            for j, (name, _) in enumerate(f.ports()):
+                regions[name] = (base + j * pstride, vstride, size)
+            desc.update({f"{f.name}_addr": base, f"{f.name}_vstride": vstride,
+                         **({f"{f.name}_pstride": pstride} if f.parts > 1 else {})})
         if p.get("corrupt") and run == 0:
-            name = b.writes[-1].name
+            name = b.writes[-1].ports()[-1][0]
             want[name][V // 2, 0, 0] ^= 1
         snapshot = bytes(b.memory.data)
         if cut:
-            name = b.writes[0].name
+            name = b.writes[0].ports()[0][0]
             total = V * (want[name].shape[1] // pk[name])
             assert not await b.run(desc, cut=b.rng.randrange(1, total))
         assert await b.run(desc)
@@ -320,18 +344,17 @@ async def runs(dut):
         stray = np.flatnonzero((now != np.frombuffer(snapshot, np.uint8)) & mask)
         assert stray.size == 0, f"run {run}: {stray.size} bytes written outside the results, " \
                                 f"first at {int(stray[0]):#x}"
-        for f in b.writes:
-            base, vstride, size = regions[f.name]
+        for name, (base, vstride, size) in regions.items():
             for v in range(V):
                 raw = bytes(b.memory.data[base + v * vstride:base + v * vstride + size])
-                if wb[f.name] < 4:
+                if wb[name] < 4:
                     got = np.frombuffer(raw, np.uint16).astype(np.uint32).reshape(-1, 1)
                 else:
-                    got = np.frombuffer(raw, "<u4").reshape(-1, wb[f.name] // 4)
-                exp = _words(want[f.name][v], max(wb[f.name], 4))[:, :got.shape[1]]
+                    got = np.frombuffer(raw, "<u4").reshape(-1, wb[name] // 4)
+                exp = _words(want[name][v], max(wb[name], 4))[:, :got.shape[1]]
                 bad = np.argwhere(got != exp)
                 assert bad.size == 0, (
-                    f"run {run} ({V}x{E}) {f.name} vector {v} element {tuple(bad[0])}: "
+                    f"run {run} ({V}x{E}) {name} vector {v} element {tuple(bad[0])}: "
                     f"{int(got[tuple(bad[0])]):#x} in memory, golden {int(exp[tuple(bad[0])]):#x}")
     write_report(p, {"runs": stats})
     dut._log.info("checked %d runs", p["runs"])

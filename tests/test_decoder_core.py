@@ -53,6 +53,19 @@ def test_decode_step_in_head_groups(seed):
 
 @pytest.mark.sim
 @pytest.mark.slow
+def test_decode_step_with_conv1d_planes(seed):
+    """The same steps on 256-bit HBM ports with four vector lanes, VHK158's: the conv1d's
+    windows, taps and new windows each split over two ports and two planes in memory
+    (``Config.conv1d_parts``), every node's window and the committed one read back
+    through the plane order and checked as above."""
+    _run(seed, linear={"cols": 4}, vector={"lanes": 4},
+         board={"memory": "HBM", "memory_port_bits": 256},
+         ssm={"nheads": 4, "headdim": 4, "d_state": 8},
+         model={**DESIGN["model"], "headdim": 4})
+
+
+@pytest.mark.sim
+@pytest.mark.slow
 def test_decoder_bench_can_fail(seed):
     """One flipped expected logit fails the bench."""
     with pytest.raises(BenchFailure, match="golden"):

@@ -29,6 +29,17 @@ def test_a_model_the_design_cannot_run_is_refused_naming_the_limit(tmp_path, cap
     assert not out.exists()
 
 
+def test_a_model_the_ssm_unit_cannot_take_is_refused_in_one_line(tmp_path, capsys):
+    """micro's 2 heads against VCK190's 8-word SSM input: the unit's own check, one line."""
+    out = tmp_path / "out"
+    assert main(["verilog", "--board", "vck190", "--top", "decoder", "--model", "micro",
+                 "--out", str(out)]) == 2
+    err = _one_line_error(capsys)
+    assert "--model micro does not fit the design 'vck190'" in err
+    assert "SSMConfig.input_words must be a power of two that divides" in err
+    assert not out.exists()
+
+
 @pytest.mark.parametrize("argv, fragment", [
     (["--top", "fpga"], "unknown --top 'fpga'; allowed: accelerator, decoder"),
     (["--top", "decoder", "--model", "9B"], "--model: lm_preset.name must be one of"),
@@ -79,10 +90,10 @@ def test_the_vhk158_decoder_top_for_vivado(tmp_path):
     (top,) = manifest["modules"]
     package = (out / "package_ip.tcl").read_text()
     assert "s_axi" in package and "irq" in package and "m_axi_linear_w" in package
-    # 84 read or write masters, joined in pairs onto 59 AXI4 interfaces: at most the
+    # 87 read or write masters, joined in pairs onto 61 AXI4 interfaces: at most the
     # part's 64 HBM_NMU ports.
     memory = [line for line in package.splitlines()
               if line.startswith("set busif [ipx::add_bus_interface m_axi_")]
-    assert len(memory) == 59
-    assert sum("m_axi_nmu" in line for line in memory) == 25
+    assert len(memory) == 61
+    assert sum("m_axi_nmu" in line for line in memory) == 26
     assert "SPECGEN_CORE" in (out / "specgen_core_regs.h").read_text()

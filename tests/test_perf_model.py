@@ -344,12 +344,13 @@ def test_design_reads_the_padded_planes_by_hand():
 def test_vector_stages_add_their_elements_over_the_lanes():
     """A 2.7B verify pass of 15 nodes spends its vector elements (counted by hand from the
     Mamba2 widths) over each stage's lanes, in series with the rest of the pass: the
-    design's 4 by default (the argmax too), the conv1d at most 2 (two windows fill a
-    256-bit HBM port). With one head group (on VHK158 nothing of a layer then overlaps); the
+    design's 4 by default (the argmax and the conv1d too: its four windows a beat over two
+    256-bit HBM ports each way). With one head group (on VHK158 nothing of a layer then overlaps); the
     preset's two run the conv1d of B and C once more a layer."""
     grouped = preset("vhk158")
     acc = accelerator(grouped.replace(ssm=dataclasses.replace(grouped.ssm, head_groups=1)))
-    assert acc.vector_lanes == 4 and acc.stage_lanes("conv1d") == 2
+    assert acc.vector_lanes == 4 and acc.stage_lanes("conv1d") == 4
+    assert acc.config.conv1d_parts() == 2 and acc.config.conv1d_parts(lanes=10**9) == 5 * 10**8
     res = {n: step_model(dataclasses.replace(acc, vector_lanes=n), seed_step())
            for n in (1, 4, 10**9)}
     assert step_model(acc, seed_step()).tokens_per_s == res[4].tokens_per_s
@@ -358,8 +359,7 @@ def test_vector_stages_add_their_elements_over_the_lanes():
     def per_node(lanes):
         # pre-norm 2560, conv1d 5120 + 2·128, dt 80, gated norm 5120, residual 2560 a
         # layer; the gather, the final norm and the argmax once a node.
-        conv = min(lanes, 2)
-        return (64 * ((2560 + 80 + 5120 + 2560) / lanes + 5376 / conv)
+        return (64 * ((2560 + 80 + 5120 + 2560 + 5376) / lanes)
                 + (2560 + 2560 + d.vocab) / lanes)
     v1 = res[1].phase("verify")
     assert v1.vector_cycles == pytest.approx(15 * per_node(1))
@@ -369,7 +369,7 @@ def test_vector_stages_add_their_elements_over_the_lanes():
         15 * (per_node(1) - per_node(10**9)) / acc.clock_hz, rel=1e-6)
     assert res[1].tokens_per_s < res[4].tokens_per_s < res[10**9].tokens_per_s
     two = step_model(accelerator(grouped), seed_step()).phase("verify")
-    assert two.vector_cycles == pytest.approx(15 * (per_node(4) + 64 * 2 * 128 / 2))
+    assert two.vector_cycles == pytest.approx(15 * (per_node(4) + 64 * 2 * 128 / 4))
 
 
 def test_deepest_probability_by_hand():

@@ -215,7 +215,7 @@ def test_commit_program_rejects_a_bad_path(built, path):
         plan.commit_program(path)
 
 
-@pytest.mark.parametrize("design", ["built", "grouped"])
+@pytest.mark.parametrize("design", ["built", "grouped", "planes"])
 def test_committed_state_round_trip(design, request):
     """The committed state in, and out, as the core holds it; in head groups each group's
     image is the engine's layout of its heads, one after the other."""
@@ -444,3 +444,43 @@ def test_head_groups_the_core_cannot_run():
                                          r"ssm.head_groups 2: 1\) is not a multiple of the copy "
                                          r"engine's lanes \(2"):
         make_core(p)
+
+
+@pytest.fixture(scope="module")
+def planes():
+    """A core on 256-bit HBM ports with four vector lanes (VHK158's): the conv1d's windows
+    and taps in two planes (``Config.conv1d_parts``)."""
+    p = {**DESIGN, "linear": {"cols": 4}, "vector": {"lanes": 4},
+         "board": {"memory": "HBM", "memory_port_bits": 256},
+         "ssm": {"nheads": 4, "headdim": 4, "d_state": 8},
+         "model": {**DESIGN["model"], "headdim": 4}}
+    config, model, core = make_core(p)
+    lm = HardwareLM(MambaLM.from_seed(model, seed=3), config=config)
+    return config, model, core, lm
+
+
+def test_conv1d_records_read_and_write_the_planes(planes):
+    """Each conv1d record reads its window and taps, and writes its new window, in the two
+    planes: plane ``j`` of an array holds lanes ``2j, 2j + 1`` of every beat, so a segment
+    starting at channel ``c0`` starts at element ``c0/2`` of each, the planes ``conv_dim/2``
+    elements apart; the taps in memory are the model's in that order."""
+    config, model, core, lm = planes
+    assert config.conv1d_parts() == 2
+    parents = [ROOT, 0, 0, 1]
+    plan = StepPlan(core, lm, nodes=len(parents))
+    recs = _records(core, *plan.program(parents, [1, 2, 3, 4]))
+    conv = [r for r in recs if int(r.op) != OP_END and int(r.engine) == core.index("conv1d")]
+    L, n, wb = plan.layers[0], model.conv_dim, plan.wb
+    # Node 0's records of layer 0, x then B then C: its parent is the committed window.
+    for rec, c0 in zip(conv[:3], (0, model.d_inner, model.d_inner + model.d_state)):
+        d = _desc(plan, rec, "conv1d")
+        at, half = c0 // 2, n // 2
+        assert (int(d.window_addr), int(d.window_pstride)) == (L["win"][0] + at * wb, half * wb)
+        assert (int(d.taps_addr), int(d.taps_pstride)) == (
+            L["conv_w"] + at * 4 * model.d_conv, half * 4 * model.d_conv)
+        assert (int(d.new_window_addr), int(d.new_window_pstride)) == (
+            L["win"][1] + at * wb, half * wb)
+    taps = np.frombuffer(plan.get(L["conv_w"], 4 * n * model.d_conv), np.float32)
+    order = [c for b in range(n // 4) for c in (4 * b, 4 * b + 1)] + [
+        c for b in range(n // 4) for c in (4 * b + 2, 4 * b + 3)]
+    assert np.array_equal(taps.reshape(n, model.d_conv), lm.parameters(0)["conv_w"][order])

@@ -18,6 +18,7 @@ from specgen.hw.stream_engine import (
     acceptance_engine,
     argmax_engine,
     conv1d_engine,
+    conv1d_plane_order,
     copy_engine,
     element_bits,
     norm_engine,
@@ -32,8 +33,8 @@ DSP = dataclasses.replace(SIM, ssm=dataclasses.replace(SIM.ssm, contract="dspfp3
 
 def _params(eng, config, kind, **kw):
     blk = getattr(eng.block, "lane_block", eng.block)
-    p = {"kind": kind, "reads": [[f.name, f.bits] for f in eng.reads],
-         "writes": [[f.name, f.bits] for f in eng.writes], "read_bytes": eng.read_bytes,
+    p = {"kind": kind, "reads": [[f.name, f.bits, f.parts] for f in eng.reads],
+         "writes": [[f.name, f.bits, f.parts] for f in eng.writes], "read_bytes": eng.read_bytes,
          "write_bytes": eng.write_bytes, "pack": eng.pack, "max_vectors": eng.max_vectors,
          "max_elements": eng.max_elements, "fixed_elements": kind in ("norm", "argmax"),
          "lanes": eng.lanes,
@@ -70,6 +71,23 @@ def test_conv1d_engine(seed):
     forked to two write ports."""
     eng = conv1d_engine(DSP, max_vectors=3, max_elements=40, addr_width=20)
     _run(eng, DSP, "conv1d", seed)
+
+
+@pytest.mark.sim
+def test_conv1d_engine_in_planes(seed):
+    """Four channels a beat on 256-bit HBM ports (VHK158's): window, taps and new window
+    each split over two ports (``Config.conv1d_parts``), every part a plane of its own in
+    memory, against the same golden beats; a reset in mid-write."""
+    hbm = DSP.replace(vector=VectorConfig(lanes=4),
+                      board=dataclasses.replace(DSP.board, memory="HBM", memory_port_bits=256))
+    eng = conv1d_engine(hbm, max_vectors=3, max_elements=10, addr_width=20)
+    assert [(f.name, f.parts) for f in eng.reads] == [("window", 2), ("x", 1), ("taps", 2),
+                                                      ("bias", 1)]
+    assert [n for n in eng.signature.members if n.startswith("m_axi_")] == [
+        "m_axi_window0", "m_axi_window1", "m_axi_x", "m_axi_taps0", "m_axi_taps1",
+        "m_axi_bias", "m_axi_y", "m_axi_new_window0", "m_axi_new_window1"]
+    assert "window_pstride" in eng.descriptor_layout.members
+    _run(eng, hbm, "conv1d", seed)
 
 
 @pytest.mark.sim
@@ -130,11 +148,22 @@ def test_stream_engine_ports_and_errors():
     norm2 = norm_engine(SIM, size=64, gate=False, out_fmt=FP16, max_vectors=15)
     assert norm2.pack == {"out": 1} and norm2.max_elements == 32 and norm2.lanes == 2
     assert copy_engine(SIM, max_vectors=1, max_elements=4).read_bytes == {"x": 8}
-    # VHK158: 4 lanes, but a 256-bit HBM port holds two conv windows; the acceptance
-    # engine stays at one.
+    # VHK158: 4 lanes; a 256-bit HBM port holds two conv windows, so the conv1d's
+    # windows, taps and new windows take two ports each; the acceptance engine stays at one.
     big = preset("vhk158")
     assert [big.stage_lanes(s) for s in ("conv1d", "norm", "residual", "copy", "argmax",
-                                         "accept")] == [2, 4, 4, 4, 4, 1]
+                                         "accept")] == [4, 4, 4, 4, 4, 1]
+    assert [preset(b).conv1d_parts() for b in ("sim", "vck190", "vhk158")] == [1, 1, 2]
+    conv4 = conv1d_engine(big, max_vectors=1, max_elements=1344)
+    assert conv4.read_bytes == {"window0": 32, "window1": 32, "x": 16, "taps0": 32,
+                                "taps1": 32, "bias": 16}
+    assert conv4.write_bytes == {"y": 16, "new_window0": 32, "new_window1": 32}
+    assert [int(c) for c in conv1d_plane_order(16, lanes=4, parts=2)] == [
+        0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15]
+    assert [int(c) for c in conv1d_plane_order(8, lanes=2, parts=1)] == list(range(8))
+    with pytest.raises(ValueError, match=r"^conv1d_plane_order: parts \(3\) must divide lanes "
+                                         r"\(4\) and lanes the channels \(16\)$"):
+        conv1d_plane_order(16, lanes=4, parts=3)
     with pytest.raises(ValueError, match=r"^Config.vector.lanes must divide linear.cols \(84: "
                                          r".*\), so one of 1, 2, 4, not 8$"):
         big.replace(vector=VectorConfig(lanes=8))
@@ -187,8 +216,8 @@ def test_stream_engine_ports_and_errors():
 
 
 def test_stream_engine_emits_for_the_boards():
-    """Every stage at VHK158's sizes elaborates to Verilog (the 128-bit conv elements fit
-    its 256-bit HBM ports)."""
+    """Every stage at VHK158's sizes elaborates to Verilog (the conv1d's four 128-bit
+    windows a beat on two 256-bit HBM ports each)."""
     big = preset("vhk158")
     for eng in (conv1d_engine(big, max_vectors=15, max_elements=5376),
                 residual_engine(big, max_vectors=15, max_elements=2560)):

@@ -88,8 +88,8 @@ def decoder_design(config, model):
         lm = lm_preset(model)
     except ValueError as exc:
         raise CLIError(f"--model: {exc}") from None
-    design = rtl_design(config, lm)
     try:
+        design = rtl_design(config, lm)
         core = DecoderCore(config=design, model=lm, max_records=DECODER_MAX_RECORDS,
                            addr_width=DECODER_ADDR_WIDTH)
     except ValueError as exc:

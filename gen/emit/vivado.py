@@ -208,7 +208,7 @@ def share_memory_ports(buses, ports):
     transactions have separate ID spaces (A5), so a master that only reads and one that
     only writes can share one AXI4 interface, and one NoC or HBM_NMU port with it: the
     VHK158's 64 HBM_NMU ports (AMD PG313) could not otherwise carry the 2.7B decoder
-    core's 84 masters. Two halves join only if their data, address and ID widths
+X only if their data, address and ID widths
     match, since an interface has one of each. A write joins the unjoined read whose
     name shares the longest prefix with it (its own engine's, where widths allow),
     ties to the first by name; writes are taken by name. Every other interface is kept

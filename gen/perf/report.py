@@ -201,7 +201,9 @@ def gap_sentences(rows=None):
     out.append(
         f"**Vector stages.** The decoder core's norms, residual and moves stream "
         f"{acc.vector_lanes} elements a cycle as built (`vector.lanes`, hw.stream_engine), "
-        f"the conv1d {acc.stage_lanes('conv1d')} (two 128-bit windows fill a 256-bit port) and "
+        f"the conv1d {acc.stage_lanes('conv1d')} (its windows, taps and new windows over "
+        f"{acc.config.conv1d_parts(lanes=acc.vector_lanes)} port(s) each: "
+        f"`Config.conv1d_parts`) and "
         f"the argmax {acc.stage_lanes('argmax')}, in series with the linear and SSM units (but "
         f"for the head groups' "
         f"conv1d, above): "

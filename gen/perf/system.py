@@ -336,7 +336,7 @@ class Accelerator:
         Elements a cycle of the decoder core's vector stages (the norms, conv1d, the
         residual, the moves: :func:`vector_stage_elements`): by default the design's
         ``vector.lanes`` (what ``hw.stream_engine`` builds), each stage at
-        ``config.stage_lanes`` (the conv1d capped by the memory port);
+        ``config.stage_lanes`` (the conv1d's windows over ``config.conv1d_parts`` ports);
         another count prices stages with that many lanes. The stages run between the
         linear and SSM units: the core's programs order every layer's stages by
         barriers, except that a head group's conv1d and SSM pass run beside the linear
