@@ -22,6 +22,13 @@ one weight port of the linear unit takes in one transfer):
   master per slice streams it at the rate of the nibble plane, with no width converter.
 * A layer's jobs lie one after another in each plane (:func:`pack_jobs`), so the draft pass
   reads one contiguous nibble area and the target pass four long sequential runs per job.
+* A job whose rows fill at most ``1/q`` of the array's slots (``n_rows ≤ rows·cols/q``,
+  ``q`` in :data:`PACKS` dividing ``rows``: :func:`pack_factor`) uses only slots
+  ``h < rows/q`` of every column (row ``h·cols + g``), so its beats are **packed** ``q``
+  to a sub-beat (:func:`pack_beats`): beat ``b``'s slots ``h < rows/q`` go to weights
+  ``(b mod q)·rows/q + h`` of sub-beat ``b // q``, and the padding slots, all zero, are not
+  stored. The regions shrink ``q``-fold (a 1,024-row out_proj on a 5,376-slot array reads
+  a quarter of its padded tile); the weight stream unpacks them to the same beats.
 * A whole matrix (``n_out × K``, rows are output features) is cut into jobs by
   :func:`matrix_tiles`: output rows in tiles of ``rows · cols`` (the array's MAC slots),
   each tile's inputs in chunks of at most ``max_k``, tile-major; :func:`pack_matrix` lays
@@ -41,7 +48,8 @@ import numpy as np
 from .bsfp import BSFPConfig, restore_stored
 from .validate import check_choice, check_int
 
-__all__ = ["SLICE_BITS", "RESIDUE_SLICES", "PLANE_SLICES", "MODES", "sub_beat_bits",
+__all__ = ["SLICE_BITS", "RESIDUE_SLICES", "PLANE_SLICES", "MODES", "PACKS", "pack_factor",
+           "pack_beats", "unpack_beats", "sub_beat_bits",
            "region_bytes", "column_beats", "slice_image", "plane_images", "unpack_slice",
            "pack_jobs", "port_count", "job_images", "job_port_bytes", "engine_weight_ports",
            "stream_word_bits", "MatrixJob", "matrix_tiles", "matrix_job_count",
@@ -56,6 +64,48 @@ RESIDUE_SLICES = 3
 PLANE_SLICES = 1 + RESIDUE_SLICES
 #: Pass of a job: the draft reads the nibble plane, verify reads both planes.
 MODES = ("verify", "draft")
+#: Beats a sub-beat may pack (:func:`pack_factor`): the weight stream's unpacker takes these.
+PACKS = (1, 2, 4, 8)
+
+
+def pack_factor(n_rows, *, rows, cols):
+    """Beats packed to a sub-beat for a job of ``n_rows`` rows on a ``rows × cols`` array:
+    the largest ``q`` of :data:`PACKS` dividing ``rows`` with ``n_rows ≤ rows·cols/q``
+    (every used slot of a column, row ``h·cols + g < n_rows``, has ``h < rows/q``)."""
+    rows = check_int("weight_planes", "rows", rows, min=1)
+    cols = check_int("weight_planes", "cols", cols, min=1)
+    n_rows = check_int("weight_planes", "n_rows", n_rows, min=1, max=rows * cols)
+    return max(q for q in PACKS if rows % q == 0 and n_rows * q <= rows * cols)
+
+
+def pack_beats(words, pack):
+    """Beats ``words`` (shape ``(n, rows)``) packed ``pack`` to a sub-beat: shape
+    ``(ceil(n / pack), rows)``, beat ``b``'s slots ``h < rows/pack`` at weights
+    ``(b mod pack)·rows/pack + h`` of row ``b // pack`` (a last row short of beats is
+    zero-filled). Raises ``ValueError`` if a slot ``h ≥ rows/pack`` is not zero."""
+    w = np.asarray(words, dtype=np.uint16)
+    n, rows = w.shape
+    check_choice("weight_planes", "pack", pack, PACKS)
+    if rows % pack:
+        raise ValueError(f"weight_planes.pack must divide rows ({rows}), not {pack}")
+    used = rows // pack
+    if w[:, used:].any():
+        raise ValueError(f"weight_planes.pack {pack}: beats use slots at or above "
+                         f"rows/pack ({used}); only padding rows may be packed away")
+    beats = -(-n // pack) * pack
+    full = np.zeros((beats, used), np.uint16)
+    full[:n] = w[:, :used]
+    return full.reshape(-1, rows)
+
+
+def unpack_beats(packed, pack, n):
+    """Inverse of :func:`pack_beats`: the ``n`` beats (``(n, rows)``) of ``packed``."""
+    p = np.asarray(packed, dtype=np.uint16)
+    rows = p.shape[1]
+    used = rows // pack
+    out = np.zeros((p.shape[0] * pack, rows), np.uint16)
+    out[:, :used] = p.reshape(-1, used)
+    return out[:n]
 
 
 def sub_beat_bits(rows):
@@ -136,9 +186,12 @@ def slice_image(words, index, *, word_bits):
     return out.tobytes()
 
 
-def plane_images(words, *, word_bits):
+def plane_images(words, *, word_bits, pack=1):
     """``(nibble_plane, residue_plane)`` bytes of one job's beats (shape ``(n, rows)``):
-    the nibble slice region, and the three residue slice regions back to back."""
+    the nibble slice region, and the three residue slice regions back to back; with
+    ``pack`` above 1, of the beats packed (:func:`pack_beats`)."""
+    if pack != 1:
+        words = pack_beats(words, pack)
     return (slice_image(words, 0, word_bits=word_bits),
             b"".join(slice_image(words, j, word_bits=word_bits)
                      for j in range(1, PLANE_SLICES)))
@@ -153,13 +206,15 @@ def unpack_slice(image, *, n_beats, rows):
     return fields.reshape(n_beats, rows)
 
 
-def pack_jobs(jobs, *, word_bits, align=4096):
+def pack_jobs(jobs, *, word_bits, align=4096, packs=None):
     """A layer's jobs laid out in the two planes.
 
     Parameters
     ----------
     jobs : list of array_like of uint16
         Each job's beats, shape ``(n, rows)`` (:func:`column_beats`).
+    packs : list of int, optional
+        Each job's :func:`pack_factor` (default 1: unpacked).
     word_bits : int
         The read master's word; every region is a whole number of them.
     align : int
@@ -177,8 +232,9 @@ def pack_jobs(jobs, *, word_bits, align=4096):
     check_int("weight_planes", "align", align, min=1)
     nib, res, offsets = [], [], []
     n_off = r_off = 0
-    for words in jobs:
-        a, b = plane_images(words, word_bits=word_bits)
+    packs = [1] * len(jobs) if packs is None else list(packs)
+    for words, q in zip(jobs, packs, strict=True):
+        a, b = plane_images(words, word_bits=word_bits, pack=q)
         offsets.append((n_off, r_off, int(np.asarray(words).shape[0])))
         nib.append(a)
         res.append(b)
@@ -201,21 +257,24 @@ def port_count(cols, ports, *, owner="weight_planes", name="ports"):
 def job_images(stored, *, rows, cols, ports=1, word_bits):
     """``(nibble_plane, residue_plane)`` of one job (a tile of stored words, shape
     ``(n_rows, K)``) for an array with ``ports`` weight ports: port ``p``'s regions
-    (:func:`column_beats` of its columns) follow port ``p − 1``'s in each plane, every
-    port's region :func:`job_port_bytes` long, so port ``p`` reads from
-    ``base + p · job_port_bytes`` (nibble) and ``base + 3p · job_port_bytes`` (residue)."""
+    (:func:`column_beats` of its columns, packed by the job's :func:`pack_factor`) follow
+    port ``p − 1``'s in each plane, every port's region :func:`job_port_bytes` long, so
+    port ``p`` reads from ``base + p · job_port_bytes`` (nibble) and
+    ``base + 3p · job_port_bytes`` (residue)."""
     ports = port_count(cols, ports)
+    q = pack_factor(np.asarray(stored).shape[0], rows=rows, cols=cols)
     parts = [plane_images(column_beats(stored, rows=rows, cols=cols, ports=ports, port=p),
-                          word_bits=word_bits) for p in range(ports)]
+                          word_bits=word_bits, pack=q) for p in range(ports)]
     return b"".join(a for a, _ in parts), b"".join(b for _, b in parts)
 
 
-def job_port_bytes(n_k, *, rows, cols, ports=1, word_bits):
-    """Bytes of one port's nibble region in a job of ``n_k`` inputs (its residue regions
-    are three times as long)."""
+def job_port_bytes(n_k, *, rows, cols, ports=1, word_bits, pack=1):
+    """Bytes of one port's nibble region in a job of ``n_k`` inputs packed ``pack`` beats
+    to a sub-beat (its residue regions are three times as long)."""
     ports = port_count(cols, ports)
-    return region_bytes(check_int("weight_planes", "n_k", n_k, min=1) * (cols // ports),
-                        rows=rows, word_bits=word_bits)
+    check_choice("weight_planes", "pack", pack, PACKS)
+    beats = check_int("weight_planes", "n_k", n_k, min=1) * (cols // ports)
+    return region_bytes(-(-beats // pack), rows=rows, word_bits=word_bits)
 
 
 def engine_weight_ports(config):
@@ -281,16 +340,21 @@ def matrix_job_count(n_out, k, *, rows, cols, max_k):
 def matrix_plane_bytes(n_out, k, *, rows, cols, max_k, word_bits, ports=1):
     """``(nibble_bytes, residue_bytes)`` of an ``n_out × k`` matrix laid out by
     :func:`pack_matrix`, without building it: a job's regions depend on its input chunk
-    only (every tile has ``rows · cols`` slots, padding rows included)."""
+    and its tile's :func:`pack_factor` only (a full tile packs nothing; the last tile's
+    rows may let it pack)."""
     ports = port_count(cols, ports)
     tiles = matrix_job_count(n_out, 1, rows=rows, cols=cols, max_k=1)
     full, rest = divmod(check_int("weight_planes", "k", k, min=1),
                         check_int("weight_planes", "max_k", max_k, min=1))
     kw = dict(rows=rows, cols=cols, ports=ports, word_bits=word_bits)
-    per_tile = full * ports * job_port_bytes(max_k, **kw)
-    if rest:
-        per_tile += ports * job_port_bytes(rest, **kw)
-    nib = tiles * per_tile
+
+    def per_tile(pack):
+        b = full * ports * job_port_bytes(max_k, pack=pack, **kw)
+        if rest:
+            b += ports * job_port_bytes(rest, pack=pack, **kw)
+        return b
+    last = n_out - (tiles - 1) * rows * cols
+    nib = (tiles - 1) * per_tile(1) + per_tile(pack_factor(last, rows=rows, cols=cols))
     return nib, RESIDUE_SLICES * nib
 
 

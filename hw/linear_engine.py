@@ -16,9 +16,11 @@ ignored):
 
 * weights at ``nibble_addr`` and ``residue_addr``: one job of
   :func:`golden.weight_planes.job_images`, the regions of weight port ``p`` (its
-  ``steps · cols / weight_ports`` column beats, :func:`golden.weight_planes.column_beats`)
+  ``steps · cols / weight_ports`` column beats, :func:`golden.weight_planes.column_beats`,
+  packed ``q`` to a sub-beat when ``n_rows ≤ rows·cols/q``:
+  :func:`golden.weight_planes.pack_factor`, which the engine derives from ``n_rows``)
   at ``nibble_addr + p·R`` and ``residue_addr + 3p·R``, ``R`` the port's nibble region
-  (:func:`golden.weight_planes.job_port_bytes`);
+  (:func:`golden.weight_planes.job_port_bytes` of that packing);
 * activations at ``x_addr``, token-major as the norms write them: ``x_t[k]`` binary16
   at ``x_addr + t·x_stride + 2k`` (``x_addr`` and ``x_stride`` multiples of 8 bytes);
   :class:`hw.activation_reader.ActivationReader` turns them into the unit's order;
@@ -34,7 +36,7 @@ from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
 from specgen.golden.config import Config
-from specgen.golden.weight_planes import PLANE_SLICES, engine_weight_ports, port_count
+from specgen.golden.weight_planes import PACKS, PLANE_SLICES, engine_weight_ports, port_count
 from specgen.golden.validate import check_int
 
 from .activation_reader import CHUNK_BEATS, X_PORT_BITS, ActivationReader
@@ -43,7 +45,7 @@ from .dsp_linear_unit import COUNTER_BITS, DSPLinearUnit, cmd_layout
 from .dual_mode_pe import SCALE_BITS
 from .hierarchy import submodule
 from .ssm_engine import StreamDownsizer
-from .weight_stream import JOB_DEPTH, WeightStream
+from .weight_stream import JOB_DEPTH, PACK_BITS, WeightStream
 
 __all__ = ["LinearEngine", "descriptor_layout", "X_PORT_BITS", "JOBS_IN_FLIGHT", "WEIGHT_PORTS"]
 
@@ -252,10 +254,26 @@ class LinearEngine(wiring.Component):
         # the job's bases: a region is ceil(beats / sub-beats a word) words
         # (golden.weight_planes.job_port_bytes). The region, its multiples (constant
         # multiplies: one adder) and the sums with the bases are each registered.
+        # A tile of at most slots / q rows stores q beats a sub-beat (its beats use slots
+        # h < rows / q alone): golden.weight_planes.pack_factor, from n_rows by compares
+        # with constants, registered with wbeats.
+        slots = u.rows * u.cols
+        pack = Signal(PACK_BITS, name="w_pack")
+        m.d.sync += pack.eq(0)
+        for q in sorted(q for q in ws.packs if q > 1):
+            with m.If(d.n_rows <= slots // q):
+                m.d.sync += pack.eq(PACKS.index(q))
         per_word = ws.word_width // ws.sub_beat_bits
         word_bytes = ws.word_width // 8
+        subs = Signal.like(wbeats, name="w_sub_beats")
+        with m.Switch(pack):
+            for q in ws.packs[1:]:
+                with m.Case(PACKS.index(q)):
+                    m.d.comb += subs.eq((wbeats + (q - 1)) >> PACKS.index(q))
+            with m.Default():       # 0 (a full case: Verilator's -Wall)
+                m.d.comb += subs.eq(wbeats)
         region = Signal(len(wbeats) + (word_bytes - 1).bit_length(), name="w_port_bytes")
-        m.d.sync += region.eq(((wbeats + (per_word - 1)) >> (per_word - 1).bit_length())
+        m.d.sync += region.eq(((subs + (per_word - 1)) >> (per_word - 1).bit_length())
                               * word_bytes)
         for p, w in enumerate(streams):
             nib_at, res_at = d.nibble_addr, d.residue_addr
@@ -270,7 +288,7 @@ class LinearEngine(wiring.Component):
                 w.cmd.valid.eq(issue),
                 w.cmd.payload.nibble_addr.eq(nib_at), w.cmd.payload.residue_addr.eq(res_at),
                 w.cmd.payload.beats.eq(wbeats), w.cmd.payload.mode.eq(d.mode),
-                w.cmd.payload.k.eq(d.k),
+                w.cmd.payload.k.eq(d.k), w.cmd.payload.pack.eq(pack),
             ]
         m.d.comb += [
             x_rd.job.valid.eq(issue),

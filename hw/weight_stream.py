@@ -11,17 +11,20 @@ nibble region and three residue regions (bits 3..0, 7..4, 11..8 of the residue),
 ``4 · rows`` bits per beat. One :class:`hw.axi_master.AXI4ReadMaster` reads each region,
 so every master streams one long sequential region per job and all four run at the
 same rate: no width converter, and a draft job simply leaves the three residue masters
-idle.
+idle. A job whose tile fills at most ``1/q`` of the array's slots stores ``q`` beats a
+sub-beat (:func:`golden.weight_planes.pack_beats`: its beats use the low ``rows/q``
+slots alone), so it reads ``1/q`` of the bytes; the stream unpacks it, one beat a cycle
+as for any job, the other slots zero.
 """
 
-from amaranth import Array, C, Cat, Module, Mux, Signal
+from amaranth import Array, C, Cat, Module, Mux, Signal, Value
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
 from specgen.golden.bsfp import BSFPConfig
 from specgen.golden.validate import check_int
-from specgen.golden.weight_planes import PLANE_SLICES, SLICE_BITS, stream_word_bits
+from specgen.golden.weight_planes import PACKS, PLANE_SLICES, SLICE_BITS, stream_word_bits
 
 from .axi_master import AXI4ReadMaster, axi4_read_signature
 from .dsp_linear_unit import weight_layout
@@ -38,14 +41,20 @@ MODE_VERIFY, MODE_DRAFT = 0, 1
 JOB_DEPTH = 4
 
 
+#: ``pack`` of a job: log2 of the beats a sub-beat holds (:data:`golden.weight_planes.PACKS`).
+PACK_BITS = (len(PACKS) - 1).bit_length()
+
+
 def job_layout(addr_width, max_beats):
-    """A job descriptor: plane base byte addresses, beats, pass and the scale ``k``."""
+    """A job descriptor: plane base byte addresses, beats, pass, the scale ``k`` and
+    ``pack``, log2 of the beats each sub-beat holds (:func:`golden.weight_planes.pack_factor`)."""
     return data.StructLayout({
         "nibble_addr": addr_width,
         "residue_addr": addr_width,
         "beats": range(1, max_beats + 1),
         "mode": 1,
         "k": SCALE_BITS,
+        "pack": PACK_BITS,
     })
 
 
@@ -83,8 +92,13 @@ class WeightStream(wiring.Component):
         :func:`golden.weight_planes.region_bytes` long), aligned to ``data_width / 8``
         bytes (the low bits are ignored); ``beats``; ``mode`` (0 verify: both
         planes, 1 draft: the nibble plane alone); ``k``, the scale exponent put in
-        every slot. Taken when the job queue (:data:`JOB_DEPTH`) and the command
-        crossings of the masters the job uses have room.
+        every slot; ``pack``: the regions hold ``2**pack`` beats a sub-beat, each beat's
+        slots ``h < rows / 2**pack`` (the others are zero: padding rows), which the stream
+        unpacks (:func:`golden.weight_planes.pack_beats`; a ``pack`` whose ``2**pack`` does
+        not divide ``rows`` is taken as 0). Taken into a one-job register (with its
+        regions' size) when that is empty or passes its job on; a job passes on when the
+        job queue (:data:`JOB_DEPTH`) and the command crossings of the masters it uses
+        have room.
     w : Out(stream.Signature(dsp_linear_unit.weight_layout(rows))), domain ``sync``
         ``beats`` beats per job, in job order and memory order. Slot ``h`` holds
         weight ``h`` of the beat: in verify ``weight`` is the reconstructed 15-bit
@@ -189,10 +203,16 @@ class WeightStream(wiring.Component):
         return 1
 
     @property
+    def packs(self):
+        """The ``2**pack`` this stream unpacks: :data:`golden.weight_planes.PACKS` that
+        divide ``rows``."""
+        return tuple(q for q in PACKS if self._rows % q == 0)
+
+    @property
     def latency(self):
         """``sync`` cycles from the beat's plane words at their FIFO heads to ``w.valid``:
-        the output registers."""
-        return self._stages
+        the unpacking register and the output registers."""
+        return 1 + self._stages
 
     @property
     def module_name(self):
@@ -216,75 +236,135 @@ class WeightStream(wiring.Component):
                      self.overrun.eq(Cat(x.overrun for x in masters).any())]
 
         # ---- descriptors: one region command per master the job reads --------------------
-        cmd = self.cmd.payload
+        c_in = self.cmd.payload
         size = (self._master.data_width // 8 - 1).bit_length()
         per_word_log = (self._per_word - 1).bit_length()
         beats_per_word_log = (self._word // self._master.data_width - 1).bit_length()
-        region = Signal(self._master.command_layout["beats"].shape)
-        # ceil(beats / per_word) words, each word_width / data_width master beats.
-        m.d.comb += region.eq(((cmd.beats + (self._per_word - 1)) >> per_word_log)
-                              << beats_per_word_log)
+        packs = self.packs
+        # The job's sub-beats: ceil(beats / 2**pack) (a pack this stream does not take is 0).
+        subs_n = Signal(len(c_in.beats), name="sub_beats")
+        with m.Switch(c_in.pack):
+            for lg, q in enumerate(PACKS):
+                if q in packs and q > 1:
+                    with m.Case(lg):
+                        m.d.comb += subs_n.eq((c_in.beats + (q - 1)) >> lg)
+            with m.Default():
+                m.d.comb += subs_n.eq(c_in.beats)
+        region_in = Signal(self._master.command_layout["beats"].shape, name="region_in")
+        # ceil(sub-beats / per_word) words, each word_width / data_width master beats.
+        m.d.comb += region_in.eq(((subs_n + (self._per_word - 1)) >> per_word_log)
+                                 << beats_per_word_log)
+        pack_in = Signal(PACK_BITS, name="pack_in")
+        # ("== 0" would be a reduce-not, which Verilator's -Wall rejects.)
+        m.d.comb += pack_in.eq(Mux(Cat((c_in.pack == lg) if lg else ~c_in.pack.any()
+                                       for lg, q in enumerate(PACKS) if q in packs).any(),
+                                   c_in.pack, 0))
+        # The job is registered once, with its region size: the sub-beat count and the
+        # residue slices' region offsets below are then in different cycles.
+        staged_layout = data.StructLayout({**{n: f.shape for n, f in c_in.shape()},
+                                           "region": region_in.shape()})
+        cmd_r = stream.Signature(staged_layout).flip().create()
+        stream_stages(m, i=self.cmd, o=cmd_r, stages=1,
+                      payload=Cat(Value.cast(c_in)[:c_in.shape()["pack"].offset], pack_in,
+                                  region_in))
+        cmd, region = cmd_r.payload, cmd_r.payload.region
         m.submodules.jobs = jobs = SyncFIFOBuffered(
-            width=len(cmd.beats) + 1 + SCALE_BITS, depth=JOB_DEPTH)
+            width=len(cmd.beats) + 1 + SCALE_BITS + PACK_BITS, depth=JOB_DEPTH)
         draft = cmd.mode == MODE_DRAFT
         residue_ready = Cat(x.cmd.ready for x in masters[1:]).all()
-        m.d.comb += self.cmd.ready.eq(jobs.w_rdy & masters[0].cmd.ready
-                                      & (draft | residue_ready))
-        take = self.cmd.valid & self.cmd.ready
+        m.d.comb += cmd_r.ready.eq(jobs.w_rdy & masters[0].cmd.ready
+                                   & (draft | residue_ready))
+        take = cmd_r.valid & cmd_r.ready
         # A job's commands go out together in the cycle it is taken: every crossing it
         # uses has room then (their ready is a registered FIFO flag, so this valid does
         # not feed back into it).
-        m.d.comb += [jobs.w_en.eq(take), jobs.w_data.eq(Cat(cmd.beats, cmd.mode, cmd.k))]
+        m.d.comb += [jobs.w_en.eq(take),
+                     jobs.w_data.eq(Cat(cmd.beats, cmd.mode, cmd.k, cmd.pack))]
         for j, master in enumerate(masters):
             base = (cmd.nibble_addr if j == 0 else cmd.residue_addr)[size:]
             addr = base if j < 2 else base + (j - 1) * region
             m.d.comb += [master.cmd.payload.addr.eq(addr), master.cmd.payload.beats.eq(region),
                          master.cmd.valid.eq(take if j == 0 else take & ~draft)]
 
-        # ---- merge: one sub-beat of each plane word per beat ----------------------------
+        # ---- merge: one sub-beat of each plane word per 2**pack beats -------------------
         active = Signal()
         mode = Signal()
         k = Signal(SCALE_BITS)
+        pack = Signal(PACK_BITS)
         left = Signal.like(cmd.beats)                # beats of the job after this one
         idx = Signal(range(max(self._per_word, 2)))  # sub-beat within the words
-        out = stream.Signature(weight_layout(self._rows)).flip().create()
+        qmax = max(packs)
+        part = Signal(range(max(qmax, 2)), name="pack_part")   # beat within the sub-beat
+        part_last = Signal(name="pack_part_last")              # part == 2**pack - 1
+        mid = stream.Signature(data.StructLayout({
+            "planes": data.ArrayLayout(self._sub, PLANE_SLICES), "mode": 1,
+            "k": SCALE_BITS})).flip().create()
         have = masters[0].data.valid & (mode | Cat(x.data.valid for x in masters[1:]).all())
         fire = Signal()
-        m.d.comb += [out.valid.eq(active & have), fire.eq(out.valid & out.ready)]
+        m.d.comb += [mid.valid.eq(active & have), fire.eq(mid.valid & mid.ready)]
         # left == 0, as a register: a wide zero test would sit between the handshake and
         # the FIFO pops (7 logic levels at vck190's 400 MHz; docs/estimate.md).
         last = Signal(name="last_beat")
-        pop = fire & (last | (idx == self._per_word - 1))
+        pop = fire & (last | ((idx == self._per_word - 1) & part_last))
         for j, master in enumerate(masters):
             m.d.comb += master.data.ready.eq(pop if j == 0 else pop & ~mode)
         load = ~active | (fire & last)
         m.d.comb += jobs.r_en.eq(load)
+        nb = len(left)
+        j_pack = jobs.r_data[nb + 1 + SCALE_BITS:]
         with m.If(load & jobs.r_rdy):
-            m.d.sync += [active.eq(1), left.eq(jobs.r_data[:len(left)] - 1),
-                         last.eq(jobs.r_data[:len(left)] == 1),
-                         mode.eq(jobs.r_data[len(left)]), k.eq(jobs.r_data[len(left) + 1:]),
-                         idx.eq(0)]
+            m.d.sync += [active.eq(1), left.eq(jobs.r_data[:nb] - 1),
+                         last.eq(jobs.r_data[:nb] == 1),
+                         mode.eq(jobs.r_data[nb]), k.eq(jobs.r_data[nb + 1:nb + 1 + SCALE_BITS]),
+                         pack.eq(j_pack), idx.eq(0), part.eq(0), part_last.eq(~j_pack.any())]
         with m.Elif(fire):
             with m.If(last):
                 m.d.sync += active.eq(0)
-            m.d.sync += [left.eq(left - 1), last.eq(left == 1),
-                         idx.eq(Mux(idx == self._per_word - 1, 0, idx + 1))]
+            m.d.sync += [left.eq(left - 1), last.eq(left == 1)]
+            with m.If(part_last):
+                m.d.sync += [part.eq(0), part_last.eq(~pack.any()),
+                             idx.eq(Mux(idx == self._per_word - 1, 0, idx + 1))]
+            with m.Else():
+                # part + 1 == 2**pack - 1: the next beat is the sub-beat's last.
+                m.d.sync += [part.eq(part + 1),
+                             part_last.eq((part + 2) == (C(1, qmax.bit_length()) << pack))]
 
-        subs = []
         for j, master in enumerate(masters):
             word = master.data.payload
             parts = [word[n * self._sub:(n + 1) * self._sub] for n in range(self._per_word)]
-            subs.append(Array(parts)[idx] if len(parts) > 1 else parts[0])
+            sub = Array(parts)[idx] if len(parts) > 1 else parts[0]
+            # Beat ``part`` of a sub-beat of 2**pack: its rows / 2**pack slots, the rest 0.
+            out_sub = Signal(self._sub, name=f"unpack{j}")
+            with m.Switch(pack):
+                for lg, q in enumerate(PACKS):
+                    if q in packs and q > 1:
+                        w = self._sub // q
+                        with m.Case(lg):
+                            pieces = [sub[n * w:(n + 1) * w] for n in range(q)]
+                            m.d.comb += out_sub.eq(Array(pieces)[part[:lg]])
+                with m.Default():
+                    m.d.comb += out_sub.eq(sub)
+            m.d.comb += mid.payload.planes[j].eq(out_sub)
+        m.d.comb += [mid.payload.mode.eq(mode), mid.payload.k.eq(k)]
+        # The unpacking mux ends in a register (stream_stages), before the reconstructors.
+        mid_r = stream.Signature(mid.payload.shape()).flip().create()
+        stream_stages(m, i=mid, o=mid_r, payload=mid.payload.as_value(), stages=1)
+
+        out = stream.Signature(weight_layout(self._rows)).flip().create()
+        m.d.comb += [out.valid.eq(mid_r.valid), mid_r.ready.eq(out.ready)]
+        planes = mid_r.payload.planes
         for h in range(self._rows):
             f = slice(SLICE_BITS * h, SLICE_BITS * (h + 1))
             recon = submodule(m, f"recon{h}", FP16Reconstructor(config=self._config, stages=0))
-            nibble = subs[0][f]
+            nibble = planes[0][f]
             m.d.comb += [recon.i.valid.eq(1), recon.o.ready.eq(1),
                          recon.i.payload.nibble.eq(nibble),
-                         recon.i.payload.residue.eq(Cat(subs[1][f], subs[2][f], subs[3][f]))]
+                         recon.i.payload.residue.eq(Cat(planes[1][f], planes[2][f],
+                                                        planes[3][f]))]
             word16 = recon.o.payload
             slot = out.payload.slot[h]
-            m.d.comb += [slot.weight.eq(Mux(mode, C(0, 15), Cat(word16[:14], word16[15]))),
-                         slot.nibble.eq(nibble), slot.k.eq(k)]
+            m.d.comb += [slot.weight.eq(Mux(mid_r.payload.mode, C(0, 15),
+                                            Cat(word16[:14], word16[15]))),
+                         slot.nibble.eq(nibble), slot.k.eq(mid_r.payload.k)]
         stream_stages(m, i=out, o=self.w, payload=out.payload.as_value(), stages=self._stages)
         return m

@@ -23,8 +23,8 @@ from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge
 from cocotbext.axi import AxiReadBus
 
 from specgen.golden.bsfp import BSFPConfig, encode
-from specgen.golden.weight_planes import (MODES, PLANE_SLICES, column_beats, expected_beats,
-                                  pack_jobs, region_bytes)
+from specgen.golden.weight_planes import (MODES, PACKS, PLANE_SLICES, column_beats,
+                                          expected_beats, pack_factor, pack_jobs, region_bytes)
 from specgen.hw.dsp_linear_unit import weight_layout
 from specgen.hw.weight_stream import MODE_DRAFT, MODE_VERIFY, job_layout
 from specgen.sim.axi_master import PAGE, TB, LatencyReadSlave
@@ -59,8 +59,9 @@ class Layer:
         np_rng = np.random.default_rng(rng.getrandbits(32))
         rows, cols, ports = p["rows"], p["cols"], p["ports"]
         self.jobs = []
-        for _ in range(n_jobs):
-            n_rows = int(np_rng.integers(1, rows * cols + 1))
+        for n in range(n_jobs):
+            # The first job is one row: packed as far as the stream allows.
+            n_rows = 1 if n == 0 else int(np_rng.integers(1, rows * cols + 1))
             k_in = int(np_rng.integers(1, p["max_k"] + 1))
             if p.get("full_jobs"):
                 # The efficiency runs: every job a whole tile of max_k inputs.
@@ -70,9 +71,16 @@ class Layer:
             port = int(np_rng.integers(0, ports))
             words = column_beats(tensor.stored, rows=rows, cols=cols, ports=ports, port=port)
             mode = modes[int(np_rng.integers(0, len(modes)))]
-            self.jobs.append({"words": words, "mode": mode, "k": int(tensor.scales)})
+            # Any packing up to the tile's own (pack_factor: its padding slots are zero)
+            # is a valid layout; a random one exercises every unpacking the stream takes.
+            most = pack_factor(n_rows, rows=rows, cols=cols)
+            pack = most if n == 0 else int(np_rng.choice([q for q in PACKS
+                                                          if q <= most and rows % q == 0]))
+            self.jobs.append({"words": words, "mode": mode, "k": int(tensor.scales),
+                              "pack": pack})
         self.nibble, self.residue, offsets = pack_jobs([j["words"] for j in self.jobs],
-                                                       word_bits=p["word_bits"])
+                                                       word_bits=p["word_bits"],
+                                                       packs=[j["pack"] for j in self.jobs])
         for job, (n_off, r_off, beats) in zip(self.jobs, offsets):
             job.update(n_off=n_off, r_off=r_off, beats=beats)
 
@@ -98,7 +106,8 @@ class Layer:
 
     def request_bytes(self, job):
         """Bytes each port must request for ``job``."""
-        r = region_bytes(job["beats"], rows=self.p["rows"], word_bits=self.p["word_bits"])
+        r = region_bytes(-(-job["beats"] // job["pack"]), rows=self.p["rows"],
+                         word_bits=self.p["word_bits"])
         return [r] + [r if job["mode"] == "verify" else 0] * (PLANE_SLICES - 1)
 
 
@@ -145,7 +154,8 @@ async def run(dut, *, n_jobs, modes, reset_at=None, corrupt=False, layer_jobs=No
     cmd_fields = _fields(job_layout(p["addr_width"], p["max_beats"]))
     expected = deque()
     stats = {"beats": 0, "ready_cycles": 0, "cycles": 0, "jobs": 0, "resets": 0,
-             "mismatches": [], "ar_bytes": counts, "want_bytes": [0] * PLANE_SLICES}
+             "mismatches": [], "ar_bytes": counts, "want_bytes": [0] * PLANE_SLICES,
+             "packs": {}}
     state = {"streaming": False}
 
     async def sink():
@@ -184,13 +194,17 @@ async def run(dut, *, n_jobs, modes, reset_at=None, corrupt=False, layer_jobs=No
         where = job["residue_addr"] if job["mode"] == "verify" else job["nibble_addr"]
         tb.memory.data[where + 1] ^= 0x10
         stats["corrupted_job"] = 0
+        # The high nibble of byte 1 is 4-bit field 3 of the region: weight 3 of beat 0, or
+        # with q beats a sub-beat (rows/q slots each), beat 3 // (rows/q).
+        stats["corrupted_beat"] = 3 // (p["rows"] // job["pack"])
 
     async def issue(job):
         payload = 0
         mode = MODE_VERIFY if job["mode"] == "verify" else MODE_DRAFT
         for name, value in (("nibble_addr", job["nibble_addr"]),
                             ("residue_addr", job["residue_addr"]), ("beats", job["beats"]),
-                            ("mode", mode), ("k", job["k"])):
+                            ("mode", mode), ("k", job["k"]),
+                            ("pack", PACKS.index(job["pack"]))):
             payload |= value << cmd_fields[name][0]
         dut.cmd__payload.value = payload
         dut.cmd__valid.value = 1
@@ -207,6 +221,7 @@ async def run(dut, *, n_jobs, modes, reset_at=None, corrupt=False, layer_jobs=No
         for j, n in enumerate(layer.request_bytes(job)):
             stats["want_bytes"][j] += n
         stats["jobs"] += 1
+        stats["packs"][job["pack"]] = stats["packs"].get(job["pack"], 0) + 1
         if rng.random() < p.get("cmd_idle", 0.0):
             await ClockCycles(dut.clk, rng.randint(1, 20))
 
@@ -255,6 +270,8 @@ async def random_jobs(dut):
     p = params()
     stats = await run(dut, n_jobs=p["jobs"], modes=MODES)
     assert stats["jobs"] == p["jobs"], stats
+    # The one-row first job packs as far as the stream unpacks (rows ≥ 2 here).
+    assert max(stats["packs"]) > 1, stats["packs"]
 
 
 @cocotb.test()
@@ -270,9 +287,7 @@ async def corrupt_byte_caught(dut):
     """One flipped byte of a plane in memory: the bench names the beat it lands in, and
     only that one."""
     stats = await run(dut, n_jobs=2, modes=MODES, corrupt=True)
-    assert len(stats["mismatches"]) == 1, stats["mismatches"]
-    # Byte 1 holds weights 2 and 3 of beat 0 (rows >= 4) or of beat 0 / 1 (rows 2).
-    assert stats["mismatches"][0] <= 1, stats["mismatches"]
+    assert stats["mismatches"] == [stats["corrupted_beat"]], stats
 
 
 @cocotb.test()
@@ -355,7 +370,8 @@ async def feeds_dsp_linear_unit(dut):
     jobs = [Job(np_rng, rows=rows, cols=cols, max_tokens=T, max_k=p["max_k"])
             for _ in range(p["jobs"])]
     words = [column_beats(j.tensor.stored, rows=rows, cols=cols) for j in jobs]
-    nibble, residue, offsets = pack_jobs(words, word_bits=p["word_bits"])
+    packs = [pack_factor(j.n_rows, rows=rows, cols=cols) for j in jobs]
+    nibble, residue, offsets = pack_jobs(words, word_bits=p["word_bits"], packs=packs)
     a = PAGE - tb.bytes * 3          # the nibble plane starts just below a 4 KB boundary
     b = a + len(nibble) + tb.bytes * 5
     tb.memory.data[a:a + len(nibble)] = nibble
@@ -366,13 +382,18 @@ async def feeds_dsp_linear_unit(dut):
         n, job = next((n, j) for n, j in enumerate(jobs) if j.mode == 0)
         flat = words[n].reshape(-1)
         i = int(np.flatnonzero(flat & 0x3C00)[0])
-        region = region_bytes(words[n].shape[0], rows=rows, word_bits=p["word_bits"])
+        region = region_bytes(-(-words[n].shape[0] // packs[n]), rows=rows,
+                              word_bits=p["word_bits"])
+        # Its 4-bit field in the region: beat b's slot h is field b·rows/q + h when packed.
+        beat, h = divmod(i, rows)
+        i = beat * (rows // packs[n]) + h
         where = b + offsets[n][1] + 2 * region + i // 2
         tb.memory.data[where] ^= 0x04 << (4 * (i % 2))
     layout = job_layout(p["addr_width"], p["max_beats"])
     descriptors = [pack(layout, {"nibble_addr": a + n_off, "residue_addr": b + r_off,
-                                 "beats": beats, "mode": job.mode, "k": int(job.tensor.scales)})
-                   for job, (n_off, r_off, beats) in zip(jobs, offsets)]
+                                 "beats": beats, "mode": job.mode, "k": int(job.tensor.scales),
+                                 "pack": PACKS.index(q)})
+                   for job, q, (n_off, r_off, beats) in zip(jobs, packs, offsets)]
     stop = {"now": False}
     got = []
     drivers = [cocotb.start_soon(drive_stream(tb, "cmd", [j.cmd for j in jobs], 0.2, stop)),

@@ -310,27 +310,36 @@ def test_paper_rows_cover_both_boards():
 
 def test_design_reads_the_padded_planes_by_hand():
     """The design's passes read the weight planes as laid out: each matrix in output tiles
-    of rows × cols slots (VHK158: 64 × 84 = 5,376), padding rows included. On VHK158 a
-    column beat is 64 weights × 4 bit = one 256-bit word, so a tile row of K inputs is
-    K/2 nibble bytes and 3K/2 residue bytes, with no word padding."""
+    of rows × cols slots (VHK158: 64 × 84 = 5,376), padding rows included, but a tile that
+    fills at most half (a quarter, an eighth) of the slots packs two (four, eight) beats to
+    a sub-beat and so reads half (...) the tile. On VHK158 a column beat is 64 weights ×
+    4 bit = one 256-bit word, so a tile row of K inputs is K/2 nibble bytes and 3K/2
+    residue bytes, with no word padding."""
     from specgen.gen.perf.system import layout_weight_bytes, mamba_dims, weight_bytes
     c = preset("vhk158")
     d = mamba_dims("2.7B")
     tile = 64 * 84
-
-    def padded(rows):
-        return -(-rows // tile) * tile
-    # in_proj 10,576 rows -> 2 tiles, out_proj 2,560 -> 1 tile, the tied LM head 50,288 -> 10.
-    rows_k = [(padded(d.d_in_proj), d.d_model, d.n_layer), (padded(d.d_model), d.d_inner, d.n_layer),
-              (padded(d.vocab), d.d_model, 1)]
-    assert [r for r, _, _ in rows_k] == [10_752, 5_376, 53_760]
+    # in_proj 10,576 rows -> 2 tiles, its second 5,200 rows (unpacked); out_proj 2,560 ->
+    # 1 tile, packed two to one (2,560 ≤ 5,376 / 2); the tied LM head 50,288 -> 10 tiles,
+    # the last 1,904 rows packed two to one.
+    rows_k = [(2 * tile, d.d_model, d.n_layer), (tile // 2, d.d_inner, d.n_layer),
+              (9 * tile + tile // 2, d.d_model, 1)]
+    assert (d.d_in_proj, d.d_model, d.vocab - 9 * tile) == (10_576, 2_560, 1_904)
     nibble = sum(r * k * n for r, k, n in rows_k) // 2
     small = d.small_params * 2
     assert layout_weight_bytes(c, d, bits=4) == nibble + small
     assert layout_weight_bytes(c, d, bits=16) == 4 * nibble + small
-    # 1.36x the dense FP16 bytes (out_proj fills 48 % of its tile).
+    # 1.027x the dense FP16 bytes (1.36x before the partial tiles were packed).
     ratio = layout_weight_bytes(c, d, bits=16) / weight_bytes(d, bits=16)
-    assert 1.35 < ratio < 1.36
+    assert 1.026 < ratio < 1.028
+    # The 370M draft: in_proj 4,384 rows in one tile (unpacked), out_proj 1,024 packed
+    # four to one, the head as above: 1.22x dense (2.5x unpacked).
+    d3 = mamba_dims("370M")
+    assert (d3.d_in_proj, d3.d_model) == (4_384, 1_024)
+    rows3 = [(tile, d3.d_model, d3.n_layer), (tile // 4, d3.d_inner, d3.n_layer),
+             (9 * tile + tile // 2, d3.d_model, 1)]
+    nib3 = sum(r * k * n for r, k, n in rows3) // 2
+    assert layout_weight_bytes(c, d3, bits=16) == 4 * nib3 + d3.small_params * 2
     # The design's verify pass (one per step) moves the padded bytes; the roofline keeps
     # the dense ones.
     res = step_model(accelerator(c), seed_step())

@@ -42,17 +42,22 @@ def at(d, cls, region, layer=0):
 def read_jobs(data, nib_at, res_at, n_out, k, config):
     """The ``(nibble, residue)`` planes of an ``n_out × k`` matrix, read job by job as the
     linear engine reads them: output tiles of ``rows · cols`` slots, input chunks of
-    ``max_k``; in a job, beat ``b = k'·cols + g`` carries rows ``h·cols + g``, weight ``h``
-    of beat ``b`` is 4-bit field ``b·rows + h`` of each slice region (low nibble first),
-    each region padded to the stream's word; residue slices hold bits 3..0, 7..4, 11..8."""
+    ``max_k``; in a job, beat ``b = k'·cols + g`` carries rows ``h·cols + g``. A tile of
+    ``n`` rows uses slots ``h < u`` of every column, ``u = rows/q`` for the largest ``q``
+    of 1, 2, 4, 8 dividing ``rows`` with ``ceil(n/cols) ≤ u``, and stores those alone:
+    weight ``h`` of beat ``b`` is 4-bit field ``b·u + h`` of each slice region (low nibble
+    first), each region padded to the stream's word; residue slices hold bits 3..0,
+    7..4, 11..8."""
     lin = config.linear
     rows, cols = lin.rows, lin.cols
     word = max(4 * rows, config.board.memory_port_bits)
     nib, res = np.zeros((n_out, k), np.uint16), np.zeros((n_out, k), np.uint16)
     for r0 in range(0, n_out, rows * cols):
+        n = min(rows * cols, n_out - r0)
+        u = rows // max(q for q in (1, 2, 4, 8) if rows % q == 0 and -(-n // cols) <= rows // q)
         for k0 in range(0, k, lin.max_k):
             beats = min(lin.max_k, k - k0) * cols
-            region = -(-beats * rows * 4 // word) * word // 8
+            region = -(-beats * u * 4 // word) * word // 8
             fields = []
             for at in (nib_at, res_at, res_at + region, res_at + 2 * region):
                 raw = np.frombuffer(data[at:at + region], np.uint8)
@@ -61,7 +66,7 @@ def read_jobs(data, nib_at, res_at, n_out, k, config):
                 kk, g = divmod(b, cols)
                 for h in range(rows):
                     if r0 + h * cols + g < n_out:
-                        f = [int(x[b * rows + h]) for x in fields]
+                        f = [int(x[b * u + h]) for x in fields]
                         nib[r0 + h * cols + g, k0 + kk] = f[0]
                         res[r0 + h * cols + g, k0 + kk] = f[1] | f[2] << 4 | f[3] << 8
             nib_at, res_at = nib_at + region, res_at + 3 * region
@@ -165,7 +170,9 @@ def test_planes_are_the_engine_jobs():
     assert len(jobs) == 9 and jobs[-1].n_rows == 3
     tiles = [column_beats(stored[j.row0:j.row0 + j.n_rows, j.k0:j.k0 + j.n_k], rows=lin.rows,
                           cols=lin.cols) for j in jobs]
-    assert (nibble, residue) == pack_jobs(tiles, word_bits=word)[:2]
+    # The last tile's 3 rows use slot 0 of each column alone: two beats a sub-beat.
+    assert (nibble, residue) == pack_jobs(tiles, word_bits=word, packs=[1] * 6 + [2] * 3)[:2]
+    assert (nibble, residue) != pack_jobs(tiles, word_bits=word)[:2]
     assert (len(nibble), len(residue)) == matrix_plane_bytes(
         *stored.shape, rows=lin.rows, cols=lin.cols, max_k=lin.max_k, word_bits=word)
     got = read_jobs(nibble + residue, 0, len(nibble), *stored.shape, config)

@@ -72,10 +72,72 @@ def test_matrix_sizes_are_the_sum_of_the_jobs(n_out, k, rows, cols, max_k, word_
     assert sum(j.n_rows for j in jobs) == n_out * -(-k // max_k)
     assert {(j.row0, j.k0) for j in jobs} == {(r, c) for r in range(0, n_out, rows * cols)
                                               for c in range(0, k, max_k)}
-    nib = sum(ports * wp.region_bytes(j.n_k * cols // ports, rows=rows, word_bits=word_bits)
+
+    def packed(n_rows):
+        # Beats a sub-beat: the most of 1, 2, 4, 8 dividing rows whose share of a column's
+        # slots holds every used one (row h·cols + g < n_rows has h < ceil(n_rows/cols)).
+        return max(q for q in (1, 2, 4, 8) if rows % q == 0 and -(-n_rows // cols) <= rows // q)
+    nib = sum(ports * wp.region_bytes(-(-(j.n_k * cols // ports) // packed(j.n_rows)),
+                                      rows=rows, word_bits=word_bits)
               for j in jobs)
     assert wp.matrix_plane_bytes(n_out, k, rows=rows, cols=cols, max_k=max_k,
                                  word_bits=word_bits, ports=ports) == (nib, 3 * nib)
+    if n_out * k <= 4096:
+        stored = np.random.default_rng(0).integers(0, 1 << 16, (n_out, k), dtype=np.uint16)
+        a, b, _ = wp.pack_matrix(stored, rows=rows, cols=cols, max_k=max_k,
+                                 word_bits=word_bits, ports=ports)
+        assert (len(a), len(b)) == (nib, 3 * nib)
+
+
+def test_pack_factor_on_the_papers_shapes():
+    """VHK158's 64 × 84 slots: the 370M draft's out_proj (1,024 rows) packs four beats a
+    sub-beat, the 2.7B's (2,560) two, a full tile none; the sim array (2 × 4) packs a
+    tile of at most 4 rows two to one."""
+    assert [wp.pack_factor(n, rows=64, cols=84) for n in (1024, 2560, 5376, 672, 673, 1)] == [
+        4, 2, 1, 8, 4, 8]
+    assert [wp.pack_factor(n, rows=2, cols=4) for n in (1, 4, 5, 8)] == [2, 2, 1, 1]
+    assert wp.pack_factor(5, rows=3, cols=4) == 1
+    with pytest.raises(ValueError, match=r"n_rows must be"):
+        wp.pack_factor(5377, rows=64, cols=84)
+
+
+def test_packed_beats_hold_the_used_slots_in_order():
+    """Packing keeps each beat's used slots, ``rows / q`` of them, one beat after another:
+    the sub-beats, read as one stream of weights, are the beats' used slots in order;
+    unpacking gives the beats back; a non-zero slot above them is refused."""
+    rng = np.random.default_rng(5)
+    for rows, q, n in ((64, 4, 13), (8, 2, 6), (8, 8, 3), (4, 1, 5)):
+        used = rows // q
+        beats = np.zeros((n, rows), np.uint16)
+        beats[:, :used] = rng.integers(0, 1 << 16, (n, used), dtype=np.uint16)
+        packed = wp.pack_beats(beats, q)
+        assert packed.shape == (-(-n // q), rows)
+        stream = packed.reshape(-1)
+        assert np.array_equal(stream[:n * used], beats[:, :used].reshape(-1))
+        assert not stream[n * used:].any()
+        assert np.array_equal(wp.unpack_beats(packed, q, n), beats)
+    bad = np.zeros((2, 8), np.uint16)
+    bad[1, 4] = 1
+    with pytest.raises(ValueError, match=r"only padding rows may be packed away"):
+        wp.pack_beats(bad, 2)
+    with pytest.raises(ValueError, match=r"pack must be one of 1, 2, 4, 8"):
+        wp.pack_beats(bad, 3)
+
+
+def test_a_small_job_reads_only_its_rows():
+    """A 3-row job on a 2 × 4 array packs two beats a sub-beat: its nibble region is the
+    nibbles of its real rows, column by column and input by input, and nothing else."""
+    rng = np.random.default_rng(6)
+    stored = rng.integers(0, 1 << 16, (3, 5), dtype=np.uint16)
+    nib, res = wp.job_images(stored, rows=2, cols=4, word_bits=32)
+    assert len(nib) == wp.job_port_bytes(5, rows=2, cols=4, word_bits=32, pack=2)
+    # 10 sub-beats of 8 bits in 32-bit words, against 20 beats unpacked.
+    assert (len(nib), wp.job_port_bytes(5, rows=2, cols=4, word_bits=32)) == (12, 20)
+    # Slot 0 of column g is row g; slot 1 (row 4 + g) is padding and not stored.
+    want = [((int(stored[g, k]) >> 15) << 3 | (int(stored[g, k]) >> 11) & 7) if g < 3 else 0
+            for k in range(5) for g in range(4)]
+    got = wp.unpack_slice(nib, n_beats=len(want) // 2, rows=2).reshape(-1)
+    assert list(got) == want
 
 
 @pytest.mark.parametrize("ports", [1, 2, 4])
@@ -93,6 +155,15 @@ def test_job_images_put_each_port_at_its_offset(ports):
         assert nib[p * r:(p + 1) * r] == a and res[3 * p * r:3 * (p + 1) * r] == b
     with pytest.raises(ValueError, match="weight_planes.ports must divide cols \\(4\\), not 3"):
         wp.job_images(stored, rows=2, cols=4, ports=3, word_bits=64)
+    # A job of at most 4 rows packs two beats to a sub-beat, port by port alike.
+    small = stored[:4]
+    nib, res = wp.job_images(small, rows=2, cols=4, ports=ports, word_bits=64)
+    r = wp.job_port_bytes(5, rows=2, cols=4, ports=ports, word_bits=64, pack=2)
+    assert len(nib) == ports * r and len(res) == 3 * ports * r
+    for p in range(ports):
+        words = wp.column_beats(small, rows=2, cols=4, ports=ports, port=p)
+        a, b = wp.plane_images(wp.pack_beats(words, 2), word_bits=64)
+        assert nib[p * r:(p + 1) * r] == a and res[3 * p * r:3 * (p + 1) * r] == b
 
 
 def test_engine_weight_ports_keep_the_slots_busy():
@@ -217,7 +288,8 @@ def test_from_config_follows_the_board(board):
     assert ws.word_width == max(256, config.board.memory_port_bits)
     # The memory map and the runtime image lay the planes out in this word.
     assert ws.word_width == wp.stream_word_bits(config)
-    assert ws.rate == 1 and ws.latency == 1
+    # The unpacking register and one output register.
+    assert ws.rate == 1 and ws.latency == 2 and ws.packs == (1, 2, 4, 8)
     # Each plane's port carries its sub-beat per fabric cycle: port bandwidth >= 4 bits
     # x rows x fabric clock.
     assert config.board.memory_port_gbs >= ws.sub_beat_bits / 8 * config.board.clock_mhz / 1e3

@@ -116,9 +116,8 @@ def _padding_note(maps):
                      f"({planes / fp16:.2f}×), chiefly because `out_proj`'s {m.d_model:,} "
                      f"output rows fill {fill:.0%} of their tiles")
     if not parts:
-        return "On every preset the tiles' padding is under 5 % of the weights."
-    return ("A tile's unused slots are zero weights that are stored and read: "
-            + "; ".join(parts) + ".")
+        return "On every preset the padding left is under 5 % of the weights."
+    return ("The padding left is stored and read: " + "; ".join(parts) + ".")
 
 
 def render_memory_map_doc():
@@ -167,7 +166,11 @@ def render_memory_map_doc():
         "(`golden.weight_planes.pack_matrix`): output tiles of the array's rows × cols MAC "
         "slots, input chunks of `linear.max_k`, each job a nibble slice region and three "
         "residue slice regions (bits 3..0, 7..4, 11..8), each padded to the weight stream's "
-        "word. " + _padding_note(maps) + " States and logits exist once per pass (`target`, "
+        "word. A tile's unused slots are zero weights, but a tile that fills at most half "
+        "(a quarter, an eighth) of the slots uses only that share of every column and packs "
+        "its beats two (four, eight) to a word (`golden.weight_planes.pack_factor`), which "
+        "the weight stream unpacks. " + _padding_note(maps) + " States and logits exist "
+        "once per pass (`target`, "
         "`draft`).",
         "",
         "Replay records hold, per node and layer, the raw conv row xBC (so a node's conv "
