@@ -29,7 +29,10 @@ With ``lanes`` elements a beat (:class:`Lanes`, or a block built that wide: the 
 operand's field ``L`` values wide (lane ``j`` in bits ``j·element_bits …``): the
 descriptor's counts are beats, its addresses and strides bytes as before, and the
 ``L`` values of a beat are consecutive in memory. The runtime divides its counts by
-``L`` (``hw.step_program``).
+``L`` (``hw.step_program``). A field too wide for one port is read (or written) in
+``P`` parts (:class:`Field`), part ``j`` on a port of its own with the field's geometry
+at ``<name>_addr + j·<name>_pstride``: lanes ``j·L/P … (j+1)·L/P − 1`` of each beat, so
+each part is a plane of its own in memory (the conv1d's windows and taps on HBM ports).
 
 Each result field ``r`` is written as elements of :attr:`write_bytes` bytes: a field of
 at most 16 bits is packed ``32 / bits`` to a 32-bit beat, low first (a binary16 norm
@@ -267,9 +270,11 @@ class StreamEngine(wiring.Component):
         The board's memory ports (``board``): the masters' sizes and kinds.
     reads : sequence of Field
         The fields of ``block.i.payload``, low bits first; their bits sum to its width.
+        A field in ``parts`` is read over that many ports (:class:`Field`).
     writes : sequence of Field
-        Fields of ``block.o.payload``, low bits first, each to its own port (their bits
-        sum to at most its width: the high bits left over are dropped).
+        Fields of ``block.o.payload``, low bits first, each to its own port (or ports,
+        in ``parts``; their bits sum to at most its width: the high bits left over are
+        dropped).
     reduce : bool
         ``True``: the block emits one beat per vector (an argmax), ``False``: one per
         input beat.
@@ -301,7 +306,8 @@ class StreamEngine(wiring.Component):
         Sticky: an AXI response other than OKAY on any port.
     m_axi_<read> : Out(axi4_read_signature), domain ``mem``
     m_axi_<write> : Out(axi4_write_signature), domain ``mem``
-        One per field, ``8·read_bytes[name]`` (``8·write_bytes``) bits wide.
+        One per field (per part of a field in parts: ``<name>0 …``),
+        ``8·read_bytes[name]`` (``8·write_bytes``) bits wide.
 
     Notes
     -----
