@@ -13,9 +13,10 @@ from amaranth import C, Cat, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from specgen.golden.config import VectorConfig
 from specgen.golden.mamba2 import MAMBA2_VOCAB
 from specgen.golden.nonlinear import CANONICAL_NAN32
-from specgen.golden.validate import check_int
+from specgen.golden.validate import check_choice, check_int
 from specgen.hw.bits import eq_const, index_width
 from specgen.hw.fp_arith import add_const
 
@@ -59,14 +60,10 @@ class Argmax(wiring.Component):
     abandons the vector in flight and any result not yet taken.
     """
 
-    LANES = (1, 2, 4, 8, 16)
-
     def __init__(self, *, size=MAMBA2_VOCAB, lanes=1):
         self._n = check_int("Argmax", "size", size, min=2)
-        if lanes not in self.LANES:
-            raise ValueError(f"Argmax.lanes must be one of {', '.join(map(str, self.LANES))}, "
-                             f"not {lanes!r}")
-        self._lanes = lanes
+        # The vector stages' lane counts (powers of two: a beat is a whole element).
+        self._lanes = check_choice("Argmax", "lanes", lanes, VectorConfig.LANES)
         if size % lanes or size // lanes < self.latency:
             raise ValueError(f"Argmax.lanes ({lanes}) must divide size ({size}) into at least "
                              f"{self.latency} beats (the pipeline's depth)")

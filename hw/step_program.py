@@ -197,9 +197,10 @@ class StepPlan:
         #: Model elements a beat of each engine (``golden.config.Config.stage_lanes``): its
         #: descriptors count beats.
         self.lanes = {n: getattr(e, "lanes", 1) for n, e in eng.items()}
-        #: Planes the conv1d's windows and taps are split over (``Config.conv1d_parts``),
-        #: and the channel each element of such an array holds.
-        self.conv_parts = lm.config.conv1d_parts(d_conv=m.d_conv)
+        #: Planes the conv1d engine reads its windows and taps in (its ``window`` field's
+        #: parts, ``Config.conv1d_parts``), and the channel each element of such an
+        #: array holds.
+        self.conv_parts = next(f.parts for f in eng["conv1d"].reads if f.name == "window")
         self.conv_order = conv1d_plane_order(m.conv_dim, lanes=self.lanes["conv1d"],
                                              parts=self.conv_parts)
         self._top = 0

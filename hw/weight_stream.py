@@ -255,10 +255,10 @@ class WeightStream(wiring.Component):
         m.d.comb += region_in.eq(((subs_n + (self._per_word - 1)) >> per_word_log)
                                  << beats_per_word_log)
         pack_in = Signal(PACK_BITS, name="pack_in")
-        # ("== 0" would be a reduce-not, which Verilator's -Wall rejects.)
-        m.d.comb += pack_in.eq(Mux(Cat((c_in.pack == lg) if lg else ~c_in.pack.any()
-                                       for lg, q in enumerate(PACKS) if q in packs).any(),
-                                   c_in.pack, 0))
+        # The packs this stream takes are PACKS' first len(packs) (powers of two dividing
+        # rows).
+        m.d.comb += pack_in.eq(c_in.pack if len(packs) == len(PACKS) else
+                               Mux(c_in.pack < len(packs), c_in.pack, 0))
         # The job is registered once, with its region size: the sub-beat count and the
         # residue slices' region offsets below are then in different cycles.
         staged_layout = data.StructLayout({**{n: f.shape for n, f in c_in.shape()},

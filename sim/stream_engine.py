@@ -95,13 +95,11 @@ def stage_data(p, rng, vectors, elements):
         b = np.tile(b[:per], vectors)
         y, win = conv1d_hw(window, x, w, b, silu_lut=LUTSpec(**p["silu_lut"]),
                            contract=p["contract"])
-        # Words of one lane's element of each field (a field read in P parts: its parts'
-        # bytes together).
-        nbytes = {}
-        for n, size in {**p["read_bytes"], **p["write_bytes"]}.items():
-            base = n.rstrip("0123456789")
-            nbytes[base] = nbytes.get(base, 0) + size
-        ew = {n: size // 4 // L for n, size in nbytes.items()}
+        # Words of one lane's element of each field (a field in parts: its parts' bytes
+        # together).
+        size = {**p["read_bytes"], **p["write_bytes"]}
+        ew = {f.name: sum(size[n] for n, _ in f.ports()) // 4 // L
+              for f in (Field(*x) for x in p["reads"] + p["writes"])}
 
         def shape(a, name):
             return beats(np.asarray(a, np.float32).view(np.uint32), ew[name])

@@ -19,24 +19,20 @@ def _one_line_error(capsys):
     return err
 
 
-def test_a_model_the_design_cannot_run_is_refused_naming_the_limit(tmp_path, capsys):
+@pytest.mark.parametrize("board, model, fragments", [
+    # 2.7B's in_proj against the sim array's max_k: the core's check, naming the limit.
+    ("sim", "2.7B", ("mixer.in_proj.weight", "linear.max_k (16)")),
+    # micro's 2 heads against VCK190's 8-word SSM input: the unit's own check.
+    ("vck190", "micro", ("SSMConfig.input_words must be a power of two that divides",)),
+])
+def test_a_model_the_design_cannot_run_is_refused_in_one_line(tmp_path, capsys, board, model,
+                                                              fragments):
     out = tmp_path / "out"
-    assert main(["verilog", "--board", "sim", "--top", "decoder", "--model", "2.7B",
+    assert main(["verilog", "--board", board, "--top", "decoder", "--model", model,
                  "--out", str(out)]) == 2
     err = _one_line_error(capsys)
-    assert "--model 2.7B does not fit the design 'sim'" in err
-    assert "mixer.in_proj.weight" in err and "linear.max_k (16)" in err
-    assert not out.exists()
-
-
-def test_a_model_the_ssm_unit_cannot_take_is_refused_in_one_line(tmp_path, capsys):
-    """micro's 2 heads against VCK190's 8-word SSM input: the unit's own check, one line."""
-    out = tmp_path / "out"
-    assert main(["verilog", "--board", "vck190", "--top", "decoder", "--model", "micro",
-                 "--out", str(out)]) == 2
-    err = _one_line_error(capsys)
-    assert "--model micro does not fit the design 'vck190'" in err
-    assert "SSMConfig.input_words must be a power of two that divides" in err
+    assert f"--model {model} does not fit the design '{board}'" in err
+    assert all(f in err for f in fragments), err
     assert not out.exists()
 
 
