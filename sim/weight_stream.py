@@ -192,11 +192,14 @@ async def run(dut, *, n_jobs, modes, reset_at=None, corrupt=False, layer_jobs=No
         # One byte of the residue plane's first job, or of its nibble plane in a draft.
         job = layer.jobs[0]
         where = job["residue_addr"] if job["mode"] == "verify" else job["nibble_addr"]
-        tb.memory.data[where + 1] ^= 0x10
+        # A random 4-bit field of the job's beats: field f is weight f mod (rows/q) of
+        # beat f // (rows/q) (q beats a sub-beat, rows/q slots each), so a packed job's
+        # padding past its last beat is never the one flipped.
+        used = p["rows"] // job["pack"]
+        f = rng.randrange(job["beats"] * used)
+        tb.memory.data[where + f // 2] ^= 1 << (4 * (f % 2))
         stats["corrupted_job"] = 0
-        # The high nibble of byte 1 is 4-bit field 3 of the region: weight 3 of beat 0, or
-        # with q beats a sub-beat (rows/q slots each), beat 3 // (rows/q).
-        stats["corrupted_beat"] = 3 // (p["rows"] // job["pack"])
+        stats["corrupted_beat"] = f // used
 
     async def issue(job):
         payload = 0
