@@ -56,6 +56,8 @@ def test_draft_not_smaller_than_target_is_refused(capsys, draft):
     ("--alpha", "1.5", "--alpha must be in [0, 1], not 1.5"),
     ("--overlap", "2", "--overlap must be in [0, 1], not 2"),
     ("--vector-lanes", "0", "--vector-lanes must be an integer >= 1, not 0"),
+    ("--weight-beats", "0", "--weight-beats must be an integer >= 1, not 0"),
+    ("--nibble-beats", "0", "--nibble-beats must be an integer >= 1, not 0"),
     ("--early-stop", "1.5", "--early-stop must be in (0, 1], not 1.5"),
     ("--accept", "9", "--accept must be in [1, 5] for --tree 2,2,1,1, not 9"),
     ("--accept", "0.5", "--accept must be in [1, 5]"),

@@ -60,9 +60,11 @@ DSP_TOKENS = (1, 2, 3, 4, 8, 15, 16)
 DSP_COMMAND = "specgen bench (sim.dsp_linear_unit utilization)"
 
 
-def measure_dsp(*, steps=256, jobs=3, tokens=DSP_TOKENS):
+def measure_dsp(*, steps=256, jobs=3, tokens=DSP_TOKENS, weight_ports=None):
     """Run the DSPLinearUnit's ``utilization`` test on Verilator; return its report with the
-    cycle model's prediction of each run beside it."""
+    cycle model's prediction of each run beside it. ``weight_ports`` (default one per
+    column) below ``cols`` makes runs of fewer tokens than ``cols / weight_ports`` wait on
+    the weights (the model's ``feed``)."""
     from specgen.golden.config import LinearConfig
     from specgen.hw.dsp_linear_unit import DSPLinearUnit
     from specgen.sim.runner import run_bench
@@ -70,7 +72,7 @@ def measure_dsp(*, steps=256, jobs=3, tokens=DSP_TOKENS):
     from specgen.gen.perf.blocks import LinearJob, dsp_linear_schedule
 
     a = DSP_ARRAY
-    unit = DSPLinearUnit(**a)
+    unit = DSPLinearUnit(**a, weight_ports=weight_ports)
     with tempfile.TemporaryDirectory() as tmp:
         report = Path(tmp) / "utilization.json"
         run_bench(unit, name=unit.module_name, module="specgen.sim.dsp_linear_unit",
@@ -82,7 +84,8 @@ def measure_dsp(*, steps=256, jobs=3, tokens=DSP_TOKENS):
                        max_k=a["max_k"], contract="dspfp32")
     for r in result.values():
         job = LinearJob(mode=r["mode"], steps=r["steps"], n_rows=r["n_rows"], n_tokens=r["n_tokens"])
-        r["model_cycles"] = dsp_linear_schedule([(r["jobs"], job)], linear=lin).cycles
+        r["model_cycles"] = dsp_linear_schedule([(r["jobs"], job)], linear=lin,
+                                                feed=a["cols"] // unit.weight_ports).cycles
     return result
 
 

@@ -222,12 +222,14 @@ def dsp_linear_latency():
 DSP_DRAIN_TO_Y = 5
 
 
-def dsp_linear_schedule(jobs, *, linear, latency=None):
+def dsp_linear_schedule(jobs, *, linear, latency=None, feed=1):
     """Cycle model of ``DSPLinearUnit`` for back-to-back jobs: sources always valid,
     ``y`` always ready.
 
     A job issues ``steps · n_tokens`` operations, one per cycle, from the cycle
-    after its command is taken; the next command is taken in the cycle of the
+    after its command is taken, and takes at least ``feed`` cycles per input: the
+    column beats one weight port delivers for an input (``cols / weight_ports``), one a
+    cycle, so that an input's first operation waits for all of its columns' weights; the next command is taken in the cycle of the
     last operation when one of the two partial-sum banks is free (the drain of
     the job before the previous one has issued its last beat). A job's drain of
     ``ceil(n_rows / cols) · n_tokens`` beats starts 6 cycles after its last
@@ -241,6 +243,8 @@ def dsp_linear_schedule(jobs, *, linear, latency=None):
         The array (``contract`` ``"dspfp32"``).
     latency : int, optional
         :func:`dsp_linear_latency` by default.
+    feed : int
+        Cycles of weight beats per input (``cols / weight_ports``; 1: a port per column).
 
     Returns
     -------
@@ -252,6 +256,7 @@ def dsp_linear_schedule(jobs, *, linear, latency=None):
         raise TypeError(f"dsp_linear_schedule.linear must be a LinearConfig with contract "
                         f"'dspfp32', not {linear!r}")
     latency = dsp_linear_latency() if latency is None else latency
+    check_int("dsp_linear_schedule", "feed", feed, min=1)
     lead = latency - DSP_DRAIN_TO_Y - 1        # last operation -> drain start
     runs = _runs(jobs)
     if not runs:
@@ -260,7 +265,7 @@ def dsp_linear_schedule(jobs, *, linear, latency=None):
     d_last = [-10**9, -10**9]                  # last drain beat of the two previous jobs
     stall = beats = 0
     for count, job in runs:
-        ops = job.steps * job.n_tokens
+        ops = job.steps * max(job.n_tokens, feed)
         drain = -(-job.n_rows // linear.cols) * job.n_tokens
         for i in range(count):
             if e_prev is not None:

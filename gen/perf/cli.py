@@ -3,7 +3,7 @@
 ``specgen perf --board B [--config FILE] [--set KEY=VALUE] --target M --draft D [--tree 2,2,1,1]
 [--accept 4.91 | --alpha A | --acceptance FILE] [--early-stop C] [--sizing preset|dsp]
 [--policy recompute|store] [--draft-flow node|prefix|best] [--overlap X] [--state-ports N]
-[--json]``
+[--vector-lanes N] [--weight-beats N] [--nibble-beats N] [--json]``
 
 ``--acceptance FILE`` takes a measured profile, the JSON of ``specgen acceptance --json``
 (:func:`read_acceptance`): its tree, tokens per step and early stopping.
@@ -130,6 +130,12 @@ def add_parser(sub):
     p.add_argument("--vector-lanes", type=int, default=None, metavar="N", dest="vector_lanes",
                    help="elements a cycle of the decoder core's vector stages (norms, conv1d, "
                         "residual, moves; default the design's vector.lanes, as built)")
+    p.add_argument("--weight-beats", type=int, default=1, metavar="N", dest="weight_beats",
+                   help="column beats each weight port delivers a cycle (default 1, as built; "
+                        "more is a what-if)")
+    p.add_argument("--nibble-beats", type=int, default=None, metavar="N", dest="nibble_beats",
+                   help="the same in a SPEQ nibble-plane draft pass (default --weight-beats; "
+                        "a what-if)")
     p.add_argument("--json", action="store_true", help="print JSON instead of the table")
     p.set_defaults(func=run)
     return p
@@ -159,6 +165,7 @@ FLAG_OF_FIELD = {
     "StepConfig.draft_flow": "--draft-flow",
     "Accelerator.overlap": "--overlap", "Accelerator.sizing": "--sizing",
     "Accelerator.state_ports": "--state-ports", "Accelerator.vector_lanes": "--vector-lanes",
+    "Accelerator.weight_beats": "--weight-beats", "Accelerator.nibble_beats": "--nibble-beats",
     "accelerator.sizing": "--sizing",
 }
 
@@ -283,7 +290,8 @@ def run(args, *, out=None):
     try:
         # The design itself (its board, blocks and tree); --sizing dsp resizes its arrays.
         acc = accelerator(config, sizing=args.sizing, overlap=args.overlap,
-                          state_ports=args.state_ports, vector_lanes=args.vector_lanes)
+                          state_ports=args.state_ports, vector_lanes=args.vector_lanes,
+                          weight_beats=args.weight_beats, nibble_beats=args.nibble_beats)
         step = StepConfig(target=args.target, draft=args.draft, tree=tree if args.draft != "none" else (),
                           tokens_per_step=accept if args.draft != "none" else None,
                           alpha=alpha if args.draft != "none" else None, continue_prob=cont,
@@ -373,7 +381,8 @@ def run_tree_best(args, *, config, out):
     extra = [s for s in beside_wanted if s not in set(shapes)]
     try:
         acc = accelerator(config, sizing=args.sizing, overlap=args.overlap,
-                          state_ports=args.state_ports, vector_lanes=args.vector_lanes)
+                          state_ports=args.state_ports, vector_lanes=args.vector_lanes,
+                          weight_beats=args.weight_beats, nibble_beats=args.nibble_beats)
         ranked = search_trees(acc, target=args.target, draft=args.draft, profile=profile,
                               shapes=shapes + extra, continue_prob=cont,
                               restore_policy=args.policy, draft_flow=args.draft_flow)

@@ -464,6 +464,7 @@ def roofline_figure():
     roofline above it (its ceiling at its intensity). Points carry no text: the
     colour is the sizing, the marker the phase, the fill the step (filled SpecMamba,
     hollow SPEQ), all named in one legend below the panels, so no label covers another.
+    A phase the step hides wholly (no time of its own) has no point.
     """
     from matplotlib.lines import Line2D
     from specgen.gen.perf.roofline import LUT_PER_FP16_MAC, lut_macs
@@ -487,7 +488,11 @@ def roofline_figure():
             ax.plot(xs, [min(peak, acc.bandwidth * x) for x in xs], color=color, lw=1)
             for filled, step in ((True, seed_step()), (False, speq_step())):
                 for p in step_model(acc, step).phases:
-                    perf = 2 * p.macs / p.time if p.time else 0
+                    if not p.time:
+                        # Wholly hidden behind another phase (a node-flow commit beside
+                        # the next draft pass): no time of its own, so no point.
+                        continue
+                    perf = 2 * p.macs / p.time
                     ceiling = min(device, bw * p.intensity)
                     ax.plot([p.intensity, p.intensity], [perf, ceiling], color=color, lw=0.7,
                             ls=":", zorder=2)

@@ -15,9 +15,11 @@ modeled step (:class:`gen.perf.system.StepResult`) under
   product: AMD AM004 "Versal DSP Engine"), the SPEQ draft's nibble-plane products
   counted as full MACs (each still takes a slot);
 * the **design's compute ceiling**: the same MACs on the design's own MAC slots
-  (``linear.rows × linear.cols``, ``quant_lanes`` draft products per exact PE) and its
-  state updates on the SSM unit's lanes (one element per lane per cycle), the two
-  units overlapping perfectly;
+  (``linear.rows × linear.cols``, ``quant_lanes`` draft products per exact PE), its
+  weights through its weight ports (a DSP array: ``weight_ports`` column beats of
+  ``rows`` weights a cycle, ``Phase.t_feed``; what bounds a pass of fewer tokens than
+  ``cols / weight_ports``) and its state updates on the SSM unit's lanes
+  (one element per lane per cycle), the units overlapping perfectly;
 * **LUT-built MACs**: the device ceiling with extra FP16 MACs built from LUTs
   (:data:`LUT_PER_FP16_MAC`, an assumption).
 
@@ -225,10 +227,15 @@ def roofline(result, *, lut_per_mac=LUT_PER_FP16_MAC, lut_share=LUT_SHARE_FOR_MA
         phases.append(PhaseCeiling(
             name=p.name, t_actual=p.time, t_memory=p.dense_weight_bytes / bw,
             t_device=p.linear_macs / (board.dsp58 * clk) if board.dsp58 else float("inf"),
-            t_design=max(t_lin, t_ssm, p.t_state), t_state=p.t_state * (1 - p.hidden),
+            t_design=max(t_lin, p.t_feed, t_ssm, p.t_state), t_state=p.t_state * (1 - p.hidden),
             t_lut=p.linear_macs / ((board.dsp58 + extra) * clk) if board.dsp58 + extra
             else float("inf")))
     return Roofline(result, tuple(phases), board.dsp58, lin.pes, extra, lut_per_mac, lut_share)
+
+
+def feed_label(acc):
+    """``"N weight ports, "`` of a DSP array (the design ceiling's weight feed), else ``""``."""
+    return f"{acc.weight_ports} weight ports, " if acc.linear.contract == "dspfp32" else ""
 
 
 def _ms(s):
@@ -261,8 +268,8 @@ def format_roofline(roof):
         row(f"compute ceiling ({b.dsp58:,} DSP58, {tmacs:.2f} TMAC/s)", "compute"),
         row("limit: min(memory, compute) per phase", "limit"),
         row(f"with the state on {acc.state_ports} + {acc.state_ports} state ports", "state_limit"),
-        row(f"design's slots ({acc.linear.pes:,} MAC, {acc.ssm_lanes} SSM lanes)",
-            "design_compute"),
+        row(f"design's slots ({acc.linear.pes:,} MAC, {feed_label(acc)}"
+            f"{acc.ssm_lanes} SSM lanes)", "design_compute"),
         row("design limit: min(memory, design) per phase", "design_limit"),
         row(f"with +{roof.lut_macs_per_cycle:,} LUT MACs (assumed)", "lut_limit"),
         f"  (LUT MACs: assumption, {roof.lut_per_mac} LUT per FP16 MAC with a binary32 "

@@ -332,6 +332,14 @@ class Accelerator:
         by default the design's (``ssm.state_ports``, what ``hw.ssm_engine.SSMEngine``
         builds: 16 on VHK158, 1 on VCK190); another count prices a design with
         that many ports of the same width (:class:`StateTraffic`).
+    weight_beats : int
+        Column beats each weight port delivers a cycle: 1 as built (``hw.weight_stream``
+        gives one beat a cycle); more prices a port that takes several beats of its
+        masters' words a cycle (a what-if).
+    nibble_beats : int, optional
+        The same in a nibble-plane (SPEQ draft) pass, where three of a port's four masters
+        idle as built; default :attr:`weight_beats` (a what-if: the nibble plane laid out
+        over all four masters).
     vector_lanes : int, optional
         Elements a cycle of the decoder core's vector stages (the norms, conv1d, the
         residual, the moves: :func:`vector_stage_elements`): by default the design's
@@ -353,6 +361,8 @@ class Accelerator:
     mem_efficiency: float = 1.0
     state_ports: int | None = None
     vector_lanes: int | None = None
+    weight_beats: int = 1
+    nibble_beats: int | None = None
     calibration: Calibration = field(default_factory=Calibration)
 
     def __post_init__(self):
@@ -378,6 +388,10 @@ class Accelerator:
         if self.vector_lanes is None:
             object.__setattr__(self, "vector_lanes", self.config.vector.lanes)
         check_int("Accelerator", "vector_lanes", self.vector_lanes, min=1)
+        check_int("Accelerator", "weight_beats", self.weight_beats, min=1)
+        if self.nibble_beats is None:
+            object.__setattr__(self, "nibble_beats", self.weight_beats)
+        check_int("Accelerator", "nibble_beats", self.nibble_beats, min=1)
         if not isinstance(self.calibration, Calibration):
             raise TypeError(f"Accelerator.calibration must be a Calibration, not {self.calibration!r}")
 
@@ -414,6 +428,24 @@ class Accelerator:
         return state_traffic(self.config, state_elems=dims.state_elems,
                              elem_bytes=self.state_bytes, ports=self.state_ports,
                              efficiency=self.mem_efficiency)
+
+    @property
+    def weight_ports(self):
+        """Weight ports of the DSP linear engine (``golden.weight_planes.engine_weight_ports``:
+        6 on VHK158, 1 on VCK190), each delivering one column beat a cycle."""
+        return engine_weight_ports(self.config)
+
+    def beats(self, mode):
+        """Column beats a weight port delivers a cycle in a pass of ``mode`` (1: the nibble
+        plane alone): :attr:`nibble_beats` or :attr:`weight_beats`."""
+        return self.nibble_beats if mode else self.weight_beats
+
+    def weight_feed(self, mode=0):
+        """Cycles one input's weights take on a weight port: its ``cols / weight_ports``
+        column beats at :meth:`beats` a cycle (14 on VHK158 as built, 8 on VCK190). A DSP
+        linear job takes at least this many cycles per input, so passes of fewer tokens
+        are bound by it (``gen.perf.blocks.dsp_linear_schedule``, calibrated on the RTL)."""
+        return -(-(self.linear.cols // self.weight_ports) // self.beats(mode))
 
     @property
     def dsp_linear(self):
@@ -621,6 +653,9 @@ class Phase:
         Cycles of the linear unit, the SSM unit and the conv1d that run at once inside
         the phase's passes (:func:`layer_overlap`: head groups beside in_proj's later
         jobs), taken off :attr:`t_compute`.
+    t_feed : float
+        Seconds the design's weight ports take to deliver the passes' linear-layer weights
+        once each (:meth:`Accelerator.weight_feed`; 0 for an exact PE array).
     """
 
     name: str
@@ -641,6 +676,7 @@ class Phase:
     dense_weight_bytes: float = 0.0
     vector_cycles: float = 0.0
     overlap_cycles: float = 0.0
+    t_feed: float = 0.0
 
     @property
     def linear_macs(self):
@@ -824,7 +860,7 @@ class _Tally:
     # wbytes: the weight bytes the design reads; dbytes: the model's dense weight bytes,
     # which the roofline (the physical limit) counts.
     KEYS = ("lin", "ssm", "other", "vec", "hidden", "wbytes", "dbytes", "sbytes", "full", "quant",
-            "elems", "t_comp", "t_mem", "t_state", "t_ssm", "time")
+            "t_feed", "elems", "t_comp", "t_mem", "t_state", "t_ssm", "time")
 
     def __init__(self):
         for k in self.KEYS:
@@ -850,7 +886,8 @@ class _Tally:
         u = self if useful is None else useful
         return Phase(name, self.t_mem, self.t_comp, self.wbytes + self.sbytes, self.wbytes,
                      u.ops / 2, self.lin, self.ssm, self.other, hidden, u.full, u.quant,
-                     u.elems, self.t_state, self.t_ssm, u.dbytes, self.vec, self.hidden)
+                     u.elems, self.t_state, self.t_ssm, u.dbytes, self.vec, self.hidden,
+                     u.t_feed)
 
 
 # Pure functions of frozen (hashable) inputs: a tree search or a sweep prices the same
@@ -864,7 +901,8 @@ def _linear_cycles(acc, dims, *, tokens, mode):
         runs += jobs(linear=acc.linear, out_features=o, in_features=i, tokens=tokens,
                      mode=mode) * count
     if dsp:
-        return dsp_linear_schedule(runs, linear=acc.linear).cycles * acc.calibration.linear
+        return (dsp_linear_schedule(runs, linear=acc.linear, feed=acc.weight_feed(mode)).cycles
+                * acc.calibration.linear)
     return linear_schedule(runs, pe_latency=pe_latency(acc.config)).cycles * acc.calibration.linear
 
 
@@ -936,7 +974,8 @@ def _hidden_cycles(acc, dims, *, tokens, mode, ssm_layer):
     runs = dsp_matmul_jobs(linear=acc.linear, out_features=dims.d_in_proj,
                            in_features=dims.d_model, tokens=tokens, mode=mode)
     jobs = -(-dims.d_in_proj // tile)
-    job_cycles = (dsp_linear_schedule(runs, linear=acc.linear).cycles * acc.calibration.linear
+    job_cycles = (dsp_linear_schedule(runs, linear=acc.linear, feed=acc.weight_feed(mode)).cycles
+                  * acc.calibration.linear
                   / jobs)
     need = [min(jobs, -(-end // tile)) for end in group_rows_end(segs, G)]
     Hg = dims.nheads // G
@@ -1053,6 +1092,10 @@ def _pass(acc, dims, *, tokens, mode, bits, scale_group, state_reads, state_writ
         t.quant = dims.linear_params * tokens
     else:
         t.full = dims.linear_params * tokens
+    if acc.linear.contract == "dspfp32":
+        # Column beats of `rows` weights, `weight_ports × beats` a cycle.
+        t.t_feed = (dims.linear_params / (acc.weight_ports * acc.linear.rows * acc.beats(mode))
+                    / acc.clock_hz)
     t.elems = dims.state_elems * dims.n_layer * tokens
     # The state streams through the engine while the SSM unit sweeps it, so each layer's
     # SSM part takes max(its cycles, its state traffic); the linear unit, which does not
