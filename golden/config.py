@@ -95,6 +95,12 @@ class LinearConfig:
         ``"exact"`` or ``"dspfp32"``.
     max_tokens : int
         ``dspfp32``: most tokens one job verifies (threads per slot), 1 … 16.
+    weight_beats : int
+        ``dspfp32``: column beats each weight port delivers in one transfer, one of
+        :data:`WEIGHT_BEATS` dividing :attr:`port_columns`: the weight stream takes them
+        from its read masters' word, so a port feeds an input's columns in
+        ``port_columns / weight_beats`` cycles (what bounds a job of fewer tokens). The
+        ``exact`` array does not read it.
     """
 
     rows: int = 4
@@ -104,6 +110,9 @@ class LinearConfig:
     fmt_out: str = "fp32"
     contract: str = "exact"
     max_tokens: int = 16
+    weight_beats: int = 1
+
+    WEIGHT_BEATS = (1, 2, 4, 8)
 
     def __post_init__(self):
         check_int("LinearConfig", "rows", self.rows, min=1)
@@ -116,6 +125,15 @@ class LinearConfig:
         if self.contract == "dspfp32" and self.fmt_out != "fp32":
             raise ValueError(f"LinearConfig.fmt_out must be 'fp32' with contract 'dspfp32' "
                              f"(DSPFP32 accumulates in binary32), not {self.fmt_out!r}")
+        # The exact array has no weight ports of column beats: the field does not apply.
+        allowed = (self.WEIGHT_BEATS if self.contract != "dspfp32" else
+                   tuple(w for w in self.WEIGHT_BEATS if self.port_columns % w == 0))
+        if self.weight_beats not in allowed:
+            why = ("" if self.contract != "dspfp32" else
+                   f" (a divisor of the {self.port_columns} columns each of the "
+                   f"{self.weight_ports} weight ports feeds)")
+            raise ValueError(f"LinearConfig.weight_beats must be one of "
+                             f"{', '.join(map(str, allowed))}{why}, not {self.weight_beats!r}")
 
     @property
     def pes(self):
@@ -126,6 +144,24 @@ class LinearConfig:
     def token_lanes(self):
         """Most tokens one job takes."""
         return self.max_tokens if self.contract == "dspfp32" else self.cols
+
+    @property
+    def weight_ports(self):
+        """Weight ports of the ``dspfp32`` array's engine: the fewest that keep every MAC
+        slot busy on a job of ``max_tokens`` tokens, rounded up to a divisor of ``cols``.
+
+        A job takes one activation a cycle, and each of the ``cols`` column beats of an
+        input serves ``n_tokens`` activations, so at ``max_tokens`` the array takes
+        ``cols / max_tokens`` beats a cycle (VHK158, 84 columns and 16 tokens: 5.25, so 6
+        ports; the ``sim`` and VCK190 arrays: 1).
+        """
+        need = -(-self.cols // self.max_tokens)
+        return next(p for p in range(need, self.cols + 1) if self.cols % p == 0)
+
+    @property
+    def port_columns(self):
+        """Columns each weight port feeds (``cols / weight_ports``)."""
+        return self.cols // self.weight_ports
 
     @property
     def tile_rows(self):
@@ -468,7 +504,8 @@ _BOARD_PIPELINE = PipelineConfig(fp_mul_stages=5, fp_add_stages=6, pe_round_stag
 PRESETS = {
     "sim": Config(name="sim", board=_SIM, tree=TreeConfig(fifo_depth=16, tile_size=8, max_nodes=64),
                   linear=LinearConfig(rows=2, cols=4, quant_lanes=3, max_k=16,
-                                        contract="dspfp32", max_tokens=16), ssm=_SIM_SSM,
+                                        contract="dspfp32", max_tokens=16, weight_beats=2),
+                  ssm=_SIM_SSM,
                   vector=VectorConfig(lanes=2)),
     # Board-scale arrays (sizing in docs/boards.md): DSPFP32 MAC slots in columns
     # of 64, 84 columns (5,376 DSP58, 73 % of the part) on VHK158 and 8 (512 DSP58;
@@ -485,6 +522,10 @@ PRESETS = {
     # head groups of 40 (ssm.head_groups): group 0's pass starts after in_proj's first
     # 5,376-row tile, beside the second (docs/decoder.md; the model puts the verify pass
     # 11 % shorter, docs/perf-model.md). VCK190's passes are memory-bound: one group.
+    # A weight port hands the linear unit two column beats a transfer on VHK158 (a 256-bit
+    # HBM port at 450 MHz carries 1.8 sub-beats of 64 nibbles a 250 MHz cycle), so a pass
+    # of fewer than 14 tokens takes 7 cycles an input instead of 14; VCK190's DDR feeds
+    # less than one a cycle, so one. The sim preset takes two, so every bench runs them.
     "vck190": Config(name="vck190", board=_VCK190, tree=TreeConfig(fifo_depth=16, tile_size=64),
                      linear=LinearConfig(rows=64, cols=8, quant_lanes=3, max_k=8192,
                                          contract="dspfp32", max_tokens=16),
@@ -493,7 +534,7 @@ PRESETS = {
                      pipeline=_BOARD_PIPELINE, vector=VectorConfig(lanes=4)),
     "vhk158": Config(name="vhk158", board=_VHK158, tree=TreeConfig(fifo_depth=16, tile_size=64),
                      linear=LinearConfig(rows=64, cols=84, quant_lanes=3, max_k=8192,
-                                         contract="dspfp32", max_tokens=16),
+                                         contract="dspfp32", max_tokens=16, weight_beats=2),
                      ssm=SSMConfig(nheads=80, headdim=64, d_state=128, lanes=128,
                                    contract="dspfp32", input_words=8, state_ports=16,
                                    head_groups=2),

@@ -278,25 +278,18 @@ def job_port_bytes(n_k, *, rows, cols, ports=1, word_bits, pack=1):
 
 
 def engine_weight_ports(config):
-    """Weight ports of ``config``'s linear engine: the fewest that keep every MAC slot busy
-    on a job of ``max_tokens`` tokens, rounded up to a divisor of ``cols``.
-
-    A job takes one activation a cycle, and each of the ``cols`` column beats of an input
-    serves ``n_tokens`` activations, so at ``max_tokens`` the array takes
-    ``cols / max_tokens`` beats a cycle (VHK158, 84 columns and 16 tokens: 5.25, so 6
-    ports; the ``sim`` and VCK190 arrays: 1).
-    """
-    lin = config.linear
-    need = -(-lin.cols // lin.max_tokens)
-    return next(p for p in range(need, lin.cols + 1) if lin.cols % p == 0)
+    """Weight ports of ``config``'s linear engine (:attr:`golden.config.LinearConfig.weight_ports`:
+    6 on VHK158, 1 on the ``sim`` and VCK190 arrays)."""
+    return config.linear.weight_ports
 
 
 def stream_word_bits(config, port_bits=None):
     """The read masters' word of ``config``'s weight stream: the memory port
-    (``port_bits``, default the board's), or one sub-beat (``4 · linear.rows`` bits)
-    where that is wider. Every region is a whole number of these words."""
+    (``port_bits``, default the board's), or ``linear.weight_beats`` sub-beats
+    (``4 · linear.rows`` bits each: the beats the stream hands the linear unit in one
+    transfer) where that is wider. Every region is a whole number of these words."""
     port_bits = config.board.memory_port_bits if port_bits is None else port_bits
-    return max(sub_beat_bits(config.linear.rows), port_bits)
+    return max(config.linear.weight_beats * sub_beat_bits(config.linear.rows), port_bits)
 
 
 @dataclass(frozen=True)

@@ -46,6 +46,7 @@ from .exponent_decoder import ExponentDecoder
 from .hierarchy import submodule, template
 
 __all__ = ["DSPLinearUnit", "MACColumn", "MACSlot", "slot_weight_layout", "op_layout",
+           "weight_port_layout",
            "memory_weight_ports"]
 
 COUNTER_BITS = 48
@@ -286,6 +287,12 @@ def weight_layout(rows):
     return data.StructLayout({"slot": data.ArrayLayout(slot_weight_layout(), rows)})
 
 
+def weight_port_layout(rows, beats=1):
+    """One transfer of a weight port: ``beats`` column beats (:func:`weight_layout`), the
+    port's earlier column in element 0."""
+    return data.ArrayLayout(weight_layout(rows), beats)
+
+
 def act_layout():
     """One activation beat: ``x_t[k]`` (binary16), ``k``-major, ``t``-minor."""
     return data.StructLayout({"act": FP16.width})
@@ -323,6 +330,11 @@ class DSPLinearUnit(wiring.Component):
         wide (Amaranth puts a module's inputs in one netlist cell of at most
         65,536 bits), and no memory feeds a board array's ``rows·cols`` weights
         per cycle anyway.
+    weight_beats : int
+        Column beats per transfer of a weight port, one of 1, 2, 4, 8 (default 1),
+        dividing the columns of every port (``cols / weight_ports``): a weight stream
+        that takes several sub-beats of its read masters' word a cycle hands them over
+        together (``golden.config.LinearConfig.weight_beats``).
 
     Attributes
     ----------
@@ -331,13 +343,15 @@ class DSPLinearUnit(wiring.Component):
         output rows (rows ≥ ``n_rows`` are padding), ``n_tokens`` = T. Taken when
         no job is issuing, or in the cycle the running job issues its last
         operation, provided one of the two partial-sum banks is free.
-    w : In(stream.Signature(weight_layout(rows))).array(weight_ports)
-        Column weight beats: column ``g``'s beat ``k`` holds input ``k`` of rows
-        ``h·cols + g`` in ``slot[h]``. Port ``p`` carries the columns ``g ≡ p
-        (mod weight_ports)`` in ascending order, for ``k`` ascending. Each column
+    w : In(stream.Signature(weight_port_layout(rows, weight_beats))).array(weight_ports)
+        Column weight beats, ``weight_beats`` a transfer: column ``g``'s beat ``k``
+        holds input ``k`` of rows ``h·cols + g`` in ``slot[h]``. Port ``p`` carries
+        the columns ``g ≡ p (mod weight_ports)`` in ascending order, for ``k``
+        ascending; a transfer's element ``j`` is the ``j``-th of its beats. Each column
         has a one-beat buffer; beat ``k`` of every column is used together, with
-        activation ``(k, 0)``, so the array wants ``cols / weight_ports`` beats
-        per port every T cycles.
+        activation ``(k, 0)``, so the array wants ``cols / (weight_ports ·
+        weight_beats)`` transfers per port every T cycles: a job of fewer tokens
+        issues at that pace.
     x : In(stream.Signature(act_layout()))
         K·T beats per job: ``x_t[k]`` for ``k`` ascending and ``t`` ascending
         within each ``k``.
@@ -360,7 +374,8 @@ class DSPLinearUnit(wiring.Component):
     stays hidden when it is shorter than the next job (``rows ≤ K``).
     """
 
-    def __init__(self, *, rows, cols, max_tokens=16, max_k=64, config=None, weight_ports=None):
+    def __init__(self, *, rows, cols, max_tokens=16, max_k=64, config=None, weight_ports=None,
+                 weight_beats=1):
         self._rows = check_int("DSPLinearUnit", "rows", rows, min=1)
         self._cols = check_int("DSPLinearUnit", "cols", cols, min=1)
         self._max_tokens = check_int("DSPLinearUnit", "max_tokens", max_tokens, min=1, max=16)
@@ -369,12 +384,16 @@ class DSPLinearUnit(wiring.Component):
         self._ports = check_int("DSPLinearUnit", "weight_ports",
                                 self._cols if weight_ports is None else weight_ports,
                                 min=1, max=self._cols)
+        beats = (1, 2, 4, 8) if self._cols % self._ports == 0 else (1,)
+        beats = tuple(b for b in beats if (self._cols // self._ports) % b == 0)
+        self._beats = check_choice("DSPLinearUnit", "weight_beats", weight_beats, beats)
         self._column = template(MACColumn(height=self._rows, max_tokens=self._max_tokens,
                                           config=self._config))
         slots = self._rows * self._cols
         super().__init__({
             "cmd": In(stream.Signature(cmd_layout(slots, self._max_tokens, self._max_k))),
-            "w": In(stream.Signature(weight_layout(self._rows))).array(self._ports),
+            "w": In(stream.Signature(weight_port_layout(self._rows, self._beats))
+                    ).array(self._ports),
             "x": In(stream.Signature(act_layout())),
             "y": Out(stream.Signature(result_layout(self._rows, self._cols, self._max_tokens))),
             "busy_cycles": Out(COUNTER_BITS),
@@ -389,19 +408,21 @@ class DSPLinearUnit(wiring.Component):
     fmt_out = FP32
 
     weight_ports = property(lambda self: self._ports)
+    weight_beats = property(lambda self: self._beats)
 
     @classmethod
-    def from_config(cls, config, *, weight_ports=None):
+    def from_config(cls, config, *, weight_ports=None, weight_beats=1):
         """The unit of a ``golden.config.Config`` whose ``linear.contract`` is ``"dspfp32"``.
 
         ``weight_ports`` defaults to what the board's memory delivers per cycle, in
-        column beats (every column where the preset has no memory model).
+        column beats (every column where the preset has no memory model);
+        ``weight_beats`` to 1 (``hw.linear_engine.LinearEngine`` gives the config's).
         """
         lin = config.linear
         if weight_ports is None:
             weight_ports = memory_weight_ports(config)
         return cls(rows=lin.rows, cols=lin.cols, max_tokens=lin.max_tokens, max_k=lin.max_k,
-                   config=config.bsfp, weight_ports=weight_ports)
+                   config=config.bsfp, weight_ports=weight_ports, weight_beats=weight_beats)
 
     @property
     def slots(self):
@@ -414,8 +435,9 @@ class DSPLinearUnit(wiring.Component):
 
     @property
     def module_name(self):
+        beats = f"x{self._beats}" if self._beats > 1 else ""
         return (f"DSPLinearUnit_r{self._rows}_c{self._cols}_t{self._max_tokens}_k{self._max_k}"
-                f"_w{self._ports}_{self._column.module_name.split('_', 2)[2]}")
+                f"_w{self._ports}{beats}_{self._column.module_name.split('_', 2)[2]}")
 
     #: Fill of the result path: drain request register, the two stages of the columns'
     #: drain mux.
@@ -432,13 +454,15 @@ class DSPLinearUnit(wiring.Component):
     def _weight_buffers(self, m, w_valid, use_w):
         """One-beat buffers of the columns, filled from the weight ports in turn.
 
-        A buffer takes its next beat in the cycle its beat is used, so a full
-        stream keeps the array at one weight beat per cycle (T = 1). "Every
-        buffer is full" (``w_valid``) is a register: the AND of the buffers' next
-        state, formed for both values of ``use_w`` from registers and the ports'
-        ``valid``, so the operation only selects between the two.
+        A port's transfer fills ``weight_beats`` columns at once (its columns in groups of
+        that many, in order), each from the transfer's element at the column's place in
+        its group: fixed wiring, no multiplexer. A buffer takes its next beat in the cycle
+        its beat is used, so a full stream keeps the array at one weight beat per cycle
+        (T = 1). "Every buffer is full" (``w_valid``) is a register: the AND of the
+        buffers' next state, formed for both values of ``use_w`` from registers and the
+        ports' ``valid``, so the operation only selects between the two.
         """
-        G, P = self._cols, self._ports
+        G, P, B = self._cols, self._ports, self._beats
         layout = weight_layout(self._rows)
         bufs = [Signal(layout, name=f"wbuf{g}") for g in range(G)]
         full = [Signal(name=f"wbuf{g}_full") for g in range(G)]
@@ -447,33 +471,39 @@ class DSPLinearUnit(wiring.Component):
         # beat arriving in the same cycle.
         next_kept = [Signal(name=f"wbuf{g}_next_kept") for g in range(G)]
         next_used = [Signal(name=f"wbuf{g}_next_used") for g in range(G)]
+        most_groups = 1
         for p, port in enumerate(self.w):
             cols = list(range(p, G, P))
-            ptr = Signal(range(max(len(cols), 2)), name=f"wport{p}_col")
-            # ready = ~full[ptr] | use_w, with the column select on the registers
-            # alone and use_w (late: it depends on the operation) in the last gate.
-            full_sel = _select([full[g] for g in cols], ptr) if len(cols) > 1 else full[cols[0]]
+            groups = [cols[i:i + B] for i in range(0, len(cols), B)]
+            most_groups = max(most_groups, len(groups))
+            ptr = Signal(range(max(len(groups), 2)), name=f"wport{p}_col")
+            # ready = ~full[ptr] | use_w, with the group select on the registers alone
+            # and use_w (late: it depends on the operation) in the last gate. A group's
+            # columns fill and empty together, so its first one speaks for it.
+            firsts = [full[grp[0]] for grp in groups]
+            full_sel = _select(firsts, ptr) if len(groups) > 1 else firsts[0]
             m.d.comb += port.ready.eq(~full_sel | use_w)
             take = port.valid & port.ready
-            for i, g in enumerate(cols):
-                # The port's beat is column g's ("== 0" would be a reduce-not, which
+            for i, grp in enumerate(groups):
+                # The port's transfer is group i's ("== 0" would be a reduce-not, which
                 # Verilator's -Wall rejects).
-                sel = (~ptr.any() if i == 0 else ptr == i) if len(cols) > 1 else 1
+                sel = (~ptr.any() if i == 0 else ptr == i) if len(groups) > 1 else 1
                 here = take & sel
-                with m.If(here):
-                    m.d.sync += bufs[g].eq(port.payload)
-                m.d.sync += full[g].eq((full[g] & ~use_w) | here)
-                m.d.comb += [next_kept[g].eq(full[g] | (port.valid & sel)),
-                             next_used[g].eq(port.valid & sel)]
-            if len(cols) > 1:
+                for j, g in enumerate(grp):
+                    with m.If(here):
+                        m.d.sync += bufs[g].eq(port.payload[j])
+                    m.d.sync += full[g].eq((full[g] & ~use_w) | here)
+                    m.d.comb += [next_kept[g].eq(full[g] | (port.valid & sel)),
+                                 next_used[g].eq(port.valid & sel)]
+            if len(groups) > 1:
                 with m.If(take):
-                    m.d.sync += ptr.eq(Mux(ptr == len(cols) - 1, 0, ptr + 1))
+                    m.d.sync += ptr.eq(Mux(ptr == len(groups) - 1, 0, ptr + 1))
         # = AND of every column's next "full", with use_w (late: it depends on the
         # operation) only in the last multiplexer.
-        if G > P:
-            # A port fills one column per cycle, so with two or more columns on a port
-            # the used buffers are never all refilled at once: the AND of next_used
-            # is 0, said here so that use_w is the last gate.
+        if most_groups > 1:
+            # A port fills one group per cycle, so with two or more groups on a port the
+            # used buffers are never all refilled at once: the AND of next_used is 0,
+            # said here so that use_w is the last gate.
             m.d.sync += w_valid.eq(~use_w & Cat(next_kept).all())
         else:
             m.d.sync += w_valid.eq(Mux(use_w, Cat(next_used).all(), Cat(next_kept).all()))

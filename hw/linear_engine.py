@@ -78,7 +78,9 @@ class LinearEngine(wiring.Component):
         The unit's weight ports, each fed by a :class:`hw.weight_stream.WeightStream`
         of its own (four AXI ports each); a divisor of ``cols``. Default
         :func:`golden.weight_planes.engine_weight_ports`: enough to keep every slot
-        busy on a job of ``max_tokens`` tokens (VHK158: 6; ``sim``, VCK190: 1).
+        busy on a job of ``max_tokens`` tokens (VHK158: 6; ``sim``, VCK190: 1). Each
+        takes ``linear.weight_beats`` column beats a transfer, which must divide the
+        columns a port feeds.
     addr_width : int
         Byte-address width of every AXI port (default 40).
     x_chunk_beats : int
@@ -139,7 +141,13 @@ class LinearEngine(wiring.Component):
         ports = engine_weight_ports(config) if weight_ports is None else weight_ports
         self._ports = port_count(config.linear.cols, ports, owner="LinearEngine",
                                  name="weight_ports")
-        self._unit = DSPLinearUnit.from_config(config, weight_ports=self._ports)
+        # Each weight stream hands the unit linear.weight_beats column beats a transfer.
+        per_port, beats = config.linear.cols // self._ports, config.linear.weight_beats
+        if per_port % beats:
+            raise ValueError(f"LinearEngine.weight_ports {self._ports} leaves {per_port} "
+                             f"column(s) a port, which linear.weight_beats {beats} must divide")
+        self._unit = DSPLinearUnit.from_config(config, weight_ports=self._ports,
+                                               weight_beats=config.linear.weight_beats)
         u = self._unit
         self._streams = [WeightStream.from_config(config, max_beats=u.max_k * u.cols
                                                   // self._ports, **kw)

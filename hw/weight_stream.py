@@ -13,8 +13,15 @@ so every master streams one long sequential region per job and all four run at t
 same rate: no width converter, and a draft job simply leaves the three residue masters
 idle. A job whose tile fills at most ``1/q`` of the array's slots stores ``q`` beats a
 sub-beat (:func:`golden.weight_planes.pack_beats`: its beats use the low ``rows/q``
-slots alone), so it reads ``1/q`` of the bytes; the stream unpacks it, one beat a cycle
-as for any job, the other slots zero.
+slots alone), so it reads ``1/q`` of the bytes; the stream unpacks it at the same rate
+as any job, the other slots zero.
+
+A transfer to the linear unit carries ``weight_beats`` beats (the unit's columns in
+groups of that many): the masters' word holds that many sub-beats, so each port's
+master gives what its memory port delivers (VHK158: a 256-bit HBM port at 450 MHz
+carries 1.8 sub-beats a 250 MHz cycle, so two a transfer) and the unit's columns fill
+``weight_beats`` times as fast, which is what bounds a pass of fewer tokens than the
+columns a port feeds.
 """
 
 from amaranth import Array, C, Cat, Module, Mux, Signal, Value
@@ -23,11 +30,11 @@ from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
 from specgen.golden.bsfp import BSFPConfig
-from specgen.golden.validate import check_int
+from specgen.golden.validate import check_choice, check_int
 from specgen.golden.weight_planes import PACKS, PLANE_SLICES, SLICE_BITS, stream_word_bits
 
 from .axi_master import AXI4ReadMaster, axi4_read_signature
-from .dsp_linear_unit import weight_layout
+from .dsp_linear_unit import weight_port_layout
 from .dual_mode_pe import SCALE_BITS
 from .fp16_reconstructor import FP16Reconstructor
 from .hierarchy import submodule, template
@@ -75,9 +82,11 @@ class WeightStream(wiring.Component):
         Most beats in one job, ≥ 1.
     addr_width, data_width, max_burst, max_outstanding, fifo_depth, memory
         Of each of the four :class:`hw.axi_master.AXI4ReadMaster`\\ s. Their word is
-        one sub-beat (``4 · rows`` bits) when that is wider than ``data_width``,
-        else one beat of ``data_width`` bits holding ``data_width / (4 · rows)``
-        sub-beats.
+        ``weight_beats`` sub-beats (``4 · rows`` bits each) when that is wider than
+        ``data_width``, else one beat of ``data_width`` bits holding
+        ``data_width / (4 · rows)`` sub-beats.
+    weight_beats : int
+        Beats per transfer on ``w``, one of 1, 2, 4, 8 (default 1).
     config : golden.bsfp.BSFPConfig, optional
         The BSFP v1 config whose remap the reconstructor undoes.
     stages : int
@@ -99,11 +108,13 @@ class WeightStream(wiring.Component):
         regions' size) when that is empty or passes its job on; a job passes on when the
         job queue (:data:`JOB_DEPTH`) and the command crossings of the masters it uses
         have room.
-    w : Out(stream.Signature(dsp_linear_unit.weight_layout(rows))), domain ``sync``
-        ``beats`` beats per job, in job order and memory order. Slot ``h`` holds
-        weight ``h`` of the beat: in verify ``weight`` is the reconstructed 15-bit
-        scaled word and ``nibble`` its ``{s, c}``; in draft ``weight`` is 0. Up to
-        one beat per cycle (:attr:`rate`), back to back across jobs; a beat is valid
+    w : Out(stream.Signature(dsp_linear_unit.weight_port_layout(rows, weight_beats))), domain ``sync``
+        ``beats / weight_beats`` transfers per job (``beats`` a multiple of
+        ``weight_beats``), in job order and memory order, a transfer's element ``j``
+        its ``j``-th beat. Slot ``h`` holds weight ``h`` of the beat: in verify
+        ``weight`` is the reconstructed 15-bit scaled word and ``nibble`` its
+        ``{s, c}``; in draft ``weight`` is 0. Up to one transfer per cycle
+        (:attr:`rate` beats), back to back across jobs; a transfer is valid
         :attr:`latency` cycles after the last of its plane words is at the head of
         its master's FIFO.
     axi : Out(axi4_read_signature).array(4), domain ``mem``
@@ -119,8 +130,9 @@ class WeightStream(wiring.Component):
     """
 
     def __init__(self, *, rows, max_beats, addr_width, data_width, max_burst, max_outstanding,
-                 fifo_depth, memory="DDR", config=None, stages=1):
+                 fifo_depth, memory="DDR", config=None, stages=1, weight_beats=1):
         self._rows = check_int("WeightStream", "rows", rows, min=2)
+        self._beats = check_choice("WeightStream", "weight_beats", weight_beats, (1, 2, 4, 8))
         self._sub = SLICE_BITS * self._rows
         if not _pow2(self._sub):
             raise ValueError(f"WeightStream.rows must make 4 * rows a power of two (2, 4, 8, "
@@ -131,7 +143,8 @@ class WeightStream(wiring.Component):
         if not isinstance(self._config, BSFPConfig):
             raise TypeError(f"WeightStream.config must be a golden.bsfp.BSFPConfig, not "
                             f"{config!r}")
-        out_width = max(self._sub, data_width) if isinstance(data_width, int) else None
+        out_width = (max(self._beats * self._sub, data_width) if isinstance(data_width, int)
+                     else None)
         self._master_args = dict(addr_width=addr_width, data_width=data_width,
                                  max_burst=max_burst, max_outstanding=max_outstanding,
                                  fifo_depth=fifo_depth, memory=memory, out_width=out_width)
@@ -148,7 +161,7 @@ class WeightStream(wiring.Component):
         m = self._master
         super().__init__({
             "cmd": In(stream.Signature(job_layout(m.addr_width, self._max_beats))),
-            "w": Out(stream.Signature(weight_layout(self._rows))),
+            "w": Out(stream.Signature(weight_port_layout(self._rows, self._beats))),
             "axi": Out(axi4_read_signature(addr_width=m.addr_width, data_width=m.data_width,
                                            id_width=m.id_width)).array(PLANE_SLICES),
             "error": Out(1),
@@ -161,7 +174,8 @@ class WeightStream(wiring.Component):
         :meth:`hw.axi_master.AXI4ReadMaster.from_config` for one port of its board.
 
         ``max_beats`` defaults to ``linear.max_k × linear.cols``: a whole job on one weight
-        port. ``overrides`` replace any parameter. Only the ``dspfp32`` array takes these
+        port; ``weight_beats`` to ``linear.weight_beats``. ``overrides`` replace any
+        parameter. Only the ``dspfp32`` array takes these
         beats; another contract raises ``ValueError``.
         """
         lin = config.linear
@@ -177,6 +191,7 @@ class WeightStream(wiring.Component):
         probe = template(AXI4ReadMaster.from_config(
             config, out_width=stream_word_bits(config, width), **port))
         kwargs = dict(rows=lin.rows, max_beats=lin.max_k * lin.cols, config=config.bsfp,
+                      weight_beats=lin.weight_beats,
                       addr_width=probe.addr_width, data_width=probe.data_width,
                       max_burst=probe.max_burst, max_outstanding=probe.max_outstanding,
                       fifo_depth=probe.fifo_depth, memory=probe.memory)
@@ -185,6 +200,7 @@ class WeightStream(wiring.Component):
 
     rows = property(lambda self: self._rows)
     max_beats = property(lambda self: self._max_beats)
+    weight_beats = property(lambda self: self._beats)
     master = property(lambda self: self._master)
 
     @property
@@ -199,8 +215,8 @@ class WeightStream(wiring.Component):
 
     @property
     def rate(self):
-        """Beats per ``sync`` cycle at most: 1."""
-        return 1
+        """Beats per ``sync`` cycle at most: :attr:`weight_beats`."""
+        return self._beats
 
     @property
     def packs(self):
@@ -216,7 +232,8 @@ class WeightStream(wiring.Component):
 
     @property
     def module_name(self):
-        return (f"WeightStream_r{self._rows}_b{self._max_beats}_s{self._stages}_"
+        beats = f"x{self._beats}" if self._beats > 1 else ""
+        return (f"WeightStream_r{self._rows}_b{self._max_beats}_s{self._stages}{beats}_"
                 f"{self._master.module_name}_{self._recon.module_name}")
 
     def region_beats(self, beats):
@@ -286,85 +303,100 @@ class WeightStream(wiring.Component):
             m.d.comb += [master.cmd.payload.addr.eq(addr), master.cmd.payload.beats.eq(region),
                          master.cmd.valid.eq(take if j == 0 else take & ~draft)]
 
-        # ---- merge: one sub-beat of each plane word per 2**pack beats -------------------
+        # ---- merge: weight_beats beats a transfer, 2**pack beats a sub-beat -------------
+        # The word's beats, in order, are its per_word·2**pack chunks of sub/2**pack bits;
+        # a transfer takes B of them, so `tix` (the transfer within the word) selects,
+        # for element j, chunk tix·B + j.
+        B = self._beats
+        lg_b = (B - 1).bit_length()
+        tpw = self._per_word // B                    # transfers a word holds unpacked
         active = Signal()
         mode = Signal()
         k = Signal(SCALE_BITS)
         pack = Signal(PACK_BITS)
-        left = Signal.like(cmd.beats)                # beats of the job after this one
-        idx = Signal(range(max(self._per_word, 2)))  # sub-beat within the words
+        left = Signal.like(cmd.beats)                # transfers of the job after this one
         qmax = max(packs)
-        part = Signal(range(max(qmax, 2)), name="pack_part")   # beat within the sub-beat
-        part_last = Signal(name="pack_part_last")              # part == 2**pack - 1
+        tix = Signal(range(max(tpw * qmax, 2)), name="word_transfer")
+        tix_last = Signal(name="word_transfer_last")  # tix == tpw·2**pack − 1: pop after it
         mid = stream.Signature(data.StructLayout({
-            "planes": data.ArrayLayout(self._sub, PLANE_SLICES), "mode": 1,
-            "k": SCALE_BITS})).flip().create()
+            "planes": data.ArrayLayout(data.ArrayLayout(self._sub, PLANE_SLICES), B),
+            "mode": 1, "k": SCALE_BITS})).flip().create()
         have = masters[0].data.valid & (mode | Cat(x.data.valid for x in masters[1:]).all())
         fire = Signal()
         m.d.comb += [mid.valid.eq(active & have), fire.eq(mid.valid & mid.ready)]
         # left == 0, as a register: a wide zero test would sit between the handshake and
         # the FIFO pops (7 logic levels at vck190's 400 MHz; docs/estimate.md).
         last = Signal(name="last_beat")
-        pop = fire & (last | ((idx == self._per_word - 1) & part_last))
+        pop = fire & (last | tix_last)
         for j, master in enumerate(masters):
             m.d.comb += master.data.ready.eq(pop if j == 0 else pop & ~mode)
         load = ~active | (fire & last)
         m.d.comb += jobs.r_en.eq(load)
         nb = len(left)
         j_pack = jobs.r_data[nb + 1 + SCALE_BITS:]
+        j_transfers = jobs.r_data[:nb] >> lg_b
+
+        def one_transfer_a_word(pk):
+            # tpw·2**pack == 1: only when the word is one transfer of unpacked beats.
+            return ~pk.any() if tpw == 1 else C(0, 1)
+
         with m.If(load & jobs.r_rdy):
-            m.d.sync += [active.eq(1), left.eq(jobs.r_data[:nb] - 1),
-                         last.eq(jobs.r_data[:nb] == 1),
+            m.d.sync += [active.eq(1), left.eq(j_transfers - 1), last.eq(j_transfers == 1),
                          mode.eq(jobs.r_data[nb]), k.eq(jobs.r_data[nb + 1:nb + 1 + SCALE_BITS]),
-                         pack.eq(j_pack), idx.eq(0), part.eq(0), part_last.eq(~j_pack.any())]
+                         pack.eq(j_pack), tix.eq(0), tix_last.eq(one_transfer_a_word(j_pack))]
         with m.Elif(fire):
             with m.If(last):
                 m.d.sync += active.eq(0)
             m.d.sync += [left.eq(left - 1), last.eq(left == 1)]
-            with m.If(part_last):
-                m.d.sync += [part.eq(0), part_last.eq(~pack.any()),
-                             idx.eq(Mux(idx == self._per_word - 1, 0, idx + 1))]
+            with m.If(tix_last):
+                m.d.sync += [tix.eq(0), tix_last.eq(one_transfer_a_word(pack))]
             with m.Else():
-                # part + 1 == 2**pack - 1: the next beat is the sub-beat's last.
-                m.d.sync += [part.eq(part + 1),
-                             part_last.eq((part + 2) == (C(1, qmax.bit_length()) << pack))]
+                # tix + 1 == tpw·2**pack − 1: the next transfer is the word's last.
+                m.d.sync += [tix.eq(tix + 1),
+                             tix_last.eq((tix + 2) == (C(tpw, (tpw * qmax).bit_length()) << pack))]
 
         for j, master in enumerate(masters):
             word = master.data.payload
-            parts = [word[n * self._sub:(n + 1) * self._sub] for n in range(self._per_word)]
-            sub = Array(parts)[idx] if len(parts) > 1 else parts[0]
-            # Beat ``part`` of a sub-beat of 2**pack: its rows / 2**pack slots, the rest 0.
-            out_sub = Signal(self._sub, name=f"unpack{j}")
-            with m.Switch(pack):
-                for lg, q in enumerate(PACKS):
-                    if q in packs and q > 1:
+            for e in range(B):
+                out_sub = Signal(self._sub, name=f"unpack{j}_{e}")
+                with m.Switch(pack):
+                    # The packed cases, then the unpacked one (a pack this stream does not
+                    # take was made 0 at the job register).
+                    for lg, q in [(lg, q) for lg, q in enumerate(PACKS) if q in packs][::-1]:
                         w = self._sub // q
-                        with m.Case(lg):
-                            pieces = [sub[n * w:(n + 1) * w] for n in range(q)]
-                            m.d.comb += out_sub.eq(Array(pieces)[part[:lg]])
-                with m.Default():
-                    m.d.comb += out_sub.eq(sub)
-            m.d.comb += mid.payload.planes[j].eq(out_sub)
+                        chunks = [word[c * w:(c + 1) * w] for c in range(self._per_word * q)]
+                        # Element e's chunk in each transfer of the word: tix·B + e. The
+                        # rest of the slots (h >= rows/q) are zero.
+                        options = chunks[e::B]
+                        # len(options) is a power of two: index it with tix's low bits
+                        # (the high ones are 0 for this pack).
+                        sel = tix[:(len(options) - 1).bit_length()]
+                        with (m.Case(lg) if q > 1 else m.Default()):
+                            m.d.comb += out_sub.eq(Array(options)[sel] if len(options) > 1
+                                                   else options[0])
+                m.d.comb += mid.payload.planes[e][j].eq(out_sub)
         m.d.comb += [mid.payload.mode.eq(mode), mid.payload.k.eq(k)]
         # The unpacking mux ends in a register (stream_stages), before the reconstructors.
         mid_r = stream.Signature(mid.payload.shape()).flip().create()
         stream_stages(m, i=mid, o=mid_r, payload=mid.payload.as_value(), stages=1)
 
-        out = stream.Signature(weight_layout(self._rows)).flip().create()
+        out = stream.Signature(weight_port_layout(self._rows, B)).flip().create()
         m.d.comb += [out.valid.eq(mid_r.valid), mid_r.ready.eq(out.ready)]
-        planes = mid_r.payload.planes
-        for h in range(self._rows):
-            f = slice(SLICE_BITS * h, SLICE_BITS * (h + 1))
-            recon = submodule(m, f"recon{h}", FP16Reconstructor(config=self._config, stages=0))
-            nibble = planes[0][f]
-            m.d.comb += [recon.i.valid.eq(1), recon.o.ready.eq(1),
-                         recon.i.payload.nibble.eq(nibble),
-                         recon.i.payload.residue.eq(Cat(planes[1][f], planes[2][f],
-                                                        planes[3][f]))]
-            word16 = recon.o.payload
-            slot = out.payload.slot[h]
-            m.d.comb += [slot.weight.eq(Mux(mid_r.payload.mode, C(0, 15),
-                                            Cat(word16[:14], word16[15]))),
-                         slot.nibble.eq(nibble), slot.k.eq(mid_r.payload.k)]
+        for e in range(B):
+            planes = mid_r.payload.planes[e]
+            for h in range(self._rows):
+                f = slice(SLICE_BITS * h, SLICE_BITS * (h + 1))
+                recon = submodule(m, f"recon{h}" if B == 1 else f"recon{e}_{h}",
+                                  FP16Reconstructor(config=self._config, stages=0))
+                nibble = planes[0][f]
+                m.d.comb += [recon.i.valid.eq(1), recon.o.ready.eq(1),
+                             recon.i.payload.nibble.eq(nibble),
+                             recon.i.payload.residue.eq(Cat(planes[1][f], planes[2][f],
+                                                            planes[3][f]))]
+                word16 = recon.o.payload
+                slot = out.payload[e].slot[h]
+                m.d.comb += [slot.weight.eq(Mux(mid_r.payload.mode, C(0, 15),
+                                                Cat(word16[:14], word16[15]))),
+                             slot.nibble.eq(nibble), slot.k.eq(mid_r.payload.k)]
         stream_stages(m, i=out, o=self.w, payload=out.payload.as_value(), stages=self._stages)
         return m

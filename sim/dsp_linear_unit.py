@@ -129,13 +129,23 @@ class Job:
         return out
 
 
+def transfers(beats, per, width):
+    """Beats ``per`` to a weight-port transfer, the earlier in the low bits (element 0 of
+    :func:`hw.dsp_linear_unit.weight_port_layout`)."""
+    assert len(beats) % per == 0, (len(beats), per)
+    return [sum(b << (j * width) for j, b in enumerate(beats[i:i + per]))
+            for i in range(0, len(beats), per)]
+
+
 def _drivers(tb, jobs, idle, stop):
-    ports = params()["weight_ports"]
+    p_ = params()
+    ports, per = p_["weight_ports"], p_.get("weight_beats", 1)
+    width = weight_layout(p_["rows"]).size
     ds = [cocotb.start_soon(drive_stream(tb, "cmd", [j.cmd for j in jobs], idle, stop)),
           cocotb.start_soon(drive_stream(tb, "x", [b for j in jobs for b in j.x_beats], idle, stop))]
     for p in range(ports):
-        ds.append(cocotb.start_soon(drive_stream(tb, f"w__{p}", [b for j in jobs for b in j.w_beats(p, ports)],
-                                           idle, stop)))
+        beats = [t for j in jobs for t in transfers(j.w_beats(p, ports), per, width)]
+        ds.append(cocotb.start_soon(drive_stream(tb, f"w__{p}", beats, idle, stop)))
     return ds
 
 
@@ -279,10 +289,12 @@ async def latency(dut):
     job = Job(rng, **_config(), n_tokens=1)
     dut.y__ready.value = 1
     stop = {"now": False}
-    ports = p["weight_ports"]
+    ports, per = p["weight_ports"], p.get("weight_beats", 1)
+    width = weight_layout(p["rows"]).size
     cocotb.start_soon(drive_stream(tb, "cmd", [job.cmd], 0.0, stop))
     for q in range(ports):
-        cocotb.start_soon(drive_stream(tb, f"w__{q}", job.w_beats(q, ports), 0.0, stop))
+        cocotb.start_soon(drive_stream(tb, f"w__{q}", transfers(job.w_beats(q, ports), per, width),
+                                       0.0, stop))
     for beat in job.x_beats:
         dut.x__valid.value, dut.x__payload.value = 1, beat
         while True:

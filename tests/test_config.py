@@ -102,6 +102,16 @@ def test_linear_config_validation():
     assert LinearConfig(rows=3, cols=5, contract="dspfp32").tile_rows == 15
     assert LinearConfig(rows=3, cols=5).tile_rows == 3
     assert LinearConfig(cols=5, contract="dspfp32", max_tokens=7).token_lanes == 7
+    # Column beats a weight-port transfer: a divisor of the columns a port feeds.
+    assert LinearConfig(rows=64, cols=84, contract="dspfp32").port_columns == 14
+    with pytest.raises(ValueError) as info:
+        LinearConfig(rows=64, cols=84, contract="dspfp32", weight_beats=4)
+    assert str(info.value) == ("LinearConfig.weight_beats must be one of 1, 2 (a divisor of "
+                               "the 14 columns each of the 6 weight ports feeds), not 4")
+    with pytest.raises(ValueError) as info:
+        LinearConfig(weight_beats=3)
+    assert str(info.value) == "LinearConfig.weight_beats must be one of 1, 2, 4, 8, not 3"
+    assert LinearConfig(weight_beats=2).weight_beats == 2      # the exact array ignores it
 
 
 @pytest.mark.parametrize("board", ["vck190", "vhk158"])

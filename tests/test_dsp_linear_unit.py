@@ -9,26 +9,32 @@ from specgen.sim.runner import run_bench
 TESTS = ["random_jobs", "every_t", "special_values", "boundary_jobs", "reset_mid_job", "latency"]
 
 CONFIGS = [
-    # rows (slots per column), cols (columns), max_tokens, max_k, weight ports
-    # T not a power of two, 6 slots, two columns share a weight port.
-    pytest.param(2, 3, 5, 9, 2, id="r2-c3-t5-k9-w2"),
-    pytest.param(1, 1, 1, 4, 1, id="r1-c1-t1-k4-w1", marks=pytest.mark.slow),   # T = 1 only
-    pytest.param(3, 2, 16, 6, 2, id="r3-c2-t16-k6-w2", marks=pytest.mark.slow),
+    # rows (slots per column), cols (columns), max_tokens, max_k, weight ports, beats a
+    # transfer. T not a power of two, 6 slots, two columns share a weight port.
+    pytest.param(2, 3, 5, 9, 2, 1, id="r2-c3-t5-k9-w2"),
+    # Two ports of four columns, two beats a transfer: two groups a port, as VHK158's
+    # six ports of 14 columns take seven.
+    pytest.param(2, 8, 3, 5, 2, 2, id="r2-c8-t3-k5-w2x2"),
+    pytest.param(1, 1, 1, 4, 1, 1, id="r1-c1-t1-k4-w1", marks=pytest.mark.slow),   # T = 1 only
+    pytest.param(3, 2, 16, 6, 2, 1, id="r3-c2-t16-k6-w2", marks=pytest.mark.slow),
+    # One group a port: every column refilled in the cycle of its use.
+    pytest.param(2, 4, 4, 6, 1, 4, id="r2-c4-t4-k6-w1x4", marks=pytest.mark.slow),
 ]
 
 
-def _unit(rows, cols, max_tokens, max_k, ports):
+def _unit(rows, cols, max_tokens, max_k, ports, beats=1):
     return DSPLinearUnit(rows=rows, cols=cols, max_tokens=max_tokens, max_k=max_k,
-                         weight_ports=ports)
+                         weight_ports=ports, weight_beats=beats)
 
 
 @pytest.mark.sim
-@pytest.mark.parametrize("rows,cols,max_tokens,max_k,ports", CONFIGS)
-def test_dsp_linear_unit(rows, cols, max_tokens, max_k, ports):
-    unit = _unit(rows, cols, max_tokens, max_k, ports)
+@pytest.mark.parametrize("rows,cols,max_tokens,max_k,ports,beats", CONFIGS)
+def test_dsp_linear_unit(rows, cols, max_tokens, max_k, ports, beats):
+    unit = _unit(rows, cols, max_tokens, max_k, ports, beats)
     run_bench(unit, name=unit.module_name, module="specgen.sim.dsp_linear_unit", testcase=TESTS,
               params={"rows": rows, "cols": cols, "max_tokens": max_tokens, "max_k": max_k,
-                      "weight_ports": ports, "jobs": 12, "latency": unit.latency},
+                      "weight_ports": ports, "weight_beats": beats, "jobs": 12,
+                      "latency": unit.latency},
               cxx_opt="-O0")
 
 
@@ -41,6 +47,10 @@ def test_dsp_linear_unit(rows, cols, max_tokens, max_k, ports):
      "DSPLinearUnit.max_k must be an integer >= 1, not 0"),
     ({"rows": 2, "cols": 2, "weight_ports": 3}, ValueError,
      "DSPLinearUnit.weight_ports must be an integer in [1, 2], not 3"),
+    ({"rows": 2, "cols": 6, "weight_ports": 2, "weight_beats": 2}, ValueError,
+     "DSPLinearUnit.weight_beats must be one of 1, not 2"),
+    ({"rows": 2, "cols": 8, "weight_ports": 2, "weight_beats": 3}, ValueError,
+     "DSPLinearUnit.weight_beats must be one of 1, 2, 4, not 3"),
     ({"rows": 2, "cols": 2, "config": BSFPConfig(draft="E2M1")}, ValueError,
      "MACSlot.config.draft must be one of 'E3M0', 'E3M0-noremap', not 'E2M1'"),
 ])
@@ -71,12 +81,16 @@ def test_cycle_model_waits_on_the_weight_ports():
     """With one weight port for four columns an input's weights take four cycles, so a job
     of T < 4 tokens issues at T / 4 of the slots' rate and one of T >= 4 at full rate; the
     model's ``feed`` term (what bounds VHK158's draft passes: 84 columns on 6 ports) equals
-    the RTL's cycle count within 1 %."""
+    the RTL's cycle count within 1 %; with two beats a transfer, two cycles an input."""
     from specgen.gen.bench.linear import measure_dsp
-    report = measure_dsp(steps=64, jobs=2, tokens=(1, 3, 4), weight_ports=1)
-    for key, r in report.items():
-        assert abs(r["model_cycles"] / r["cycles"] - 1) <= 0.01, (key, r)
-        assert r["utilization"] == pytest.approx(min(1.0, r["n_tokens"] / 4), abs=0.02), (key, r)
+    for beats, tokens in ((1, (1, 3, 4)), (2, (1, 2))):
+        # Two beats a transfer: an input's four columns in two cycles.
+        report = measure_dsp(steps=64, jobs=2, tokens=tokens, weight_ports=1, weight_beats=beats)
+        for key, r in report.items():
+            assert abs(r["model_cycles"] / r["cycles"] - 1) <= 0.01, (beats, key, r)
+            feed = 4 // beats
+            assert r["utilization"] == pytest.approx(min(1.0, r["n_tokens"] / feed), abs=0.02), \
+                (beats, key, r)
 
 
 @pytest.mark.sim

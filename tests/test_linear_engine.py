@@ -64,21 +64,24 @@ def test_issue_rate(seed, tmp_path):
 
 
 @pytest.mark.sim
-@pytest.mark.parametrize("ports", [1, 2])
-def test_weight_ports_set_the_rate_of_short_jobs(seed, tmp_path, ports):
+@pytest.mark.parametrize("ports,beats", [(1, 1), (1, 2), (2, 1)], ids=["w1", "w1x2", "w2"])
+def test_weight_ports_set_the_rate_of_short_jobs(seed, tmp_path, ports, beats):
     """Jobs of 2 tokens on the 4-column array: each input's 4 column beats serve 2
-    operations, so one weight port lets the unit issue on at most half the cycles and
-    two ports on all of them (what engine_weight_ports sizes the vhk158 engine by)."""
-    config = _config()
+    operations, so one weight port of one beat a transfer lets the unit issue on at most
+    half the cycles, and two ports, or one of two beats a transfer (the sim preset's, as
+    VHK158's), on all of them (what engine_weight_ports and linear.weight_beats size the
+    vhk158 engine by)."""
+    config = _config(weight_beats=beats)
     eng = LinearEngine(config=config, weight_ports=ports, addr_width=ADDR_WIDTH)
     out = tmp_path / "rate.json"
     _run(eng, config, "efficiency", seed, result_file=str(out), tokens=2)
     r = json.loads(out.read_text())
     rate = r["operations"] / r["span"]
-    print(f"linear engine, {ports} weight port(s), 2-token jobs: {rate:.3f} operations a cycle")
+    print(f"linear engine, {ports} weight port(s) of {beats} beat(s), 2-token jobs: "
+          f"{rate:.3f} operations a cycle")
     # The weight stream's FIFOs hold a few beats ahead, so a run may beat the bound by a
     # few operations at its start.
-    bound = min(1.0, 2 * ports / config.linear.cols)
+    bound = min(1.0, 2 * ports * beats / config.linear.cols)
     assert bound - 0.05 <= rate <= bound + 0.02, r
 
 
@@ -98,12 +101,18 @@ def test_rejects_bad_parameters():
     with pytest.raises(ValueError, match=r"LinearEngine\.weight_ports must be an integer in "
                                          r"\[1, 4\], not 5"):
         LinearEngine(config=_config(), weight_ports=5)
+    with pytest.raises(ValueError) as info:
+        LinearEngine(config=_config(), weight_ports=4)
+    assert str(info.value) == ("LinearEngine.weight_ports 4 leaves 1 column(s) a port, which "
+                               "linear.weight_beats 2 must divide")
 
 
 def test_ports_and_records():
     eng = LinearEngine(config=preset("vhk158"))
     # 84 binary32 results a record, padded to whole 256-bit HBM beats: 11 beats.
     assert eng.port_widths == {"w": 256, "x": 64, "y": 256}
+    # Two column beats a transfer: the streams' words are two 256-bit sub-beats.
+    assert eng.unit.weight_beats == 2 and eng.weight_stream.word_width == 512
     assert eng.y_record_bytes == 11 * 32
     # 84 columns at 16 tokens take 5.25 column beats a cycle: 6 weight ports (a divisor
     # of 84), each streaming 14 columns' beats through four plane ports.

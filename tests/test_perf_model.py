@@ -204,11 +204,12 @@ def test_bigger_trees_pay_for_more_lanes():
 
 def test_dsp_array_cost_grows_with_the_nodes_not_the_lanes():
     """The DSPFP32 array (board preset) spends one cycle per node and input, in jobs of at
-    most 16 nodes, each job at least 14 cycles an input (VHK158's 6 weight ports deliver an
-    input's 84 column beats in 14): 15 and 31 nodes (16 + 15) cost in proportion, with no
-    rounding to a lane count; 34 nodes (16 + 16 + 2) cost 16 + 16 + 14, and 13 cost 14."""
+    most 16 nodes, each job at least 7 cycles an input (VHK158's 6 weight ports of two
+    column beats a transfer deliver an input's 84 columns in 7): 13, 15 and 31 nodes
+    (16 + 15) cost in proportion, with no rounding to a lane count; 34 nodes
+    (16 + 16 + 2) cost 16 + 16 + 7."""
     acc = accelerator(preset("vhk158"))
-    assert acc.linear.contract == "dspfp32" and acc.weight_feed(0) == 14
+    assert acc.linear.contract == "dspfp32" and acc.weight_feed(0) == 7
     trees = ((1, 1, 3, 3), (3, 3, 1, 1), (3, 2, 2, 1), (3, 1, 1, 1))
     runs = [step_model(acc, StepConfig(target="2.7B", draft="370M", tree=tree, tokens_per_step=4))
             for tree in trees]
@@ -216,7 +217,7 @@ def test_dsp_array_cost_grows_with_the_nodes_not_the_lanes():
     nodes = [1 + sum(math.prod(tree[:i + 1]) for i in range(len(tree))) for tree in trees]
     assert nodes == [15, 31, 34, 13]
     v = [r.phase("verify").linear_cycles for r in runs]
-    for vi, cycles in zip(v[1:], (31, 16 + 16 + 14, 14)):
+    for vi, cycles in zip(v[1:], (31, 16 + 16 + 7, 13)):
         assert math.isclose(vi / v[0], cycles / 15, rel_tol=0.01)
 
 
@@ -436,30 +437,31 @@ def test_head_groups_shorten_the_vhk158_verify_pass():
 
 def test_draft_passes_wait_on_the_weight_ports():
     """VHK158's linear engine has 6 weight ports for 84 columns (14 column beats an input),
-    so a pass of one token takes 14 cycles an input, not 1: by hand, the 370M draft's
-    one-node pass is 14 × (inputs of every job) cycles up to the fills and drains, and the
-    program model (gen.perf.program.job_terms, calibrated on the RTL) gives a job the same
-    period. Two beats a port cycle (a what-if) halve it; from 14 tokens up the slots, not
-    the ports, set the pace."""
+    two beats a transfer, so a pass of one token takes 7 cycles an input, not 1: by hand,
+    the 370M draft's one-node pass is 7 × (inputs of every job) cycles up to the fills and
+    drains, and the program model (gen.perf.program.job_terms, calibrated on the RTL)
+    gives a job the same period. One beat a transfer (what the engine had before) doubles
+    it; from 16 tokens up the slots, not the ports, set the pace."""
     from specgen.gen.perf.program import job_terms
     from specgen.gen.perf.system import _linear_cycles, mamba_dims
     cfg = preset("vhk158")
     acc = accelerator(cfg)
-    assert (acc.weight_ports, acc.weight_feed(0), acc.weight_feed(1)) == (6, 14, 14)
+    assert (acc.weight_ports, acc.weight_beats, acc.weight_feed(0), acc.weight_feed(1)) == (
+        6, 2, 7, 7)
     dims = mamba_dims("370M")
     tile = cfg.linear.rows * cfg.linear.cols
     inputs = sum(-(-o // tile) * i * n for _, o, i, n in dims.matrices())
     one = _linear_cycles(acc, dims, tokens=1, mode=0)
-    assert 14 * inputs <= one <= 14 * inputs * 1.01
-    period, _ = job_terms({"steps": 1024, "n_tokens": 1, "n_rows": tile}, cols=cfg.linear.cols,
-                          weight_ports=acc.weight_ports)
-    assert period == 14 * 1024
-    two = _linear_cycles(dataclasses.replace(acc, weight_beats=2), dims, tokens=1, mode=0)
-    assert 7 * inputs <= two <= 7 * inputs * 1.01
+    assert 7 * inputs <= one <= 7 * inputs * 1.01
+    job = {"steps": 1024, "n_tokens": 1, "n_rows": tile}
+    assert job_terms(job, cols=84, weight_ports=6, weight_beats=2)[0] == 7 * 1024
+    assert job_terms(job, cols=84, weight_ports=6)[0] == 14 * 1024
+    slow = _linear_cycles(dataclasses.replace(acc, weight_beats=1), dims, tokens=1, mode=0)
+    assert 14 * inputs <= slow <= 14 * inputs * 1.01
     # SPEQ's nibble pass (mode 1) follows nibble_beats; the full pass keeps weight_beats.
     fast = dataclasses.replace(acc, nibble_beats=8)
-    assert (fast.weight_feed(0), fast.weight_feed(1)) == (14, 2)
+    assert (fast.weight_feed(0), fast.weight_feed(1)) == (7, 2)
     # 16 tokens: one operation per token and input, whatever the ports.
     t16 = _linear_cycles(acc, dims, tokens=16, mode=0)
-    assert t16 == _linear_cycles(dataclasses.replace(acc, weight_beats=2), dims, tokens=16, mode=0)
+    assert t16 == _linear_cycles(dataclasses.replace(acc, weight_beats=1), dims, tokens=16, mode=0)
     assert 16 * inputs <= t16 <= 16 * inputs * 1.01

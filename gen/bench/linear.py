@@ -60,11 +60,11 @@ DSP_TOKENS = (1, 2, 3, 4, 8, 15, 16)
 DSP_COMMAND = "specgen bench (sim.dsp_linear_unit utilization)"
 
 
-def measure_dsp(*, steps=256, jobs=3, tokens=DSP_TOKENS, weight_ports=None):
+def measure_dsp(*, steps=256, jobs=3, tokens=DSP_TOKENS, weight_ports=None, weight_beats=1):
     """Run the DSPLinearUnit's ``utilization`` test on Verilator; return its report with the
     cycle model's prediction of each run beside it. ``weight_ports`` (default one per
     column) below ``cols`` makes runs of fewer tokens than ``cols / weight_ports`` wait on
-    the weights (the model's ``feed``)."""
+    the weights (the model's ``feed``), ``weight_beats`` beats a transfer shortening it."""
     from specgen.golden.config import LinearConfig
     from specgen.hw.dsp_linear_unit import DSPLinearUnit
     from specgen.sim.runner import run_bench
@@ -72,12 +72,13 @@ def measure_dsp(*, steps=256, jobs=3, tokens=DSP_TOKENS, weight_ports=None):
     from specgen.gen.perf.blocks import LinearJob, dsp_linear_schedule
 
     a = DSP_ARRAY
-    unit = DSPLinearUnit(**a, weight_ports=weight_ports)
+    unit = DSPLinearUnit(**a, weight_ports=weight_ports, weight_beats=weight_beats)
     with tempfile.TemporaryDirectory() as tmp:
         report = Path(tmp) / "utilization.json"
         run_bench(unit, name=unit.module_name, module="specgen.sim.dsp_linear_unit",
                   testcase="utilization", seed=1,
-                  params=dict(a, weight_ports=unit.weight_ports, steps=steps, jobs=jobs,
+                  params=dict(a, weight_ports=unit.weight_ports, weight_beats=weight_beats,
+                              steps=steps, jobs=jobs,
                               tokens=list(tokens), report=str(report)), cxx_opt="-O0")
         result = json.loads(report.read_text())
     lin = LinearConfig(rows=a["rows"], cols=a["cols"], max_tokens=a["max_tokens"],
@@ -85,7 +86,8 @@ def measure_dsp(*, steps=256, jobs=3, tokens=DSP_TOKENS, weight_ports=None):
     for r in result.values():
         job = LinearJob(mode=r["mode"], steps=r["steps"], n_rows=r["n_rows"], n_tokens=r["n_tokens"])
         r["model_cycles"] = dsp_linear_schedule([(r["jobs"], job)], linear=lin,
-                                                feed=a["cols"] // unit.weight_ports).cycles
+                                                feed=a["cols"] // unit.weight_ports
+                                                // weight_beats).cycles
     return result
 
 

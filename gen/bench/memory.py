@@ -197,8 +197,10 @@ def measure_weight_stream(board_name="vhk158", *, mode="verify", latency_ns=LATE
     output ready every cycle except for ``stall`` random stalls; returns
     ``(stream, params, stats)``.
 
-    ``stats`` holds ``efficiency`` (beats ÷ ready cycles of the output while streaming)
-    and ``ar_bytes``, the bytes requested on each port's AR.
+    ``stats`` holds ``beats_per_cycle`` (beats ÷ ready cycles of the output while
+    streaming), ``bound`` (the most it can be: ``weight_beats`` a transfer, or what a
+    memory port delivers where that is less), ``efficiency`` (their ratio) and
+    ``ar_bytes``, the bytes requested on each port's AR.
     """
     from specgen.hw.weight_stream import WeightStream
     from specgen.sim.runner import run_bench
@@ -208,6 +210,7 @@ def measure_weight_stream(board_name="vhk158", *, mode="verify", latency_ns=LATE
     ws = WeightStream.from_config(config, addr_width=WEIGHT_ADDR_WIDTH, max_beats=k,
                                   **overrides)
     params = dict(rows=ws.rows, cols=1, ports=1, max_k=k, max_beats=k, full_jobs=True,
+                  weight_beats=ws.weight_beats,
                   addr_width=ws.master.addr_width, data_width=ws.master.data_width,
                   word_bits=ws.word_width, max_burst=ws.master.max_burst,
                   sync_mhz=board.clock_mhz, mem_mhz=board.memory_clock_mhz,
@@ -243,8 +246,11 @@ def weight_stream_benchmarks(rows=None):
             "value": round(s["efficiency"], 4), "unit": "fraction", "command": COMMAND,
             "board": r["board"], "pass": r["mode"],
             "note": (f"{s['beats']:,} beats of {ws.rows} weights ({p['jobs']} tiles of "
-                     f"{p['max_k']}), each checked against golden.weight_planes; "
-                     f"{s['ready_cycles']:,} ready cycles of {s['cycles']:,} while streaming; "
+                     f"{p['max_k']}), each checked against golden.weight_planes, "
+                     f"{ws.weight_beats} a transfer; {s['ready_cycles']:,} ready cycles of "
+                     f"{s['cycles']:,} while streaming: {s['beats_per_cycle']:.3f} beats a "
+                     f"ready cycle of at most {s['bound']:.3f} (the transfer, or one memory "
+                     f"port's rate where less); "
                      f"fabric {p['sync_mhz']:g} MHz, memory {p['mem_mhz']:g} MHz, "
                      f"{ws.master.data_width}-bit ports, read latency {p['latency']} memory "
                      f"cycles ({LATENCY_NS:g} ns), {100 * p['out_stall']:g} % stalls on AR and "

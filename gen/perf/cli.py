@@ -130,9 +130,9 @@ def add_parser(sub):
     p.add_argument("--vector-lanes", type=int, default=None, metavar="N", dest="vector_lanes",
                    help="elements a cycle of the decoder core's vector stages (norms, conv1d, "
                         "residual, moves; default the design's vector.lanes, as built)")
-    p.add_argument("--weight-beats", type=int, default=1, metavar="N", dest="weight_beats",
-                   help="column beats each weight port delivers a cycle (default 1, as built; "
-                        "more is a what-if)")
+    p.add_argument("--weight-beats", type=int, default=None, metavar="N", dest="weight_beats",
+                   help="column beats each weight port delivers a cycle (default the design's "
+                        "linear.weight_beats, as built; another count is a what-if)")
     p.add_argument("--nibble-beats", type=int, default=None, metavar="N", dest="nibble_beats",
                    help="the same in a SPEQ nibble-plane draft pass (default --weight-beats; "
                         "a what-if)")

@@ -77,14 +77,14 @@ def decode_program(core, program, count):
     return out
 
 
-def job_terms(desc, *, cols, weight_ports):
+def job_terms(desc, *, cols, weight_ports, weight_beats=1):
     """A linear job's ``(period, drain)``: the cycles it holds the unit,
-    ``max(steps · cols / weight_ports, steps · n_tokens)`` (each input's weights are
-    ``cols / weight_ports`` column beats of one weight port, and each input is applied
-    to every token, one operation a cycle), and its result beats,
-    ``ceil(n_rows / cols) · n_tokens``."""
+    ``max(steps · cols / (weight_ports · weight_beats), steps · n_tokens)`` (each input's
+    weights are ``cols / weight_ports`` column beats of one weight port, ``weight_beats`` a
+    transfer, and each input is applied to every token, one operation a cycle), and its
+    result beats, ``ceil(n_rows / cols) · n_tokens``."""
     steps, tok = desc["steps"], desc["n_tokens"]
-    period = max(steps * (cols // weight_ports), steps * tok)
+    period = max(steps * (cols // weight_ports // weight_beats), steps * tok)
     return period, -(-desc["n_rows"] // cols) * tok
 
 
@@ -149,18 +149,21 @@ class EngineCosts:
 
 @dataclass(frozen=True, kw_only=True)
 class CoreShape:
-    """What the model needs of a core: the linear engine's ``cols`` and weight ports, the
-    SSM unit's issue cycles a node, and the engines' names in the sequencer's order."""
+    """What the model needs of a core: the linear engine's ``cols``, weight ports and beats
+    a transfer, the SSM unit's issue cycles a node, and the engines' names in the
+    sequencer's order."""
 
     cols: int
     weight_ports: int
     ssm_sweep: int
     engines: tuple
+    weight_beats: int = 1
 
     @classmethod
     def of(cls, core, design):
         from .blocks import SSMTiming
         return cls(cols=design.linear.cols, weight_ports=core.engines["linear"].weight_ports,
+                   weight_beats=core.engines["linear"].unit.weight_beats,
                    ssm_sweep=SSMTiming(cfg=design.ssm.pass_config).tiles,
                    engines=tuple(core.engines))
 
@@ -188,7 +191,8 @@ def program_cycles(records, *, costs, shape, latency, trace=False):
             events.append((t, total))
             return (total, events) if trace else total
         if rec.engine == "linear":
-            period, drain = job_terms(rec.desc, cols=shape.cols, weight_ports=shape.weight_ports)
+            period, drain = job_terms(rec.desc, cols=shape.cols, weight_ports=shape.weight_ports,
+                                      weight_beats=shape.weight_beats)
             done = t + c0 + period + c_drain * drain + c_lat * latency
             if lin is not None and lin[0] > t:
                 done = max(done, lin[0] + period + c_drain * (drain - lin[1]))
@@ -253,7 +257,8 @@ def fit(runs):
                     if j and jobs[j - 1] > hc:
                         continue                     # queued behind the job before it
                     period, drain = job_terms(rec.desc, cols=shape.cols,
-                                              weight_ports=shape.weight_ports)
+                                              weight_ports=shape.weight_ports,
+                                              weight_beats=shape.weight_beats)
                     lin.append(((1.0, drain, latency), jobs[j] - hc - period))
                 continue
             idl = idles.get(e, [])

@@ -156,6 +156,18 @@ def gap_sentences(rows=None):
         f"{100 * per_cycle / w_cycle:.1f} % of what HBM delivers), so "
         f"{tgt.linear_params / 1e9:.2f} G weights take {_ms(ver.linear_cycles / acc.clock_hz)} ms "
         f"instead of {_ms(ver.t_mem)} ms.")
+    if lin.contract == "dspfp32":
+        dr = hp.phase("draft")
+        out.append(
+            f"**Weight ports.** A pass of T tokens takes max(T, feed) cycles an input, feed = "
+            f"{acc.weight_feed(0)}: an input's {lin.cols} column beats on "
+            f"{acc.weight_ports} weight ports (four plane ports each, "
+            f"{4 * acc.weight_ports} of the part's {HBM_NMU_PORTS} HBM_NMU ports) of "
+            f"{acc.beats(0)} beat(s) a transfer, so a pass of fewer tokens keeps T/feed of the "
+            f"slots busy: the {hp.step.draft} draft's passes (flow {hp.step.draft_flow}) take "
+            f"{dr.linear_cycles / 1e6:,.2f} M cycles of linear work "
+            f"({_ms(dr.linear_cycles / acc.clock_hz)} ms of the step's "
+            f"{_ms(hp.step_time)} ms).")
     out.append(
         f"**DSP-sized array.** Giving the linear unit SpecMamba's {SEED['linear_dsp_vhk158']:,} "
         f"DSP58 (notes) at 16 token lanes "
@@ -228,11 +240,21 @@ def gap_sentences(rows=None):
            f"no count up to {HBM_NMU_PORTS} ports removes the bound."))
     sp = _find(rows, "vhk158", "preset", "SPEQ")
     d = sp.phase("draft")
-    why = (f"but each draft token reads and writes the target's whole state "
-           f"({st_.layer_bytes / 1e6:.2f} MB a layer) through the state ports, so the draft "
-           f"passes are state-bound" if d.bound == "state" else
-           f"but on a compute-bound array a quantized pass still costs "
-           f"1/{acc.linear.quant_lanes} of a full pass")
+    fast = (step_model(replace(sp.accel, nibble_beats=4 * sp.accel.beats(1)), sp.step)
+            if lin.contract == "dspfp32" else None)
+    if d.bound == "state":
+        why = (f"but each draft token reads and writes the target's whole state "
+               f"({st_.layer_bytes / 1e6:.2f} MB a layer) through the state ports, so the "
+               f"draft passes are state-bound")
+    elif fast is not None and acc.weight_feed(1) > 1:
+        why = (f"but its one-token passes wait on the weight ports: an input's "
+               f"{lin.cols} column beats take {acc.weight_feed(1)} cycles, one master of "
+               f"each port's four reading (the nibble plane), where the slots would take one "
+               f"(with the nibble plane over all four, `--nibble-beats "
+               f"{4 * sp.accel.beats(1)}`, a what-if: {fast.tokens_per_s:,.1f} tok/s)")
+    else:
+        why = (f"but on a compute-bound array a quantized pass still costs "
+               f"1/{acc.linear.quant_lanes} of a full pass")
     out.append(
         f"**SPEQ self-speculation.** The nibble-plane draft reads 1/4 of the bytes "
         f"({_gb(weight_bytes(tgt, bits=4))} GB per pass), {why}, and a chain needs "

@@ -332,10 +332,10 @@ class Accelerator:
         by default the design's (``ssm.state_ports``, what ``hw.ssm_engine.SSMEngine``
         builds: 16 on VHK158, 1 on VCK190); another count prices a design with
         that many ports of the same width (:class:`StateTraffic`).
-    weight_beats : int
-        Column beats each weight port delivers a cycle: 1 as built (``hw.weight_stream``
-        gives one beat a cycle); more prices a port that takes several beats of its
-        masters' words a cycle (a what-if).
+    weight_beats : int, optional
+        Column beats each weight port delivers a cycle: by default the design's
+        ``linear.weight_beats`` (what ``hw.weight_stream`` hands the unit a transfer: 2 on
+        VHK158, 1 on VCK190); another count is a what-if.
     nibble_beats : int, optional
         The same in a nibble-plane (SPEQ draft) pass, where three of a port's four masters
         idle as built; default :attr:`weight_beats` (a what-if: the nibble plane laid out
@@ -361,7 +361,7 @@ class Accelerator:
     mem_efficiency: float = 1.0
     state_ports: int | None = None
     vector_lanes: int | None = None
-    weight_beats: int = 1
+    weight_beats: int | None = None
     nibble_beats: int | None = None
     calibration: Calibration = field(default_factory=Calibration)
 
@@ -388,6 +388,8 @@ class Accelerator:
         if self.vector_lanes is None:
             object.__setattr__(self, "vector_lanes", self.config.vector.lanes)
         check_int("Accelerator", "vector_lanes", self.vector_lanes, min=1)
+        if self.weight_beats is None:
+            object.__setattr__(self, "weight_beats", self.config.linear.weight_beats)
         check_int("Accelerator", "weight_beats", self.weight_beats, min=1)
         if self.nibble_beats is None:
             object.__setattr__(self, "nibble_beats", self.weight_beats)
@@ -442,7 +444,7 @@ class Accelerator:
 
     def weight_feed(self, mode=0):
         """Cycles one input's weights take on a weight port: its ``cols / weight_ports``
-        column beats at :meth:`beats` a cycle (14 on VHK158 as built, 8 on VCK190). A DSP
+        column beats at :meth:`beats` a cycle (7 on VHK158 as built, 8 on VCK190). A DSP
         linear job takes at least this many cycles per input, so passes of fewer tokens
         are bound by it (``gen.perf.blocks.dsp_linear_schedule``, calibrated on the RTL)."""
         return -(-(self.linear.cols // self.weight_ports) // self.beats(mode))
