@@ -304,20 +304,25 @@ class WeightStream(wiring.Component):
                          master.cmd.valid.eq(take if j == 0 else take & ~draft)]
 
         # ---- merge: weight_beats beats a transfer, 2**pack beats a sub-beat -------------
-        # The word's beats, in order, are its per_word·2**pack chunks of sub/2**pack bits;
-        # a transfer takes B of them, so `tix` (the transfer within the word) selects,
-        # for element j, chunk tix·B + j.
+        # A transfer's first beat is beat `part` of sub-beat `sidx` of the masters' words.
+        # With q = 2**pack >= B (the transfer's beats B) a transfer lies in one sub-beat
+        # (`part` steps by B); with q < B it spans B/q whole sub-beats (`sidx` steps by B/q,
+        # `part` stays 0). Element e's sub-beat is sidx + (e >> pack when q < B), its piece
+        # part + e: a sub-beat mux shared by every pack (element 0's is one for all), then
+        # a piece mux, as with one beat a transfer.
         B = self._beats
         lg_b = (B - 1).bit_length()
-        tpw = self._per_word // B                    # transfers a word holds unpacked
+        W = self._per_word
         active = Signal()
         mode = Signal()
         k = Signal(SCALE_BITS)
         pack = Signal(PACK_BITS)
         left = Signal.like(cmd.beats)                # transfers of the job after this one
         qmax = max(packs)
-        tix = Signal(range(max(tpw * qmax, 2)), name="word_transfer")
-        tix_last = Signal(name="word_transfer_last")  # tix == tpw·2**pack − 1: pop after it
+        sidx = Signal(range(max(W, 2)), name="sub_beat")
+        part = Signal(range(max(qmax, 2)), name="pack_part")
+        part_last = Signal(name="pack_part_last")    # the transfer ends its sub-beat(s)
+        sidx_last = Signal(name="sub_beat_last")     # ... and its word: pop after it
         mid = stream.Signature(data.StructLayout({
             "planes": data.ArrayLayout(data.ArrayLayout(self._sub, PLANE_SLICES), B),
             "mode": 1, "k": SCALE_BITS})).flip().create()
@@ -327,7 +332,7 @@ class WeightStream(wiring.Component):
         # left == 0, as a register: a wide zero test would sit between the handshake and
         # the FIFO pops (7 logic levels at vck190's 400 MHz; docs/estimate.md).
         last = Signal(name="last_beat")
-        pop = fire & (last | tix_last)
+        pop = fire & (last | (part_last & sidx_last))
         for j, master in enumerate(masters):
             m.d.comb += master.data.ready.eq(pop if j == 0 else pop & ~mode)
         load = ~active | (fire & last)
@@ -336,27 +341,48 @@ class WeightStream(wiring.Component):
         j_pack = jobs.r_data[nb + 1 + SCALE_BITS:]
         j_transfers = jobs.r_data[:nb] >> lg_b
 
-        def one_transfer_a_word(pk):
-            # tpw·2**pack == 1: only when the word is one transfer of unpacked beats.
-            return ~pk.any() if tpw == 1 else C(0, 1)
+        def step(pk):
+            # Sub-beats a transfer moves on when it ends its sub-beat: 1, or B/q for q < B.
+            return Mux(pk >= lg_b, 1, C(B, lg_b + 1) >> pk) if B > 1 else C(1, 1)
+
+        def first_last(pk):
+            # The flags of a word's first transfer: it ends its sub-beat when q <= B, and
+            # its word when that holds too and the word is one step.
+            return [part_last.eq(pk <= lg_b), sidx_last.eq(step(pk) == W)]
 
         with m.If(load & jobs.r_rdy):
             m.d.sync += [active.eq(1), left.eq(j_transfers - 1), last.eq(j_transfers == 1),
                          mode.eq(jobs.r_data[nb]), k.eq(jobs.r_data[nb + 1:nb + 1 + SCALE_BITS]),
-                         pack.eq(j_pack), tix.eq(0), tix_last.eq(one_transfer_a_word(j_pack))]
+                         pack.eq(j_pack), sidx.eq(0), part.eq(0), *first_last(j_pack)]
         with m.Elif(fire):
             with m.If(last):
                 m.d.sync += active.eq(0)
             m.d.sync += [left.eq(left - 1), last.eq(left == 1)]
-            with m.If(tix_last):
-                m.d.sync += [tix.eq(0), tix_last.eq(one_transfer_a_word(pack))]
+            with m.If(part_last):
+                with m.If(sidx_last):
+                    m.d.sync += [sidx.eq(0), part.eq(0), *first_last(pack)]
+                with m.Else():
+                    m.d.sync += [sidx.eq(sidx + step(pack)), part.eq(0),
+                                 part_last.eq(pack <= lg_b),
+                                 sidx_last.eq(sidx + 2 * step(pack) == W)]
             with m.Else():
-                # tix + 1 == tpw·2**pack − 1: the next transfer is the word's last.
-                m.d.sync += [tix.eq(tix + 1),
-                             tix_last.eq((tix + 2) == (C(tpw, (tpw * qmax).bit_length()) << pack))]
+                # part + B ends the sub-beat when part + 2B == q.
+                m.d.sync += [part.eq(part + B),
+                             part_last.eq((part + 2 * B) == (C(1, qmax.bit_length() + 1)
+                                                              << pack))]
 
         for j, master in enumerate(masters):
             word = master.data.payload
+            parts = [word[n * self._sub:(n + 1) * self._sub] for n in range(W)]
+            subs = {}
+
+            def sub_beat(off):
+                # The sub-beat `off` after sidx (sidx + off < W whenever it is used).
+                if off not in subs:
+                    opts = parts[off:] + parts[:off]
+                    subs[off] = Array(opts)[sidx] if W > 1 else opts[0]
+                return subs[off]
+
             for e in range(B):
                 out_sub = Signal(self._sub, name=f"unpack{j}_{e}")
                 with m.Switch(pack):
@@ -364,16 +390,20 @@ class WeightStream(wiring.Component):
                     # take was made 0 at the job register).
                     for lg, q in [(lg, q) for lg, q in enumerate(PACKS) if q in packs][::-1]:
                         w = self._sub // q
-                        chunks = [word[c * w:(c + 1) * w] for c in range(self._per_word * q)]
-                        # Element e's chunk in each transfer of the word: tix·B + e. The
-                        # rest of the slots (h >= rows/q) are zero.
-                        options = chunks[e::B]
-                        # len(options) is a power of two: index it with tix's low bits
-                        # (the high ones are 0 for this pack).
-                        sel = tix[:(len(options) - 1).bit_length()]
+                        if q >= B:
+                            sub = sub_beat(0)
+                            # Piece part + e, part a multiple of B: part's bits above B.
+                            pieces = [sub[(i * B + e) * w:(i * B + e + 1) * w]
+                                      for i in range(q // B)]
+                            sel = part[lg_b:lg] if q > B else None
+                        else:
+                            sub = sub_beat(e >> lg)
+                            pieces = [sub[(e & (q - 1)) * w:((e & (q - 1)) + 1) * w]]
+                            sel = None
                         with (m.Case(lg) if q > 1 else m.Default()):
-                            m.d.comb += out_sub.eq(Array(options)[sel] if len(options) > 1
-                                                   else options[0])
+                            # The rest of the slots (h >= rows/q) are zero.
+                            m.d.comb += out_sub.eq(Array(pieces)[sel] if sel is not None
+                                                   else pieces[0])
                 m.d.comb += mid.payload.planes[e][j].eq(out_sub)
         m.d.comb += [mid.payload.mode.eq(mode), mid.payload.k.eq(k)]
         # The unpacking mux ends in a register (stream_stages), before the reconstructors.
