@@ -197,10 +197,11 @@ def measure_weight_stream(board_name="vhk158", *, mode="verify", latency_ns=LATE
     output ready every cycle except for ``stall`` random stalls; returns
     ``(stream, params, stats)``.
 
-    ``stats`` holds ``beats_per_cycle`` (beats ÷ ready cycles of the output while
-    streaming), ``bound`` (the most it can be: ``weight_beats`` a transfer, or what a
-    memory port delivers where that is less), ``efficiency`` (their ratio) and
-    ``ar_bytes``, the bytes requested on each port's AR.
+    ``stats`` holds ``beats_per_cycle`` (beats ÷ cycles while streaming), ``most`` (the
+    beats the stream could have given: ``weight_beats`` each cycle the output was ready,
+    or ``port_rate`` each cycle, what one memory port delivers, whichever is less),
+    ``efficiency`` (beats ÷ ``most``) and ``ar_bytes``, the bytes requested on each
+    port's AR.
     """
     from specgen.hw.weight_stream import WeightStream
     from specgen.sim.runner import run_bench
@@ -248,9 +249,10 @@ def weight_stream_benchmarks(rows=None):
             "note": (f"{s['beats']:,} beats of {ws.rows} weights ({p['jobs']} tiles of "
                      f"{p['max_k']}), each checked against golden.weight_planes, "
                      f"{ws.weight_beats} a transfer; {s['ready_cycles']:,} ready cycles of "
-                     f"{s['cycles']:,} while streaming: {s['beats_per_cycle']:.3f} beats a "
-                     f"ready cycle of at most {s['bound']:.3f} (the transfer, or one memory "
-                     f"port's rate where less); "
+                     f"{s['cycles']:,} while streaming ({s['beats_per_cycle']:.3f} beats a "
+                     f"cycle), against at most {s['most']:,.0f} beats: a transfer each ready "
+                     f"cycle, or the port's {s['port_rate']:.2f} sub-beats a cycle, whichever "
+                     f"is less; "
                      f"fabric {p['sync_mhz']:g} MHz, memory {p['mem_mhz']:g} MHz, "
                      f"{ws.master.data_width}-bit ports, read latency {p['latency']} memory "
                      f"cycles ({LATENCY_NS:g} ns), {100 * p['out_stall']:g} % stalls on AR and "
