@@ -14,7 +14,7 @@ CONFIGS = [
     pytest.param(2, 3, 5, 9, 2, 1, id="r2-c3-t5-k9-w2"),
     # Two ports of four columns, two beats a transfer: two groups a port, as VHK158's
     # six ports of 14 columns take seven.
-    pytest.param(2, 8, 3, 5, 2, 2, id="r2-c8-t3-k5-w2x2"),
+    pytest.param(2, 8, 3, 5, 2, 2, id="r2-c8-t3-k5-w2x2", marks=pytest.mark.slow),
     pytest.param(1, 1, 1, 4, 1, 1, id="r1-c1-t1-k4-w1", marks=pytest.mark.slow),   # T = 1 only
     pytest.param(3, 2, 16, 6, 2, 1, id="r3-c2-t16-k6-w2", marks=pytest.mark.slow),
     # One group a port: every column refilled in the cycle of its use.
@@ -77,6 +77,7 @@ def test_cycle_model_matches_rtl_and_slots_stay_busy():
 
 
 @pytest.mark.sim
+@pytest.mark.slow
 def test_cycle_model_waits_on_the_weight_ports():
     """With one weight port for four columns an input's weights take four cycles, so a job
     of T < 4 tokens issues at T / 4 of the slots' rate and one of T >= 4 at full rate; the

@@ -64,7 +64,9 @@ def test_issue_rate(seed, tmp_path):
 
 
 @pytest.mark.sim
-@pytest.mark.parametrize("ports,beats", [(1, 1), (1, 2), (2, 1)], ids=["w1", "w1x2", "w2"])
+@pytest.mark.parametrize("ports,beats", [pytest.param(1, 1, id="w1", marks=pytest.mark.slow),
+                                         pytest.param(1, 2, id="w1x2"),
+                                         pytest.param(2, 1, id="w2")])
 def test_weight_ports_set_the_rate_of_short_jobs(seed, tmp_path, ports, beats):
     """Jobs of 2 tokens on the 4-column array: each input's 4 column beats serve 2
     operations, so one weight port of one beat a transfer lets the unit issue on at most

@@ -215,6 +215,7 @@ def test_stream_engine_ports_and_errors():
         StreamUpsizer(in_width=16, out_width=40)
 
 
+@pytest.mark.slow
 def test_stream_engine_emits_for_the_boards():
     """Every stage at VHK158's sizes elaborates to Verilog (the conv1d's four 128-bit
     windows a beat on two 256-bit HBM ports each)."""

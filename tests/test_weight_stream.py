@@ -318,7 +318,7 @@ def _bench_params(ws, **extra):
     pytest.param(4, 64, 1, id="r4-d64"),
     # Two beats a transfer from words of two sub-beats (VHK158's shape: 256-bit sub-beats
     # in 512-bit words), and from words of four.
-    pytest.param(16, 32, 2, id="r16-d32-x2"),
+    pytest.param(16, 32, 2, id="r16-d32-x2", marks=pytest.mark.slow),
     pytest.param(4, 64, 2, id="r4-d64-x2", marks=pytest.mark.slow),
     pytest.param(16, 32, 1, id="r16-d32", marks=pytest.mark.slow)])
 def test_weight_stream_verilator(rows, data_width, beats):
