@@ -118,6 +118,7 @@ def test_generate_cli_with_a_draft_model_on_the_rtl(tmp_path, capsys):
 
 
 @pytest.mark.sim
+@pytest.mark.slow
 def test_head_groups_on_the_rtl():
     """The layer's SSM work in two head groups (``ssm.head_groups = 2``; one vector lane,
     so that micro's one head a group fills the copy engine's beat): each group's pass
