@@ -447,7 +447,7 @@ class Accelerator:
         column beats at :meth:`beats` a cycle (7 on VHK158 as built, 8 on VCK190). A DSP
         linear job takes at least this many cycles per input, so passes of fewer tokens
         are bound by it (``gen.perf.blocks.dsp_linear_schedule``, calibrated on the RTL)."""
-        return -(-(self.linear.cols // self.weight_ports) // self.beats(mode))
+        return -(-self.linear.port_columns // self.beats(mode))
 
     @property
     def dsp_linear(self):
