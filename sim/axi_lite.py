@@ -17,7 +17,7 @@ from cocotbext.axi import AxiLiteBus, AxiLiteMaster, AxiResp
 from specgen.golden.config import preset
 from specgen.hw.axi_lite import field_port_name
 from specgen.hw.regmap import accelerator_regmap
-from specgen.sim.bench import TB, params, random_pattern
+from specgen.sim.bench import TB, ChannelStalls, params
 
 __all__ = ["RegFileModel"]
 
@@ -110,6 +110,7 @@ class AxiLiteTB(TB):
         self.regmap = accelerator_regmap(preset(p["preset"]))
         self.model = RegFileModel(self.regmap)
         self.axil = AxiLiteMaster(AxiLiteBus.from_prefix(dut, "s_axi_"), dut.clk, dut.rst)
+        self.stalls = ChannelStalls(dut.clk, self.rng)
         self.pulses = []  # (cycle, port, value) of every non-zero WO output cycle
         self.wo_ports = [(field_port_name(r, f), getattr(dut, field_port_name(r, f)))
                          for r in self.regmap.registers for f in r.fields
@@ -125,15 +126,13 @@ class AxiLiteTB(TB):
         cocotb.start_soon(self._monitor())
 
     def set_idle(self, probability):
-        if probability:
-            for ch in (self.axil.write_if.aw_channel, self.axil.write_if.w_channel,
-                       self.axil.read_if.ar_channel):
-                ch.set_pause_generator(random_pattern(self.rng, probability))
+        for ch in (self.axil.write_if.aw_channel, self.axil.write_if.w_channel,
+                   self.axil.read_if.ar_channel):
+            self.stalls.add(ch, probability)
 
     def set_backpressure(self, probability):
-        if probability:
-            for ch in (self.axil.write_if.b_channel, self.axil.read_if.r_channel):
-                ch.set_pause_generator(random_pattern(self.rng, probability))
+        for ch in (self.axil.write_if.b_channel, self.axil.read_if.r_channel):
+            self.stalls.add(ch, probability)
 
     async def _monitor(self):
         cycle = 0

@@ -9,7 +9,7 @@ the parameters name, and a memory model on the AXI side built from
   (``cocotbext-axi``'s own ``AxiSlaveRead`` serves one burst at a time, with no
   latency);
 * writes: ``cocotbext-axi``'s ``AxiSlaveWrite``;
-* random stalls on every channel (``set_pause_generator``) and on the fabric
+* random stalls on every channel (:class:`sim.bench.ChannelStalls`) and on the fabric
   streams.
 
 Independent checks, none taken from the RTL: every AR/AW is a legal INCR burst
@@ -34,7 +34,7 @@ from cocotbext.axi.axi_channels import AxiARSink, AxiRSource
 from cocotbext.axi.axi_slave import AxiSlaveWrite
 from cocotbext.axi.reset import Reset
 
-from specgen.sim.bench import expect_quiet, params, random_pattern, write_report
+from specgen.sim.bench import ChannelStalls, expect_quiet, params, write_report
 from specgen.sim.bench import seed as bench_seed
 
 PAGE = 4096
@@ -95,19 +95,19 @@ def attach_memory(dut, memory, *, reads, writes, latency, stall, rng):
     ``writes``, all on ``mem_clk``/``mem_rst``: a :class:`LatencyReadSlave` (``latency``
     cycles, AR and R stalls) on each read port, ``cocotbext-axi``'s ``AxiSlaveWrite``
     with AW, W and B stalls on each write port; ``stall`` is every channel's pause rate."""
-    # One cycle count for every port (a counting coroutine per port costs a task switch
-    # per port per cycle: most of a many-port bench's Python time).
+    # One cycle count and one stall task for every port (a coroutine per port, or per
+    # channel, costs a task switch each a cycle: most of a many-port bench's Python time).
     counter = CycleCounter(dut.mem_clk)
+    stalls = ChannelStalls(dut.mem_clk, rng)
     for prefix in reads:
         LatencyReadSlave(AxiReadBus.from_prefix(dut, prefix), dut.mem_clk, dut.mem_rst, memory,
                          latency=latency, rng=rng, ar_stall=stall, r_stall=stall,
-                         counter=counter)
+                         counter=counter, stalls=stalls)
     for prefix in writes:
         slave = AxiSlaveWrite(AxiWriteBus.from_prefix(dut, prefix), dut.mem_clk, dut.mem_rst,
                               target=memory)
-        if stall:               # no pause generator, no per-cycle pause task
-            for ch in (slave.aw_channel, slave.w_channel, slave.b_channel):
-                ch.set_pause_generator(random_pattern(rng, stall))
+        for ch in (slave.aw_channel, slave.w_channel, slave.b_channel):
+            stalls.add(ch, stall)
 
 
 async def reset_and_attach(dut, memory, p, rng, *, reads=(), writes=()):
@@ -135,19 +135,19 @@ class LatencyReadSlave(Reset):
     """AXI4 read subordinate: every burst's first beat leaves ``latency`` ``mem``
     cycles after its AR handshake, bursts back to back in AR order (one ID).
 
-    ``counter`` (a :class:`CycleCounter` of ``clock``) may be shared by many slaves."""
+    ``counter`` (a :class:`CycleCounter` of ``clock``) and ``stalls`` (a
+    :class:`sim.bench.ChannelStalls` of ``clock``) may be shared by many slaves."""
 
     def __init__(self, bus, clock, reset, memory, *, latency, rng, ar_stall, r_stall,
-                 counter=None):
+                 counter=None, stalls=None):
         self.clock, self.memory, self.latency = clock, memory, latency
         self.counter = CycleCounter(clock) if counter is None else counter
+        stalls = ChannelStalls(clock, rng) if stalls is None else stalls
         self.ar = AxiARSink(bus.ar, clock, reset)
         self.r = AxiRSource(bus.r, clock, reset)
         self.r.queue_occupancy_limit = 2
-        if ar_stall:
-            self.ar.set_pause_generator(random_pattern(rng, ar_stall))
-        if r_stall:
-            self.r.set_pause_generator(random_pattern(rng, r_stall))
+        stalls.add(self.ar, ar_stall)
+        stalls.add(self.r, r_stall)
         self.bytes = len(self.r.bus.rdata) // 8
         self.pending = deque()
         self.arrived = Event()
@@ -206,6 +206,10 @@ class TB:
         self.generation = 0          # counts resets: a transfer offered before one is void
         self.bursts = deque()        # (byte address, beats) of every AR/AW handshake
         self.max_in_flight = 0
+        # Cycles each sink channel of the memory (AR, AW, W) saw valid, and refused it:
+        # the random stalls reach the handshakes (check_stalls).
+        self.offered = {"AR": 0, "AW": 0, "W": 0}
+        self.refused = {"AR": 0, "AW": 0, "W": 0}
         self.on_reset = []           # run while both resets are still high
 
     async def reset(self):
@@ -249,10 +253,14 @@ class TB:
             if int(dut.mem_rst.value):
                 in_flight, in_burst = 0, False
                 continue
-            if int(sig["valid"].value) and int(sig["ready"].value):
-                self.check_burst(kind, int(sig["addr"].value), int(sig["len"].value),
-                                 int(sig["size"].value), int(sig["burst"].value))
-                in_flight += 1
+            if int(sig["valid"].value):
+                self.offered[kind] += 1
+                if int(sig["ready"].value):
+                    self.check_burst(kind, int(sig["addr"].value), int(sig["len"].value),
+                                     int(sig["size"].value), int(sig["burst"].value))
+                    in_flight += 1
+                else:
+                    self.refused[kind] += 1
             if last_channel == "r":
                 if int(dut.axi__rvalid.value):
                     assert int(dut.axi__rready.value), "rready fell while R was valid"
@@ -266,11 +274,30 @@ class TB:
                 if wvalid:
                     full = (1 << self.bytes) - 1
                     assert int(dut.axi__wstrb.value) == full, "wstrb not full on a whole beat"
+                    self.offered["W"] += 1
                     if int(dut.axi__wready.value):
                         in_burst = not int(dut.axi__wlast.value)
+                    else:
+                        self.refused["W"] += 1
             self.max_in_flight = max(self.max_in_flight, in_flight)
             assert in_flight <= self.p["max_outstanding"], (
                 f"{in_flight} bursts in flight > max_outstanding {self.p['max_outstanding']}")
+
+    def check_stalls(self, channels):
+        """Each of ``channels`` (of "AR", "AW", "W") refused at least about its stall
+        rate (``p[<channel>_stall]``) of the cycles it saw valid: every cycle's pause is
+        an independent draw (:class:`sim.bench.ChannelStalls`), whatever valid did, and a
+        full queue refuses too (``AxiSlaveWrite`` takes one AW at a time). The margin is
+        5 binomial standard deviations (and 0.02)."""
+        for ch in channels:
+            rate, n = self.p[f"{ch.lower()}_stall"], self.offered[ch]
+            if n < 20:
+                continue
+            got = self.refused[ch] / n
+            bound = max(0.02, 5 * math.sqrt(rate * (1 - rate) / n))
+            assert got >= rate - bound, (
+                f"{ch} refused {self.refused[ch]} of {n} valid cycles ({got:.3f}); its stall "
+                f"rate is {rate} (margin {bound:.3f})")
 
     def take_bursts_for(self, addr, beats):
         """Pop the bursts of one region, checking they tile it in order."""
@@ -439,6 +466,8 @@ async def _read_run(dut, *, regions, max_beats, reset_at=None, stream=None):
     assert not int(dut.overrun.value) and not int(dut.error.value)
     stats["efficiency"] = stats["words"] / max(1, stats["ready_cycles"])
     stats["max_in_flight"] = tb.max_in_flight
+    stats["offered"], stats["refused"] = tb.offered, tb.refused
+    tb.check_stalls(["AR"])
     dut._log.info("stats: %s", stats)
     write_report(p, stats)
     return stats
@@ -495,10 +524,10 @@ async def _write_run(dut, *, regions, max_beats, reset_at=None):
     original = bytes(tb.memory.data)
     slave = AxiSlaveWrite(AxiWriteBus.from_prefix(dut, "axi_"), dut.mem_clk, dut.mem_rst,
                           target=tb.memory)
+    stalls = ChannelStalls(dut.mem_clk, rng)
     for channel, stall in ((slave.aw_channel, p["aw_stall"]), (slave.w_channel, p["w_stall"]),
                            (slave.b_channel, p["b_stall"])):
-        if stall:
-            channel.set_pause_generator(random_pattern(rng, stall))
+        stalls.add(channel, stall)
     cocotb.start_soon(tb.monitor("AW", "b"))
     beats_q = deque()
     stats = {"commands": 0, "resets": 0, "beats": 0}
@@ -576,6 +605,8 @@ async def _write_run(dut, *, regions, max_beats, reset_at=None):
                                  f"expected {want.hex()}")
     assert not int(dut.error.value)
     stats["max_in_flight"] = tb.max_in_flight
+    stats["offered"], stats["refused"] = tb.offered, tb.refused
+    tb.check_stalls(["AW", "W"])
     dut._log.info("stats: %s", stats)
     return stats
 

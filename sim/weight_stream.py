@@ -28,7 +28,7 @@ from specgen.golden.weight_planes import (MODES, PACKS, PLANE_SLICES, column_bea
 from specgen.hw.dsp_linear_unit import weight_layout
 from specgen.hw.weight_stream import MODE_DRAFT, MODE_VERIFY, job_layout
 from specgen.sim.axi_master import PAGE, TB, LatencyReadSlave
-from specgen.sim.bench import expect_quiet, params, write_report
+from specgen.sim.bench import ChannelStalls, expect_quiet, params, write_report
 
 #: Fabric cycles without progress before a run fails instead of hanging.
 STUCK = 50_000
@@ -144,10 +144,11 @@ async def run(dut, *, n_jobs, modes, reset_at=None, corrupt=False, layer_jobs=No
     dut.cmd__valid.value = 0
     dut.w__ready.value = 0
     await tb.reset()
+    stalls = ChannelStalls(dut.mem_clk, rng)
     for j in range(PLANE_SLICES):
         LatencyReadSlave(AxiReadBus.from_prefix(dut, f"axi__{j}_"), dut.mem_clk, dut.mem_rst,
                          tb.memory, latency=p["latency"], rng=rng, ar_stall=p["ar_stall"],
-                         r_stall=p["r_stall"])
+                         r_stall=p["r_stall"], stalls=stalls)
     counts = [0] * PLANE_SLICES
     for j in range(PLANE_SLICES):
         cocotb.start_soon(monitor_ar(tb, j, counts))
@@ -377,10 +378,11 @@ async def feeds_dsp_linear_unit(dut):
         getattr(dut, f"{port}__valid").value = 0
     dut.y__ready.value = 0
     await tb.reset()
+    stalls = ChannelStalls(dut.mem_clk, tb.rng)
     for j in range(PLANE_SLICES):
         LatencyReadSlave(AxiReadBus.from_prefix(dut, f"axi__{j}_"), dut.mem_clk, dut.mem_rst,
                          tb.memory, latency=p["latency"], rng=tb.rng, ar_stall=p["ar_stall"],
-                         r_stall=p["r_stall"])
+                         r_stall=p["r_stall"], stalls=stalls)
     rows, cols, T = p["rows"], p["cols"], p["max_tokens"]
     np_rng = np.random.default_rng(tb.rng.getrandbits(32))
     jobs = [Job(np_rng, rows=rows, cols=cols, max_tokens=T, max_k=p["max_k"])
