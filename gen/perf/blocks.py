@@ -14,6 +14,7 @@
 """
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from specgen.golden.config import LinearConfig, PipelineConfig
 from specgen.golden.mamba2 import SSMConfig
@@ -24,6 +25,11 @@ __all__ = ["pe_latency", "LinearJob", "LinearSchedule", "linear_schedule", "matm
            "dsp_linear_latency", "DSP_DRAIN_TO_Y", "dsp_linear_schedule", "dsp_matmul_jobs", "SSMTiming",
            "SSMStream", "ssm_stream", "tree_verifier_cycles", "ring_fifo_cycles"]
 
+# The RTL's latency properties are read from components built for the purpose, never
+# elaborated. Building one (its signature's signals) costs milliseconds, and the step
+# model asks tens of thousands of times (profiled: half of ``make bench``'s model
+# section), so each configuration's is built once (the configs are frozen).
+@lru_cache(maxsize=256)
 def pe_latency(config):
     """:attr:`hw.linear_unit.LinearUnit.pe_latency` of the ``LinearUnit`` built from a
     ``golden.config.Config`` (its PEs' pipeline, with ``pipeline.pe_round_stages``)."""
@@ -209,6 +215,7 @@ def matmul_jobs(*, linear, out_features, in_features, tokens, mode):
     return runs
 
 
+@lru_cache(maxsize=1)
 def dsp_linear_latency():
     """:attr:`hw.dsp_linear_unit.DSPLinearUnit.latency`: cycles from a job's last
     operation to its first result beat."""
@@ -340,10 +347,7 @@ class SSMTiming:
     @property
     def _unit(self):
         # The RTL's own latency properties (no elaboration): the model never copies them.
-        from specgen.hw.hierarchy import template
-        from specgen.hw.ssm_unit import SSMUnit
-        return template(SSMUnit(cfg=self.cfg, mul_stages=self.mul_stages,
-                                add_stages=self.add_stages))
+        return _ssm_unit(self.cfg, self.mul_stages, self.add_stages)
 
     @property
     def tiles(self):
@@ -390,6 +394,14 @@ class SSMTiming:
         writes = -(-self.input_words // words_per_cycle)
         bound = (self.tiles + writes + self.cfg.nheads + self.prologue_latency + 3) / 2
         return max(float(self.tiles), float(self.gap), bound)
+
+
+@lru_cache(maxsize=256)
+def _ssm_unit(cfg, mul_stages, add_stages):
+    """The ``SSMUnit`` of :attr:`SSMTiming._unit`, built once per configuration."""
+    from specgen.hw.hierarchy import template
+    from specgen.hw.ssm_unit import SSMUnit
+    return template(SSMUnit(cfg=cfg, mul_stages=mul_stages, add_stages=add_stages))
 
 
 @dataclass(frozen=True)
