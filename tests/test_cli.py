@@ -33,9 +33,16 @@ def test_verilog_writes_manifest(tmp_path):
                                       | {"specgen_regs.h", f"{top}.core"} | regmap)
     for name, digest in manifest["files"].items():
         assert sha256_file(out / name) == digest
-    # Reproducible: a second run, in another process with other string hashing (Amaranth
-    # orders clock-domain ports by a set; hw.hierarchy.stable_headers undoes it), gives
-    # the same bytes.
+
+
+@pytest.mark.slow
+def test_verilog_is_reproducible_across_processes(tmp_path):
+    """A second run, in another process with other string hashing (Amaranth orders
+    clock-domain ports by a set; hw.hierarchy.stable_headers undoes it), gives the same
+    bytes. (make test-slow: two emissions of the design, about 45 s; the hashing case
+    of one block is in tests/test_hierarchy.py.)"""
+    out = tmp_path / "sim"
+    assert main(["verilog", "--board", "sim", "--out", str(out)]) == 0
     out2 = tmp_path / "again"
     proc = subprocess.run([sys.executable, "-m", "gen", "verilog", "--board", "sim", "--out",
                            str(out2)], capture_output=True, text=True,

@@ -10,6 +10,7 @@ text between the markers in ``tree.md``; the same call twice writes identical
 bytes.
 """
 
+from functools import lru_cache
 from pathlib import Path
 
 from specgen.golden.config import TreeConfig
@@ -93,7 +94,15 @@ def tree_memory_table(cfg=None, *, state_elems=MAMBA2_2P7B_STATE_ELEMS, bytes_pe
 def rtl_peak_level(parents, *, fifo_depth, max_nodes=64):
     """Most ring slots live at once in one pass of ``parents``, read from the RTL:
     :class:`hw.tree_verifier.TreeVerifier`'s ``peak_level`` after scheduling the tree
-    on amaranth.sim (the slots :class:`hw.tree_ssm.TreeSSMUnit` then holds)."""
+    on amaranth.sim (the slots :class:`hw.tree_ssm.TreeSSMUnit` then holds).
+
+    Each (tree, ``fifo_depth``, ``max_nodes``) is simulated once: the boards' tables
+    share their shapes and FIFO depth."""
+    return _rtl_peak_level(tuple(int(p) for p in parents), fifo_depth, max_nodes)
+
+
+@lru_cache(maxsize=None)
+def _rtl_peak_level(parents, fifo_depth, max_nodes):
     from amaranth.sim import Simulator
 
     from specgen.hw.tree_verifier import TreeVerifier
