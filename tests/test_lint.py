@@ -1,6 +1,9 @@
+import json
+
 import pytest
 
 from specgen.gen.cli.commands import main
+from specgen.gen.cli.output import sha256_file
 from specgen.golden.config import preset_names
 from specgen.sim.lint import lint, lint_modules, split_modules
 from specgen.sim.runner import VERILATOR_WAIVERS
@@ -12,9 +15,20 @@ from specgen.sim.runner import VERILATOR_WAIVERS
                                    else n for n in preset_names()])
 def test_emitted_verilog_passes_lint(board, tmp_path):
     """Every module of every emitted file of every preset, each linted once
-    (``lint_modules``)."""
-    assert main(["verilog", "--board", board, "--out", str(tmp_path / board)]) == 0
-    files = sorted((tmp_path / board).glob("*.v"))
+    (``lint_modules``); the manifest ``specgen verilog`` writes beside them lists every
+    file with its digest (checked here so that the design is emitted once)."""
+    out = tmp_path / board
+    assert main(["verilog", "--board", board, "--out", str(out)]) == 0
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["board"] == board
+    assert manifest["config"]["tree"]["fifo_depth"] == 16
+    top = next(m for m in manifest["modules"] if m.startswith("Accelerator"))
+    regmap = {f"regmap/specgen{s}" for s in (".rdl", "_regmap.h", "_regmap.md", "_regmap.xml")}
+    assert set(manifest["files"]) == ({f"{m}.v" for m in manifest["modules"]}
+                                      | {"specgen_regs.h", f"{top}.core"} | regmap)
+    for name, digest in manifest["files"].items():
+        assert sha256_file(out / name) == digest
+    files = sorted(out.glob("*.v"))
     assert files
     for path in files:
         modules = split_modules(path.read_text())
