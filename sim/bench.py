@@ -14,7 +14,7 @@ from cocotb.clock import Clock
 from cocotb.triggers import ReadOnly, RisingEdge
 from cocotbext.axi.stream import StreamSink
 
-__all__ = ["params", "seed", "TB", "random_pattern", "ChannelStalls", "RandomResets", "pack", "field", "drive_stream", "offer",
+__all__ = ["params", "seed", "TB", "ChannelStalls", "RandomResets", "pack", "field", "drive_stream", "offer",
            "reset_mid_stream"]
 
 
@@ -28,21 +28,15 @@ def seed():
     return int(os.environ["SPECGEN_SEED"])
 
 
-def random_pattern(rng, probability):
-    """Endless 0/1 stream: 1 with ``probability`` (an idle or stall cycle)."""
-    while True:
-        yield int(rng.random() < probability)
-
-
 class ChannelStalls:
     """Random stalls of many ``cocotbext-axi`` channels on one clock, drawn by one task.
 
     Each channel added pauses in a cycle with its probability, independently of every
-    other cycle and channel: what ``channel.set_pause_generator(random_pattern(rng, p))``
-    gives, but that runs a task per channel that wakes every cycle. In a bench of many
-    ports those wake-ups are most of the Python time (profiled with
-    ``COCOTB_ENABLE_PROFILING``: 16 M of the 24.5 M task switches of the SPEQ generation
-    bench); here a cycle costs one wake-up and a draw per channel. Like
+    other cycle and channel: what ``cocotbext-axi``'s ``channel.set_pause_generator`` gives
+    with a 0/1 generator of such draws, but that runs a task per channel that wakes every
+    cycle. In a bench of many ports those wake-ups are most of the Python time (profiled
+    with ``COCOTB_ENABLE_PROFILING``: 16 M of the 24.5 M task switches of the SPEQ
+    generation bench); here a cycle costs one wake-up and a draw per channel. Like
     ``set_pause_generator``, the pause of a cycle is set before its rising edge and is
     not touched by resets.
 
