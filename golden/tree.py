@@ -31,7 +31,7 @@ import numpy as np
 from .validate import check_int
 
 __all__ = [
-    "ROOT", "TreeShape", "flatten", "validate_parents", "tree_depths", "dead_times",
+    "ROOT", "TreeShape", "flatten", "validate_parents", "tree_depths", "behind", "dead_times",
     "live_profile", "FifoSchedule", "fifo_schedule", "node_table", "overflow_node",
     "schedule_beats",
     "AcceptedPath", "accepted_path", "TREE_ENTRY_FIELDS", "PATH_ENTRY_FIELDS", "tree_entries",
@@ -156,6 +156,14 @@ def tree_depths(parents):
     for i in range(1, p.size):
         depth[i] = depth[p[i]] + 1
     return depth
+
+
+def behind(parents):
+    """``parents`` (BFS order) behind one node more: a new node 0 whose child is the old
+    root, every other index one up. A draft that carries a node no pass ran into the
+    next step's tree puts it there (``gen/runtime/rtl_host.py``)."""
+    p = validate_parents(parents)
+    return [ROOT] + [0 if q == ROOT else int(q) + 1 for q in p]
 
 
 def dead_times(parents):

@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 from specgen.golden.tree import (MAMBA2_2P7B_STATE_ELEMS, PATH_ENTRY_FIELDS, ROOT, TREE_ENTRY_FIELDS,
                          TreeShape, accepted_path, dead_times, fifo_schedule, flatten,
                          greedy_acceptance, live_profile, overflow_node, schedule_beats,
-                         seed_shapes, tree_depths, tree_entries, tree_memory, validate_parents)
+                         seed_shapes, tree_depths, tree_entries, tree_memory, validate_parents,
+                         behind)
 
 
 def children(parents):
@@ -344,3 +345,14 @@ def test_random_against_brute_seeded(seed):
         for i in range(1, rng.randint(1, 64)):
             parents.append(rng.randint(parents[-1] if i > 1 else 0, i - 1))
         _check_against_brute(parents)
+
+
+def test_behind_puts_one_node_in_front_of_the_root():
+    tree = TreeShape((2, 2, 1)).parents
+    out = behind(tree)
+    assert out[0] == ROOT and out[1] == 0 and len(out) == len(tree) + 1
+    # Every node one level deeper and still after its parent (BFS order).
+    assert list(tree_depths(out)[1:]) == [d + 1 for d in tree_depths(tree)]
+    assert list(validate_parents(out)) == out
+    with pytest.raises(ValueError):
+        behind([0, 0])

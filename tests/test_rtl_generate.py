@@ -109,6 +109,16 @@ def test_generate_cli_with_a_draft_model_on_the_rtl(tmp_path, capsys):
     assert doc["cycles_per_token"] > 0 and doc["clock_mhz"] == CONFIG.board.clock_mhz
     assert doc["draft_on_core"] and all(s["draft_cycles"] > 0 for s in doc["steps"])
     assert doc["draft_flow"] == "prefix"
+    # A path ending on the deepest level, which no draft program ran, carries its last
+    # node into the next step's programs (the draft's node 0), not a pass of its own.
+    steps = doc["steps"]
+    assert any(s["carried_out"] is not None for s in steps)
+    for before, after in zip(steps, steps[1:]):
+        assert after["carried_in"] == before["carried_out"]
+    for s in steps:
+        if s["carried_out"] is not None:
+            assert s["carried_out"] == s["draft"][s["path"][-1]]
+            assert len(s["path"]) == len(TREE) + 1
     # Every commit a program of its own: the overlap is inside the passes, in_proj's last
     # jobs (z, which only the gated norm reads) beside the layer's SSM pass.
     assert doc["counters"]["perf_overlap"] > 0

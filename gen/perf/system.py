@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from specgen.golden.config import Config, preset, preset_names
 from specgen.golden.lm import LMConfig
 from specgen.golden.mamba2 import MAMBA2_DEFAULTS, MAMBA2_SIZES, MAMBA2_VOCAB
-from specgen.golden.tree import TreeShape, fifo_schedule
+from specgen.golden.tree import TreeShape, behind, fifo_schedule
 from specgen.golden.validate import check_choice, check_float, check_int
 from specgen.golden.weight_planes import engine_weight_ports, matrix_plane_bytes, stream_word_bits
 from specgen.hw.step_program import DRAFT_FLOWS
@@ -1133,8 +1133,12 @@ def step_model(accel, step):
         ``prefix``: per depth ``k`` one tree pass over every node of depth ``≤ k``
         (one weight read; the committed state read once, the tile ring keeps the nodes'
         states on chip). When the accepted path ends on the deepest level, which no pass
-        ran, its last node runs first (``node``: alone; ``prefix``: the whole tree); its
-        probability is that of the acceptance model (:func:`deepest_probability`).
+        ran (its probability is that of the acceptance model,
+        :func:`deepest_probability`), its last node runs alone first (``node``), or
+        (``prefix``) rides as one more node in every pass of the next step (carried:
+        the steady-state probability that a step carries one in is that of the step
+        before ending on its deepest level; where the tile ring cannot schedule the tree
+        with the carried node in front, the whole tree runs first instead).
     verify
         One target pass over every drafted node (one weight read; the FIFO tree
         schedule keeps node states on chip tile by tile and reads the committed
@@ -1146,7 +1150,8 @@ def step_model(accel, step):
         inputs and the committed state read, the new state written); ``store``, every
         node's state was written during verification. Then the draft's commit, as the
         runtime runs it (SPEQ's nibble-plane draft keeps a state of its own too):
-        ``prefix``, the same replay along the path in the draft; ``node``, the last path
+        ``prefix``, the same replay along the path in the draft (a carried node first, a
+        node carried on left out: the same length on average); ``node``, the last path
         node's windows copied and its stored state adopted, no replay.
         ``restore_overlap`` of the phase is hidden, and in the ``node`` flow the
         target's commit runs beside the draft's next node pass: hidden up to that pass's
@@ -1234,17 +1239,34 @@ def _step_model(accel, step):
         return _pass(accel, ddims, tokens=tokens, mode=mode, bits=bits, scale_group=group,
                      state_reads=reads, state_writes=writes)
 
+    def step_tokens(levels):
+        if not drafting:
+            return 1.0
+        if step.tokens_per_step is not None:
+            return step.tokens_per_step
+        return expected_tokens(tree, alpha=step.alpha, levels=levels)
+
+    def deepest(levels):
+        return deepest_probability(tree, levels=levels, alpha=step.alpha,
+                                   tokens=None if step.alpha is not None else step_tokens(levels))
+
+    # The prefix flow carries a path's last node, when no draft pass ran it, into the
+    # next step's passes (gen.runtime.rtl_host), where the tile ring schedules the tree
+    # with it in front: a step carries one in with the steady-state probability that the
+    # step before ended on its deepest level.
+    carry = None
+    if drafting and step.draft_flow == "prefix":
+        try:
+            fifo_schedule(behind(tree.parents), fifo_depth=fifo_depth)
+            carry = sum(prob * deepest(levels) for levels, prob in dist if levels)
+        except ValueError:
+            carry = None
+
     draft, verify, restore, need = _Tally(), _Tally(), _Tally(), _Tally()
     passes_e = nodes_e = tokens_e = roof_e = beside_e = 0.0
     for levels, prob in dist:
         nodes = sum(sizes[:levels + 1]) if drafting else 1
-        # ---- tokens ----
-        if not drafting:
-            tokens = 1.0
-        elif step.tokens_per_step is not None:
-            tokens = step.tokens_per_step
-        else:
-            tokens = expected_tokens(tree, alpha=step.alpha, levels=levels)
+        tokens = step_tokens(levels)
         # ---- draft: the passes, as the runtime runs them ----
         d, n = _Tally(), _Tally()
         if drafting:
@@ -1252,12 +1274,18 @@ def _step_model(accel, step):
             # weights once a depth (the ceilings' work).
             for k in range(levels):
                 n.add(draft_pass(sizes[k], reads=0, writes=0), 1.0)
-            deep = deepest_probability(tree, levels=levels, alpha=step.alpha,
-                                       tokens=None if step.alpha is not None else tokens)
+            deep = deepest(levels)
             # A node pass: one node alone, from its parent's state, its own written.
             node_pass = draft_pass(1, reads=1, writes=1)
             if step.draft_flow == "node":
                 d.add(node_pass, sum(sizes[:levels]) + deep)
+            elif carry is not None:
+                # The node the last step carried (with probability `carry`) rides in
+                # every pass of this step, one node more; this step's own deepest node
+                # is carried on, no pass of its own.
+                for k in range(levels):
+                    d.add(draft_pass(sum(sizes[:k + 1]), reads=1, writes=0), 1.0 - carry)
+                    d.add(draft_pass(sum(sizes[:k + 1]) + 1, reads=1, writes=0), carry)
             else:
                 for k in range(levels):
                     d.add(draft_pass(sum(sizes[:k + 1]), reads=1, writes=0), 1.0)

@@ -23,10 +23,15 @@ passes run. ``node`` (the default): one program per expanded node, from its pare
 state, which the parent's program left in memory
 (:meth:`hw.step_program.StepPlan.node_program`). ``prefix``: per depth, one tree
 program over the nodes so far (a prefix of the BFS order), from the committed state.
-When the path ends on the deepest level, which no draft program ran, its last node
-runs first (``node``: that node alone; ``prefix``: the whole tree). The draft's commit
-is then the SSM replay of the path (``prefix``), or (``node``) the copy of the last
-node's windows and the adoption of its stored state as the committed one
+When the path ends on the deepest level, which no draft program ran, the ``node``
+flow runs that node alone first; the ``prefix`` flow carries it into the next step
+instead: the draft's commit replays the path without it, and every draft program of
+the next step holds it as the parent of that step's root (node 0, never expanded), so
+its token costs one more node in passes the step runs anyway, not a pass of its own
+(where the carried tree would not fit the plan, the whole tree runs first, as before).
+The draft's commit is then the SSM replay of the path (``prefix``: the carried node
+first, where there is one), or (``node``) the copy of the last node's windows and the
+adoption of its stored state as the committed one
 (:meth:`hw.step_program.StepPlan.adopt`). The runtime picks each
 expanded node's children, the ``topk`` of the softmax of its logits in memory
 (:func:`golden.speculative.topk`), and applies SPEQ's early stopping (a node is
@@ -78,7 +83,7 @@ from specgen.golden.config_io import from_dict
 from specgen.golden.decoder import hardware_pair
 from specgen.golden.lm import LMConfig, MambaLM
 from specgen.golden.speculative import draft_tree, softmax, topk
-from specgen.golden.tree import ROOT, TreeShape, accepted_path
+from specgen.golden.tree import ROOT, TreeShape, accepted_path, behind, node_table
 from specgen.gen.runtime.driver import CoreDriver
 from specgen.gen.runtime.regbus import MMIO, WORD, RegisterBus, Registers
 from specgen.hw.decoder import DecoderCore
@@ -385,12 +390,16 @@ def _host(h, p):
         plan.flip()
         return 0
 
-    def draft_on_core(root, k):
+    def draft_on_core(root, k, carry=None):
         """:func:`golden.speculative.draft_tree` with every draft pass on the core, then
         each expanded node's top-k children from its logits in memory. The ``prefix`` flow:
         per depth, one tree program of the draft over the nodes so far (a prefix of the
-        BFS order). The ``node`` flow: one program per expanded node, from its parent's
-        state. ``(tokens, parents, the nodes some program ran, cycles)``."""
+        BFS order), with the node the last step carried (``carry``, its token) as node 0,
+        the parent of the root. The ``node`` flow: one program per expanded node, from its
+        parent's state. ``(tokens, parents, the nodes some program ran, cycles)`` of the
+        step's tree (the root node 0), ``ran`` in the draft's numbering (the carried node
+        first)."""
+        off = 0 if carry is None else 1
         tokens, parents, probs = [root], [ROOT], [np.nan]
         level, ran, cycles = [0], set(), 0
         for b in shape.branching:
@@ -399,8 +408,9 @@ def _host(h, p):
             if not grow:
                 break
             if not by_node:
-                cycles += tree(dplan, tokens, parents, "draft", k)
-                ran = set(range(len(tokens)))
+                d_tokens, d_parents = carried(tokens, parents, carry)
+                cycles += tree(dplan, d_tokens, d_parents, "draft", k)
+                ran = set(range(len(d_tokens)))
             level = []
             for j in grow:
                 if by_node:
@@ -409,7 +419,7 @@ def _host(h, p):
                 # The plan's readers index a buffer laid out from its base; a node
                 # program's node is node 0 of its 1-node step.
                 logits = dplan.logits_of(memoryview(h.memory.data)[dplan.base:],
-                                         0 if by_node else j)
+                                         0 if by_node else j + off)
                 want = gold.logits(j, tokens, parents)
                 assert np.array_equal(logits, want), (
                     f"step {k}: draft node {j}'s logits differ from the draft model's in "
@@ -421,6 +431,25 @@ def _host(h, p):
                     probs.append(q[x])
                     level.append(len(tokens) - 1)
         return tokens, parents, ran, cycles
+
+    def carried(tokens, parents, carry):
+        """The draft's tree of a step: the step's, behind the carried node (its token
+        ``carry``) as node 0 where there is one."""
+        if carry is None:
+            return list(tokens), list(parents)
+        return [int(carry)] + [int(t) for t in tokens], behind(parents)
+
+    # The prefix flow carries a path's last node into the next step where no draft program
+    # ran it (module docstring). A carried pass fits the plan whenever the uncarried tree
+    # does: the deepest level's nodes are in no pass. The tile ring must schedule the
+    # tree with the carried node in front (one level deeper).
+    carry_ok, carry = on_core and not by_node, None
+    if carry_ok:
+        try:
+            node_table(carried([0] * V, shape.parents, 0)[1],
+                       fifo_depth=dplan.lm.config.tree.fifo_depth)
+        except ValueError:
+            carry_ok = False
 
     prompt = [int(t) for t in p["prompt"]]
     prefill = 0
@@ -434,7 +463,7 @@ def _host(h, p):
     k = 0
     while len(out) - len(prompt) < p["tokens"]:
         if on_core:
-            tokens, parents, ran, d_cycles = draft_on_core(out[-1], k)
+            tokens, parents, ran, d_cycles = draft_on_core(out[-1], k, carry)
             parents = np.asarray(parents)
         else:
             dt = draft_tree(draft, gold.state, out[-1], branching=shape, candidates="topk",
@@ -456,14 +485,25 @@ def _host(h, p):
             f"beats give {list(want)}")
         target_commit(list(nodes), k)
         end = nodes[-1]
+        carried_in = carry
         if on_core:
             # The draft commits the path as the target did; a leaf no draft program ran
-            # (the deepest level is never expanded) needs its pass first: the whole tree
-            # (prefix flow) or the leaf alone (node flow; its parent was expanded, so its
-            # state is in memory).
-            if end not in ran:
-                d_cycles += (node(end, tokens, parents, k) if by_node
-                             else tree(dplan, tokens, parents, "draft", k))
+            # (the deepest level is never expanded) needs its pass: the leaf alone first
+            # (node flow; its parent was expanded, so its state is in memory), or in the
+            # prefix flow as node 0 of the next step's programs (carried), else the whole
+            # tree first.
+            off = 0 if carry is None else 1
+            d_path = [0] * off + [v + off for v in nodes]
+            carry = None
+            if end + off not in ran:
+                if by_node:
+                    d_cycles += node(end, tokens, parents, k)
+                elif carry_ok:
+                    carry, d_path = int(tokens[end]), d_path[:-1]
+                else:
+                    d_tokens, d_parents = carried(tokens, parents, carried_in)
+                    d_cycles += tree(dplan, d_tokens, d_parents, "draft", k)
+                    ran = set(range(len(d_tokens)))
             if by_node:
                 # Every path node's state is stored (its node program's): the draft's
                 # commit copies the last one's windows and adopts its state, no replay.
@@ -471,13 +511,15 @@ def _host(h, p):
                                   kind="draft_commit", step=k)
                 dplan.adopt(end)
             else:
-                d_cycles += commit(dplan, list(nodes), "draft_commit", k, nodes=len(tokens))
+                # The replay reads the path's SSM inputs, which the last program wrote.
+                d_cycles += commit(dplan, d_path, "draft_commit", k, nodes=len(ran))
         # The draft's state after the path (pure store: every path node stepped).
         gold.commit(list(nodes), tokens, parents)
         out.extend(committed)
         per_step.append({"nodes": len(tokens), "accepted": len(nodes) - 1,
                          "parents": [int(x) for x in parents], "draft": tokens,
                          "path": [int(x) for x in nodes],
+                         "carried_in": carried_in, "carried_out": carry,
                          "tokens": len(nodes), "tree_cycles": t_cycles,
                          "commit_cycles": None, "draft_cycles": d_cycles})
         cocotb.log.info(f"step {k}: {len(tokens)} nodes, path {list(nodes)}, draft "
