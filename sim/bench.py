@@ -41,11 +41,12 @@ class ChannelStalls:
     not touched by resets.
 
     One difference, for the same reason: a sink (AR, AW, W) whose ``valid`` is low is not
-    woken when its pause changes (``cocotbext-axi`` wakes it only to redrive ``ready``,
-    which no handshake reads while ``valid`` is low). Its ``ready`` holds the draw of the
-    last cycle it was awake until ``valid`` rises, which wakes it, and follows the
-    draws from then on. The AXI rule is unchanged (a manager may not wait for ``ready``
-    before raising ``valid``), and the first cycle's ``ready`` is still a random draw.
+    woken when its pause changes (``cocotbext-axi`` wakes it only to redrive ``ready``);
+    this task drives its ``ready`` from the draw instead, as the sink would, so that the
+    cycle ``valid`` rises in (which wakes the sink) sees that cycle's draw. (A sink left
+    to hold its last ``ready`` while asleep refuses the first cycle of a ``valid`` far
+    less often than its probability: it goes to sleep only after two equal draws, mostly
+    two "go"s, which is what ``TB.check_stalls`` of ``sim.axi_master`` caught on AR.)
     Every other pause change goes through the channel's own ``pause`` setter.
 
     Parameters
@@ -87,7 +88,9 @@ class ChannelStalls:
                 if pause == channel._pause:
                     continue
                 if valid is not None and str(valid.value) == "0":
-                    channel._pause = pause          # asleep until valid rises
+                    # Asleep until valid rises: its ready, as its loop would drive it.
+                    channel._pause = pause
+                    channel.ready.value = not (pause or channel.full())
                 else:
                     channel.pause = pause           # the setter wakes it
             await edge
