@@ -467,6 +467,15 @@ def test_draft_passes_wait_on_the_weight_ports():
     # SPEQ's nibble pass (mode 1) follows nibble_beats; the full pass keeps weight_beats.
     fast = dataclasses.replace(acc, nibble_beats=8)
     assert (fast.weight_feed(0), fast.weight_feed(1)) == (7, 2)
+    # The packed-feed what-if: a job whose tile fills at most a quarter of the slots
+    # (the 370M out_proj's 1,024 rows of 5,376) takes ceil(7 / 4) = 2 cycles an input;
+    # by hand, the 370M one-node pass then saves 5 cycles an input of out_proj and 3 of
+    # the LM head's last tile (1,904 rows: half the slots at most, 4 cycles).
+    packed = _linear_cycles(dataclasses.replace(acc, packed_feed=True), dims, tokens=1, mode=0)
+    saved = 48 * 2048 * (7 - 2) + 1024 * (7 - 4)
+    assert packed == pytest.approx(one - saved, rel=0.01)
+    with pytest.raises(ValueError, match="Accelerator.packed_feed must be one of False, True"):
+        dataclasses.replace(acc, packed_feed=2)
     # 16 tokens: one operation per token and input, whatever the ports.
     t16 = _linear_cycles(acc, dims, tokens=16, mode=0)
     assert t16 == _linear_cycles(dataclasses.replace(acc, weight_beats=1), dims, tokens=16, mode=0)

@@ -20,6 +20,7 @@ from specgen.golden.config import LinearConfig, PipelineConfig
 from specgen.golden.mamba2 import SSMConfig
 from specgen.golden.tree import fifo_schedule, schedule_beats
 from specgen.golden.validate import check_choice, check_int
+from specgen.golden.weight_planes import pack_factor
 
 __all__ = ["pe_latency", "LinearJob", "LinearSchedule", "linear_schedule", "matmul_jobs",
            "dsp_linear_latency", "DSP_DRAIN_TO_Y", "dsp_linear_schedule", "dsp_matmul_jobs", "SSMTiming",
@@ -229,7 +230,7 @@ def dsp_linear_latency():
 DSP_DRAIN_TO_Y = 5
 
 
-def dsp_linear_schedule(jobs, *, linear, latency=None, feed=1):
+def dsp_linear_schedule(jobs, *, linear, latency=None, feed=1, packed_feed=False):
     """Cycle model of ``DSPLinearUnit`` for back-to-back jobs: sources always valid,
     ``y`` always ready.
 
@@ -252,6 +253,11 @@ def dsp_linear_schedule(jobs, *, linear, latency=None, feed=1):
         :func:`dsp_linear_latency` by default.
     feed : int
         Cycles of weight beats per input (``cols / weight_ports``; 1: a port per column).
+    packed_feed : bool
+        A what-if: a job whose tile fills at most ``1/q`` of the slots
+        (``golden.weight_planes.pack_factor``) takes ``ceil(feed / q)`` cycles per input,
+        its weights handed over packed ``q`` column beats a sub-beat, as memory holds
+        them (the unit as built takes them unpacked: ``feed``).
 
     Returns
     -------
@@ -272,7 +278,8 @@ def dsp_linear_schedule(jobs, *, linear, latency=None, feed=1):
     d_last = [-10**9, -10**9]                  # last drain beat of the two previous jobs
     stall = beats = 0
     for count, job in runs:
-        ops = job.steps * max(job.n_tokens, feed)
+        q = pack_factor(job.n_rows, rows=linear.rows, cols=linear.cols) if packed_feed else 1
+        ops = job.steps * max(job.n_tokens, -(-feed // q))
         drain = -(-job.n_rows // linear.cols) * job.n_tokens
         for i in range(count):
             if e_prev is not None:

@@ -45,7 +45,8 @@ def format_result(res):
         + (f", draft flow {st.draft_flow}" if st.draft != "none" else "")
         + f", scheduler overlap {acc.overlap:g}, vector stages "
         f"{acc.vector_lanes} element{'s' if acc.vector_lanes > 1 else ''} a cycle "
-        f"(conv1d {acc.stage_lanes('conv1d')}, argmax {acc.stage_lanes('argmax')})",
+        f"(conv1d {acc.stage_lanes('conv1d')}, argmax {acc.stage_lanes('argmax')})"
+        + (", packed partial tiles fed packed (what-if)" if acc.packed_feed else ""),
         f"tokens/step {res.tokens_per_step:.3f} over {res.draft_passes:.2f} drafted depths and "
         f"{res.verify_nodes:.2f} verified nodes",
         "",

@@ -349,6 +349,12 @@ class Accelerator:
         linear and SSM units: the core's programs order every layer's stages by
         barriers, except that a head group's conv1d and SSM pass run beside the linear
         engine's jobs for the next group's rows (:func:`layer_overlap`).
+    packed_feed : bool
+        A what-if (default False: as built): the weight ports hand the unit a partial
+        tile's packed sub-beats as memory stores them (``golden.weight_planes.pack_factor``
+        ``q`` column beats a sub-beat, a tile of at most ``1/q`` of the slots), so such a
+        job takes ``1/q`` of the feed cycles an input. As built, the weight stream unpacks
+        them and the unit takes full column beats.
     calibration : Calibration
     """
 
@@ -363,6 +369,7 @@ class Accelerator:
     vector_lanes: int | None = None
     weight_beats: int | None = None
     nibble_beats: int | None = None
+    packed_feed: bool = False
     calibration: Calibration = field(default_factory=Calibration)
 
     def __post_init__(self):
@@ -394,6 +401,7 @@ class Accelerator:
         if self.nibble_beats is None:
             object.__setattr__(self, "nibble_beats", self.weight_beats)
         check_int("Accelerator", "nibble_beats", self.nibble_beats, min=1)
+        check_choice("Accelerator", "packed_feed", self.packed_feed, (False, True))
         if not isinstance(self.calibration, Calibration):
             raise TypeError(f"Accelerator.calibration must be a Calibration, not {self.calibration!r}")
 
@@ -903,7 +911,8 @@ def _linear_cycles(acc, dims, *, tokens, mode):
         runs += jobs(linear=acc.linear, out_features=o, in_features=i, tokens=tokens,
                      mode=mode) * count
     if dsp:
-        return (dsp_linear_schedule(runs, linear=acc.linear, feed=acc.weight_feed(mode)).cycles
+        return (dsp_linear_schedule(runs, linear=acc.linear, feed=acc.weight_feed(mode),
+                                    packed_feed=acc.packed_feed).cycles
                 * acc.calibration.linear)
     return linear_schedule(runs, pe_latency=pe_latency(acc.config)).cycles * acc.calibration.linear
 
@@ -976,7 +985,8 @@ def _hidden_cycles(acc, dims, *, tokens, mode, ssm_layer):
     runs = dsp_matmul_jobs(linear=acc.linear, out_features=dims.d_in_proj,
                            in_features=dims.d_model, tokens=tokens, mode=mode)
     jobs = -(-dims.d_in_proj // tile)
-    job_cycles = (dsp_linear_schedule(runs, linear=acc.linear, feed=acc.weight_feed(mode)).cycles
+    job_cycles = (dsp_linear_schedule(runs, linear=acc.linear, feed=acc.weight_feed(mode),
+                                      packed_feed=acc.packed_feed).cycles
                   * acc.calibration.linear
                   / jobs)
     need = [min(jobs, -(-end // tile)) for end in group_rows_end(segs, G)]
