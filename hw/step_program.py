@@ -61,6 +61,7 @@ from specgen.golden.decoder import HardwareLM
 from specgen.golden.memory_map import state_image, unstripe_state
 from specgen.golden.tree import (PATH_ENTRY_FIELDS, ROOT, node_table, tree_depths, tree_entries,
                                  validate_parents)
+from specgen.golden.validate import check_int
 from specgen.golden.weight_planes import pack_matrix
 from specgen.hw.stream_engine import conv1d_plane_order
 
@@ -435,7 +436,7 @@ class StepPlan:
                              f"[0, {self.model.vocab}) (one a node), not {tokens!r}")
         return self._program(p, tokens, accept=accept, ids=range(p.size), parent=None)
 
-    def node_program(self, v, parent, token, *, beside=None):
+    def node_program(self, v, parent, token, *, beside=None, before=None):
         """The records of a pass over node ``v`` alone (a draft's pass one node at a time:
         ``docs/decoder.md``), holding ``token``, from the state its parent ``parent`` left:
         the committed state and window (``parent`` is ``ROOT``) or the parent's own, which
@@ -453,16 +454,31 @@ class StepPlan:
         path's root, is this pass's node (the pass reads its record through its own
         ``input_addr``), so the host writes the commit's table instead of
         :meth:`node_table`. The two plans share no memory; the program ends when both
-        are done."""
+        are done.
+
+        ``before``: the token of a node that runs first, in slot ``v − 1``, as node
+        ``v``'s parent, from ``parent``'s state (a draft's path that ended on a node no
+        pass ran carries it into the next step: its token rides in the root's pass). The
+        pass is then a chain of two nodes; it keeps node ``v``'s state alone, and its
+        logits are node 1's of a 2-node step (:meth:`logits_of` ``(data, 1)``); the host
+        writes :meth:`node_table` ``(2)``. It cannot run ``beside`` a commit (their
+        second table entries would differ)."""
         if not self.node_states:
             raise ValueError("StepPlan.node_program needs a plan made with node_states=True")
         v, parent = int(v), int(parent)
-        if not 0 <= v < self.V or not (parent == ROOT or 0 <= parent < self.V) or parent == v:
-            raise ValueError(f"StepPlan.node_program: node {v} and parent {parent} must be "
-                             f"distinct nodes in [0, {self.V}) (the parent may be ROOT)")
-        if not 0 <= int(token) < self.model.vocab:
-            raise ValueError(f"StepPlan.node_program: token must be in [0, {self.model.vocab}), "
-                             f"not {token!r}")
+        first = v if before is None else v - 1
+        if not 0 <= first <= v < self.V or not (parent == ROOT or 0 <= parent < self.V) \
+                or parent in (v, first):
+            carried = "" if before is None else f" (with the node before it in slot {v - 1})"
+            raise ValueError(f"StepPlan.node_program: node {v}{carried} and parent {parent} "
+                             f"must be distinct nodes in [0, {self.V}) (the parent may be ROOT)")
+        chain = [token] if before is None else [before, token]
+        if any(not 0 <= int(t) < self.model.vocab for t in chain):
+            raise ValueError(f"StepPlan.node_program: token and before must be in "
+                             f"[0, {self.model.vocab}), not {chain!r}")
+        if before is not None and beside is not None:
+            raise ValueError("StepPlan.node_program: a pass with a node before it cannot run "
+                             "beside a commit")
         if beside is not None:
             layers, table = beside
             if [(j, src) for j, _, src in table[:1]] != [(0, 0)] or \
@@ -470,13 +486,16 @@ class StepPlan:
                 raise ValueError("StepPlan.node_program: beside must be a commit's "
                                  "(records a layer, table) whose first entry is the root "
                                  "reading record 0 (StepPlan.commit_parts)")
-        return self._program(np.array([ROOT]), [int(token)], accept=False, ids=[v],
-                             parent=parent, beside=None if beside is None else beside[0])
+        return self._program(np.array([ROOT, 0][:len(chain)]), [int(t) for t in chain],
+                             accept=False, ids=list(range(first, v + 1)), parent=parent,
+                             beside=None if beside is None else beside[0])
 
-    def node_table(self):
+    def node_table(self, nodes=1):
         """The SSM engine's node table of :meth:`node_program` (any node): one root entry,
-        reading record 0 of the pass's ``input_addr``, which is the node's own record."""
-        return self.table([ROOT])
+        reading record 0 of the pass's ``input_addr``, which is the node's own record; with
+        ``nodes`` 2 (a carried node ``before``), a chain of two, records 0 and 1."""
+        return self.table([ROOT] + list(range(check_int("StepPlan", "nodes", nodes,
+                                                        min=1, max=2) - 1)))
 
     def _program(self, p, tokens, *, accept, ids, parent, beside=None):
         """The records of a pass over the nodes ``ids`` (consecutive, one per entry of the
@@ -526,10 +545,10 @@ class StepPlan:
                     # The pass starts from the parent's state and keeps the node's own; it
                     # reads the node's record as record 0 of its table.
                     off = g * self.group_state_bytes
-                    ssm = {**self._ssm(L, V, y_en=1, out_node=0, g=g), "input_addr": base,
+                    ssm = {**self._ssm(L, V, y_en=1, out_node=V - 1, g=g), "input_addr": base,
                            "state_in_addr": off + (self.committed_state(L) if parent == ROOT
                                                    else L["node_state"][self.node_set][parent]),
-                           "state_out_addr": off + L["node_state"][self.node_set][ids[0]]}
+                           "state_out_addr": off + L["node_state"][self.node_set][ids[-1]]}
                 recs.append(self._rec("ssm", ssm, ("conv1d", "copy")))
             # The rest of in_proj (z), beside the last group's SSM pass.
             recs += self._jobs(jobs[issued:], L["in_k"], self.xn, self.xn_stride, self.zx, ())
@@ -616,8 +635,10 @@ class StepPlan:
         # Window channels (xBC, the model's order) of x and of B and C.
         chan = {"x": 0, "B": m.d_inner, "C": m.d_inner + m.d_state}
         for v in range(p.size):
-            if parent is None:
-                src = L["win"][0 if p[v] == ROOT else 1 + ids[int(p[v])]]
+            if p[v] != ROOT:
+                src = L["win"][1 + ids[int(p[v])]]
+            elif parent is None:
+                src = L["win"][0]
             else:
                 src = L["win"][0 if parent == ROOT else 1 + parent]
             for n_seg, name in enumerate(("x", "B", "C")):

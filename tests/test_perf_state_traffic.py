@@ -107,10 +107,12 @@ def test_step_counts_state_per_pass_by_hand(flow):
     assert res.phase("verify").t_state == pytest.approx(64 * tgt / port, rel=1e-12)
     # Draft, 48 layers of the 370M draft. node: every expanded node of depths 0-3
     # (1 + 2 + 4 + 4 = 11) reads its parent's state and writes its own, on their own
-    # ports: one state time a pass, then the path's last node when it is on depth 4.
-    # prefix: a pass a depth, the committed state read once each; the path's last node
-    # on depth 4 rides in the next step's passes (carried), no read of its own.
-    passes = 11 + deep if flow == "node" else 4
+    # ports: one state time a pass. prefix: a pass a depth, the committed state read
+    # once each. In both, the path's last node on depth 4 (probability `deep`) rides in
+    # the next step's passes (carried: the root's pass in the node flow), no state
+    # traffic of its own.
+    assert 0 < deep < 1
+    passes = 11 if flow == "node" else 4
     assert res.phase("draft").t_state == pytest.approx(48 * passes * drf / port, rel=1e-12)
     # Commits: the target's replay, the committed state read, one new state written, on
     # their own ports; the draft's the same (prefix) or none (node: its last node's

@@ -4,7 +4,7 @@ tokens of ``--engine golden`` (float64 ``golden.speculative.speculative_generate
 ``--engine hw`` (the same loop over ``golden.decoder.HardwareLM``), every target pass on
 the simulated decoder core. The first two tests are the issue's identical-tokens target
 and run in ``make test``: SPEQ self-speculation (its draft passes a node at a time) and a
-separate draft model (a depth at a time), a 2-layer LM,
+separate draft model (a depth at a time, and a node at a time), a 2-layer LM,
 16 tokens, a branching tree, each under 5 minutes with the core's cold build (about 1.5
 minutes, shared; ``docs/runtime.md``). The draft on the host is in ``make test-slow``.
 Every run also holds the whole-step model (``gen.perf.program``) to within 5 % of the
@@ -29,6 +29,20 @@ CONFIG = preset("sim")
 #: The whole-step calibration's target (issue: within 5 %).
 MODEL_TOLERANCE = 0.05
 PROMPT, TOKENS, TREE = [3, 1, 4], 16, (2, 1)
+
+
+def _check_carries(steps, *, some=True):
+    """A path ending on the deepest level, which no draft program ran, carries its last
+    node into the next step's draft programs (slot 0), not a pass of its own: the next
+    step takes the same node in, only such a path carries, and (``some``) a step does."""
+    assert any(s["carried_out"] is not None for s in steps) or not some
+    for before, after in zip(steps, steps[1:]):
+        assert after["carried_in"] == before["carried_out"]
+    for s in steps:
+        deepest = len(s["path"]) == len(TREE) + 1
+        assert (s["carried_out"] is not None) == deepest
+        if deepest:
+            assert s["carried_out"] == s["draft"][s["path"][-1]]
 
 
 def _oracle(draft, config=CONFIG):
@@ -65,6 +79,8 @@ def test_speq_on_the_rtl_with_resets_and_aborts_in_mid_step_and_mid_commit():
     # The draft's passes one node at a time, each from its parent's state in memory: every
     # expanded node's logits were checked against the draft model's by the host.
     assert got.draft_flow == "node"
+    # (No path of this run reaches depth 2: the draft-model test carries.)
+    _check_carries(got.steps, some=False)
     # The top's counters: PERF_BUSY counts the cycles PERF_PROGRAM gave each program, and
     # the linear and SSM engines' busy cycles fit in them, their overlap in each.
     c, steps = got.counters, got.steps
@@ -86,19 +102,22 @@ def test_speq_on_the_rtl_with_resets_and_aborts_in_mid_step_and_mid_commit():
 
 
 @pytest.mark.sim
-def test_generate_cli_with_a_draft_model_on_the_rtl(tmp_path, capsys):
+@pytest.mark.parametrize("flow", ["prefix", "node"])
+def test_generate_cli_with_a_draft_model_on_the_rtl(tmp_path, capsys, flow):
     """``specgen generate --engine rtl --json`` with a separate draft model file (the
     target's first layer, a layer-skipping draft; its passes on the core), the same
     tree; the host reaches the registers through the board back-end's MMIO class over a
     mapping that forwards to the simulation (``--backend mmio``). The draft's passes run
-    a depth at a time over the nodes drafted so far (``--draft-flow prefix``)."""
+    a depth at a time over the nodes drafted so far (``--draft-flow prefix``) or a node
+    at a time (``node``); two of this run's paths reach the deepest level, so both flows
+    carry a node into the next step."""
     target = MambaLM.from_seed(lm_preset("micro"), seed=1)
     target.truncated(1).save(tmp_path / "draft.npz")
     want = _oracle(str(tmp_path / "draft.npz"))
     argv = ["generate", "--board", "sim", "--model", "micro", "--seed", "1", "--draft",
             str(tmp_path / "draft.npz"), "--prompt-ids", ",".join(map(str, PROMPT)),
             "--tokens", str(TOKENS), "--tree", ",".join(map(str, TREE)), "--gamma", "0",
-            "--engine", "rtl", "--backend", "mmio", "--draft-flow", "prefix", "--json"]
+            "--engine", "rtl", "--backend", "mmio", "--draft-flow", flow, "--json"]
     assert main(argv) == 0
     lines = capsys.readouterr().out.strip().splitlines()
     assert len(lines) == 1, "the build's output reached stdout"
@@ -108,19 +127,10 @@ def test_generate_cli_with_a_draft_model_on_the_rtl(tmp_path, capsys):
     assert tuple(doc["tokens_per_step"]) == want["hw"].tokens_per_step
     assert doc["cycles_per_token"] > 0 and doc["clock_mhz"] == CONFIG.board.clock_mhz
     assert doc["draft_on_core"] and all(s["draft_cycles"] > 0 for s in doc["steps"])
-    assert doc["draft_flow"] == "prefix"
-    # A path ending on the deepest level, which no draft program ran, carries its last
-    # node into the next step's programs (the draft's node 0), not a pass of its own.
-    steps = doc["steps"]
-    assert any(s["carried_out"] is not None for s in steps)
-    for before, after in zip(steps, steps[1:]):
-        assert after["carried_in"] == before["carried_out"]
-    for s in steps:
-        if s["carried_out"] is not None:
-            assert s["carried_out"] == s["draft"][s["path"][-1]]
-            assert len(s["path"]) == len(TREE) + 1
-    # Every commit a program of its own: the overlap is inside the passes, in_proj's last
-    # jobs (z, which only the gated norm reads) beside the layer's SSM pass.
+    assert doc["draft_flow"] == flow
+    _check_carries(doc["steps"])
+    # The overlap: in_proj's last jobs (z, which only the gated norm reads) beside the
+    # layer's SSM pass; in the node flow, the target's commit beside a node pass too.
     assert doc["counters"]["perf_overlap"] > 0
     assert abs(doc["model_error"]) <= MODEL_TOLERANCE
     assert doc["model_cycles_per_token"] == pytest.approx(

@@ -290,14 +290,58 @@ def test_node_program_runs_one_node_from_its_parents_state(built):
     ({"v": 5}, r"node 5 and parent 1 must be distinct nodes in \[0, 5\)"),
     ({"v": 1}, r"node 1 and parent 1 must be distinct"),
     ({"parent": -2}, r"node 3 and parent -2"),
-    ({"token": 16}, r"token must be in \[0, 16\), not 16"),
+    ({"token": 16}, r"token and before must be in \[0, 16\), not \[16\]"),
+    ({"before": 16}, r"token and before must be in \[0, 16\), not \[16, 2\]"),
+    ({"v": 0, "parent": ROOT, "before": 3}, r"node 0 \(with the node before it in slot -1\)"),
+    ({"v": 2, "before": 3}, r"node 2 \(with the node before it in slot 1\) and parent 1"),
 ])
 def test_node_program_rejects_bad_arguments(built, kwargs, message):
     config, model, core, lm = built
     plan = StepPlan(core, lm, nodes=5, node_states=kwargs.pop("node_states", True))
-    args = {"v": 3, "parent": 1, "token": 2, **kwargs}
+    args = {"v": 3, "parent": 1, "token": 2, "before": None, **kwargs}
     with pytest.raises(ValueError, match=message):
-        plan.node_program(args["v"], args["parent"], args["token"])
+        plan.node_program(args["v"], args["parent"], args["token"], before=args["before"])
+
+
+def test_node_program_runs_a_carried_node_before_the_root(built):
+    """A draft whose last path ended on a node no pass ran carries it: the next root's
+    pass runs it first, in slot v − 1, from the committed state, then the root from it
+    (a chain of two: the root's conv1d reads the carried node's window), and keeps the
+    root's state alone."""
+    config, model, core, lm = built
+    plan = StepPlan(core, lm, nodes=5, node_states=True)
+    ssm_lay, conv_lay = plan.layouts["ssm"], plan.layouts["conv1d"]
+    prog, n = plan.node_program(2, ROOT, token=2, before=5)
+    assert plan.n == 2
+    recs = _records(core, prog, n)
+
+    def descs(engine, lay):
+        return [data.Const(lay, int(r.payload) & ((1 << lay.size) - 1))
+                for r in recs if int(r.engine) == core.index(engine)]
+    ssm, conv = descs("ssm", ssm_lay), descs("conv1d", conv_lay)
+    assert len(ssm) == model.n_layer and len(conv) == 6 * model.n_layer
+    for i, L in enumerate(plan.layers):
+        d = ssm[i]
+        assert (int(d.nodes), int(d.out_node), int(d.out_en), int(d.y_en)) == (2, 1, 1, 1)
+        assert int(d.state_in_addr) == L["state"][0]
+        assert int(d.state_out_addr) == L["node_state"][0][2]
+        assert int(d.input_addr) == L["ssm_in"] + 1 * plan.ssm_rec
+        first, second = conv[6 * i:6 * i + 3], conv[6 * i + 3:6 * i + 6]
+        for c in first:
+            assert L["win"][0] <= int(c.window_addr) < L["win"][0] + model.conv_dim * plan.wb
+            assert L["win"][2] <= int(c.new_window_addr) < L["win"][2] + model.conv_dim * plan.wb
+        for c in second:
+            assert L["win"][2] <= int(c.window_addr) < L["win"][2] + model.conv_dim * plan.wb
+            assert L["win"][3] <= int(c.new_window_addr) < L["win"][3] + model.conv_dim * plan.wb
+            assert (L["ssm_in"] + 2 * plan.ssm_rec <= int(c.y_addr)
+                    < L["ssm_in"] + 3 * plan.ssm_rec)
+    assert plan.node_table(2) == plan.table([ROOT, 0])
+    # Its second table entry is not a commit's: it cannot run one beside it.
+    layers, table = plan.commit_parts([0], nodes=5)
+    with pytest.raises(ValueError, match="cannot run beside a commit"):
+        plan.node_program(2, ROOT, token=2, before=5, beside=(layers, table))
+    with pytest.raises(ValueError, match=r"StepPlan.nodes must be an integer in \[1, 2\], not 3"):
+        plan.node_table(3)
 
 
 def test_a_node_program_runs_another_plans_commit_beside_it(built):

@@ -1144,11 +1144,12 @@ def step_model(accel, step):
         (one weight read; the committed state read once, the tile ring keeps the nodes'
         states on chip). When the accepted path ends on the deepest level, which no pass
         ran (its probability is that of the acceptance model,
-        :func:`deepest_probability`), its last node runs alone first (``node``), or
-        (``prefix``) rides as one more node in every pass of the next step (carried:
-        the steady-state probability that a step carries one in is that of the step
-        before ending on its deepest level; where the tile ring cannot schedule the tree
-        with the carried node in front, the whole tree runs first instead).
+        :func:`deepest_probability`), its last node is carried into the next step: it
+        rides in the root's pass, a chain of two (``node``), or as one more node in every
+        pass (``prefix``). The steady-state probability that a step carries one in is
+        that of the step before ending on its deepest level; where the tile ring cannot
+        schedule the prefix flow's tree with the carried node in front, the whole tree
+        runs first instead.
     verify
         One target pass over every drafted node (one weight read; the FIFO tree
         schedule keeps node states on chip tile by tile and reads the committed
@@ -1265,12 +1266,13 @@ def _step_model(accel, step):
     # with it in front: a step carries one in with the steady-state probability that the
     # step before ended on its deepest level.
     carry = None
-    if drafting and step.draft_flow == "prefix":
-        try:
-            fifo_schedule(behind(tree.parents), fifo_depth=fifo_depth)
-            carry = sum(prob * deepest(levels) for levels, prob in dist if levels)
-        except ValueError:
-            carry = None
+    if drafting:
+        carry = sum(prob * deepest(levels) for levels, prob in dist if levels)
+        if step.draft_flow == "prefix":
+            try:
+                fifo_schedule(behind(tree.parents), fifo_depth=fifo_depth)
+            except ValueError:
+                carry = None
 
     draft, verify, restore, need = _Tally(), _Tally(), _Tally(), _Tally()
     passes_e = nodes_e = tokens_e = roof_e = beside_e = 0.0
@@ -1287,7 +1289,12 @@ def _step_model(accel, step):
             deep = deepest(levels)
             # A node pass: one node alone, from its parent's state, its own written.
             node_pass = draft_pass(1, reads=1, writes=1)
-            if step.draft_flow == "node":
+            if step.draft_flow == "node" and carry is not None:
+                # The carried node (probability `carry`) rides in the root's pass, a
+                # 2-node chain; this step's own deepest node is carried on.
+                d.add(node_pass, sum(sizes[:levels]) - carry)
+                d.add(draft_pass(2, reads=1, writes=1), carry)
+            elif step.draft_flow == "node":
                 d.add(node_pass, sum(sizes[:levels]) + deep)
             elif carry is not None:
                 # The node the last step carried (with probability `carry`) rides in
@@ -1329,7 +1336,11 @@ def _step_model(accel, step):
                 # The runtime runs the target's commit beside the draft's next node pass
                 # (StepPlan.node_program's beside): the replay hides behind that pass's
                 # linear jobs and vector stages, at most.
-                beside_e += prob * min(r.time, (node_pass.lin + node_pass.vec) / clk)
+                # (A root's pass behind a carried node takes no commit beside it: the
+                # commit waits for the next pass, or runs alone where there is none.)
+                alone = carry if carry is not None and sum(sizes[:levels]) == 1 else 0.0
+                beside_e += prob * (1 - alone) * min(r.time, (node_pass.lin + node_pass.vec)
+                                                     / clk)
                 # The draft's commit: every path node's state is stored, so the windows
                 # are copied and the last node's state adopted (StepPlan.window_program,
                 # adopt).

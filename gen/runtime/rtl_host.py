@@ -23,16 +23,19 @@ passes run. ``node`` (the default): one program per expanded node, from its pare
 state, which the parent's program left in memory
 (:meth:`hw.step_program.StepPlan.node_program`). ``prefix``: per depth, one tree
 program over the nodes so far (a prefix of the BFS order), from the committed state.
-When the path ends on the deepest level, which no draft program ran, the ``node``
-flow runs that node alone first; the ``prefix`` flow carries it into the next step
-instead: the draft's commit replays the path without it, and every draft program of
-the next step holds it as the parent of that step's root (node 0, never expanded), so
-its token costs one more node in passes the step runs anyway, not a pass of its own
-(where the carried tree would not fit the plan, the whole tree runs first, as before).
-The draft's commit is then the SSM replay of the path (``prefix``: the carried node
-first, where there is one), or (``node``) the copy of the last node's windows and the
-adoption of its stored state as the committed one
-(:meth:`hw.step_program.StepPlan.adopt`). The runtime picks each
+When the path ends on the deepest level, which no draft program ran, both flows carry
+that node into the next step instead of a pass of its own: the draft's commit leaves
+it out, and the next step's draft numbering puts it in slot 0, in front of the root
+(never expanded: its child is the target's bonus token), every node one slot up. In
+the ``prefix`` flow every draft program of the step holds it, one node more in passes
+the step runs anyway (where the tile ring cannot schedule the tree with it in front,
+the whole tree runs first, as before); in the ``node`` flow the root's pass runs it
+first, a chain of two from the committed state that keeps the root's state
+(:meth:`hw.step_program.StepPlan.node_program`'s ``before``). The draft's commit is
+then the SSM replay of the path (``prefix``: the carried node first, where there is
+one), or (``node``) the copy of the last node's windows and the adoption of its stored
+state as the committed one (:meth:`hw.step_program.StepPlan.adopt`; the last but one's
+where the last is carried). The runtime picks each
 expanded node's children, the ``topk`` of the softmax of its logits in memory
 (:func:`golden.speculative.topk`), and applies SPEQ's early stopping (a node is
 expanded only if its ``q`` reaches ``gamma``): that is
@@ -373,18 +376,27 @@ def _host(h, p):
             path, ck = pending.pop()
             commit_cycles[ck] = commit(plan, path, "commit", ck)
 
-    def node(j, tokens, parents, k):
+    def node(j, tokens, parents, k, carry=None):
         """Node ``j``'s pass on the core, from its parent's state (the draft's ``node``
-        flow); its cycles. With the target's commit pending, the program runs it too
+        flow); its cycles. ``j`` and ``parents`` in the step's numbering; with a node
+        carried from the last step (``carry``, its token: draft slot 0, every node one
+        slot up), the root's pass runs it first, from the committed state (a 2-node
+        chain). With the target's commit pending, a 1-node program runs it too
         (:meth:`hw.step_program.StepPlan.node_program`'s ``beside``): then the program is
         that step's commit (its kind, faults and cycles), and the pass adds none here."""
+        off = 0 if carry is None else 1
+        if off and j == 0:
+            return h.run(h.prog_at, dplan.node_program(1, ROOT, tokens[0], before=carry),
+                         dplan.node_table(2), kind="draft", step=k)
+        up = ROOT if parents[j] == ROOT else int(parents[j]) + off
+        j = int(j) + off
         if not pending:
-            return h.run(h.prog_at, dplan.node_program(j, parents[j], tokens[j]),
+            return h.run(h.prog_at, dplan.node_program(j, up, tokens[j - off]),
                          dplan.node_table(), kind="draft", step=k)
         path, ck = pending.pop()
         layers, table = plan.commit_parts(path)
         commit_cycles[ck] = h.run(
-            h.prog_at, dplan.node_program(j, parents[j], tokens[j], beside=(layers, table)),
+            h.prog_at, dplan.node_program(j, up, tokens[j - off], beside=(layers, table)),
             table, kind="commit", step=ck, cut=ck == p.get("cut_commit"),
             abort=ck == p.get("abort_commit"))
         plan.flip()
@@ -414,12 +426,13 @@ def _host(h, p):
             level = []
             for j in grow:
                 if by_node:
-                    cycles += node(j, tokens, parents, k)
-                    ran.add(j)
+                    cycles += node(j, tokens, parents, k, carry)
+                    ran.add(j + off)
                 # The plan's readers index a buffer laid out from its base; a node
-                # program's node is node 0 of its 1-node step.
-                logits = dplan.logits_of(memoryview(h.memory.data)[dplan.base:],
-                                         0 if by_node else j + off)
+                # program's node is node 0 of its 1-node step (node 1 of the root's
+                # 2-node chain behind a carried node).
+                at = (1 if off and j == 0 else 0) if by_node else j + off
+                logits = dplan.logits_of(memoryview(h.memory.data)[dplan.base:], at)
                 want = gold.logits(j, tokens, parents)
                 assert np.array_equal(logits, want), (
                     f"step {k}: draft node {j}'s logits differ from the draft model's in "
@@ -439,12 +452,13 @@ def _host(h, p):
             return list(tokens), list(parents)
         return [int(carry)] + [int(t) for t in tokens], behind(parents)
 
-    # The prefix flow carries a path's last node into the next step where no draft program
-    # ran it (module docstring). A carried pass fits the plan whenever the uncarried tree
-    # does: the deepest level's nodes are in no pass. The tile ring must schedule the
-    # tree with the carried node in front (one level deeper).
-    carry_ok, carry = on_core and not by_node, None
-    if carry_ok:
+    # A path's last node that no draft program ran is carried into the next step (module
+    # docstring). Every pass fits the plan with it: the deepest level's nodes are in no
+    # pass and take no slot, so the run nodes' slots, one up, stay below V. In the prefix
+    # flow the tile ring must schedule the tree with the carried node in front (one level
+    # deeper).
+    carry_ok, carry = on_core, None
+    if carry_ok and not by_node:
         try:
             node_table(carried([0] * V, shape.parents, 0)[1],
                        fifo_depth=dplan.lm.config.tree.fifo_depth)
@@ -465,6 +479,9 @@ def _host(h, p):
         if on_core:
             tokens, parents, ran, d_cycles = draft_on_core(out[-1], k, carry)
             parents = np.asarray(parents)
+            # The last target commit, where no 1-node draft program took it beside (the
+            # root's pass behind a carried node cannot), runs alone before the tree.
+            flush()
         else:
             dt = draft_tree(draft, gold.state, out[-1], branching=shape, candidates="topk",
                             gamma=p["gamma"])
@@ -496,20 +513,22 @@ def _host(h, p):
             d_path = [0] * off + [v + off for v in nodes]
             carry = None
             if end + off not in ran:
-                if by_node:
-                    d_cycles += node(end, tokens, parents, k)
-                elif carry_ok:
+                if carry_ok:
                     carry, d_path = int(tokens[end]), d_path[:-1]
+                elif by_node:
+                    d_cycles += node(end, tokens, parents, k)
+                    ran.add(end)
                 else:
                     d_tokens, d_parents = carried(tokens, parents, carried_in)
                     d_cycles += tree(dplan, d_tokens, d_parents, "draft", k)
                     ran = set(range(len(d_tokens)))
             if by_node:
                 # Every path node's state is stored (its node program's): the draft's
-                # commit copies the last one's windows and adopts its state, no replay.
-                d_cycles += h.run(h.commit_at, dplan.window_program(end), [],
+                # commit copies the last one's windows and adopts its state, no replay
+                # (the last but one's where the last is carried).
+                d_cycles += h.run(h.commit_at, dplan.window_program(d_path[-1]), [],
                                   kind="draft_commit", step=k)
-                dplan.adopt(end)
+                dplan.adopt(d_path[-1])
             else:
                 # The replay reads the path's SSM inputs, which the last program wrote.
                 d_cycles += commit(dplan, d_path, "draft_commit", k, nodes=len(ran))
