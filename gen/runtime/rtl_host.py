@@ -504,20 +504,16 @@ def _host(h, p):
         end = nodes[-1]
         carried_in = carry
         if on_core:
-            # The draft commits the path as the target did; a leaf no draft program ran
-            # (the deepest level is never expanded) needs its pass: the leaf alone first
-            # (node flow; its parent was expanded, so its state is in memory), or in the
-            # prefix flow as node 0 of the next step's programs (carried), else the whole
-            # tree first.
+            # The draft commits the path as the target did (in its numbering: a carried
+            # node first); a leaf no draft program ran (the deepest level is never
+            # expanded) is carried into the next step's programs and left out, or,
+            # where the prefix flow's tile ring cannot take it, the whole tree runs.
             off = 0 if carry is None else 1
             d_path = [0] * off + [v + off for v in nodes]
             carry = None
             if end + off not in ran:
                 if carry_ok:
                     carry, d_path = int(tokens[end]), d_path[:-1]
-                elif by_node:
-                    d_cycles += node(end, tokens, parents, k)
-                    ran.add(end)
                 else:
                     d_tokens, d_parents = carried(tokens, parents, carried_in)
                     d_cycles += tree(dplan, d_tokens, d_parents, "draft", k)
