@@ -1261,10 +1261,10 @@ def _step_model(accel, step):
         return deepest_probability(tree, levels=levels, alpha=step.alpha,
                                    tokens=None if step.alpha is not None else step_tokens(levels))
 
-    # The prefix flow carries a path's last node, when no draft pass ran it, into the
-    # next step's passes (gen.runtime.rtl_host), where the tile ring schedules the tree
-    # with it in front: a step carries one in with the steady-state probability that the
-    # step before ended on its deepest level.
+    # Both flows carry a path's last node, when no draft pass ran it, into the next
+    # step's passes (gen.runtime.rtl_host; the prefix flow where the tile ring schedules
+    # the tree with it in front): a step carries one in with the steady-state
+    # probability that the step before ended on its deepest level.
     carry = None
     if drafting:
         carry = sum(prob * deepest(levels) for levels, prob in dist if levels)
