@@ -159,6 +159,9 @@ def gap_sentences(rows=None):
         f"instead of {_ms(ver.t_mem)} ms.")
     if lin.contract == "dspfp32":
         dr = hp.phase("draft")
+        # The what-if in the faster flow, as `specgen perf --packed-feed` prices it.
+        packed = step_model(replace(hp.accel, packed_feed=True),
+                            replace(hp.step, draft_flow="best"))
         out.append(
             f"**Weight ports.** A pass of T tokens takes max(T, feed) cycles an input, feed = "
             f"{acc.weight_feed(0)}: an input's {lin.cols} column beats on "
@@ -168,7 +171,11 @@ def gap_sentences(rows=None):
             f"slots busy: the {hp.step.draft} draft's passes (flow {hp.step.draft_flow}) take "
             f"{dr.linear_cycles / 1e6:,.2f} M cycles of linear work "
             f"({_ms(dr.linear_cycles / acc.clock_hz)} ms of the step's "
-            f"{_ms(hp.step_time)} ms).")
+            f"{_ms(hp.step_time)} ms). A job whose tile fills at most 1/q of the slots is "
+            f"stored packed but handed over unpacked, so it waits the same feed; handed over "
+            f"packed (`--packed-feed`, a what-if) the step would give "
+            f"{packed.tokens_per_s:,.1f} tok/s (flow {packed.step.draft_flow}) against "
+            f"{hp.tokens_per_s:,.1f}.")
     out.append(
         f"**DSP-sized array.** Giving the linear unit SpecMamba's {SEED['linear_dsp_vhk158']:,} "
         f"DSP58 (notes) at 16 token lanes "
