@@ -31,7 +31,8 @@ import numpy as np
 from .validate import check_int
 
 __all__ = [
-    "ROOT", "TreeShape", "flatten", "validate_parents", "tree_depths", "behind", "dead_times",
+    "ROOT", "TreeShape", "flatten", "validate_parents", "tree_depths", "behind", "fits_behind",
+    "dead_times",
     "live_profile", "FifoSchedule", "fifo_schedule", "node_table", "overflow_node",
     "schedule_beats",
     "AcceptedPath", "accepted_path", "TREE_ENTRY_FIELDS", "PATH_ENTRY_FIELDS", "tree_entries",
@@ -164,6 +165,14 @@ def behind(parents):
     next step's tree puts it there (``gen/runtime/rtl_host.py``)."""
     p = validate_parents(parents)
     return [ROOT] + [0 if q == ROOT else int(q) + 1 for q in p]
+
+
+def fits_behind(parents, *, fifo_depth):
+    """Whether one pass over :func:`behind` ``(parents)`` fits a tile ring of
+    ``fifo_depth`` slots (:func:`fifo_schedule` would not raise): a draft's prefix flow
+    carries a node in front of the root only then."""
+    fifo_depth = check_int("TreeConfig", "fifo_depth", fifo_depth, min=1)
+    return int(live_profile(validate_parents(behind(parents)))[1].max()) <= fifo_depth
 
 
 def dead_times(parents):

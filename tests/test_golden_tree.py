@@ -17,7 +17,7 @@ from specgen.golden.tree import (MAMBA2_2P7B_STATE_ELEMS, PATH_ENTRY_FIELDS, ROO
                          TreeShape, accepted_path, dead_times, fifo_schedule, flatten,
                          greedy_acceptance, live_profile, overflow_node, schedule_beats,
                          seed_shapes, tree_depths, tree_entries, tree_memory, validate_parents,
-                         behind)
+                         behind, fits_behind)
 
 
 def children(parents):
@@ -356,3 +356,15 @@ def test_behind_puts_one_node_in_front_of_the_root():
     assert list(validate_parents(out)) == out
     with pytest.raises(ValueError):
         behind([0, 0])
+
+
+@pytest.mark.parametrize("branching", [(2, 2, 1, 1), (4, 4), (1,) * 8, (3, 3, 2)])
+@pytest.mark.parametrize("fifo_depth", [2, 4, 16])
+def test_fits_behind_is_whether_the_ring_schedules_the_tree_behind_a_node(branching, fifo_depth):
+    tree = TreeShape(branching).parents
+    try:
+        fifo_schedule(behind(tree), fifo_depth=fifo_depth)
+        fits = True
+    except ValueError:
+        fits = False
+    assert fits_behind(tree, fifo_depth=fifo_depth) is fits

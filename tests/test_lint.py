@@ -4,7 +4,7 @@ import pytest
 
 from specgen.gen.cli.commands import main
 from specgen.gen.cli.output import sha256_file
-from specgen.golden.config import preset_names
+from specgen.golden.config import preset, preset_names
 from specgen.sim.lint import lint, lint_modules, split_modules
 from specgen.sim.runner import VERILATOR_WAIVERS
 
@@ -21,7 +21,7 @@ def test_emitted_verilog_passes_lint(board, tmp_path):
     assert main(["verilog", "--board", board, "--out", str(out)]) == 0
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["board"] == board
-    assert manifest["config"]["tree"]["fifo_depth"] == 16
+    assert manifest["config"]["tree"]["fifo_depth"] == preset(board).tree.fifo_depth
     top = next(m for m in manifest["modules"] if m.startswith("Accelerator"))
     regmap = {f"regmap/specgen{s}" for s in (".rdl", "_regmap.h", "_regmap.md", "_regmap.xml")}
     assert set(manifest["files"]) == ({f"{m}.v" for m in manifest["modules"]}

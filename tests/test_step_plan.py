@@ -175,6 +175,13 @@ def _records(core, prog, n):
             for i in range(n)]
 
 
+def _descs(plan, prog, n, engine):
+    """The descriptors of ``engine``'s records of a program, in order."""
+    core = plan.core
+    return [_desc(plan, r, engine) for r in _records(core, prog, n)
+            if int(r.engine) == core.index(engine)]
+
+
 def test_commit_program_replays_the_path_into_the_other_bank(built):
     config, model, core, lm = built
     plan = StepPlan(core, lm, nodes=5)
@@ -245,17 +252,11 @@ def test_node_program_runs_one_node_from_its_parents_state(built):
     the committed ones."""
     config, model, core, lm = built
     plan = StepPlan(core, lm, nodes=5, node_states=True)
-    ssm_lay, conv_lay, copy_lay = (plan.layouts[n] for n in ("ssm", "conv1d", "copy"))
-
-    def descs(prog, n, engine, lay):
-        return [data.Const(lay, int(r.payload) & ((1 << lay.size) - 1))
-                for r in _records(core, prog, n) if int(r.engine) == core.index(engine)]
-
     for v, parent in ((3, 1), (0, ROOT)):
         prog, n = plan.node_program(v, parent, token=2)
         assert plan.n == 1
-        ssm = descs(prog, n, "ssm", ssm_lay)
-        conv = descs(prog, n, "conv1d", conv_lay)
+        ssm = _descs(plan, prog, n, "ssm")
+        conv = _descs(plan, prog, n, "conv1d")
         assert len(ssm) == model.n_layer and len(conv) == 3 * model.n_layer
         for i, L in enumerate(plan.layers):
             d = ssm[i]
@@ -273,7 +274,7 @@ def test_node_program_runs_one_node_from_its_parents_state(built):
                 assert (L["ssm_in"] + v * plan.ssm_rec <= int(c.y_addr)
                         < L["ssm_in"] + (v + 1) * plan.ssm_rec)
         # dt into the node's own record
-        dts = [c for c in descs(prog, n, "copy", copy_lay) if int(c.vectors) == 1
+        dts = [c for c in _descs(plan, prog, n, "copy") if int(c.vectors) == 1
                and int(c.y_vstride) == plan.ssm_rec]
         assert [int(c.y_addr) for c in dts] == [
             L["ssm_in"] + v * plan.ssm_rec + 8 * model.d_state + 4 * model.d_inner
@@ -310,15 +311,9 @@ def test_node_program_runs_a_carried_node_before_the_root(built):
     root's state alone."""
     config, model, core, lm = built
     plan = StepPlan(core, lm, nodes=5, node_states=True)
-    ssm_lay, conv_lay = plan.layouts["ssm"], plan.layouts["conv1d"]
     prog, n = plan.node_program(2, ROOT, token=2, before=5)
     assert plan.n == 2
-    recs = _records(core, prog, n)
-
-    def descs(engine, lay):
-        return [data.Const(lay, int(r.payload) & ((1 << lay.size) - 1))
-                for r in recs if int(r.engine) == core.index(engine)]
-    ssm, conv = descs("ssm", ssm_lay), descs("conv1d", conv_lay)
+    ssm, conv = _descs(plan, prog, n, "ssm"), _descs(plan, prog, n, "conv1d")
     assert len(ssm) == model.n_layer and len(conv) == 6 * model.n_layer
     for i, L in enumerate(plan.layers):
         d = ssm[i]
@@ -393,11 +388,9 @@ def test_a_draft_commit_adopts_the_last_nodes_stored_state(built):
         c = data.Const(copy_lay, int(recs[i].payload) & ((1 << copy_lay.size) - 1))
         assert int(c.x_addr) == L["win"][1 + 3] and int(c.y_addr) == L["win"][0]
     plan.adopt(3)
-    ssm_lay = plan.layouts["ssm"]
 
     def ssm_descs(prog, n):
-        return [data.Const(ssm_lay, int(r.payload) & ((1 << ssm_lay.size) - 1))
-                for r in _records(core, prog, n) if int(r.engine) == core.index("ssm")]
+        return _descs(plan, prog, n, "ssm")
     # The root's next pass starts from node 3's state of set 0 and writes set 1.
     for L, d in zip(plan.layers, ssm_descs(*plan.node_program(0, ROOT, 2))):
         assert int(d.state_in_addr) == L["node_state"][0][3]
@@ -424,12 +417,6 @@ def grouped():
     config, model, core = make_core(p)
     lm = HardwareLM(MambaLM.from_seed(model, seed=3), config=config)
     return config, model, core, lm
-
-
-def _records(core, prog, n):
-    rb, lay = core.record_bits // 8, record_layout(core.record_bits)
-    return [data.Const(lay, int.from_bytes(prog[i * rb:(i + 1) * rb], "little"))
-            for i in range(n)]
 
 
 def _desc(plan, rec, engine):

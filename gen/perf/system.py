@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from specgen.golden.config import Config, preset, preset_names
 from specgen.golden.lm import LMConfig
 from specgen.golden.mamba2 import MAMBA2_DEFAULTS, MAMBA2_SIZES, MAMBA2_VOCAB
-from specgen.golden.tree import TreeShape, behind, fifo_schedule
+from specgen.golden.tree import TreeShape, fifo_schedule, fits_behind
 from specgen.golden.validate import check_choice, check_float, check_int
 from specgen.golden.weight_planes import engine_weight_ports, matrix_plane_bytes, stream_word_bits
 from specgen.hw.step_program import DRAFT_FLOWS
@@ -1266,13 +1266,9 @@ def _step_model(accel, step):
     # the tree with it in front): a step carries one in with the steady-state
     # probability that the step before ended on its deepest level.
     carry = None
-    if drafting:
-        carry = sum(prob * deepest(levels) for levels, prob in dist if levels)
-        if step.draft_flow == "prefix":
-            try:
-                fifo_schedule(behind(tree.parents), fifo_depth=fifo_depth)
-            except ValueError:
-                carry = None
+    if drafting and (step.draft_flow == "node"
+                     or fits_behind(tree.parents, fifo_depth=fifo_depth)):
+        carry = sum(prob * deepest(levels) for levels, prob in dist)
 
     draft, verify, restore, need = _Tally(), _Tally(), _Tally(), _Tally()
     passes_e = nodes_e = tokens_e = roof_e = beside_e = 0.0
@@ -1286,16 +1282,13 @@ def _step_model(accel, step):
             # weights once a depth (the ceilings' work).
             for k in range(levels):
                 n.add(draft_pass(sizes[k], reads=0, writes=0), 1.0)
-            deep = deepest(levels)
             # A node pass: one node alone, from its parent's state, its own written.
             node_pass = draft_pass(1, reads=1, writes=1)
-            if step.draft_flow == "node" and carry is not None:
+            if step.draft_flow == "node":
                 # The carried node (probability `carry`) rides in the root's pass, a
                 # 2-node chain; this step's own deepest node is carried on.
                 d.add(node_pass, sum(sizes[:levels]) - carry)
                 d.add(draft_pass(2, reads=1, writes=1), carry)
-            elif step.draft_flow == "node":
-                d.add(node_pass, sum(sizes[:levels]) + deep)
             elif carry is not None:
                 # The node the last step carried (with probability `carry`) rides in
                 # every pass of this step, one node more; this step's own deepest node
@@ -1306,7 +1299,7 @@ def _step_model(accel, step):
             else:
                 for k in range(levels):
                     d.add(draft_pass(sum(sizes[:k + 1]), reads=1, writes=0), 1.0)
-                d.add(draft_pass(nodes, reads=1, writes=0), deep)
+                d.add(draft_pass(nodes, reads=1, writes=0), deepest(levels))
         # ---- verify ----
         # The tree pass reads the committed state once (the tile ring keeps the nodes'
         # states on chip) and writes none; a plain decode pass writes its new state.
@@ -1338,7 +1331,7 @@ def _step_model(accel, step):
                 # linear jobs and vector stages, at most.
                 # (A root's pass behind a carried node takes no commit beside it: the
                 # commit waits for the next pass, or runs alone where there is none.)
-                alone = carry if carry is not None and sum(sizes[:levels]) == 1 else 0.0
+                alone = carry if sum(sizes[:levels]) == 1 else 0.0
                 beside_e += prob * (1 - alone) * min(r.time, (node_pass.lin + node_pass.vec)
                                                      / clk)
                 # The draft's commit: every path node's state is stored, so the windows

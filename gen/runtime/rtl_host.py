@@ -86,7 +86,7 @@ from specgen.golden.config_io import from_dict
 from specgen.golden.decoder import hardware_pair
 from specgen.golden.lm import LMConfig, MambaLM
 from specgen.golden.speculative import draft_tree, softmax, topk
-from specgen.golden.tree import ROOT, TreeShape, accepted_path, behind, node_table
+from specgen.golden.tree import ROOT, TreeShape, accepted_path, behind, fits_behind
 from specgen.gen.runtime.driver import CoreDriver
 from specgen.gen.runtime.regbus import MMIO, WORD, RegisterBus, Registers
 from specgen.hw.decoder import DecoderCore
@@ -457,13 +457,9 @@ def _host(h, p):
     # pass and take no slot, so the run nodes' slots, one up, stay below V. In the prefix
     # flow the tile ring must schedule the tree with the carried node in front (one level
     # deeper).
-    carry_ok, carry = on_core, None
-    if carry_ok and not by_node:
-        try:
-            node_table(carried([0] * V, shape.parents, 0)[1],
-                       fifo_depth=dplan.lm.config.tree.fifo_depth)
-        except ValueError:
-            carry_ok = False
+    carry_ok = on_core and (by_node or fits_behind(shape.parents,
+                                                   fifo_depth=dplan.lm.config.tree.fifo_depth))
+    carry = None
 
     prompt = [int(t) for t in p["prompt"]]
     prefill = 0
@@ -515,9 +511,9 @@ def _host(h, p):
                 if carry_ok:
                     carry, d_path = int(tokens[end]), d_path[:-1]
                 else:
-                    d_tokens, d_parents = carried(tokens, parents, carried_in)
-                    d_cycles += tree(dplan, d_tokens, d_parents, "draft", k)
-                    ran = set(range(len(d_tokens)))
+                    # (Nothing was carried in either: carry_ok holds for every step.)
+                    d_cycles += tree(dplan, tokens, parents, "draft", k)
+                    ran = set(range(len(tokens)))
             if by_node:
                 # Every path node's state is stored (its node program's): the draft's
                 # commit copies the last one's windows and adopts its state, no replay
