@@ -101,6 +101,12 @@ class LinearConfig:
         from its read masters' word, so a port feeds an input's columns in
         ``port_columns / weight_beats`` cycles (what bounds a job of fewer tokens). The
         ``exact`` array does not read it.
+    split_tiles : bool
+        ``dspfp32``: cut each matrix's last, partial tile into pieces that pack further
+        (:func:`golden.weight_planes.tile_pieces`): fewer weight bytes, at most two
+        jobs more a matrix (each a pass over the matrix's inputs). For arrays that wait
+        on memory, not on compute (VCK190's DDR); the engine needs nothing new, a piece
+        is a job of fewer rows.
     """
 
     rows: int = 4
@@ -111,6 +117,7 @@ class LinearConfig:
     contract: str = "exact"
     max_tokens: int = 16
     weight_beats: int = 1
+    split_tiles: bool = False
 
     WEIGHT_BEATS = (1, 2, 4, 8)
 
@@ -122,6 +129,9 @@ class LinearConfig:
         check_choice("LinearConfig", "fmt_out", self.fmt_out, ("fp32", "fp16"))
         check_choice("LinearConfig", "contract", self.contract, CONTRACTS)
         check_int("LinearConfig", "max_tokens", self.max_tokens, min=1, max=16)
+        if not isinstance(self.split_tiles, bool):
+            raise ValueError(f"LinearConfig.split_tiles must be true or false, "
+                             f"not {self.split_tiles!r}")
         if self.contract == "dspfp32" and self.fmt_out != "fp32":
             raise ValueError(f"LinearConfig.fmt_out must be 'fp32' with contract 'dspfp32' "
                              f"(DSPFP32 accumulates in binary32), not {self.fmt_out!r}")
@@ -526,9 +536,13 @@ PRESETS = {
     # HBM port at 450 MHz carries 1.8 sub-beats of 64 nibbles a 250 MHz cycle), so a pass
     # of fewer than 14 tokens takes 7 cycles an input instead of 14; VCK190's DDR feeds
     # less than one a cycle, so one. The sim preset takes two, so every bench runs them.
+    # VCK190 waits on its DDR, not on its slots: its last partial tiles are cut into
+    # pieces that pack further (linear.split_tiles; 118 MB less a SpecMamba step,
+    # docs/perf.md). VHK158's short passes wait on the weight ports' feed, where a piece
+    # costs as much as a whole tile: it keeps one job a tile.
     "vck190": Config(name="vck190", board=_VCK190, tree=TreeConfig(fifo_depth=16, tile_size=64),
                      linear=LinearConfig(rows=64, cols=8, quant_lanes=3, max_k=8192,
-                                         contract="dspfp32", max_tokens=16),
+                                         contract="dspfp32", max_tokens=16, split_tiles=True),
                      ssm=SSMConfig(nheads=80, headdim=64, d_state=128, lanes=64,
                                    contract="dspfp32", input_words=8),
                      pipeline=_BOARD_PIPELINE, vector=VectorConfig(lanes=4)),

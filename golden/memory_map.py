@@ -410,8 +410,10 @@ class MemoryMap:
         def matrix(name, rows, cols, layers, what):
             shape = f"{rows} × {cols}"
             nib, res = matrix_plane_bytes(rows, cols, rows=lin.rows, cols=lin.cols,
-                                          max_k=lin.max_k, word_bits=word_bits, ports=ports)
-            jobs = matrix_job_count(rows, cols, rows=lin.rows, cols=lin.cols, max_k=lin.max_k)
+                                          max_k=lin.max_k, word_bits=word_bits, ports=ports,
+                                          split=lin.split_tiles)
+            jobs = matrix_job_count(rows, cols, rows=lin.rows, cols=lin.cols, max_k=lin.max_k,
+                                    split=lin.split_tiles)
             add("weights", f"{name}.nibble", nib,
                 f"{what}: BSFP nibble plane {{s, c}}, {shape} in {jobs} jobs, the draft pass "
                 f"reads only this", layers)

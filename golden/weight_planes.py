@@ -35,6 +35,11 @@ one weight port of the linear unit takes in one transfer):
   them out, and :func:`matrix_plane_bytes` gives the two planes' sizes that the memory map
   (:mod:`golden.memory_map`) reserves. A job that covers only part of ``K`` yields partial
   sums that the next chunk's pass must add.
+* With ``split`` (:attr:`golden.config.LinearConfig.split_tiles`) a matrix's last, partial
+  tile is cut into **pieces** that pack further (:func:`tile_pieces`): 336 rows of a
+  512-slot tile read 512 slots as one job, but 384 as a piece of 256 rows packed 2 and one
+  of 80 packed 4. Each piece is a job of its own (its rows start at a multiple of
+  ``cols``), so a memory-bound pass reads fewer bytes for one more job's compute.
 
 Everything is numpy on raw ``uint16`` stored words; the nibble and residue bits are taken
 from the word here, by the bit positions of BSFP v1, not through ``split_planes``, so the
@@ -52,7 +57,7 @@ __all__ = ["SLICE_BITS", "RESIDUE_SLICES", "PLANE_SLICES", "MODES", "PACKS", "pa
            "pack_beats", "unpack_beats", "sub_beat_bits",
            "region_bytes", "column_beats", "slice_image", "plane_images", "unpack_slice",
            "pack_jobs", "port_count", "job_images", "job_port_bytes", "engine_weight_ports",
-           "stream_word_bits", "MatrixJob", "matrix_tiles", "matrix_job_count",
+           "stream_word_bits", "MatrixJob", "tile_pieces", "matrix_tiles", "matrix_job_count",
            "matrix_plane_bytes",
            "pack_matrix", "expected_beats", "weight15"]
 
@@ -307,51 +312,79 @@ class MatrixJob:
     beats: int = 0
 
 
-def matrix_tiles(n_out, k, *, rows, cols, max_k):
-    """The jobs of an ``n_out × k`` matrix on a ``rows × cols`` array taking at most
-    ``max_k`` inputs a job: output tiles of ``rows · cols`` rows, each cut into input
-    chunks of ``max_k`` (the last ones shorter), tile-major."""
+def tile_pieces(n_out, *, rows, cols, split=False):
+    """The output-row pieces of an ``n_out``-row matrix on a ``rows × cols`` array:
+    ``(row0, n_rows)`` pairs in order, one a job of :func:`matrix_tiles`.
+
+    Full tiles of ``S = rows·cols`` rows first. Without ``split`` the last, partial tile
+    is one piece (packed by :func:`pack_factor`). With ``split`` it is cut so that it
+    reads the fewest slots in the fewest pieces: with ``b = S/q_max`` the smallest packed
+    block (``q_max`` the largest of :data:`PACKS` dividing ``rows``), its ``r`` rows need
+    ``m = ceil(r/b)`` blocks, and each set bit ``j`` of ``m``, highest first, is a piece
+    of ``2^j·b`` rows packed ``q_max/2^j`` (the last piece takes what is left). Every
+    piece starts at a multiple of ``b``, hence of ``cols`` (a result beat holds ``cols``
+    rows, ``golden.dsp``).
+    """
     n_out = check_int("weight_planes", "n_out", n_out, min=1)
+    rows = check_int("weight_planes", "rows", rows, min=1)
+    slots = rows * check_int("weight_planes", "cols", cols, min=1)
+    full, last = divmod(n_out, slots)
+    pieces = [(t * slots, slots) for t in range(full)]
+    if not last:
+        return pieces
+    if not split:
+        return pieces + [(full * slots, last)]
+    block = slots // max(q for q in PACKS if rows % q == 0)
+    m, at = -(-last // block), full * slots
+    for j in reversed(range(m.bit_length())):
+        if m >> j & 1:
+            n = min(block << j, n_out - at)
+            pieces.append((at, n))
+            at += n
+    return pieces
+
+
+def matrix_tiles(n_out, k, *, rows, cols, max_k, split=False):
+    """The jobs of an ``n_out × k`` matrix on a ``rows × cols`` array taking at most
+    ``max_k`` inputs a job: output tiles of ``rows · cols`` rows (the last one cut into
+    pieces with ``split``, :func:`tile_pieces`), each cut into input chunks of ``max_k``
+    (the last ones shorter), tile-major."""
     k = check_int("weight_planes", "k", k, min=1)
-    slots = check_int("weight_planes", "rows", rows, min=1) * check_int(
-        "weight_planes", "cols", cols, min=1)
     max_k = check_int("weight_planes", "max_k", max_k, min=1)
-    return [MatrixJob(row0=r, n_rows=min(slots, n_out - r), k0=c, n_k=min(max_k, k - c),
+    return [MatrixJob(row0=r, n_rows=n, k0=c, n_k=min(max_k, k - c),
                       beats=min(max_k, k - c) * cols)
-            for r in range(0, n_out, slots) for c in range(0, k, max_k)]
+            for r, n in tile_pieces(n_out, rows=rows, cols=cols, split=split)
+            for c in range(0, k, max_k)]
 
 
-def matrix_job_count(n_out, k, *, rows, cols, max_k):
-    """Jobs of :func:`matrix_tiles`, counted without listing them."""
-    slots = check_int("weight_planes", "rows", rows, min=1) * check_int(
-        "weight_planes", "cols", cols, min=1)
-    return (-(-check_int("weight_planes", "n_out", n_out, min=1) // slots)
+def matrix_job_count(n_out, k, *, rows, cols, max_k, split=False):
+    """Jobs of :func:`matrix_tiles`, counted without listing the input chunks."""
+    return (len(tile_pieces(n_out, rows=rows, cols=cols, split=split))
             * -(-check_int("weight_planes", "k", k, min=1)
                 // check_int("weight_planes", "max_k", max_k, min=1)))
 
 
-def matrix_plane_bytes(n_out, k, *, rows, cols, max_k, word_bits, ports=1):
+def matrix_plane_bytes(n_out, k, *, rows, cols, max_k, word_bits, ports=1, split=False):
     """``(nibble_bytes, residue_bytes)`` of an ``n_out × k`` matrix laid out by
     :func:`pack_matrix`, without building it: a job's regions depend on its input chunk
-    and its tile's :func:`pack_factor` only (a full tile packs nothing; the last tile's
-    rows may let it pack)."""
+    and its piece's :func:`pack_factor` only (a full tile packs nothing; the last tile's
+    pieces may pack)."""
     ports = port_count(cols, ports)
-    tiles = matrix_job_count(n_out, 1, rows=rows, cols=cols, max_k=1)
     full, rest = divmod(check_int("weight_planes", "k", k, min=1),
                         check_int("weight_planes", "max_k", max_k, min=1))
     kw = dict(rows=rows, cols=cols, ports=ports, word_bits=word_bits)
 
-    def per_tile(pack):
+    def per_piece(pack):
         b = full * ports * job_port_bytes(max_k, pack=pack, **kw)
         if rest:
             b += ports * job_port_bytes(rest, pack=pack, **kw)
         return b
-    last = n_out - (tiles - 1) * rows * cols
-    nib = (tiles - 1) * per_tile(1) + per_tile(pack_factor(last, rows=rows, cols=cols))
+    nib = sum(per_piece(pack_factor(n, rows=rows, cols=cols))
+              for _, n in tile_pieces(n_out, rows=rows, cols=cols, split=split))
     return nib, RESIDUE_SLICES * nib
 
 
-def pack_matrix(stored, *, rows, cols, max_k, word_bits, ports=1):
+def pack_matrix(stored, *, rows, cols, max_k, word_bits, ports=1, split=False):
     """A whole matrix of BSFP stored words (shape ``(n_out, K)``) as the engine's jobs.
 
     Returns
@@ -367,7 +400,7 @@ def pack_matrix(stored, *, rows, cols, max_k, word_bits, ports=1):
                          f"not shape {w.shape}")
     nib, res, jobs = [], [], []
     n_off = r_off = 0
-    for j in matrix_tiles(*w.shape, rows=rows, cols=cols, max_k=max_k):
+    for j in matrix_tiles(*w.shape, rows=rows, cols=cols, max_k=max_k, split=split):
         a, b = job_images(w[j.row0:j.row0 + j.n_rows, j.k0:j.k0 + j.n_k], rows=rows,
                           cols=cols, ports=ports, word_bits=word_bits)
         jobs.append(MatrixJob(row0=j.row0, n_rows=j.n_rows, k0=j.k0, n_k=j.n_k,

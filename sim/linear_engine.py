@@ -22,6 +22,7 @@ import cocotb
 import numpy as np
 from cocotb.triggers import ClockCycles, RisingEdge
 
+from specgen.golden.weight_planes import MatrixJob, pack_matrix
 from specgen.hw.linear_engine import WEIGHT_PORTS, descriptor_layout
 from specgen.sim.axi_master import (
     Memory,
@@ -62,8 +63,11 @@ class LinearTB:
         assert self.cursor <= len(self.memory.data), "the jobs do not fit the bench's memory"
         return at
 
-    def job(self, **kw):
-        """A random job placed in memory; returns it with its descriptor and y region."""
+    def job(self, *, split=False, **kw):
+        """A random job placed in memory; returns it with its descriptors (:attr:`descs`)
+        and y region. With ``split`` its rows are laid out as a matrix's last tile with
+        ``linear.split_tiles`` (:func:`golden.weight_planes.pack_matrix`): one descriptor
+        a piece, each with its own plane regions, its rows and its place in y."""
         p = self.p
         job = Job(self.np_rng, rows=p["rows"], cols=p["cols"], max_tokens=p["max_tokens"],
                   max_k=p["max_k"], specials=self.np_rng.random() < 0.5, **kw)
@@ -71,6 +75,12 @@ class LinearTB:
         img = job.memory_images(rows=p["rows"], cols=p["cols"], word_bits=p["word_bits"],
                                 ports=p["weight_ports"], rng=self.np_rng,
                                 x_stride=vec + 8 * int(self.np_rng.choice([0, 0, 1, 5])))
+        pieces = [MatrixJob(row0=0, n_rows=job.n_rows, k0=0, n_k=job.steps)]
+        if split:
+            nib, res, pieces = pack_matrix(job.tensor.stored, rows=p["rows"], cols=p["cols"],
+                                           max_k=p["max_k"], word_bits=p["word_bits"],
+                                           ports=p["weight_ports"], split=True)
+            img = {**img, "w_nibble": nib, "w_residue": res}
         y_size = job.y_bytes(p["cols"], p["y_record_bytes"])
         addr = {"nibble_addr": self._take(len(img["w_nibble"])),
                 "residue_addr": self._take(len(img["w_residue"])),
@@ -82,9 +92,16 @@ class LinearTB:
         y = addr["y_addr"]
         job.guard = (bytes(self.memory.data[y - GUARD:y]),
                      bytes(self.memory.data[y + y_size:y + y_size + GUARD]))
-        job.desc = pack(self.layout, {"mode": job.mode, "steps": job.steps, "n_rows": job.n_rows,
-                                      "n_tokens": job.n_tokens, "k": int(job.tensor.scales),
-                                      "x_stride": job.x_stride, **addr})
+        # A piece's results go where the whole job's rows row0... would: beat row0/cols
+        # of each token (golden.dsp's result beats, rows h·cols + g).
+        job.descs = [pack(self.layout, {
+            "mode": job.mode, "steps": j.n_k, "n_rows": j.n_rows, "n_tokens": job.n_tokens,
+            "k": int(job.tensor.scales), "x_stride": job.x_stride, "x_addr": addr["x_addr"],
+            "nibble_addr": addr["nibble_addr"] + j.nibble_offset,
+            "residue_addr": addr["residue_addr"] + j.residue_offset,
+            "y_addr": addr["y_addr"] + j.row0 // p["cols"] * job.n_tokens * p["y_record_bytes"]})
+            for j in pieces]
+        job.pieces = pieces
         return job
 
     def check(self, job, what):
@@ -101,21 +118,22 @@ class LinearTB:
         dut = self.dut
         first = int(dut.jobs_done.value)
         stop = {"now": False}
-        driver = cocotb.start_soon(drive_stream(self, "desc", [j.desc for j in jobs], idle, stop))
+        descs = [d for j in jobs for d in j.descs]
+        driver = cocotb.start_soon(drive_stream(self, "desc", descs, idle, stop))
         cycles, ops = 0, 0
         self.op_span = [None, None]          # cycles of the first and the last operation
-        while int(dut.jobs_done.value) - first < len(jobs):
+        while int(dut.jobs_done.value) - first < len(descs):
             await RisingEdge(dut.clk)
             cycles += 1
             if int(dut.op_fire.value):
                 ops += 1
                 self.op_span = [self.op_span[0] or cycles, cycles]
-            assert cycles < STUCK * len(jobs), (
-                f"{what}: {int(dut.jobs_done.value) - first} of {len(jobs)} jobs done after "
+            assert cycles < STUCK * len(descs), (
+                f"{what}: {int(dut.jobs_done.value) - first} of {len(descs)} jobs done after "
                 f"{cycles} cycles")
         await driver
         await ClockCycles(dut.clk, 20)
-        assert int(dut.jobs_done.value) - first == len(jobs), "a job was counted twice"
+        assert int(dut.jobs_done.value) - first == len(descs), "a job was counted twice"
         assert not int(dut.busy.value), "busy with every job done"
         assert not int(dut.error.value), "error set"
         for n, job in enumerate(jobs):
@@ -153,7 +171,8 @@ async def reset_mid_job(dut):
     tb = await _start(dut)
     stop = {"now": False}
     doomed = [tb.job() for _ in range(3)]
-    driver = cocotb.start_soon(drive_stream(tb, "desc", [j.desc for j in doomed], 0.2, stop))
+    driver = cocotb.start_soon(drive_stream(tb, "desc", [d for j in doomed for d in j.descs],
+                                            0.2, stop))
     await ClockCycles(dut.clk, int(tb.np_rng.integers(30, 300)))
     stop["now"] = True
     await driver
@@ -161,6 +180,25 @@ async def reset_mid_job(dut):
     assert not int(dut.busy.value) and not int(dut.jobs_done.value), "state left by the reset"
     jobs = [tb.job() for _ in range(3)]
     await tb.run(jobs, what="job after the reset")
+
+
+@cocotb.test()
+async def split_tile(dut):
+    """Jobs laid out as a matrix's last tile cut into pieces (``linear.split_tiles``,
+    :func:`golden.weight_planes.tile_pieces`), each piece a job packed by its own rows,
+    queued with whole jobs of both passes between them: every row's result lands where
+    the whole job's would and equals golden. ``split_rows`` lists the jobs' rows; each
+    must split (the bench fails on a layout that did not)."""
+    tb = await _start(dut)
+    jobs = []
+    for n in tb.p["split_rows"]:
+        jobs.append(tb.job(split=True, n_rows=n))
+        assert len(jobs[-1].pieces) > 1, f"{n} rows: one piece, nothing split"
+        jobs.append(tb.job())
+    cycles, ops = await tb.run(jobs, what="split job")
+    dut._log.info("%d pieces of %s rows, %d cycles",
+                  sum(len(j.pieces) for j in jobs[::2]),
+                  [[q.n_rows for q in j.pieces] for j in jobs[::2]], cycles)
 
 
 @cocotb.test()

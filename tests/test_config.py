@@ -112,6 +112,9 @@ def test_linear_config_validation():
         LinearConfig(weight_beats=3)
     assert str(info.value) == "LinearConfig.weight_beats must be one of 1, 2, 4, 8, not 3"
     assert LinearConfig(weight_beats=2).weight_beats == 2      # the exact array ignores it
+    with pytest.raises(ValueError) as info:
+        LinearConfig(split_tiles=1)
+    assert str(info.value) == "LinearConfig.split_tiles must be true or false, not 1"
 
 
 @pytest.mark.parametrize("board", ["vck190", "vhk158"])

@@ -48,6 +48,18 @@ def test_random_jobs_and_reset(seed, ports):
 
 
 @pytest.mark.sim
+def test_split_tiles_on_the_engine(seed):
+    """A 4 × 4 array (16 slots; packs of 2 and 4) on two weight ports, jobs of 9 to 12
+    rows laid out as ``linear.split_tiles`` cuts a matrix's last tile: a piece of 8 rows
+    packed 2 and one of the rest packed 4, each its own descriptor into the same result
+    vector, under 30-cycle reads and 30 % stalls on every channel, with whole jobs of
+    both passes between them. The sim preset's 2-row array never splits (one pack)."""
+    config = _config(rows=4, max_k=32)
+    eng = LinearEngine(config=config, weight_ports=2, addr_width=ADDR_WIDTH)
+    _run(eng, config, "split_tile", seed, split_rows=[9, 10, 11, 12])
+
+
+@pytest.mark.sim
 def test_issue_rate(seed, tmp_path):
     """Four jobs of the largest tile back to back, both passes: the unit issues every
     operation, and at a 30-cycle latency with 30 % stalls on every channel it issues on

@@ -166,6 +166,31 @@ def test_head_groups_on_the_rtl():
 
 @pytest.mark.sim
 @pytest.mark.slow
+def test_split_tiles_on_the_rtl():
+    """``linear.split_tiles`` on an 8 × 4 array (32 slots): micro's in_proj (50 rows)
+    is a tile and 18 rows, laid out and run as pieces of 16 rows packed 2 and 2 packed
+    8, each a job of its own into the same result vector (``golden.weight_planes.
+    tile_pieces``). SPEQ, the tree and tokens above: the same tokens as golden and hw,
+    and the whole-step model, which counts the pieces' jobs, within 5 %."""
+    import dataclasses
+    from specgen.golden.weight_planes import tile_pieces
+    config = CONFIG.replace(linear=dataclasses.replace(CONFIG.linear, rows=8, split_tiles=True))
+    assert tile_pieces(50, rows=8, cols=config.linear.cols, split=True) == [
+        (0, 32), (32, 16), (48, 2)]
+    want = _oracle("speq", config)
+    rt = Runtime(config=config, engine=RtlEngine(config=config))
+    rt.load_model("micro", seed=1)
+    rt.load_draft("speq")
+    got = rt.generate(PROMPT, TOKENS, tree=TREE, gamma=0.0)
+    assert got.tokens == want["golden"].tokens == want["hw"].tokens
+    assert got.tokens_per_step == want["hw"].tokens_per_step
+    assert abs(got.model_error) <= MODEL_TOLERANCE, (
+        f"model {got.model_cycles_per_token:.1f} cycles per token, RTL "
+        f"{got.cycles_per_token:.1f} ({100 * got.model_error:+.2f} %)")
+
+
+@pytest.mark.sim
+@pytest.mark.slow
 def test_draft_on_the_host(capsys):
     """``--draft-on host``: the draft's tree on the host (golden.speculative.draft_tree),
     every target pass on the same core; 8 tokens."""

@@ -47,13 +47,22 @@ def read_jobs(data, nib_at, res_at, n_out, k, config):
     of 1, 2, 4, 8 dividing ``rows`` with ``ceil(n/cols) ≤ u``, and stores those alone:
     weight ``h`` of beat ``b`` is 4-bit field ``b·u + h`` of each slice region (low nibble
     first), each region padded to the stream's word; residue slices hold bits 3..0,
-    7..4, 11..8."""
+    7..4, 11..8. With ``linear.split_tiles`` the last tile's ``r`` rows are pieces, each a
+    tile of its own: in units of the smallest packed share ``b`` (``rows·cols/q`` for the
+    largest such ``q``), ``ceil(r/b)`` written in binary, one piece a one bit, the
+    largest first."""
     lin = config.linear
     rows, cols = lin.rows, lin.cols
     word = max(4 * rows, config.board.memory_port_bits)
     nib, res = np.zeros((n_out, k), np.uint16), np.zeros((n_out, k), np.uint16)
-    for r0 in range(0, n_out, rows * cols):
-        n = min(rows * cols, n_out - r0)
+    starts = list(range(0, n_out, rows * cols))
+    if lin.split_tiles and n_out % (rows * cols):
+        b = rows * cols // max(q for q in (1, 2, 4, 8) if rows % q == 0)
+        units = -(-(n_out - starts[-1]) // b)
+        starts[-1:] = [starts[-1] + b * (units >> j << j) - b * (1 << j)
+                       for j in range(units.bit_length() - 1, -1, -1) if units >> j & 1]
+    for r0, end in zip(starts, starts[1:] + [n_out]):
+        n = end - r0
         u = rows // max(q for q in (1, 2, 4, 8) if rows % q == 0 and -(-n // cols) <= rows // q)
         for k0 in range(0, k, lin.max_k):
             beats = min(lin.max_k, k - k0) * cols
@@ -65,7 +74,7 @@ def read_jobs(data, nib_at, res_at, n_out, k, config):
             for b in range(beats):
                 kk, g = divmod(b, cols)
                 for h in range(rows):
-                    if r0 + h * cols + g < n_out:
+                    if h * cols + g < n:
                         f = [int(x[b * u + h]) for x in fields]
                         nib[r0 + h * cols + g, k0 + kk] = f[0]
                         res[r0 + h * cols + g, k0 + kk] = f[1] | f[2] << 4 | f[3] << 8
@@ -112,11 +121,15 @@ def tiny_tensors(scale_in_proj=1.0, tie=True):
     return lm.config, t
 
 
-@pytest.mark.parametrize("case", ["plain", "scaled", "groups", "untied"])
+@pytest.mark.parametrize("case", ["plain", "scaled", "groups", "untied", "split"])
 def test_every_weight_reads_back_bit_for_bit(case):
     config = preset("sim")
     if case == "groups":
         config = replace(config, bsfp=BSFPConfig(group_size=8))
+    if case == "split":
+        # An 8 × 4 array cuts in_proj's last tile (88 − 2·32 = 24 rows) into 16 rows
+        # packed 2 and 8 packed 4.
+        config = replace(config, linear=replace(config.linear, rows=8, split_tiles=True))
     model, tensors = tiny_tensors(scale_in_proj=16.0 if case in ("scaled", "groups") else 1.0,
                                   tie=case != "untied")
     img = build_image(tensors, model=model, config=config)
@@ -130,6 +143,12 @@ def test_every_weight_reads_back_bit_for_bit(case):
     assert set(got) == expect
     for name, bits in got.items():
         np.testing.assert_array_equal(bits, fp16_bits(tensors[name]), err_msg=name)
+    if case == "split":
+        # The pieces are laid out as pieces: read as one tile, in_proj comes back wrong.
+        whole = replace(config, linear=replace(config.linear, split_tiles=False))
+        name = "backbone.layers.0.mixer.in_proj.weight"
+        assert not np.array_equal(read_back(img, tensors, whole)[name],
+                                  fp16_bits(tensors[name]))
 
 
 @pytest.mark.parametrize("mutation", ["residue nibbles swapped", "rows reversed"])

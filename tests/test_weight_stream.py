@@ -63,15 +63,24 @@ def test_plane_images_match_split_planes(rows, word_bits):
     (1, 1, 1, 1, 1, 8), (17, 40, 2, 4, 16, 512), (5376, 2560, 64, 84, 8192, 256),
     (2560, 5120, 64, 84, 8192, 256), (100, 33, 3, 5, 7, 64), (9, 16, 2, 4, 16, 32)])
 @pytest.mark.parametrize("ports", [1, 2])
-def test_matrix_sizes_are_the_sum_of_the_jobs(n_out, k, rows, cols, max_k, word_bits, ports):
-    """The closed forms the memory map uses equal the job list, job by job."""
+@pytest.mark.parametrize("split", [False, True], ids=["whole", "split"])
+def test_matrix_sizes_are_the_sum_of_the_jobs(n_out, k, rows, cols, max_k, word_bits, ports,
+                                              split):
+    """The closed forms the memory map uses equal the job list, job by job, with the last
+    tile whole or cut into pieces."""
     if cols % ports:
         ports = 1
-    jobs = wp.matrix_tiles(n_out, k, rows=rows, cols=cols, max_k=max_k)
-    assert wp.matrix_job_count(n_out, k, rows=rows, cols=cols, max_k=max_k) == len(jobs)
+    kw = dict(rows=rows, cols=cols, max_k=max_k, split=split)
+    jobs = wp.matrix_tiles(n_out, k, **kw)
+    assert wp.matrix_job_count(n_out, k, **kw) == len(jobs)
     assert sum(j.n_rows for j in jobs) == n_out * -(-k // max_k)
-    assert {(j.row0, j.k0) for j in jobs} == {(r, c) for r in range(0, n_out, rows * cols)
-                                              for c in range(0, k, max_k)}
+    starts = sorted({j.row0 for j in jobs})
+    if not split:
+        assert starts == list(range(0, n_out, rows * cols))
+    # Every row once: the pieces follow each other, each starting on a result beat.
+    assert [r for r in starts] == [0] + [j.row0 + j.n_rows for j in jobs if j.k0 == 0][:-1]
+    assert all(j.row0 % cols == 0 for j in jobs)
+    assert {(j.row0, j.k0) for j in jobs} == {(r, c) for r in starts for c in range(0, k, max_k)}
 
     def packed(n_rows):
         # Beats a sub-beat: the most of 1, 2, 4, 8 dividing rows whose share of a column's
@@ -80,13 +89,56 @@ def test_matrix_sizes_are_the_sum_of_the_jobs(n_out, k, rows, cols, max_k, word_
     nib = sum(ports * wp.region_bytes(-(-(j.n_k * cols // ports) // packed(j.n_rows)),
                                       rows=rows, word_bits=word_bits)
               for j in jobs)
-    assert wp.matrix_plane_bytes(n_out, k, rows=rows, cols=cols, max_k=max_k,
-                                 word_bits=word_bits, ports=ports) == (nib, 3 * nib)
+    assert wp.matrix_plane_bytes(n_out, k, **kw, word_bits=word_bits,
+                                 ports=ports) == (nib, 3 * nib)
     if n_out * k <= 4096:
         stored = np.random.default_rng(0).integers(0, 1 << 16, (n_out, k), dtype=np.uint16)
-        a, b, _ = wp.pack_matrix(stored, rows=rows, cols=cols, max_k=max_k,
-                                 word_bits=word_bits, ports=ports)
+        a, b, packed_jobs = wp.pack_matrix(stored, **kw, word_bits=word_bits, ports=ports)
         assert (len(a), len(b)) == (nib, 3 * nib)
+        assert [(j.row0, j.n_rows, j.k0) for j in packed_jobs] == [
+            (j.row0, j.n_rows, j.k0) for j in jobs]
+
+
+@pytest.mark.parametrize("rows,cols", [(64, 8), (64, 84), (4, 4), (2, 4), (3, 5), (12, 2),
+                                       (8, 1)])
+def test_split_pieces_read_the_fewest_slots_in_the_fewest_jobs(rows, cols):
+    """``tile_pieces`` with ``split`` against a search over every way to cut a last tile
+    of ``r`` rows into pieces starting on result beats (multiples of ``cols``): the
+    pieces read the fewest slots (a piece reads its pack's share of the tile), and no
+    cut reading as few takes fewer jobs. Without ``split`` the last tile is one piece."""
+    S = rows * cols
+
+    def slots(n):
+        # The share of the tile a piece of n rows reads: the smallest S/q, q of 1, 2, 4, 8
+        # dividing rows, whose columns hold its rows (row h·cols + g has h < rows/q).
+        return min(S // q for q in (1, 2, 4, 8) if rows % q == 0 and -(-n // cols) <= rows // q)
+    best = [(0, 0)]                              # (slots, pieces) of the best cut of r rows
+    for r in range(1, S):
+        cuts = [r] + list(range(cols, r, cols))  # the last piece, or one of whole beats
+        best.append(min((slots(n) + best[r - n][0], 1 + best[r - n][1]) for n in cuts))
+    for r in sorted({*range(1, S, max(1, S // 97)), S - 1, 1}):
+        whole = wp.tile_pieces(S + r, rows=rows, cols=cols)
+        assert whole == [(0, S), (S, r)]
+        pieces = wp.tile_pieces(S + r, rows=rows, cols=cols, split=True)
+        assert pieces[0] == (0, S)
+        assert [a for a, _ in pieces[1:]] == [S + sum(n for _, n in pieces[1:i])
+                                             for i in range(1, len(pieces))]
+        assert sum(n for _, n in pieces) == S + r
+        got = (sum(slots(n) for _, n in pieces[1:]), len(pieces) - 1)
+        assert got == best[r], f"{rows} x {cols}, {r} rows: {pieces[1:]} read {got}, {best[r]}"
+        assert got[0] <= slots(r)
+    assert wp.tile_pieces(S, rows=rows, cols=cols, split=True) == [(0, S)]
+
+
+def test_split_pieces_on_the_papers_shapes():
+    """VCK190's 64 × 8 slots (512): the 2.7B in_proj's last tile (10,576 − 20·512 = 336
+    rows) reads 384 slots as 256 rows packed 2 and 80 packed 4, not 512; the 370M
+    draft's (4,384 − 8·512 = 288) 320 as 256 and 32 packed 8."""
+    def last(n_out):
+        return [(n, wp.pack_factor(n, rows=64, cols=8))
+                for _, n in wp.tile_pieces(n_out, rows=64, cols=8, split=True) if n < 512]
+    assert last(10576) == [(256, 2), (80, 4)]
+    assert last(4384) == [(256, 2), (32, 8)]
 
 
 def test_pack_factor_on_the_papers_shapes():

@@ -20,7 +20,7 @@ from specgen.golden.config import LinearConfig, PipelineConfig
 from specgen.golden.mamba2 import SSMConfig
 from specgen.golden.tree import fifo_schedule, schedule_beats
 from specgen.golden.validate import check_choice, check_int
-from specgen.golden.weight_planes import pack_factor
+from specgen.golden.weight_planes import pack_factor, tile_pieces
 
 __all__ = ["pe_latency", "LinearJob", "LinearSchedule", "linear_schedule", "matmul_jobs",
            "dsp_linear_latency", "DSP_DRAIN_TO_Y", "dsp_linear_schedule", "dsp_matmul_jobs", "SSMTiming",
@@ -305,7 +305,8 @@ def dsp_matmul_jobs(*, linear, out_features, in_features, tokens, mode):
     """The ``DSPLinearUnit`` job runs of ``y = W·x`` for ``tokens`` tokens.
 
     One job computes a tile of at most ``rows · cols`` output rows over all
-    ``in_features`` inputs for at most ``max_tokens`` tokens; both passes take one
+    ``in_features`` inputs for at most ``max_tokens`` tokens (the last tile cut into
+    pieces with ``linear.split_tiles``: ``golden.weight_planes.tile_pieces``); both passes take one
     input per operation (the draft weights enter as binary32 powers of two).
     """
     if not isinstance(linear, LinearConfig):
@@ -317,14 +318,16 @@ def dsp_matmul_jobs(*, linear, out_features, in_features, tokens, mode):
         raise ValueError(f"dsp_matmul_jobs.in_features {in_features} exceeds "
                          f"LinearConfig.max_k = {linear.max_k}")
     tile = linear.rows * linear.cols
-    full, rest = divmod(out_features, tile)
+    pieces = tile_pieces(out_features, rows=linear.rows, cols=linear.cols,
+                         split=linear.split_tiles)
+    full = sum(n == tile for _, n in pieces)
     runs = []
     for g in range(-(-tokens // linear.max_tokens)):
         n_tok = min(linear.max_tokens, tokens - g * linear.max_tokens)
         if full:
             runs.append((full, LinearJob(mode=mode, steps=in_features, n_rows=tile, n_tokens=n_tok)))
-        if rest:
-            runs.append((1, LinearJob(mode=mode, steps=in_features, n_rows=rest, n_tokens=n_tok)))
+        runs += [(1, LinearJob(mode=mode, steps=in_features, n_rows=n, n_tokens=n_tok))
+                 for _, n in pieces[full:]]
     return runs
 
 

@@ -270,17 +270,18 @@ def gap_sentences(rows=None):
         f"drafting takes {100 * d.time / sp.step_time:.0f} % of the step "
         f"({sp.tokens_per_s:,.1f} tok/s vs {sp.roofline_tokens_per_s:,.0f} roofline).")
     vp = _find(rows, "vck190", "preset", "SpecMamba")
-    vd = vp.phase("draft")
+    vd, vv = vp.phase("draft"), vp.phase("verify")
     out.append(
-        f"**VCK190.** At 12 GB/s every phase is memory-bound: one 2.7B verify pass streams "
-        f"{_gb(weight_bytes(tgt))} GB ({_ms(vp.phase('verify').t_mem)} ms), so "
-        f"the step reaches {vp.tokens_per_s:,.1f} tok/s, {100 * vp.roofline_ratio:.0f} % of its "
-        f"roofline (draft flow {vp.step.draft_flow}); the rest is the draft's weights read "
-        f"beyond once a depth ({_gb(vd.weight_bytes - vd.dense_weight_bytes)} GB per step: "
-        f"the pass that the path's last node needs when it ends on the undrafted depth, and "
-        f"the planes' padding), SSM-state traffic (binary32 states, "
-        f"{_gb(vd.bytes - vd.weight_bytes)} GB per step for the draft tree) and the restore "
-        f"phase.")
+        f"**VCK190.** At 12 GB/s every phase is memory-bound: one 2.7B verify pass reads "
+        f"{_gb(vv.weight_bytes)} GB of weight planes ({_gb(vv.dense_weight_bytes)} GB of "
+        f"weights, the rest the last tiles' padding, which `linear.split_tiles` cuts into "
+        f"pieces) in {_ms(vv.t_mem)} ms, so the step reaches {vp.tokens_per_s:,.2f} tok/s, "
+        f"{100 * vp.roofline_ratio:.1f} % of its roofline (draft flow {vp.step.draft_flow}); "
+        f"the rest is the draft's padding ({_gb(vd.weight_bytes - vd.dense_weight_bytes)} GB "
+        f"per step), SSM-state traffic (binary32 states, {_gb(vd.bytes - vd.weight_bytes)} GB "
+        f"per step for the draft tree, {_gb(vv.bytes - vv.weight_bytes)} GB for the verify "
+        f"pass) and the restore phase ({_ms(vp.phase('restore').time)} ms: the commits read "
+        f"and write the target's and the draft's states).")
     out.append(
         f"**The notes' ratios.** 313/89 = {313 / 89:.2f}× and 313/169 = {313 / 169:.2f}× do not "
         f"match the abstract's 2.27× and 2.85×; the notes give no baseline that reconciles them, "

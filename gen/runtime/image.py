@@ -222,7 +222,8 @@ def build_image(tensors, *, model, config, policy=None):
             lin = config.linear
             nibble, residue, _ = pack_matrix(t.stored, rows=lin.rows, cols=lin.cols,
                                              max_k=lin.max_k, word_bits=stream_word_bits(config),
-                                             ports=engine_weight_ports(config))
+                                             ports=engine_weight_ports(config),
+                                             split=lin.split_tiles)
             image.put(f"{region}.nibble", nibble, **index)
             image.put(f"{region}.residue", residue, **index)
             image.put(f"{region}.scales", np.asarray(t.scales, np.uint8).tobytes(), **index)
