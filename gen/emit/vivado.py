@@ -446,8 +446,8 @@ def _xdc(config, period, ports):
             f"# The memory ports' clock (board.memory_clock_mhz = {board.memory_clock_mhz:g} MHz).",
             f"create_clock -name {MEM_CLOCK_PORT} -period {mem_period:.3f} "
             f"[get_ports {MEM_CLOCK_PORT}]",
-            "# The two clocks are asynchronous: every path between them goes through an",
-            "# Amaranth AsyncFIFO (Gray-coded pointers) or a reset synchronizer. Their",
+            "# The two clocks are asynchronous: every path between them goes through a",
+            "# CDCFIFO (hw.cdc_fifo: Gray-coded pointers) or a reset synchronizer. Their",
             "# datapath delay is bounded by the faster period, so a Gray-coded pointer's bits",
             "# arrive within one period of each other (AMD UG903, Using Constraints).",
             f"set_max_delay -datapath_only -from [get_clocks {CLOCK_PORT}] "

@@ -1,0 +1,87 @@
+"""``CDCFIFO``: the clock crossing of the AXI4 masters."""
+
+import pytest
+
+from specgen.hw.cdc_fifo import CDCFIFO
+from specgen.sim.runner import run_bench
+
+# (width, depth, write domain and MHz, read domain and MHz): the read master's data
+# crossing on vck190 (memory 300 -> fabric 400) and on vhk158 (450 -> 250), a command
+# crossing (fabric -> memory, depth 4), and the smallest FIFO.
+CONFIGS = [
+    pytest.param(8, 16, ("mem", 300), ("sync", 400), id="w8-d16-300to400"),
+    pytest.param(12, 8, ("mem", 450), ("sync", 250), id="w12-d8-450to250"),
+    pytest.param(20, 4, ("sync", 400), ("mem", 300), id="w20-d4-400to300"),
+    pytest.param(3, 2, ("sync", 250), ("mem", 450), id="w3-d2-250to450"),
+]
+
+
+def _ports(domain):
+    return ("clk", "rst") if domain == "sync" else (f"{domain}_clk", f"{domain}_rst")
+
+
+def _run(width, depth, w, r, testcase, **extra):
+    fifo = CDCFIFO(width=width, depth=depth, w_domain=w[0], r_domain=r[0])
+    (w_clk, w_rst), (r_clk, r_rst) = _ports(w[0]), _ports(r[0])
+    run_bench(fifo, name=f"cdc_fifo_w{width}_d{depth}_{w[0]}", module="specgen.sim.cdc_fifo",
+              testcase=testcase,
+              params={"width": width, "depth": depth, "w_mhz": w[1], "r_mhz": r[1],
+                      "w_clk": w_clk, "w_rst": w_rst, "r_clk": r_clk, "r_rst": r_rst,
+                      "phases": 40, "resets": True, "rate_words": 400, **extra})
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("width,depth,w,r", CONFIGS)
+def test_cdc_fifo_verilator(width, depth, w, r):
+    """Random idle and stalls in phases that fill and drain, resets of both domains and
+    of the write domain alone in mid-stream: every word written after a reset is read
+    once, in order, and no other; the levels never count a word that is not there.
+    From a depth of 8 the FIFO carries a word every edge of the slower clock."""
+    tests = ["random_traffic"] + (["full_rate"] if depth >= 8 else [])
+    _run(width, depth, w, r, tests)
+
+
+@pytest.mark.sim
+@pytest.mark.slow
+@pytest.mark.parametrize("width,depth,w,r", CONFIGS[:3])
+def test_cdc_fifo_long(width, depth, w, r):
+    _run(width, depth, w, r, ["random_traffic"], phases=1500)
+
+
+@pytest.mark.parametrize("kwargs,exc,message", [
+    ({"width": 8, "depth": 6}, ValueError, "CDCFIFO.depth must be a power of two >= 2, not 6"),
+    ({"width": 8, "depth": 1}, ValueError, "CDCFIFO.depth must be an integer >= 2, not 1"),
+    ({"width": 0, "depth": 4}, ValueError, "CDCFIFO.width must be an integer >= 1, not 0"),
+    ({"width": 8, "depth": 4, "w_domain": "a", "r_domain": "a"}, ValueError,
+     "CDCFIFO.r_domain must differ from w_domain ('a'): within one domain use a "
+     "synchronous FIFO"),
+    ({"width": 8, "depth": 4, "w_domain": 3}, TypeError,
+     "CDCFIFO.w_domain must be a clock domain name, not 3"),
+])
+def test_cdc_fifo_rejects_bad_parameters(kwargs, exc, message):
+    with pytest.raises(exc) as info:
+        CDCFIFO(**kwargs)
+    assert str(info.value) == message
+
+
+def test_cdc_fifo_parameters_are_keyword_only():
+    with pytest.raises(TypeError):
+        CDCFIFO(8, 4)
+
+
+def test_cdc_fifo_properties():
+    f = CDCFIFO(width=12, depth=8, w_domain="mem", r_domain="sync")
+    assert (f.width, f.depth, f.latency) == (12, 8, 4)
+    assert f.w_level.shape().width == f.r_level.shape().width == 4
+
+
+@pytest.mark.parametrize("width,depth", [(512, 128), (40, 4)])
+def test_cdc_fifo_meets_the_vck190_level_budget(width, depth):
+    """Every stage within 4 levels, the budget of VCK190's 400 MHz (UltraScale+ proxy,
+    ``docs/estimate.md``): the read master's data crossing (512-bit words, 128 deep) and
+    a command crossing. Amaranth's AsyncFIFO in the same place measures 7."""
+    from specgen.gen.estimate.report import estimate_block
+    est = estimate_block(CDCFIFO(width=width, depth=depth, w_domain="mem", r_domain="sync"),
+                         name=f"cdc_fifo_w{width}_d{depth}")
+    worst = max(est.depth, key=lambda d: d.levels)
+    assert worst.levels <= 4, (worst.module, worst.levels, worst.endpoint, worst.cells)
