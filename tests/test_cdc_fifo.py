@@ -6,9 +6,11 @@ from specgen.hw.cdc_fifo import CDCFIFO
 from specgen.sim.runner import run_bench
 
 # (width, depth, write domain and MHz, read domain and MHz): the read master's data
-# crossing on vck190 (memory 300 -> fabric 400) and on vhk158 (450 -> 250), a command
-# crossing (fabric -> memory, depth 4), and the smallest FIFO.
+# crossing on vck190 (memory 300 -> fabric 400) in block RAM (deeper than LUTRAM_DEPTH,
+# read on the edge) and in distributed RAM, on vhk158 (450 -> 250), a command crossing
+# (fabric -> memory, depth 4), and the smallest FIFO.
 CONFIGS = [
+    pytest.param(16, 128, ("mem", 300), ("sync", 400), id="w16-d128-300to400"),
     pytest.param(8, 16, ("mem", 300), ("sync", 400), id="w8-d16-300to400"),
     pytest.param(12, 8, ("mem", 450), ("sync", 250), id="w12-d8-450to250"),
     pytest.param(20, 4, ("sync", 400), ("mem", 300), id="w20-d4-400to300"),
@@ -43,7 +45,7 @@ def test_cdc_fifo_verilator(width, depth, w, r):
 
 @pytest.mark.sim
 @pytest.mark.slow
-@pytest.mark.parametrize("width,depth,w,r", CONFIGS[:3])
+@pytest.mark.parametrize("width,depth,w,r", CONFIGS[:4])
 def test_cdc_fifo_long(width, depth, w, r):
     _run(width, depth, w, r, ["random_traffic"], phases=1500)
 
@@ -71,7 +73,8 @@ def test_cdc_fifo_parameters_are_keyword_only():
 
 def test_cdc_fifo_properties():
     f = CDCFIFO(width=12, depth=8, w_domain="mem", r_domain="sync")
-    assert (f.width, f.depth, f.latency) == (12, 8, 4)
+    assert (f.width, f.depth, f.latency, f.lutram) == (12, 8, 4, True)
+    assert not CDCFIFO(width=12, depth=128).lutram
     assert f.w_level.shape().width == f.r_level.shape().width == 4
 
 
