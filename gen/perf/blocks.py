@@ -306,8 +306,9 @@ def dsp_matmul_jobs(*, linear, out_features, in_features, tokens, mode):
 
     One job computes a tile of at most ``rows · cols`` output rows over all
     ``in_features`` inputs for at most ``max_tokens`` tokens (the last tile cut into
-    pieces with ``linear.split_tiles``: ``golden.weight_planes.tile_pieces``); both passes take one
-    input per operation (the draft weights enter as binary32 powers of two).
+    pieces with ``linear.split_tiles``: ``golden.weight_planes.tile_pieces``); both
+    passes take one input per operation (the draft weights enter as binary32 powers of
+    two).
     """
     if not isinstance(linear, LinearConfig):
         raise TypeError(f"dsp_matmul_jobs.linear must be a LinearConfig, not {linear!r}")

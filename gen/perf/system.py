@@ -1063,8 +1063,9 @@ def layout_weight_bytes(config, dims, *, bits):
     ``dims``'s model, as the memory map lays them out (``golden.weight_planes``): every
     output tile holds ``rows · cols`` slots, padding rows included, so a matrix whose rows
     do not fill its last tile reads that tile whole, or its pieces with
-    ``linear.split_tiles`` (``docs/memory.md``, tile padding). ``bits`` 4: the nibble plane alone (a SPEQ draft pass); 16: both planes. The other
-    weights (:attr:`MambaDims.small_params`) are FP16, as in :func:`weight_bytes`."""
+    ``linear.split_tiles`` (``docs/memory.md``, tile padding). ``bits`` 4: the nibble
+    plane alone (a SPEQ draft pass); 16: both planes. The other weights
+    (:attr:`MambaDims.small_params`) are FP16, as in :func:`weight_bytes`."""
     lin = config.linear
     kw = dict(rows=lin.rows, cols=lin.cols, max_k=lin.max_k, word_bits=stream_word_bits(config),
               ports=engine_weight_ports(config), split=lin.split_tiles)
