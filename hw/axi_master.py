@@ -386,13 +386,11 @@ class AXI4ReadMaster(_Params, wiring.Component):
         """``sync`` edges from the R handshake of a word's last beat to its ``data.valid``, at most.
 
         The data crossing's (:attr:`hw.cdc_fifo.CDCFIFO.latency`): its write pointer is
-        registered on the handshake's own ``mem`` edge, its synchronizer takes 2
-        ``sync`` edges and its "word there" register one; a fourth covers the phase
-        between the clocks. Measured by ``sim/axi_master.py``
-        (``read_first_beat_latency``) at the sim preset's clocks: 3 (2 through
-        Amaranth's ``AsyncFIFO``).
+        registered on the handshake's own ``mem`` edge, then its synchronizer takes 2
+        ``sync`` edges; a third covers the phase between the clocks. Measured by
+        ``sim/axi_master.py`` (``read_first_beat_latency``) at the sim preset's clocks: 2.
         """
-        return 4
+        return 3
 
     def elaborate(self, platform):
         m = Module()
@@ -568,7 +566,7 @@ class AXI4WriteMaster(_Params, wiring.Component):
     def latency(self):
         """``sync`` edges from a region's last B handshake to ``done`` counting it, at most:
         the crossing of :attr:`AXI4ReadMaster.latency` plus the counter's register."""
-        return 5
+        return 4
 
     def elaborate(self, platform):
         m = Module()

@@ -17,12 +17,12 @@ ahead from registers, so a transfer only selects between two registers:
   on a transfer ``bin, gry ← bin1, gry1`` and ``bin1, gry1 ← bin1 + 1, Gray(bin1 + 1)``.
 * The synchronized pointer is decoded into a register, each bit the XOR of the Gray
   bits at and above it (a tree, not a chain).
-* Whether a word is there is a register (the read pointer after this edge's read
-  against the synchronized write pointer), so a read is one gate from registers and
-  the memory's address one multiplexer more; a word shows one read edge later than
-  in ``AsyncFIFO``.
-* ``r_level`` is the decoded write pointer's register (of the same edge) minus the read
-  pointer: exactly the words ``r_rdy`` shows.
+* A FIFO of at most :data:`LUTRAM_DEPTH` words is distributed RAM read asynchronously
+  at the read pointer's register, so no read decision reaches its address; a deeper one
+  is block RAM, whose address input ends the read decision's path.
+* ``r_level`` is the decoded write pointer's register minus the read pointer, so it
+  lags a write by one more read edge than ``r_rdy``: it never counts a word that is
+  not there.
 
 Reset: the write domain's reset empties the FIFO, as Amaranth's ``AsyncFIFO``'s does.
 It reaches the read domain through an asynchronous-assert, synchronous-release
@@ -94,14 +94,16 @@ class CDCFIFO(wiring.Component):
         behind the reads), so it omits a word written in the previous cycle and counts
         words already read as held; never more than ``depth``.
     r_data, r_rdy : Out
-        ``r_rdy`` (not empty, a register) rises at most :attr:`latency` ``r_domain``
+        ``r_rdy`` (not empty: the read pointer's Gray code against the synchronized
+        write pointer's, both registers) rises at most :attr:`latency` ``r_domain``
         edges after the write edge; ``r_data`` is the word at the read pointer while
         ``r_rdy`` is high.
     r_en : In(1)
         The word is taken on an ``r_domain`` edge with ``r_en`` and ``r_rdy`` high.
     r_level : Out(range(depth + 1))
         Words that are surely there: the synchronized write pointer, decoded into a
-        register, minus the read pointer; non-zero exactly when ``r_rdy`` is high.
+        register, minus the read pointer; at most the words ``r_rdy`` shows, never
+        negative.
     r_rst : Out(1)
         High in the read domain while the write domain's reset reaches it.
 
@@ -149,9 +151,8 @@ class CDCFIFO(wiring.Component):
     def latency(self):
         """``r_domain`` edges from the write edge to ``r_rdy``, at most: the Gray
         register's output settles after the write edge, the synchronizer takes two
-        edges, the "word there" register one, and a fourth covers the phase between
-        the clocks (``AsyncFIFO``: 3)."""
-        return 4
+        edges, and a third covers the phase between the clocks (as ``AsyncFIFO``)."""
+        return 3
 
     def elaborate(self, platform):
         m = Module()
@@ -209,11 +210,8 @@ class CDCFIFO(wiring.Component):
         # other, the read only selecting one), so that a read is one gate from
         # registers and the memory's address one multiplexer more. It sees a word one
         # edge later than a comparison in the cycle would, and never one not there.
-        avail = Signal()
-        r += avail.eq(Mux(blocked, p_r_gry.any(),
-                          Mux(self.r_en & avail, r_gry1 != p_r_gry, r_gry != p_r_gry)))
         empty = Signal()
-        m.d.comb += [empty.eq(blocked | ~avail), self.r_rdy.eq(~empty),
+        m.d.comb += [empty.eq(blocked | (r_gry == p_r_gry)), self.r_rdy.eq(~empty),
                      self.r_level.eq(Mux(blocked, 0, p_r_bin - r_bin))]
         do_read = self.r_en & ~empty
         with m.If(blocked):

@@ -11,7 +11,7 @@ Every edge of each side also checks:
 * a write is accepted only while fewer than ``depth`` words are held;
 * ``r_rdy`` only with a word held, and ``r_data`` is that word;
 * ``w_level`` and ``r_level`` never exceed ``depth``; ``r_level`` never counts a word
-  that is not held, and is non-zero exactly when ``r_rdy`` is high.
+  that is not held, and is zero while ``r_rdy`` is low.
 
 Resets in mid-stream: both domains together (the AXI masters' contract), or the
 write domain alone (the FIFO empties, and the read side must not return a word
@@ -105,7 +105,7 @@ class FIFOBench:
             level = int(dut.r_level.value)
             assert level <= len(self.queue), (
                 f"r_level {level} with {len(self.queue)} words held")
-            assert bool(level) == bool(rdy), f"r_level {level} with r_rdy {rdy}"
+            assert not level or rdy, f"r_level {level} with r_rdy low"
             if rdy:
                 assert self.queue, "r_rdy with no word held"
                 got = int(dut.r_data.value)

@@ -73,7 +73,7 @@ def test_cdc_fifo_parameters_are_keyword_only():
 
 def test_cdc_fifo_properties():
     f = CDCFIFO(width=12, depth=8, w_domain="mem", r_domain="sync")
-    assert (f.width, f.depth, f.latency, f.lutram) == (12, 8, 4, True)
+    assert (f.width, f.depth, f.latency, f.lutram) == (12, 8, 3, True)
     assert not CDCFIFO(width=12, depth=128).lutram
     assert f.w_level.shape().width == f.r_level.shape().width == 4
 
