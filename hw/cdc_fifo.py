@@ -205,11 +205,6 @@ class CDCFIFO(wiring.Component):
         init = Signal()
         r += init.eq(self.r_rst)
         blocked = self.r_rst | init
-        # "A word is there", registered: the read pointer of this edge against the
-        # synchronized write pointer of the edge before (both compares beside each
-        # other, the read only selecting one), so that a read is one gate from
-        # registers and the memory's address one multiplexer more. It sees a word one
-        # edge later than a comparison in the cycle would, and never one not there.
         empty = Signal()
         m.d.comb += [empty.eq(blocked | (r_gry == p_r_gry)), self.r_rdy.eq(~empty),
                      self.r_level.eq(Mux(blocked, 0, p_r_bin - r_bin))]
