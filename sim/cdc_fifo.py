@@ -141,17 +141,12 @@ class FIFOBench:
 
 
 async def _start(dut):
-    p = params()
-    tb = FIFOBench(dut, p)
-    tb.w_rst.value = 1
-    tb.r_rst.value = 1
+    """The bench's clocks, its inputs idle, both domains reset."""
+    tb = FIFOBench(dut, params())
     dut.w_en.value = 0
     dut.r_en.value = 0
     dut.w_data.value = 0
-    await ClockCycles(tb.w_clk, 4)
-    await ClockCycles(tb.r_clk, 4)
-    tb.w_rst.value = 0
-    tb.r_rst.value = 0
+    await tb.reset(write_only=False)
     await ClockCycles(tb.r_clk, 4)
     return tb
 
