@@ -22,7 +22,7 @@ A3.1.2). Commands accepted before the reset are dropped; every command after it
 completes exactly once.
 """
 
-from amaranth import Cat, Const, Module, Mux, Signal, Value
+from amaranth import Cat, Const, Module, Mux, Signal, Value, signed
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.cdc import FFSynchronizer
 from amaranth.lib.fifo import SyncFIFO
@@ -132,6 +132,31 @@ class _Params:
         """Beats in one 4 KB page: no burst crosses a multiple of it."""
         return self._page_beats
 
+    def _bursts(self, m):
+        """The command path: ``cmd`` into the burst splitter, in ``sync``, whose bursts
+        cross into ``mem`` (:data:`COMMAND_DEPTH` deep) and wait there in one register,
+        taken from the crossing only when empty. The splitter's adds and compares then
+        run at the fabric clock; the memory clock (450 MHz on VHK158, 3 levels) holds
+        only the channel logic. A burst issues at most every :data:`ISSUE_SPACING`
+        cycles, so the register's refill (two cycles) costs nothing."""
+        m.submodules.split = split = _BurstSplitter(
+            beat_bits=self._beat_bits, max_burst=self._max_burst, page_beats=self._page_beats)
+        layout = split.burst.payload.shape()
+        m.submodules.cmd_cdc = cmd_cdc = CDCFIFO(
+            width=layout.size, depth=COMMAND_DEPTH, w_domain="sync", r_domain="mem")
+        wiring.connect(m, wiring.flipped(self.cmd), split.cmd)
+        burst = _Burst(layout)
+        m.d.comb += [
+            cmd_cdc.w_data.eq(split.burst.payload), cmd_cdc.w_en.eq(split.burst.valid),
+            split.burst.ready.eq(cmd_cdc.w_rdy),
+            cmd_cdc.r_en.eq(~burst.valid),
+        ]
+        with m.If(~burst.valid & cmd_cdc.r_rdy):
+            m.d.mem += [burst.valid.eq(1), burst.payload.eq(cmd_cdc.r_data)]
+        with m.Elif(burst.ready):
+            m.d.mem += burst.valid.eq(0)
+        return burst
+
     def _name(self, kind):
         return (f"AXI4{kind}Master_a{self._addr_width}_d{self._data_width}_i{self._id_width}"
                 f"_b{self._max_burst}_o{self._max_outstanding}_f{self._fifo_depth}")
@@ -159,6 +184,16 @@ class _Params:
         return kwargs
 
 
+class _Burst:
+    """The ``mem`` side's register of the next burst: ``valid``, ``payload`` (``addr``,
+    ``beats``, ``last``) and ``ready``, driven by the master's issue."""
+
+    def __init__(self, layout):
+        self.valid = Signal(name="burst_valid")
+        self.payload = Signal(layout, name="burst")
+        self.ready = Signal(name="burst_ready")
+
+
 def _le(a, b):
     """``a <= b`` as the borrow of ``b - a`` (one bit wider than both): a carry chain,
     where Yosys maps a comparison with a constant to a tree of LUTs a level deeper."""
@@ -168,7 +203,7 @@ def _le(a, b):
 class _BurstSplitter(wiring.Component):
     """Cuts one command into bursts of at most ``max_burst`` beats, none crossing 4 KB.
 
-    Runs in the domain it is placed in (``mem``). A command is taken into a holding
+    Runs in ``sync``, before the command crossing (:meth:`_Params._bursts`). A command is taken into a holding
     register (a region of 0 beats is dropped there), moves into the region registers
     when the previous region has offered its last burst, and ``burst`` offers each
     burst from an output register.
@@ -309,8 +344,9 @@ class AXI4ReadMaster(_Params, wiring.Component):
     cmd : In(stream.Signature(command_layout)), domain ``sync``
         A region: ``addr`` is its first beat (byte address ÷ ``data_width / 8``,
         so every region is beat-aligned by construction), ``beats`` its length;
-        0 beats is a no-op. Held in a 4-entry crossing; ``cmd.ready`` falls when
-        it is full.
+        0 beats is a no-op. Taken into the burst splitter's holding register;
+        ``cmd.ready`` is high while it is free or its region is moving into the
+        splitter's region registers, so a region waits behind at most one other.
     data : Out(stream.Signature(out_width)), domain ``sync``
         The regions' beats, in command order and address order, packed
         ``out_width / data_width`` to a word, the earliest in the low bits. The
@@ -397,19 +433,12 @@ class AXI4ReadMaster(_Params, wiring.Component):
         depth = self._fifo_depth
         axi = self.axi
 
-        m.submodules.cmd_cdc = cmd_cdc = CDCFIFO(
-            width=self._cmd_layout.size, depth=COMMAND_DEPTH, w_domain="sync", r_domain="mem")
         ratio = self._ratio
         m.submodules.data_cdc = data_cdc = CDCFIFO(
             width=self._out_width, depth=depth // ratio, w_domain="mem", r_domain="sync")
-        m.submodules.split = split = _mem(_BurstSplitter(
-            beat_bits=self._beat_bits, max_burst=self._max_burst, page_beats=self._page_beats))
+        burst = self._bursts(m)
 
         m.d.comb += [
-            cmd_cdc.w_data.eq(self.cmd.payload), cmd_cdc.w_en.eq(self.cmd.valid),
-            self.cmd.ready.eq(cmd_cdc.w_rdy),
-            split.cmd.payload.eq(cmd_cdc.r_data), split.cmd.valid.eq(cmd_cdc.r_rdy),
-            cmd_cdc.r_en.eq(split.cmd.ready),
             self.data.payload.eq(data_cdc.r_data), self.data.valid.eq(data_cdc.r_rdy),
             data_cdc.r_en.eq(self.data.ready),
         ]
@@ -422,7 +451,9 @@ class AXI4ReadMaster(_Params, wiring.Component):
         # ratio - 1: depth - w_level·ratio is a multiple of ratio, so its beats then
         # complete no more words than the FIFO has room for. CDCFIFO's w_level is
         # registered from a registered write pointer, so it omits the word written in
-        # the previous cycle: ``wrote_prev`` adds it back. The room is computed from
+        # the previous cycle: ``wrote_prev`` adds it back. Its read pointer may be a
+        # few edges old, so it can count words already read, even past the FIFO's
+        # depth: the room is signed, and negative then. The room is computed from
         # one cycle's counters over two registers and compared with the burst in a
         # third (:data:`ISSUE_SPACING`); no burst issues in between, so it is a lower
         # bound of the room at the issue.
@@ -436,12 +467,12 @@ class AXI4ReadMaster(_Params, wiring.Component):
         lasts = Signal(ko)          # last beats received, mod 2**ko
         wrote_prev = Signal()
         packed = Signal(range(ratio))       # beats in the packer (``held``)
-        length = split.burst.payload.beats
+        length = burst.payload.beats
         words = Cat(packed[:sh], data_cdc.w_level) if sh else data_cdc.w_level
-        free1 = Signal(kb)          # cap - (w_level + wrote_prev)·ratio - packed
+        free1 = Signal(signed(kb + 1))      # cap - (w_level + wrote_prev)·ratio - packed
         reserved1 = Signal(kb)
         outstanding1 = Signal(ko)
-        room = Signal(kb)
+        room = Signal(signed(kb + 1))
         out_ok = Signal()
         credit_ok = Signal()        # registered: the burst offered may issue
         issued_recently = Signal(ISSUE_SPACING - 2)
@@ -452,19 +483,19 @@ class AXI4ReadMaster(_Params, wiring.Component):
             outstanding1.eq(bursts - lasts),
             room.eq(free1 - reserved1),
             out_ok.eq(outstanding1 < self._max_outstanding),
-            credit_ok.eq(split.burst.valid & (length <= room) & out_ok & ~issue
+            credit_ok.eq(burst.valid & (length <= room) & out_ok & ~issue
                          & ~issued_recently.any()),
             issued_recently.eq(Cat(issue, issued_recently[:-1])),
         ]
         m.d.comb += [
-            issue.eq(split.burst.valid & credit_ok & (~axi.arvalid | axi.arready)),
-            split.burst.ready.eq(issue),
+            issue.eq(burst.valid & credit_ok & (~axi.arvalid | axi.arready)),
+            burst.ready.eq(issue),
             axi.arsize.eq(self._size), axi.arburst.eq(BURST_INCR), axi.arid.eq(0),
             axi.arcache.eq(CACHE_MODIFIABLE), axi.arprot.eq(0),
             axi.rready.eq(1),
         ]
         with m.If(issue):
-            m.d.mem += [axi.arvalid.eq(1), axi.araddr.eq(split.burst.payload.addr << self._size),
+            m.d.mem += [axi.arvalid.eq(1), axi.araddr.eq(burst.payload.addr << self._size),
                         axi.arlen.eq(length - 1), issued.eq(issued + length),
                         bursts.eq(bursts + 1)]
         with m.Elif(axi.arready):
@@ -573,71 +604,58 @@ class AXI4WriteMaster(_Params, wiring.Component):
         axi = self.axi
         max_out = self._max_outstanding
 
-        m.submodules.cmd_cdc = cmd_cdc = CDCFIFO(
-            width=self._cmd_layout.size, depth=COMMAND_DEPTH, w_domain="sync", r_domain="mem")
         m.submodules.data_cdc = data_cdc = CDCFIFO(
             width=self._data_width, depth=self._fifo_depth, w_domain="sync", r_domain="mem")
         m.submodules.done_cdc = done_cdc = CDCFIFO(
             width=1, depth=COMMAND_DEPTH, w_domain="mem", r_domain="sync")
-        m.submodules.split = split = _mem(_BurstSplitter(
-            beat_bits=self._beat_bits, max_burst=self._max_burst, page_beats=self._page_beats))
+        burst = self._bursts(m)
         # Per issued burst: its length for the W engine, and whether it ends its
         # region for the B side. Both drain in AW order (one ID).
         m.submodules.lens = lens = _mem(SyncFIFO(width=8, depth=max_out))
         m.submodules.lasts = lasts = _mem(SyncFIFO(width=1, depth=max_out))
 
         m.d.comb += [
-            cmd_cdc.w_data.eq(self.cmd.payload), cmd_cdc.w_en.eq(self.cmd.valid),
-            self.cmd.ready.eq(cmd_cdc.w_rdy),
-            split.cmd.payload.eq(cmd_cdc.r_data), split.cmd.valid.eq(cmd_cdc.r_rdy),
-            cmd_cdc.r_en.eq(split.cmd.ready),
             data_cdc.w_data.eq(self.data.payload), data_cdc.w_en.eq(self.data.valid),
             self.data.ready.eq(data_cdc.w_rdy),
         ]
 
-        # AW: a burst goes out once its data is in the FIFO (beats not yet
-        # promised to earlier bursts: r_level - (promised - sent)), its bookkeeping
-        # has room, and fewer than max_outstanding bursts await B. As in the read
-        # master the check is pipelined over registers from one cycle's counters
-        # (:data:`ISSUE_SPACING`): the FIFO's unpromised beats only grow between
-        # issues (a W beat leaves r_level and the promise together), so the value is
-        # a lower bound at the issue.
+        # AW: a burst goes out once its data is in the FIFO (beats written and not yet
+        # promised to earlier bursts: r_written - promised; a W beat leaves the FIFO
+        # only for a promised burst, so no read needs counting), its bookkeeping has
+        # room, and fewer than max_outstanding bursts await B. As in the read master the
+        # check is pipelined over registers (:data:`ISSUE_SPACING`): r_written only
+        # grows between issues, so the value is a lower bound at the issue.
         depth = self._fifo_depth
         kb = depth.bit_length()
         ko = max_out.bit_length() + 1
         promised = Signal(kb)       # beats of the bursts issued, mod 2**kb
-        sent = Signal(kb)           # W beats sent, mod 2**kb
         bursts = Signal(ko)         # bursts issued, mod 2**ko
         answered = Signal(ko)       # B responses, mod 2**ko
-        level1 = Signal(kb)
-        committed1 = Signal(kb)
         outstanding1 = Signal(ko)
         unpromised = Signal(kb)
         out_ok = Signal()
         data_ok = Signal()          # registered: the burst offered may issue
         issued_recently = Signal(ISSUE_SPACING - 2)
-        length = split.burst.payload.beats
+        length = burst.payload.beats
         issue = Signal()
         m.d.mem += [
-            level1.eq(data_cdc.r_level),
-            committed1.eq(promised - sent),
             outstanding1.eq(bursts - answered),
-            unpromised.eq(level1 - committed1),
+            unpromised.eq(data_cdc.r_written - promised),
             out_ok.eq(outstanding1 < max_out),
-            data_ok.eq(split.burst.valid & (length <= unpromised) & out_ok & lens.w_rdy
+            data_ok.eq(burst.valid & (length <= unpromised) & out_ok & lens.w_rdy
                        & lasts.w_rdy & ~issue & ~issued_recently.any()),
             issued_recently.eq(Cat(issue, issued_recently[:-1])),
         ]
         m.d.comb += [
-            issue.eq(split.burst.valid & data_ok & (~axi.awvalid | axi.awready)),
-            split.burst.ready.eq(issue),
+            issue.eq(burst.valid & data_ok & (~axi.awvalid | axi.awready)),
+            burst.ready.eq(issue),
             lens.w_data.eq(length - 1), lens.w_en.eq(issue),
-            lasts.w_data.eq(split.burst.payload.last), lasts.w_en.eq(issue),
+            lasts.w_data.eq(burst.payload.last), lasts.w_en.eq(issue),
             axi.awsize.eq(self._size), axi.awburst.eq(BURST_INCR), axi.awid.eq(0),
             axi.awcache.eq(CACHE_MODIFIABLE), axi.awprot.eq(0),
         ]
         with m.If(issue):
-            m.d.mem += [axi.awvalid.eq(1), axi.awaddr.eq(split.burst.payload.addr << self._size),
+            m.d.mem += [axi.awvalid.eq(1), axi.awaddr.eq(burst.payload.addr << self._size),
                         axi.awlen.eq(length - 1), promised.eq(promised + length),
                         bursts.eq(bursts + 1)]
         with m.Elif(axi.awready):
@@ -665,8 +683,6 @@ class AXI4WriteMaster(_Params, wiring.Component):
             m.d.mem += [left.eq(left - 1), w_last.eq(left == 1)]
             with m.If(w_last):
                 m.d.mem += w_active.eq(0)
-        with m.If(w_fire):
-            m.d.mem += sent.eq(sent + 1)
 
         # B: a region is done when the response of its last burst arrives.
         b_fire = Signal()

@@ -10,33 +10,43 @@ the cycle of the transfer (compare, enable, add, encode) and decodes the synchro
 pointer as a chain of XORs; on the UltraScale+ proxy of ``docs/estimate.md`` those paths
 take 6.1 and 7 levels inside each master, over the 4 levels of VCK190's 400 MHz.
 
-Here the next pointer and its Gray code are registers of their own, computed a cycle
-ahead from registers, so a transfer only selects between two registers:
+Here every stage is a register or two levels of logic in front of one:
 
-* ``bin1`` = ``bin + 1`` and ``gry1`` = Gray(``bin + 1``) beside ``bin`` and ``gry``;
-  on a transfer ``bin, gry ← bin1, gry1`` and ``bin1, gry1 ← bin1 + 1, Gray(bin1 + 1)``.
+* ``bin1`` = ``bin + 1`` and ``gry1`` = Gray(``bin + 1``) are registers beside ``bin``
+  and ``gry``, computed a cycle ahead; on a transfer ``bin, gry ← bin1, gry1`` and
+  ``bin1, gry1 ← bin1 + 1, Gray(bin1 + 1)``.
+* ``full`` and ``empty`` come from registers: each side compares both pointers the
+  next edge may hold (its own and its successor) with the synchronizer's first flop,
+  which the second takes at that edge, and registers whether it moved; ``full`` is
+  the comparison it took. The values are those of ``AsyncFIFO``'s comparisons on the
+  same edges, so ``w_rdy`` and ``r_rdy`` keep its timing, a transfer decision is one
+  or two levels from registers, and the comparisons end in registers.
 * The synchronized pointer is decoded into a register, each bit the XOR of the Gray
-  bits at and above it (a tree, not a chain).
+  bits at and above it; a pointer of more than 3 bits (a FIFO of 8 words or more) is
+  decoded over two registers, as ABC shares the XORs of a one-stage decode into a
+  chain.
 * A FIFO of at most :data:`LUTRAM_DEPTH` words is distributed RAM read asynchronously
   at the read pointer's register, so no read decision reaches its address; a deeper one
   is block RAM, whose address input ends the read decision's path.
-* ``r_level`` is the decoded write pointer's register minus the read pointer, so it
-  lags a write by one more read edge than ``r_rdy``: it never counts a word that is
-  not there.
+* The read side offers the write count, decoded (``r_written``), not ``AsyncFIFO``'s
+  ``r_level``: with the decode two registers behind the synchronizer, the read pointer
+  can be ahead of it, and a difference would go negative. A reader that counts its own
+  reads subtracts them (the write master's ``promised``, :mod:`hw.axi_master`).
+  ``w_level`` is kept: the decoded read pointer only lags, so it only over-counts.
 
 Reset: the write domain's reset empties the FIFO, as Amaranth's ``AsyncFIFO``'s does.
 It reaches the read domain through an asynchronous-assert, synchronous-release
-synchronizer (``r_rst``). While it is asserted, and one cycle after, the read pointers
-are held at 0, where the write pointers restart, and ``r_rdy`` is low and ``r_level``
-zero. (``AsyncFIFO`` loads them from the synchronized write pointer instead; by its
-code, a word written in the edges before ``r_rst`` falls is then skipped.) The write side
-takes no word, and ``w_level`` is zero, until it sees the read pointer at 0 through its
-synchronizer, so it never compares with the old one. A read-domain reset alone keeps
-the words."""
+synchronizer (``r_rst``). While it is asserted, and a cycle after it for each of the
+decode's registers, the read pointers are held at 0, where the write pointers restart,
+``r_rdy`` is low and ``r_written`` zero. (``AsyncFIFO`` loads them from the
+synchronized write pointer instead; by its code, a word written in the edges before
+``r_rst`` falls is then skipped.) The write side takes no word until it sees the read
+pointer at 0 through its synchronizer, and ``w_level`` is zero until the decode has it
+too, so neither compares with the old one. A read-domain reset alone keeps the words."""
 
 from amaranth import Cat, Module, Mux, ResetSignal, Signal
 from amaranth.lib import wiring
-from amaranth.lib.cdc import AsyncFFSynchronizer, FFSynchronizer
+from amaranth.lib.cdc import AsyncFFSynchronizer
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
@@ -59,18 +69,65 @@ def _succ(v):
     return (v + 1)[:len(v)]
 
 
-def _ungray(g):
-    # Bit i is the XOR of Gray bits i and above: each its own reduction, which maps to
-    # a tree of LUTs (two levels for 9 bits), where a running XOR is a chain.
-    return Cat(*(g[i:].xor() for i in range(len(g))))
+#: Gray bits decoded in one register stage; a wider pointer takes two stages.
+DECODE_GROUP = 3
+
+
+def _full(w_gry, r_gry):
+    # Cummings: full when the pointers differ in their two top bits and agree below.
+    return ((w_gry[-1] != r_gry[-1]) & (w_gry[-2] != r_gry[-2])
+            & (w_gry[:-2] == r_gry[:-2]))
+
+
+def _synchronizer(m, domain, i, name):
+    """Two flops of ``domain`` after ``i`` (from another clock): returns both, the
+    first for logic that computes what the second will hold. As Amaranth's
+    ``FFSynchronizer`` without a platform (``reset_less`` flops), with Vivado's
+    ``ASYNC_REG`` on both so placement keeps them together."""
+    flops = [Signal(len(i), name=f"{name}_stage{k}", reset_less=True,
+                    attrs={"ASYNC_REG": "TRUE"}) for k in range(2)]
+    m.d[domain] += [flops[0].eq(i), flops[1].eq(flops[0])]
+    return flops
+
+
+def _ungray(m, domain, g, name, clear=None):
+    """The binary value of Gray code ``g``, in registers of ``domain``: one stage when
+    ``g`` is at most :data:`DECODE_GROUP` bits, two when wider (up to
+    ``DECODE_GROUP`` ** 2 + ``DECODE_GROUP`` bits). Bit i is the XOR of Gray bits i and
+    above. However it is written, Yosys' ABC shares these XORs into a chain of 2-input
+    LUTs (a 10-bit decode in one stage, or 6-bit groups in two, measured 4 levels on
+    the proxy of ``docs/estimate.md``, over the 3 of a 450 MHz memory clock), so the
+    decode is cut where a chain stays within 2 levels: the first stage XORs each bit
+    with the bits above it in its group of 3 and keeps each group's parity; the second
+    XORs in the parities of the groups above (at most 3). Returns the last register,
+    which holds 0 at an edge where ``clear`` is high (a synchronous reset)."""
+    n = len(g)
+    out = Signal(n, name=name, reset_less=True)
+
+    def last(value):
+        m.d[domain] += out.eq(value if clear is None else Mux(clear, 0, value))
+        return out
+
+    if n <= DECODE_GROUP:
+        return last(Cat(*(g[i:].xor() for i in range(n))))
+    assert n <= DECODE_GROUP * (DECODE_GROUP + 1), n
+    part = Signal(n, name=name + "_part", reset_less=True)
+    groups = [(max(0, hi - DECODE_GROUP), hi) for hi in range(n, 0, -DECODE_GROUP)]
+    bits, above = [], []
+    for lo, hi in groups:
+        for i in range(lo, hi):
+            m.d[domain] += part[i].eq(g[i:hi].xor())
+        bits[:0] = [Cat(part[i], *(part[a] for a in above)).xor() for i in range(lo, hi)]
+        above.append(lo)        # part[lo] is the group's parity
+    return last(Cat(*bits))
 
 
 class CDCFIFO(wiring.Component):
     """First-word-fall-through FIFO from ``w_domain`` to ``r_domain`` (asynchronous clocks).
 
     The ports are those of Amaranth's ``lib.fifo.AsyncFIFO`` (``w_data``, ``w_en``,
-    ``w_rdy``, ``w_level``; ``r_data``, ``r_en``, ``r_rdy``, ``r_level``, ``r_rst``),
-    so it replaces one.
+    ``w_rdy``, ``w_level``; ``r_data``, ``r_en``, ``r_rdy``, ``r_rst``) with their
+    timing, but for ``r_level``, replaced by ``r_written`` (module docstring).
 
     Parameters
     ----------
@@ -90,27 +147,32 @@ class CDCFIFO(wiring.Component):
         read pointer's).
     w_level : Out(range(depth + 1))
         Registered: the write pointer of the previous cycle minus the read pointer
-        synchronized and decoded (two ``w_domain`` edges and the decode's register
-        behind the reads), so it omits a word written in the previous cycle and counts
-        words already read as held; never more than ``depth``.
+        synchronized and decoded (two ``w_domain`` edges and the decode's
+        :attr:`decode_stages` registers behind the reads), so it omits a word written
+        in the previous cycle and counts words already read as held. With a
+        two-register decode the read pointer is older than the full flag's, so it
+        can exceed ``depth`` by the words read in the last edges (it stays below
+        ``2·depth``, the port's range).
     r_data, r_rdy : Out
         ``r_rdy`` (not empty: the read pointer's Gray code against the synchronized
-        write pointer's, both registers) rises at most :attr:`latency` ``r_domain``
+        write pointer's, from registers) rises at most :attr:`latency` ``r_domain``
         edges after the write edge; ``r_data`` is the word at the read pointer while
         ``r_rdy`` is high.
     r_en : In(1)
         The word is taken on an ``r_domain`` edge with ``r_en`` and ``r_rdy`` high.
-    r_level : Out(range(depth + 1))
-        Words that are surely there: the synchronized write pointer, decoded into a
-        register, minus the read pointer; at most the words ``r_rdy`` shows, never
-        negative.
+    r_written : Out(log2(depth) + 1)
+        Words written, modulo ``2·depth``, as far as the read side surely knows: the
+        synchronized write pointer decoded into :attr:`decode_stages` registers, so it
+        lags ``r_rdy``'s view by that many ``r_domain`` edges; never ahead of the
+        writes. 0 after a write-domain reset, where the write pointer restarts.
     r_rst : Out(1)
         High in the read domain while the write domain's reset reaches it.
 
     Notes
     -----
     After a write-domain reset ``w_rdy`` stays low until the read side's reset pointer
-    has crossed back (about two edges of each clock after ``r_rst`` rose).
+    has crossed back and been decoded (about two edges of each clock after ``r_rst``
+    rose, and :attr:`decode_stages` edges).
     """
 
     def __init__(self, *, width, depth, w_domain="write", r_domain="read"):
@@ -129,7 +191,7 @@ class CDCFIFO(wiring.Component):
             "w_data": In(self._width), "w_en": In(1), "w_rdy": Out(1),
             "w_level": Out(range(self._depth + 1)),
             "r_data": Out(self._width), "r_en": In(1), "r_rdy": Out(1),
-            "r_level": Out(range(self._depth + 1)), "r_rst": Out(1),
+            "r_written": Out(self._depth.bit_length()), "r_rst": Out(1),
         })
 
     @property
@@ -146,6 +208,13 @@ class CDCFIFO(wiring.Component):
         :data:`LUTRAM_DEPTH` words): ``r_data`` is then the RAM's output, with no
         register of its own. Deeper FIFOs read block RAM on the read clock's edge."""
         return self._depth <= LUTRAM_DEPTH
+
+    @property
+    def decode_stages(self):
+        """Registers from a synchronized Gray pointer to its binary decode, which
+        ``r_written`` and ``w_level`` use: 1, or 2 when the pointer (log2(``depth``) + 1
+        bits) is wider than :data:`DECODE_GROUP` (``depth`` ≥ 8)."""
+        return 1 if self._depth.bit_length() <= DECODE_GROUP else 2
 
     @property
     def latency(self):
@@ -165,50 +234,71 @@ class CDCFIFO(wiring.Component):
         # ---- write side ----
         w_bin, w_gry = Signal(bits), Signal(bits)
         w_bin1, w_gry1 = Signal(bits, init=1), Signal(bits, init=1)   # Gray(1) = 1
-        c_w_gry = Signal(bits)                   # the read pointer, synchronized
-        c_w_bin = Signal(bits)
-        m.submodules.consume_cdc = FFSynchronizer(r_gry, c_w_gry, o_domain=self._w)
+        # The read pointer through two flops (Cummings' synchronizer, written out: the
+        # registered full below compares with the first flop, the value the second
+        # takes at the next edge).
+        c_s0, c_w_gry = _synchronizer(m, self._w, r_gry, "consume")
         # After a write-domain reset the read pointer returns to 0 through the read side's
         # r_rst and the synchronizer: until this side sees it there, the synchronized value
         # is the old pointer (or bits of both) and neither full nor w_level can use it.
+        # The decode lags c_w_gry by its stages, so the wait lasts as many edges more
+        # (the extra edges hold w_wait's past values): no word is written, and w_level
+        # is 0, until the decoded pointer is clean too.
         w_wait = Signal(init=1)
         w += w_wait.eq(w_wait & c_w_gry.any())
-        full = Signal()
-        m.d.comb += [
-            full.eq(w_wait | ((w_gry[-1] != c_w_gry[-1]) & (w_gry[-2] != c_w_gry[-2])
-                              & (w_gry[:-2] == c_w_gry[:-2]))),
-            self.w_rdy.eq(~full),
-        ]
-        do_write = self.w_en & ~full
+        w_block = w_wait
+        if self.decode_stages > 1:
+            w_wait_d = Signal(self.decode_stages - 1, init=-1)
+            w += w_wait_d.eq(Cat(w_wait, w_wait_d[:-1]))
+            w_block = w_wait | w_wait_d.any()
+        # full from registers: both pointers the next edge may hold, each compared with
+        # the synchronizer's first flop (the value its second takes at that edge), and
+        # which of them it took: a write decision is one level from registers, and the
+        # comparisons (three levels for a 10-bit pointer) end in registers.
+        full_stay, full_move, wrote = Signal(), Signal(), Signal()
+        full = Mux(wrote, full_move, full_stay)
+        do_write = self.w_en & ~w_block & ~full
+        w += [full_stay.eq(_full(w_gry, c_s0)), full_move.eq(_full(w_gry1, c_s0)),
+              wrote.eq(do_write)]
+        m.d.comb += self.w_rdy.eq(~w_block & ~full)
         with m.If(do_write):
             w += [w_bin.eq(w_bin1), w_gry.eq(w_gry1),
                   w_bin1.eq(_succ(w_bin1)), w_gry1.eq(_gray(_succ(w_bin1)))]
-        w += [c_w_bin.eq(_ungray(c_w_gry)),
-              self.w_level.eq(Mux(w_wait, 0, w_bin - c_w_bin))]
+        c_w_bin = _ungray(m, self._w, c_w_gry, "c_w_bin")
+        w += self.w_level.eq(Mux(w_block, 0, w_bin - c_w_bin))
 
         # ---- read side (its pointers are reset through r_rst, not the read domain's
         # reset: a read-domain reset alone keeps the FIFO's words, as AsyncFIFO's) ----
         r_bin = Signal(bits, reset_less=True)
         r_bin1 = Signal(bits, init=1, reset_less=True)
         r_gry1 = Signal(bits, init=1, reset_less=True)
-        p_r_gry = Signal(bits)                   # the write pointer, synchronized
-        m.submodules.produce_cdc = FFSynchronizer(w_gry, p_r_gry, o_domain=self._r)
-        p_r_bin = Signal(bits, reset_less=True)  # its decode, a cycle later
-        r += p_r_bin.eq(_ungray(p_r_gry))
+        p_s0, p_r_gry = _synchronizer(m, self._r, w_gry, "produce")
 
         rst_w = ResetSignal(self._w, allow_reset_less=True)
         m.submodules.rst_cdc = AsyncFFSynchronizer(rst_w, self.r_rst, o_domain=self._r)
-        # The write side restarts at 0, so the read side does too: while r_rst (and a
-        # cycle after it, until p_r_bin is a decode of a clean pointer) the pointers are
-        # held at 0 and the reader sees nothing. A word written meanwhile (the write
-        # side leaves its reset 2 edges before r_rst falls) is read after it, not skipped.
-        init = Signal()
-        r += init.eq(self.r_rst)
-        blocked = self.r_rst | init
-        empty = Signal()
-        m.d.comb += [empty.eq(blocked | (r_gry == p_r_gry)), self.r_rdy.eq(~empty),
-                     self.r_level.eq(Mux(blocked, 0, p_r_bin - r_bin))]
+        # The write side restarts at 0, so the read side does too: while r_rst (and the
+        # decode's stages after it, until r_written is a decode of a clean pointer) the
+        # pointers are held at 0 and the reader sees nothing. A word written meanwhile
+        # (the write side leaves its reset 2 edges before r_rst falls) is read after
+        # it, not skipped.
+        init = Signal(self.decode_stages)
+        r += init.eq(Cat(self.r_rst, init[:-1]))
+        blocked = self.r_rst | init.any()
+        # empty from registers, as full. While blocked the read pointer goes to 0 and
+        # nothing is read, and blocked lasts at least two edges, so at its last edge
+        # the comparison is already with 0. (Reset-less: a read-domain reset alone
+        # keeps the words.)
+        empty_stay = Signal(init=1, reset_less=True)
+        empty_move = Signal(reset_less=True)
+        took = Signal(reset_less=True)
+        empty = blocked | Mux(took, empty_move, empty_stay)
         do_read = self.r_en & ~empty
+        r += [empty_stay.eq(r_gry == p_s0), empty_move.eq(r_gry1 == p_s0), took.eq(do_read)]
+        m.d.comb += self.r_rdy.eq(~empty)
+        # The write count, decoded; zero while blocked (a synchronous reset of its last
+        # register, so the gate takes no level).
+        p_r_bin = _ungray(m, self._r, p_r_gry, "p_r_bin", clear=blocked)
+        m.d.comb += self.r_written.eq(p_r_bin)
         with m.If(blocked):
             r += [r_bin.eq(0), r_gry.eq(0), r_bin1.eq(1), r_gry1.eq(1)]
         with m.Elif(do_read):

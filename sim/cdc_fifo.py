@@ -10,8 +10,12 @@ Every edge of each side also checks:
 
 * a write is accepted only while fewer than ``depth`` words are held;
 * ``r_rdy`` only with a word held, and ``r_data`` is that word;
-* ``w_level`` and ``r_level`` never exceed ``depth``; ``r_level`` never counts a word
-  that is not held, and is zero while ``r_rdy`` is low.
+* ``w_level`` never counts fewer words than are held, but for one written at that
+  edge, and never more than are held plus those read in the last edges, which its
+  read pointer may not show yet;
+* ``r_written`` is a count of words the write side had accepted (since its last reset,
+  modulo ``2·depth``) at one of its recent edges: never ahead of the writes, never a
+  value the write pointer did not hold.
 
 Resets in mid-stream: both domains together (the AXI masters' contract), or the
 write domain alone (the FIFO empties, and the read side must not return a word
@@ -21,6 +25,10 @@ is read exactly once.
 
 import random
 from collections import deque
+
+#: Write edges of history ``r_written`` may lag by: the synchronizer (2 read edges), the
+#: decode (2) and the phase (1), at the benches' fastest write-to-read clock ratio (2).
+WRITTEN_LAG = 16
 
 import cocotb
 from cocotb.clock import Clock
@@ -47,6 +55,10 @@ class FIFOBench:
         self.seq = 0
         self.mask = (1 << p["width"]) - 1
         self.written = self.read = self.dropped = 0
+        # words accepted since the write side's last reset, after each of its edges
+        self.w_hist = deque([0], maxlen=WRITTEN_LAG)
+        # words read in total, at each write edge
+        self.r_hist = deque([0], maxlen=WRITTEN_LAG)
         self.resetting = False
         self.epoch = 0             # resets so far
         self.reset_end = None
@@ -72,17 +84,26 @@ class FIFOBench:
         offered, en, rdy, epoch = self.word(), 0, 0, self.epoch
         while not stop["now"]:
             await RisingEdge(self.w_clk)
-            if en and rdy and epoch == self.epoch:
+            wrote = bool(en and rdy and epoch == self.epoch)
+            if wrote:
                 held = len(self.queue)
                 assert held < self.p["depth"], f"a write accepted with {held} words held"
                 self.queue.append(offered)
                 self.written += 1
                 offered = self.word()
+                self.w_hist.append(self.w_hist[-1] + 1)
+            else:
+                self.w_hist.append(self.w_hist[-1])
             await ReadOnly()
             rdy = int(dut.w_rdy.value)
-            assert int(dut.w_level.value) <= self.p["depth"], (
-                f"w_level {int(dut.w_level.value)} above depth ({len(self.queue)} words held, "
-                f"reset {self.epoch} ended at {self.reset_end} ns)")
+            self.r_hist.append(self.read)
+            level, held = int(dut.w_level.value), len(self.queue)
+            if not self.resetting:
+                recent = self.read - self.r_hist[0]
+                assert held - wrote <= level <= held + recent, (
+                    f"w_level {level} with {held} words held ({int(wrote)} written at this "
+                    f"edge, {recent} read in the last {len(self.r_hist)} write edges; reset "
+                    f"{self.epoch} ended at {self.reset_end} ns)")
             await Timer(1, unit="ps")
             epoch = self.epoch
             en = int(self.rng.random() >= self.phase[0] and not self.resetting)
@@ -102,10 +123,12 @@ class FIFOBench:
                 self.read += 1
             await ReadOnly()
             rdy = int(dut.r_rdy.value)
-            level = int(dut.r_level.value)
-            assert level <= len(self.queue), (
-                f"r_level {level} with {len(self.queue)} words held")
-            assert not level or rdy, f"r_level {level} with r_rdy low"
+            if not self.resetting:
+                mod = 2 * self.p["depth"]
+                written = int(dut.r_written.value)
+                assert written in {v % mod for v in self.w_hist}, (
+                    f"r_written {written}, not one of the write side's recent counts "
+                    f"{sorted(set(self.w_hist))} (mod {mod})")
             if rdy:
                 assert self.queue, "r_rdy with no word held"
                 got = int(dut.r_data.value)
@@ -131,6 +154,8 @@ class FIFOBench:
         # before the reset may be read, so the words held are dropped.
         self.dropped += len(self.queue)
         self.queue.clear()
+        self.w_hist.clear()
+        self.w_hist.append(0)
         await ClockCycles(self.w_clk, 4)
         await ClockCycles(self.r_clk, 4)
         self.w_rst.value = 0
