@@ -74,15 +74,17 @@ class TreeVerifier(wiring.Component):
 
     Notes
     -----
-    Timing: the first schedule beat is valid in the cycle after the ``tree``
-    beat with ``last`` (:attr:`latency` = 1). A node beat is emitted every
+    Timing: the first schedule beat is valid two cycles after the ``tree``
+    beat with ``last`` (:attr:`latency` = 2: each beat's checks are registered,
+    and a CHECK cycle decides between scheduling and skipping). A node beat is emitted every
     cycle; a release-only beat is inserted before node ``i + 1`` for every
     slot after the first that dies after node ``i``, so a pass of ``N``
     nodes takes ``N`` + (extra releases) cycles without back-pressure; the
     last node's beat flushes the ring, so the end of a pass costs no cycles.
-    The path's first beat is valid ``depth + 3`` cycles after the ``match``
-    beat with ``last`` (``depth`` of the deepest accepted node: a walk from it
-    up to the root stores the path root first).
+    The path's first beat is valid ``depth + 4`` cycles after the ``match``
+    beat with ``last`` (``depth`` of the deepest accepted node: its acceptance
+    is registered a cycle after its beat, then a walk from it up to the root
+    stores the path root first).
     """
 
     def __init__(self, *, max_nodes, fifo_depth, max_passes=64):
@@ -135,7 +137,7 @@ class TreeVerifier(wiring.Component):
     @property
     def latency(self):
         """Cycles from the ``tree`` beat with ``last`` to the first valid schedule beat."""
-        return 1
+        return 2
 
     def elaborate(self, platform):
         m = Module()
@@ -186,8 +188,9 @@ class TreeVerifier(wiring.Component):
         dead = Signal(n_max)        # node's state is dead (this pass)
 
         # Phases, one-hot (reset: LOAD).
-        phase = OneHot(("load", "sched", "match", "find", "walking", "send"), init="load")
-        load, sched, match, find, walking, send = phase.states.values()
+        phase = OneHot(("load", "check", "sched", "match", "find", "walking", "send"),
+                       init="load")
+        load, check, sched, match, find, walking, send = phase.states.values()
 
         idx = Signal(nb)                   # beat index while loading / matching
         room = Signal(range(n_max + 1), init=n_max)  # beats that still fit while loading
@@ -222,6 +225,11 @@ class TreeVerifier(wiring.Component):
         in_range = room.any()
         bad = ~first & ((parent >= idx) | (idx[1:].any() & (parent < prev_parent)))
         take = load & self.tree.valid
+        # A beat's checks are registered (b1_err) and reach `error` the cycle after, so
+        # no comparison of the incoming parent reaches the phase; the CHECK cycle after
+        # the last beat decides with them (logic levels, docs/estimate.md).
+        b1_err = Signal()
+        err_final = self.error | b1_err
         # SCHEDULE terms.
         is_root = ~node.any()
         is_last = node == last_node
@@ -237,12 +245,18 @@ class TreeVerifier(wiring.Component):
         release = cand_dead & ~is_last
         overflow = ~ring.w.ready
         node_fire = sched & node_beat & self.schedule.ready & ~overflow
-        # MATCH terms.
+        # MATCH terms, in two stages: a beat's node (its parent, depth, and whether the
+        # parent is below it) is registered (s1_*) from the LUT RAM, then the parent's
+        # accepted flag is read and `best` updated, so neither stage holds a LUT RAM read
+        # and two comparisons in series (logic levels, docs/estimate.md).
         left_any = left.any()
         m_first = ~idx.any()
+        m_beat = match & self.match.valid & left_any
+        s1_valid, s1_first, s1_match, s1_par_ok = Signal(), Signal(), Signal(), Signal()
+        s1_idx, s1_par, s1_dep = Signal(nb), Signal(nb), Signal(nb)
         # A parent at or above idx (a bad tree) is not accepted yet this pass; in a
-        # good tree it is always below idx, so its flag was written in this pass.
-        accepted = m_first | (self.match.payload.match & acc_r.data & (par_m.data < idx))
+        # good tree it is always below idx, so its flag was written in an earlier beat.
+        accepted = s1_first | (s1_match & acc_r.data & s1_par_ok)
         # PATH terms.
         is_end = out_i == path_len
 
@@ -250,14 +264,14 @@ class TreeVerifier(wiring.Component):
         m.d.comb += [
             self.tree.ready.eq(load),
             self.match.ready.eq(match),
-            self.busy.eq((load & (idx.any() | ~room.any())) | sched | match | find | walking | send),
+            self.busy.eq((load & (idx.any() | ~room.any())) | check | sched | match | find
+                         | walking | send),
             dep_r.addr.eq(parent),
             par_r.addr.eq(Mux(walking, walk, node)),
             slot_r.addr.eq(par_r.data),
             path_r.addr.eq(out_i),
-            par_m.addr.eq(idx), dep_m.addr.eq(idx), acc_r.addr.eq(par_m.data),
-            acc_w.addr.eq(idx), acc_w.data.eq(accepted),
-            acc_w.en.eq(match & self.match.valid & left_any),
+            par_m.addr.eq(idx), dep_m.addr.eq(idx), acc_r.addr.eq(s1_par),
+            acc_w.addr.eq(s1_idx), acc_w.data.eq(accepted), acc_w.en.eq(s1_valid),
             par_w.addr.eq(idx), par_w.data.eq(parent), par_w.en.eq(take & in_range),
             dep_w.addr.eq(idx), dep_w.data.eq(Mux(first, 0, dep_r.data + 1)), dep_w.en.eq(take & in_range),
             slot_w.addr.eq(idx), slot_w.data.eq(cslot), slot_w.en.eq(take & in_range),
@@ -293,14 +307,10 @@ class TreeVerifier(wiring.Component):
             new_last = Mux(idx[1:].any() & (parent != prev_parent), onehot(idx - 1), 0) \
                 | Mux(self.tree.payload.last & idx.any(), onehot(idx), 0)
             with m.If(first):
-                m.d.sync += [has_child.eq(0), last_child.eq(0), self.error.eq(0),
-                             self.peak_level.eq(0)]
+                m.d.sync += [has_child.eq(0), last_child.eq(0), self.peak_level.eq(0)]
             with m.Elif(in_range):
                 m.d.sync += [has_child.eq(has_child | onehot(parent)),
                              last_child.eq(last_child | new_last)]
-            err_now = bad | ~in_range | (~first & self.error)
-            with m.If(err_now):
-                m.d.sync += self.error.eq(1)
             with m.If(self.tree.payload.last):
                 m.d.sync += [
                     idx.eq(0), room.eq(n_max), cslot.eq(0), node.eq(0), node_q.eq(0), wslot.eq(0),
@@ -308,11 +318,20 @@ class TreeVerifier(wiring.Component):
                     left.eq(Mux(in_range, idx + 1, n_max)),
                     passes_left.eq(Mux(self.passes.any(), self.passes - 1, 0)),
                 ]
-                # A bad tree skips scheduling; its match bits and path still flow.
-                with m.If(err_now):
-                    phase.goto(m, "match")
-                with m.Else():
-                    phase.goto(m, "sched")
+                phase.goto(m, "check")
+        m.d.sync += b1_err.eq(take & (bad | ~in_range))
+        with m.If(take & first):
+            m.d.sync += self.error.eq(0)     # (b1_err is 0: no beat was taken in CHECK)
+        with m.Elif(b1_err):
+            m.d.sync += self.error.eq(1)
+
+        # --- CHECK: the last beat's checks have landed ------------------------------------
+        with m.If(check):
+            # A bad tree skips scheduling; its match bits and path still flow.
+            with m.If(err_final):
+                phase.goto(m, "match")
+            with m.Else():
+                phase.goto(m, "sched")
 
         # --- SCHEDULE: one beat per cycle, `passes` times ---------------------------------
         with m.If(node_fire):
@@ -333,22 +352,24 @@ class TreeVerifier(wiring.Component):
             phase.goto(m, "match")
 
         # --- MATCH: per-node match bits, greedy acceptance --------------------------------
-        with m.If(match & self.match.valid):
-            with m.If(left_any):
-                m.d.sync += [idx.eq(idx + 1), left.eq(left - 1)]
-                with m.If(m_first):
-                    m.d.sync += [best.eq(0), best_depth.eq(0)]
-                with m.Elif(accepted):
-                    # BFS order: the first accepted node of a new depth is the lowest index.
-                    with m.If(dep_m.data > best_depth):
-                        m.d.sync += [best.eq(idx), best_depth.eq(dep_m.data)]
-            with m.If(self.match.payload.last):
-                m.d.sync += idx.eq(0)
-                phase.goto(m, "find")
+        m.d.sync += [s1_valid.eq(m_beat), s1_first.eq(m_first), s1_idx.eq(idx),
+                     s1_match.eq(self.match.payload.match), s1_par.eq(par_m.data),
+                     s1_dep.eq(dep_m.data), s1_par_ok.eq(par_m.data < idx)]
+        with m.If(m_beat):
+            m.d.sync += [idx.eq(idx + 1), left.eq(left - 1)]
+        with m.If(match & self.match.valid & self.match.payload.last):
+            m.d.sync += idx.eq(0)
+            phase.goto(m, "find")
+        with m.If(s1_valid):
+            with m.If(s1_first):
+                m.d.sync += [best.eq(0), best_depth.eq(0)]
+            with m.Elif(accepted & (s1_dep > best_depth)):
+                # BFS order: the first accepted node of a new depth is the lowest index.
+                m.d.sync += [best.eq(s1_idx), best_depth.eq(s1_dep)]
 
         # --- FIND, WALK: store the path root first, walking up from the deepest node ------
-        with m.If(find):
-            # The last match beat's update of `best` has landed.
+        with m.If(find & ~s1_valid):
+            # The last match beat's update of `best` has landed (a cycle after the beat).
             m.d.sync += [walk.eq(best), k.eq(best_depth), path_len.eq(best_depth), out_i.eq(0)]
             phase.goto(m, "walking")
 

@@ -234,8 +234,8 @@ async def full_rate(dut):
     stats = await _run(dut, jobs, idle=0.0, stall=0.0)
     for job in jobs:
         depth = len(job.exp["path"]) - 1
-        assert job.path_first_cycle - job.match_last_cycle == depth + 3, (
-            f"path latency {job.path_first_cycle - job.match_last_cycle}, documented depth + 3 = {depth + 3}")
+        assert job.path_first_cycle - job.match_last_cycle == depth + 4, (
+            f"path latency {job.path_first_cycle - job.match_last_cycle}, documented depth + 4 = {depth + 4}")
         if job.exp["beats"]:
             c = job.sched_cycles
             assert c == list(range(c[0], c[0] + len(c))), f"bubbles in the schedule of {job.parents}"

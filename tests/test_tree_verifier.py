@@ -87,7 +87,7 @@ def test_tree_verifier_parameters_are_keyword_only():
 def test_tree_verifier_from_config():
     config = dataclasses.replace(preset("sim"), tree=TreeConfig(fifo_depth=5, max_nodes=40))
     tv = TreeVerifier.from_config(config)
-    assert (tv.max_nodes, tv.fifo_depth, tv.max_passes, tv.latency) == (40, 5, 64, 1)
+    assert (tv.max_nodes, tv.fifo_depth, tv.max_passes, tv.latency) == (40, 5, 64, 2)
     assert tv.module_name == "tree_verifier_n40_d5_p64"
     assert tv.peak_level.shape().width == 3
     with pytest.raises(TypeError, match="TreeVerifier.from_config needs a golden.config.Config, "

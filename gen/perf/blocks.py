@@ -483,11 +483,11 @@ def ssm_stream(timing, *, tokens, words_per_cycle=1):
 def tree_verifier_cycles(parents, match, *, fifo_depth, passes=1):
     """Cycle model of one tree through ``TreeVerifier`` without idle or back-pressure.
 
-    Cycle 0 takes the first ``tree`` beat. Loading takes one cycle per node;
-    the schedule starts the next cycle and emits
+    Cycle 0 takes the first ``tree`` beat. Loading takes one cycle per node,
+    then one cycle checks the tree; the schedule starts the next cycle and emits
     ``passes × len(schedule_beats(...))`` beats, one per cycle; the match bits
     follow, one per node, from the cycle after the last schedule beat; the path's
-    first beat is ``depth + 3`` cycles after the last match beat and it has
+    first beat is ``depth + 4`` cycles after the last match beat and it has
     ``depth + 1`` beats (``depth`` of the deepest accepted node).
 
     Returns
@@ -503,9 +503,9 @@ def tree_verifier_cycles(parents, match, *, fifo_depth, passes=1):
     n = sched.num_nodes
     beats = len(schedule_beats(sched, passes=passes))
     depth = accepted_path(parents, match).accepted
-    first_schedule = n
-    last_match = n + beats + n - 1
-    first_path = last_match + depth + 3
+    first_schedule = n + 1
+    last_match = first_schedule + beats + n - 1
+    first_path = last_match + depth + 4
     last_path = first_path + depth
     return {"load": n, "schedule_beats": beats, "first_schedule": first_schedule,
             "last_match": last_match, "first_path": first_path, "last_path": last_path,
