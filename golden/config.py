@@ -479,13 +479,15 @@ _VCK190 = BoardConfig(name="vck190", part="xcvc1902-vsva2197-2MP-e-S", clock_mhz
                       memory_bytes=8 * 2**30,
                       static_w=20.0, mem_pj_per_byte=160.0)
 _VHK158 = BoardConfig(name="vhk158", part="xcvh1582-vsva3697-2MP-e-S", clock_mhz=250.0,
-                      memory="HBM", mem_bw_gbs=819.0, dsp58=7392, lut=1_722_615,
-                      ff=2 * 1_722_615, bram36=0, uram288=0,
-                      capacity_source="DSP58: SpecMamba's VHK158 table (7,392 = 5,093 / 68.8 %). "
-                                      "LUT: assumption, back-computed from SpecMamba's "
-                                      "'975k LUT = 56.6 %'; FF: assumption, 2 per LUT (AMD "
-                                      "UG1273 'Programmable Logic': 64 FF per 32-LUT CLB). "
-                                      "BRAM36, URAM288: unknown (0), no source reachable here",
+                      memory="HBM", mem_bw_gbs=819.0, dsp58=7392, lut=1_753_984,
+                      ff=3_507_968, bram36=2541, uram288=1301,
+                      capacity_source="DSP58: SpecMamba's VHK158 table (7,392 = 5,093 / 68.8 %), "
+                                      "as AMD Vivado's device model has it. "
+                                      "LUT, FF, BRAM36, URAM288: AMD Vivado 2024.2 "
+                                      "report_utilization, 'Available' column, for "
+                                      "xcvh1582-vsva3697-2MP-e-S (CLB LUTs, registers, "
+                                      "RAMB36E5, URAM; read from a placed design's report, "
+                                      "not an AMD data sheet; docs/boards.md)",
                       # 64 HBM_NMU ports of 256 bits (AMD PG313 "Core Architecture": 32 per
                       # stack; "AXI Considerations": 32-256 bits) reach 819 GB/s only at
                       # >= 400 MHz; the HBM AXI clock of a -2 part is at most 500 MHz (AMD

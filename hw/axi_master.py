@@ -2,9 +2,10 @@
 
 The fabric side runs in ``sync``; the AXI4 side in a domain ``mem`` clocked at
 the board's ``memory_clock_mhz`` (:class:`golden.config.BoardConfig`). Commands
-and data cross between them through :class:`hw.cdc_fifo.CDCFIFO` (Gray-coded
-pointers, Cummings' style #2, with Amaranth ``AsyncFIFO``'s ports and timing, and
-every stage within 4 logic levels).
+are cut into bursts in ``sync``; bursts and data cross between the domains through
+:class:`hw.cdc_fifo.CDCFIFO` (Gray-coded pointers, Cummings' style #2, with Amaranth
+``AsyncFIFO``'s ports and timing, and every stage within 3 logic levels), so the
+memory clock, 450 MHz on VHK158, holds only the AXI channels' logic.
 
 * :class:`AXI4ReadMaster` turns commands (a contiguous region, in beats) into
   INCR read bursts and streams the data back in order: the weight stream of the
@@ -203,10 +204,10 @@ def _le(a, b):
 class _BurstSplitter(wiring.Component):
     """Cuts one command into bursts of at most ``max_burst`` beats, none crossing 4 KB.
 
-    Runs in ``sync``, before the command crossing (:meth:`_Params._bursts`). A command is taken into a holding
-    register (a region of 0 beats is dropped there), moves into the region registers
-    when the previous region has offered its last burst, and ``burst`` offers each
-    burst from an output register.
+    Runs in ``sync``, before the command crossing (:meth:`_Params._bursts`). A command
+    is taken into a holding register (a region of 0 beats is dropped there), moves into
+    the region registers when the previous region has offered its last burst, and
+    ``burst`` offers each burst from an output register.
 
     Every path is one carry chain and a multiplexer: the three comparisons that
     choose a burst's length (remaining beats ≤ ``max_burst``, beats to the page

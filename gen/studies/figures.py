@@ -123,9 +123,30 @@ def _port_label(name, member):
 
 
 def _ports(top):
-    ins, outs = [], []
+    """The top level's port labels, inputs and outputs. A run of ports that differ only
+    in a trailing index and are alike (``m_axi_ssm_st_rd0`` ... ``m_axi_ssm_st_rd15``)
+    is one label, ``first … last index`` over ``n × kind``: 16 state ports a side would
+    not fit the figure's edge one a line."""
+    import re
+    runs = []
     for name, member in top.signature.members.items():
-        (ins if member.flow.name == "In" else outs).append(_port_label(name, member))
+        label = _port_label(name, member)
+        rest = label[len(name):]
+        indexed = re.fullmatch(r"(.*?)(\d+)", name)
+        key = (member.flow.name, indexed.group(1), rest) if indexed else None
+        if key is not None and runs and runs[-1][0] == key:
+            runs[-1][1].append(name)
+        else:
+            runs.append((key, [name], rest, member.flow.name))
+    ins, outs = [], []
+    for _, names, rest, flow in runs:
+        if len(names) == 1:
+            label = names[0] + rest
+        else:
+            last = re.fullmatch(r".*?(\d+)", names[-1]).group(1)
+            what = rest[1:] if rest.startswith("\n") else rest.strip(" ()")
+            label = f"{names[0]} … {last}\n{len(names)} × {what}"
+        (ins if flow == "In" else outs).append(label)
     return ins, outs
 
 
