@@ -92,15 +92,15 @@ def _synchronizer(m, domain, i, name):
 
 def _ungray(m, domain, g, name, clear=None):
     """The binary value of Gray code ``g``, in registers of ``domain``: one stage when
-    ``g`` is at most :data:`DECODE_GROUP` bits, two when wider (up to
-    ``DECODE_GROUP`` ** 2 + ``DECODE_GROUP`` bits). Bit i is the XOR of Gray bits i and
+    ``g`` is at most :data:`DECODE_GROUP` bits, two when wider. Bit i is the XOR of Gray bits i and
     above. However it is written, Yosys' ABC shares these XORs into a chain of 2-input
     LUTs (a 10-bit decode in one stage, or 6-bit groups in two, measured 4 levels on
     the proxy of ``docs/estimate.md``, over the 3 of a 450 MHz memory clock), so the
     decode is cut where a chain stays within 2 levels: the first stage XORs each bit
     with the bits above it in its group of 3 and keeps each group's parity; the second
-    XORs in the parities of the groups above (at most 3). Returns the last register,
-    which holds 0 at an edge where ``clear`` is high (a synchronous reset)."""
+    XORs in the parities of the groups above (at most 3 up to 12 bits, a FIFO of 2,048
+    words; a wider pointer decodes as correctly, over a longer chain). Returns the last
+    register, which holds 0 at an edge where ``clear`` is high (a synchronous reset)."""
     n = len(g)
     out = Signal(n, name=name, reset_less=True)
 
@@ -110,7 +110,6 @@ def _ungray(m, domain, g, name, clear=None):
 
     if n <= DECODE_GROUP:
         return last(Cat(*(g[i:].xor() for i in range(n))))
-    assert n <= DECODE_GROUP * (DECODE_GROUP + 1), n
     part = Signal(n, name=name + "_part", reset_less=True)
     groups = [(max(0, hi - DECODE_GROUP), hi) for hi in range(n, 0, -DECODE_GROUP)]
     bits, above = [], []

@@ -76,9 +76,9 @@ class TreeVerifier(wiring.Component):
     -----
     Timing: the first schedule beat is valid two cycles after the ``tree``
     beat with ``last`` (:attr:`latency` = 2: each beat's checks are registered,
-    and a CHECK cycle decides between scheduling and skipping). A node beat is emitted every
-    cycle; a release-only beat is inserted before node ``i + 1`` for every
-    slot after the first that dies after node ``i``, so a pass of ``N``
+    and a CHECK cycle decides between scheduling and skipping). A node beat is
+    emitted every cycle; a release-only beat is inserted before node ``i + 1``
+    for every slot after the first that dies after node ``i``, so a pass of ``N``
     nodes takes ``N`` + (extra releases) cycles without back-pressure; the
     last node's beat flushes the ring, so the end of a pass costs no cycles.
     The path's first beat is valid ``depth + 4`` cycles after the ``match``

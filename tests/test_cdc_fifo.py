@@ -78,7 +78,7 @@ def test_cdc_fifo_properties():
     assert f.w_level.shape().width == f.r_written.shape().width == 4
 
 
-@pytest.mark.parametrize("bits", [2, 3, 4, 7, 10, 12])
+@pytest.mark.parametrize("bits", [2, 3, 4, 7, 10, 12, 14])
 def test_gray_decode_in_registers(bits):
     """``_ungray``: every Gray code of ``bits`` bits (a sample above 10) decodes to its
     binary value after :attr:`CDCFIFO.decode_stages` edges (one stage up to 3 bits, two
