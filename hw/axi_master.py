@@ -146,7 +146,8 @@ class _Params:
         m.submodules.cmd_cdc = cmd_cdc = CDCFIFO(
             width=layout.size, depth=COMMAND_DEPTH, w_domain="sync", r_domain="mem")
         wiring.connect(m, wiring.flipped(self.cmd), split.cmd)
-        burst = _Burst(layout)
+        # The mem side's register of the next burst; the master's issue drives ready.
+        burst = stream.Signature(layout).create(path=("burst",))
         m.d.comb += [
             cmd_cdc.w_data.eq(split.burst.payload), cmd_cdc.w_en.eq(split.burst.valid),
             split.burst.ready.eq(cmd_cdc.w_rdy),
@@ -183,16 +184,6 @@ class _Params:
         need = (board.memory_latency_cycles() + kwargs["max_burst"] + CROSSING_CYCLES)
         kwargs.setdefault("fifo_depth", 1 << (need - 1).bit_length())
         return kwargs
-
-
-class _Burst:
-    """The ``mem`` side's register of the next burst: ``valid``, ``payload`` (``addr``,
-    ``beats``, ``last``) and ``ready``, driven by the master's issue."""
-
-    def __init__(self, layout):
-        self.valid = Signal(name="burst_valid")
-        self.payload = Signal(layout, name="burst")
-        self.ready = Signal(name="burst_ready")
 
 
 def _le(a, b):

@@ -90,6 +90,12 @@ def _synchronizer(m, domain, i, name):
     return flops
 
 
+def _advance(stmts, bin_, gry, bin1, gry1):
+    """A pointer's step: ``bin, gry`` take the registered successor ``bin1, gry1``, and
+    those the one after it, so a transfer only selects between registers."""
+    stmts += [bin_.eq(bin1), gry.eq(gry1), bin1.eq(_succ(bin1)), gry1.eq(_gray(_succ(bin1)))]
+
+
 def _ungray(m, domain, g, name, clear=None):
     """The binary value of Gray code ``g``, in registers of ``domain``: one stage when
     ``g`` is at most :data:`DECODE_GROUP` bits, two when wider. Bit i is the XOR of Gray bits i and
@@ -261,8 +267,7 @@ class CDCFIFO(wiring.Component):
               wrote.eq(do_write)]
         m.d.comb += self.w_rdy.eq(~w_block & ~full)
         with m.If(do_write):
-            w += [w_bin.eq(w_bin1), w_gry.eq(w_gry1),
-                  w_bin1.eq(_succ(w_bin1)), w_gry1.eq(_gray(_succ(w_bin1)))]
+            _advance(w, w_bin, w_gry, w_bin1, w_gry1)
         c_w_bin = _ungray(m, self._w, c_w_gry, "c_w_bin")
         w += self.w_level.eq(Mux(w_block, 0, w_bin - c_w_bin))
 
@@ -301,8 +306,7 @@ class CDCFIFO(wiring.Component):
         with m.If(blocked):
             r += [r_bin.eq(0), r_gry.eq(0), r_bin1.eq(1), r_gry1.eq(1)]
         with m.Elif(do_read):
-            r += [r_bin.eq(r_bin1), r_gry.eq(r_gry1),
-                  r_bin1.eq(_succ(r_bin1)), r_gry1.eq(_gray(_succ(r_bin1)))]
+            _advance(r, r_bin, r_gry, r_bin1, r_gry1)
 
         # ---- storage: written in w_domain, read in r_domain ----
         m.submodules.storage = mem = Memory(shape=self._width, depth=self._depth, init=[])
