@@ -534,6 +534,17 @@ class StepPlan:
                 base = L["ssm_in"] + (g * self.V + ids[0]) * self.ssm_rec
                 recs += self._conv(L, g, p, ids, parent, base,
                                    first_wait=("linear",) if fresh else ())
+                if g:
+                    # B and C, which group 0's conv1d computed, into this group's records:
+                    # a copy moves 8 bytes an element where the conv1d moves 60 (window,
+                    # taps, bias), and every earlier record's work is done (group 0's SSM
+                    # pass waited for its conv1d).
+                    first = L["ssm_in"] + ids[0] * self.ssm_rec
+                    recs.append(self._rec("copy", {
+                        "vectors": V, "elements": 2 * m.d_state // lc,
+                        **self._vector("x", first + rec_off["B"], 2 * m.d_state, self.ssm_rec,
+                                       lc),
+                        "y_addr": base + rec_off["B"], "y_vstride": self.ssm_rec}))
                 recs.append(self._rec("copy", {
                     "vectors": V, "elements": Hg // lc,
                     **self._in_place("x", self.zx, seg["dt"].at + g * Hg, Hg, 0, lc),
@@ -624,10 +635,11 @@ class StepPlan:
 
     def _conv(self, L, g, p, ids, parent, base, first_wait):
         """The conv1d records of head group ``g`` of a pass over the nodes ``ids``: per
-        node its ``x`` channels of the group, ``B`` and ``C`` (every group's SSM record
-        holds them; a later group writes the same window words again), each reading the
-        window its parent wrote (the committed one for a root) and writing the node's
-        record at ``base`` (record ``v`` of the group's) and its own window. The first
+        node its ``x`` channels of the group, and for group 0 ``B`` and ``C`` (every
+        group's SSM record holds them: :meth:`_program` copies them into a later group's),
+        each reading the window its parent wrote (the committed one for a root) and
+        writing the node's record at ``base`` (record ``v`` of the group's) and its own
+        window. The first
         waits ``first_wait``; the first node of every tree depth waits for the conv1d
         engine to drain, so a parent's window is in memory before its children read it."""
         m, out, lanes = self.model, [], self.lanes["conv1d"]
@@ -641,7 +653,7 @@ class StepPlan:
                 src = L["win"][0]
             else:
                 src = L["win"][0 if parent == ROOT else 1 + parent]
-            for n_seg, name in enumerate(("x", "B", "C")):
+            for n_seg, name in enumerate(("x", "B", "C") if g == 0 else ("x",)):
                 s = seg[f"x{g}" if name == "x" else name]
                 c0 = chan[name] + (g * self.Hg * m.headdim if name == "x" else 0)
                 desc = {"vectors": 1, "elements": s.rows // lanes,

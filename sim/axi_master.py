@@ -54,18 +54,31 @@ def start_clocks(dut, *, sync_mhz, mem_mhz):
 
 
 class Memory:
-    """Byte memory of ``2**addr_width`` bytes, the target of the AXI models."""
+    """Byte memory of ``2**addr_width`` bytes, the target of the AXI models.
+
+    ``bytes_read`` and ``bytes_written`` count the bytes its AXI models moved (every
+    read beat served and every write burst taken, whole beats): the traffic a board's
+    memory would carry, which ``gen.perf`` prices."""
 
     def __init__(self, size, rng):
         self.data = bytearray(rng.randbytes(size))
+        self.bytes_read = self.bytes_written = 0
 
     async def read(self, address, length):
+        self.bytes_read += length
         return bytes(self.data[address:address + length])
 
     async def write(self, address, data):
+        self.bytes_written += len(data)
         self.data[address:address + len(data)] = data
 
     def beat(self, address, nbytes):
+        """The ``nbytes``-byte beat at ``address``, served on a read port (counted)."""
+        self.bytes_read += nbytes
+        return self.peek(address, nbytes)
+
+    def peek(self, address, nbytes):
+        """The ``nbytes`` at ``address`` as an integer, for a bench's checks (not counted)."""
         return int.from_bytes(self.data[address:address + nbytes], "little")
 
     def put_words(self, address, words):
@@ -425,7 +438,7 @@ async def _read_run(dut, *, regions, max_beats, reset_at=None, stream=None):
             return False
         stats["commands"] += 1
         for n in range(beats):
-            expected.append(tb.memory.beat((first + n) * tb.bytes, tb.bytes))
+            expected.append(tb.memory.peek((first + n) * tb.bytes, tb.bytes))
         issued.append((first, beats))
         if rng.random() < p.get("cmd_idle", 0.0):
             await ClockCycles(dut.clk, rng.randint(1, 50))

@@ -241,6 +241,7 @@ async def steps(dut):
     start_lay = start_layout(p["addr_width"], b.core.max_records)
     np_rng = np.random.default_rng(b.rng.getrandbits(64))
     depth = tree_depths(parents)
+    traffic = []            # (bytes read, bytes written) of each program's whole run
 
     async def run(at, records, table, cut, abort=None):
         prog, n_rec = records
@@ -254,7 +255,11 @@ async def steps(dut):
             # An abort keeps the table; the rerun is the rollback.
             await run_program(dut, start, timeout=PROGRAM_TIMEOUT,
                               abort=b.rng.randrange(*abort))
-        return n_rec, await run_program(dut, start, timeout=PROGRAM_TIMEOUT)
+        mem = b.memory
+        moved = mem.bytes_read, mem.bytes_written
+        cycles = await run_program(dut, start, timeout=PROGRAM_TIMEOUT)
+        traffic.append((mem.bytes_read - moved[0], mem.bytes_written - moved[1]))
+        return n_rec, cycles
 
     for k in range(p["steps"]):
         tokens = [int(t) for t in np_rng.integers(0, m.vocab, V)]
@@ -326,6 +331,20 @@ async def steps(dut):
             assert diff.size == 0, (
                 f"step {k}: layer {i}'s committed SSM state differs from golden in "
                 f"{diff.size} words after the commit of path {path}")
-        dut._log.info(f"step {k}: commit of path {path}: {c_rec} records, {c_cycles} cycles")
-        dut._log.info(f"step {k}: {V} nodes, {n_rec} records, {cycles} cycles")
+        expect = p.get("traffic")
+        if expect is not None:
+            # The bytes the AXI ports moved in each program's whole (uncut) run, against
+            # the count the test hands in (gen.perf.traffic, the performance model's).
+            want_step = tuple(expect["step"])
+            want_commit = tuple(expect["commit"][str(len(path))])
+            assert traffic[-2] == want_step, (
+                f"step {k}: the tree pass moved {traffic[-2]} bytes (read, written), the "
+                f"model counts {want_step}")
+            assert traffic[-1] == want_commit, (
+                f"step {k}: the commit of path {path} moved {traffic[-1]} bytes (read, "
+                f"written), the model counts {want_commit}")
+        dut._log.info(f"step {k}: commit of path {path}: {c_rec} records, {c_cycles} cycles, "
+                      f"{traffic[-1][0]} bytes read, {traffic[-1][1]} written")
+        dut._log.info(f"step {k}: {V} nodes, {n_rec} records, {cycles} cycles, "
+                      f"{traffic[-2][0]} bytes read, {traffic[-2][1]} written")
 

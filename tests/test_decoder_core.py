@@ -5,7 +5,8 @@ every node's logits, argmax and conv windows bit for bit against
 takes minutes."""
 
 import pytest
-from specgen.golden.tree import ROOT
+from specgen.gen.perf.traffic import commit_traffic, pass_traffic
+from specgen.golden.tree import ROOT, tree_depths
 from specgen.sim.decoder_core import make_core
 from specgen.sim.runner import BenchFailure, run_bench
 
@@ -22,7 +23,20 @@ def _run(seed, **kw):
          "prompt": [3, 1, 4], "steps": 3, "cut_step": 1, "cut_commit": 0, "abort_step": 2,
          "abort_commit": 1, "latency": 24, "stall": 0.3}
     p.update(kw)
-    _, _, core = make_core(p)
+    config, model, core = make_core(p)
+    # The bytes each program moves, as the performance model counts them: the bench
+    # holds the RTL's AXI traffic equal to them.
+    count = dict(groups=config.ssm.head_groups, record_bytes=core.record_bits // 8)
+    step = pass_traffic(config, model, tokens=len(p["parents"]),
+                        mode=int(p["linear_pass"] == "draft"), accept=True, **count)
+    paths = {int(d) + 1 for d in tree_depths(p["parents"])}
+    p["traffic"] = {"step": [step.read, step.written],
+                    "commit": {str(n): [commit_traffic(config, model, path=n, **count).read,
+                                        commit_traffic(config, model, path=n, **count).written]
+                               for n in paths}}
+    edit = p.pop("edit", None)
+    if edit is not None:
+        edit(p)
     run_bench(core, name=core.module_name, module="specgen.sim.decoder_core", testcase="steps",
               params=p, seed=seed)
 
@@ -71,3 +85,14 @@ def test_decoder_bench_can_fail(seed):
     with pytest.raises(BenchFailure, match="golden"):
         _run(seed, steps=1, cut_step=None, cut_commit=None, abort_step=None, abort_commit=None,
              corrupt=True)
+
+
+@pytest.mark.sim
+@pytest.mark.slow
+def test_decoder_bench_traffic_check_can_fail(seed):
+    """A count one byte off the RTL's fails the bench's traffic check."""
+    def off(p):
+        p["traffic"]["step"][0] += 1
+    with pytest.raises(BenchFailure, match="the model counts"):
+        _run(seed, steps=1, cut_step=None, cut_commit=None, abort_step=None, abort_commit=None,
+             edit=off)

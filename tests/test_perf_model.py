@@ -104,10 +104,15 @@ def test_speq_draft_reads_the_nibble_plane():
     # is accepted (carried): no pass of its own in either flow.
     passes = 16
     assert res.draft_passes == 16
-    assert math.isclose(res.phase("draft").weight_bytes, passes * layout_weight_bytes(c, dims, bits=4))
+    # (The planes alone: the other weights are binary32 words the stages read, per node,
+    # with their operands: the phase's stage_bytes, gen.perf.traffic.)
+    small = 2 * dims.small_params
+    assert math.isclose(res.phase("draft").weight_bytes,
+                        passes * (layout_weight_bytes(c, dims, bits=4) - small))
     # The ceilings count the weights once a depth.
     assert math.isclose(res.phase("draft").dense_weight_bytes, 16 * weight_bytes(dims, bits=4))
-    assert math.isclose(res.phase("verify").weight_bytes, layout_weight_bytes(c, dims, bits=16))
+    assert math.isclose(res.phase("verify").weight_bytes,
+                        layout_weight_bytes(c, dims, bits=16) - small)
     assert math.isclose(layout_weight_bytes(c, dims, bits=16) - 2 * dims.small_params,
                         4 * (layout_weight_bytes(c, dims, bits=4) - 2 * dims.small_params))
 
@@ -349,10 +354,11 @@ def test_design_reads_the_padded_planes_by_hand():
              (9 * tile + tile // 2, d3.d_model, 1)]
     nib3 = sum(r * k * n for r, k, n in rows3) // 2
     assert layout_weight_bytes(c, d3, bits=16) == 4 * nib3 + d3.small_params * 2
-    # The design's verify pass (one per step) moves the padded bytes; the roofline keeps
-    # the dense ones.
+    # The design's verify pass (one per step) moves the padded planes (its stages read
+    # the other weights, binary32, with their operands: stage_bytes); the roofline keeps
+    # the dense bytes.
     res = step_model(accelerator(c), seed_step())
-    assert res.phase("verify").weight_bytes == pytest.approx(layout_weight_bytes(c, d, bits=16))
+    assert res.phase("verify").weight_bytes == pytest.approx(4 * nibble)
     roof = step_model(accelerator(c), seed_step()).roofline_tokens_per_s
     dense = res.tokens_per_step / ((4 * weight_bytes(mamba_dims("370M")) + weight_bytes(d))
                                    / c.board.mem_bw_gbs / 1e9)

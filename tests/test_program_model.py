@@ -74,6 +74,25 @@ def test_the_system_models_vector_elements_are_the_programs(built):
         assert got == commit_vector_elements(model)
 
 
+def test_the_system_models_vector_beats_in_head_groups():
+    """With two head groups the conv1d runs B and C once (group 0's) and the copy engine
+    moves them into group 1's records: ``vector_beats(groups=2)`` is what the program
+    hands the stream engines."""
+    from specgen.gen.perf.system import vector_beats
+    design = {**DESIGN, "ssm": {"nheads": 4, "headdim": 4, "d_state": 8, "head_groups": 2},
+              "model": {**DESIGN["model"], "headdim": 4}}
+    config, model, core = make_core(design)
+    lm = HardwareLM(MambaLM.from_seed(model, seed=3), config=config)
+    stream = ("copy", "norm", "conv1d", "gate_norm", "residual", "argmax")
+    lanes = {e: config.stage_lanes(e) for e in stream}
+    for parents in ([ROOT], [ROOT, 0, 0, 1]):
+        plan = StepPlan(core, lm, nodes=len(parents))
+        recs = pm.decode_program(core, *plan.program(parents, list(range(len(parents)))))
+        beats = sum(r.desc["vectors"] * r.desc["elements"] for r in recs if r.engine in stream)
+        assert beats == vector_beats(model, tokens=len(parents), lanes=lanes.__getitem__,
+                                     groups=2), parents
+
+
 SHAPE = pm.CoreShape(cols=4, weight_ports=1, ssm_sweep=10,
                      engines=("linear", "ssm", "norm", "copy"))
 # A norm takes 100 + beats cycles, a copy 20 + beats, an SSM pass 50 + 10 a node; a job

@@ -46,7 +46,8 @@ def format_result(res):
         + f", scheduler overlap {acc.overlap:g}, vector stages "
         f"{acc.vector_lanes} element{'s' if acc.vector_lanes > 1 else ''} a cycle "
         f"(conv1d {acc.stage_lanes('conv1d')}, argmax {acc.stage_lanes('argmax')})"
-        + (", packed partial tiles fed packed (what-if)" if acc.packed_feed else ""),
+        + (", packed partial tiles fed packed (what-if)" if acc.packed_feed else "")
+        + (", inputs and stage weights read once (what-if)" if acc.stage_reuse else ""),
         f"tokens/step {res.tokens_per_step:.3f} over {res.draft_passes:.2f} drafted depths and "
         f"{res.verify_nodes:.2f} verified nodes",
         "",
@@ -274,14 +275,17 @@ def gap_sentences(rows=None):
     out.append(
         f"**VCK190.** At 12 GB/s every phase is memory-bound: one 2.7B verify pass reads "
         f"{_gb(vv.weight_bytes)} GB of weight planes ({_gb(vv.dense_weight_bytes)} GB of "
-        f"weights, the rest the last tiles' padding, which `linear.split_tiles` cuts into "
-        f"pieces) in {_ms(vv.t_mem)} ms, so the step reaches {vp.tokens_per_s:,.2f} tok/s, "
-        f"{100 * vp.roofline_ratio:.1f} % of its roofline (draft flow {vp.step.draft_flow}); "
-        f"the rest is the draft's padding ({_gb(vd.weight_bytes - vd.dense_weight_bytes)} GB "
-        f"per step), SSM-state traffic (binary32 states, {_gb(vd.bytes - vd.weight_bytes)} GB "
-        f"per step for the draft tree, {_gb(vv.bytes - vv.weight_bytes)} GB for the verify "
-        f"pass) and the restore phase ({_ms(vp.phase('restore').time)} ms: the commits read "
-        f"and write the target's and the draft's states).")
+        f"FP16 weights in the model), moves {_gb(vv.bytes - vv.weight_bytes - vv.stage_bytes)} "
+        f"GB of SSM state and {_gb(vv.stage_bytes)} GB of the stages' operands and results "
+        f"(the decoder core keeps every word in memory: every output tile's job reads its "
+        f"inputs again, the conv1d reads a window, taps and bias a channel and node; "
+        f"`docs/perf-model.md`, stage traffic) in {_ms(vv.t_mem)} ms, so the step reaches "
+        f"{vp.tokens_per_s:,.2f} tok/s, {100 * vp.roofline_ratio:.1f} % of its roofline (draft "
+        f"flow {vp.step.draft_flow}); the draft tree moves {_gb(vd.weight_bytes)} GB of planes, "
+        f"{_gb(vd.bytes - vd.weight_bytes - vd.stage_bytes)} GB of state and "
+        f"{_gb(vd.stage_bytes)} GB of stage bytes a step, and the restore phase takes "
+        f"{_ms(vp.phase('restore').time)} ms (the commits read and write the target's and the "
+        f"draft's states).")
     out.append(
         f"**The notes' ratios.** 313/89 = {313 / 89:.2f}× and 313/169 = {313 / 169:.2f}× do not "
         f"match the abstract's 2.27× and 2.85×; the notes give no baseline that reconciles them, "

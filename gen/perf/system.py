@@ -34,6 +34,7 @@ from specgen.hw.step_program import DRAFT_FLOWS
 from specgen.gen.perf.blocks import (SSMTiming, pe_latency, dsp_linear_schedule, dsp_matmul_jobs,
                              linear_schedule, matmul_jobs, ssm_stream, tree_verifier_cycles)
 from specgen.gen.perf.claims import SEED, SEED_TREE, SPEQ_ALPHA, SPEQ_CHAIN
+from specgen.gen.perf.traffic import commit_traffic, pass_traffic
 
 __all__ = ["VOCAB", "MambaDims", "model_names", "mamba_dims", "Calibration", "PowerModel",
            "PAPER_BOARD", "SIZINGS", "RESTORE_POLICIES", "Accelerator", "perf_board_names",
@@ -355,6 +356,12 @@ class Accelerator:
         ``q`` column beats a sub-beat, a tile of at most ``1/q`` of the slots), so such a
         job takes ``1/q`` of the feed cycles an input. As built, the weight stream unpacks
         them and the unit takes full column beats.
+    stage_reuse : bool
+        A what-if (default False: as built): each matrix's inputs read once for all its
+        jobs, and the stages' weights (norm weights, conv taps and bias) once a pass
+        (:func:`gen.perf.traffic.pass_traffic`'s ``reuse``). As built, every output
+        tile's job reads its inputs again and the stages read their weights with every
+        node: bytes the memory carries where its bandwidth binds (VCK190).
     calibration : Calibration
     """
 
@@ -370,6 +377,7 @@ class Accelerator:
     weight_beats: int | None = None
     nibble_beats: int | None = None
     packed_feed: bool = False
+    stage_reuse: bool = False
     calibration: Calibration = field(default_factory=Calibration)
 
     def __post_init__(self):
@@ -402,6 +410,7 @@ class Accelerator:
             object.__setattr__(self, "nibble_beats", self.weight_beats)
         check_int("Accelerator", "nibble_beats", self.nibble_beats, min=1)
         check_choice("Accelerator", "packed_feed", self.packed_feed, (False, True))
+        check_choice("Accelerator", "stage_reuse", self.stage_reuse, (False, True))
         if not isinstance(self.calibration, Calibration):
             raise TypeError(f"Accelerator.calibration must be a Calibration, not {self.calibration!r}")
 
@@ -631,7 +640,8 @@ class Phase:
         Seconds to move its bytes at the sustained bandwidth; seconds of block cycles,
         the SSM unit's share taking at least its state traffic (:attr:`t_state`).
     bytes : float
-        Off-chip bytes (weights and state).
+        Off-chip bytes: the weights, the SSM state and the stages' operands and results
+        (:attr:`stage_bytes`).
     weight_bytes : float
         The weight bytes the design reads (the planes as laid out, padded tiles
         included: :func:`layout_weight_bytes`).
@@ -666,6 +676,10 @@ class Phase:
     t_feed : float
         Seconds the design's weight ports take to deliver the passes' linear-layer weights
         once each (:meth:`Accelerator.weight_feed`; 0 for an exact PE array).
+    stage_bytes : float
+        Off-chip bytes of the stages' operands and results, the conv windows, the SSM
+        input records and ``y``, and the programs' records (:mod:`gen.perf.traffic`):
+        every word of the decoder core is in memory.
     """
 
     name: str
@@ -687,6 +701,7 @@ class Phase:
     vector_cycles: float = 0.0
     overlap_cycles: float = 0.0
     t_feed: float = 0.0
+    stage_bytes: float = 0.0
 
     @property
     def linear_macs(self):
@@ -869,8 +884,9 @@ class _Tally:
 
     # wbytes: the weight bytes the design reads; dbytes: the model's dense weight bytes,
     # which the roofline (the physical limit) counts.
-    KEYS = ("lin", "ssm", "other", "vec", "hidden", "wbytes", "dbytes", "sbytes", "full", "quant",
-            "t_feed", "elems", "t_comp", "t_mem", "t_state", "t_ssm", "time")
+    # sbytes: the SSM state's and the stages' bytes; abytes: the stages' alone.
+    KEYS = ("lin", "ssm", "other", "vec", "hidden", "wbytes", "dbytes", "sbytes", "abytes",
+            "full", "quant", "t_feed", "elems", "t_comp", "t_mem", "t_state", "t_ssm", "time")
 
     def __init__(self):
         for k in self.KEYS:
@@ -897,7 +913,7 @@ class _Tally:
         return Phase(name, self.t_mem, self.t_comp, self.wbytes + self.sbytes, self.wbytes,
                      u.ops / 2, self.lin, self.ssm, self.other, hidden, u.full, u.quant,
                      u.elems, self.t_state, self.t_ssm, u.dbytes, self.vec, self.hidden,
-                     u.t_feed)
+                     u.t_feed, self.abytes)
 
 
 # Pure functions of frozen (hashable) inputs: a tree search or a sweep prices the same
@@ -1004,11 +1020,13 @@ def ssm_layer_seconds(acc, dims, *, tokens):
 
 def vector_stage_elements(dims, *, tokens, groups=1):
     """:func:`vector_elements` by the decoder core's engine that streams them
-    (``hw.decoder.DECODER_ENGINES``); with ``groups`` head groups the conv1d runs ``B`` and
-    ``C`` once a group (each group's SSM record holds them)."""
-    return {"copy": tokens * (dims.d_model + dims.n_layer * dims.nheads),
+    (``hw.decoder.DECODER_ENGINES``); with ``groups`` head groups the copy engine moves
+    ``B`` and ``C`` from group 0's SSM records into each later group's (each group's
+    record holds them)."""
+    return {"copy": tokens * (dims.d_model + dims.n_layer * (dims.nheads
+                                                              + 2 * (groups - 1) * dims.d_state)),
             "norm": tokens * (dims.n_layer + 1) * dims.d_model,
-            "conv1d": tokens * dims.n_layer * (dims.conv_dim + 2 * (groups - 1) * dims.d_state),
+            "conv1d": tokens * dims.n_layer * dims.conv_dim,
             "gate_norm": tokens * dims.n_layer * dims.d_inner,
             "residual": tokens * dims.n_layer * dims.d_model,
             "argmax": tokens * dims.vocab}
@@ -1086,21 +1104,31 @@ def _state_seconds(acc, dims, *, reads, writes):
     return dims.n_layer * acc.state_traffic(dims).seconds(reads=reads, writes=writes)
 
 
-def _pass(acc, dims, *, tokens, mode, bits, scale_group, state_reads, state_writes):
+def _pass(acc, dims, *, tokens, mode, bits, scale_group, state_reads, state_writes,
+          accept=False):
     """One forward pass over ``tokens`` nodes that share one weight read, reading
-    ``state_reads`` and writing ``state_writes`` node states per layer."""
+    ``state_reads`` and writing ``state_writes`` node states per layer (``accept``: the
+    target's tree pass, ending with the greedy acceptance)."""
     t = _Tally()
     t.lin = _linear_cycles(acc, dims, tokens=tokens, mode=mode)
     t.ssm = _ssm_cycles(acc, dims, tokens=tokens)
     t.dbytes = weight_bytes(dims, bits=bits, scale_group=scale_group)
     t.wbytes = t.dbytes
+    # Every other word the decoder core's program moves through memory: the SSM state
+    # images and the stages' operands and results (gen.perf.traffic, which the RTL's
+    # counted bytes check).
+    tr = pass_traffic(acc.config, dims, tokens=tokens, mode=mode, groups=head_groups(acc, dims),
+                      accept=accept, state_elem_bytes=acc.state_bytes,
+                      reuse=acc.stage_reuse)
     if (acc.linear.contract == "dspfp32" and bits in (4, 16) and scale_group is None
             and stream_word_bits(acc.config) % 8 == 0):
-        # What the engine streams: the planes as laid out, padding rows included. An
-        # array with no plane layout (a column beat of 4·rows bits that is not whole
-        # bytes, as some DSP-sized arrays of the model) keeps the dense bytes.
-        t.wbytes = layout_weight_bytes(acc.config, dims, bits=bits)
-    t.sbytes = (state_reads + state_writes) * state_bytes(acc, dims)
+        # What the engine streams: the planes as laid out, padding rows included (and
+        # in_proj's segments padded to whole result records). An array with no plane
+        # layout (a column beat of 4·rows bits that is not whole bytes, as some
+        # DSP-sized arrays of the model) keeps the dense bytes.
+        t.wbytes = tr.weights[0]
+    t.abytes = sum(tr.stage)
+    t.sbytes = (state_reads + state_writes) * tr.state[0] + t.abytes
     if mode:
         t.quant = dims.linear_params * tokens
     else:
@@ -1216,15 +1244,17 @@ def deepest_probability(tree, *, levels, tokens=None, alpha=None):
     return reach
 
 
-def _replay(accel, dims, *, path, nodes):
-    """The SSM replay of ``path`` nodes in ``dims`` from the kept per-node inputs (written
-    by ``nodes`` nodes' passes), the committed state read and the new one written, and
-    the last node's conv window copied."""
+def _replay(accel, dims, *, path):
+    """The SSM replay of ``path`` nodes in ``dims`` from the kept per-node inputs (which
+    the passes wrote), the committed state read and the new one written, and the last
+    node's conv window copied (:func:`gen.perf.traffic.commit_traffic`)."""
     r = _Tally()
-    inputs = dims.n_layer * (dims.d_inner + 2 * dims.d_state + dims.nheads) * 4
     r.ssm = _ssm_cycles(accel, dims, tokens=path)
     r.elems = dims.state_elems * dims.n_layer * path
-    r.sbytes = 2 * state_bytes(accel, dims) + (nodes + path) * inputs
+    tr = commit_traffic(accel.config, dims, path=path, groups=head_groups(accel, dims),
+                        state_elem_bytes=accel.state_bytes)
+    r.abytes = sum(tr.stage)
+    r.sbytes = sum(tr.state) + r.abytes
     r.t_state = _state_seconds(accel, dims, reads=1, writes=1)
     r.vec = commit_vector_elements(dims) / accel.stage_lanes("copy")
     return r
@@ -1305,7 +1335,7 @@ def _step_model(accel, step):
         # The tree pass reads the committed state once (the tile ring keeps the nodes'
         # states on chip) and writes none; a plain decode pass writes its new state.
         v = _pass(accel, tgt, tokens=nodes, mode=0, bits=16, scale_group=None,
-                  state_reads=1, state_writes=0 if drafting else 1)
+                  state_reads=1, state_writes=0 if drafting else 1, accept=drafting)
         if drafting:
             par = TreeShape(tree.branching[:levels]).parents
             v.other = tree_verifier_cycles(par, [1] * len(par), fifo_depth=fifo_depth)["cycles"]
@@ -1317,7 +1347,7 @@ def _step_model(accel, step):
         if drafting:
             path = math.ceil(tokens)
             if step.restore_policy == "recompute":
-                r.add(_replay(accel, tgt, path=path, nodes=nodes), 1.0)
+                r.add(_replay(accel, tgt, path=path), 1.0)
             else:
                 r.sbytes = nodes * state_bytes(accel, tgt)
                 r.t_state = _state_seconds(accel, tgt, reads=0, writes=nodes)
@@ -1340,8 +1370,11 @@ def _step_model(accel, step):
                 # adopt).
                 c = _Tally()
                 c.vec = commit_vector_elements(ddims) / accel.stage_lanes("copy")
+                c.abytes = c.sbytes = commit_traffic(
+                    accel.config, ddims, path=path, groups=head_groups(accel, ddims),
+                    replay=False).total
             else:
-                c = _replay(accel, ddims, path=path, nodes=nodes)
+                c = _replay(accel, ddims, path=path)
             c.t_ssm = c.ssm / clk
             c.t_comp = max(c.t_ssm, c.t_state) + c.vec / clk
             c.t_mem = c.sbytes / bw
