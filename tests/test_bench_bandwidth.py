@@ -170,3 +170,22 @@ def test_generate_section_is_inserted_once_before_the_step_calibration(tmp_path)
         assert "fp16" not in text and "(`specgen bench --section generate`)" in text
     with pytest.raises(Exception, match="no decoder-core records"):
         write_section("generate", records[2:], out=out)
+
+
+def test_stage_rows_add_up_to_the_models_verify_pass():
+    """The stage table's kinds of one tree pass add up to the bytes the step model charges
+    SpecMamba's verify pass on each board, and the step split's parts to its phases'."""
+    from specgen.gen.bench.bandwidth import split_rows, stage_rows
+    from specgen.gen.perf.system import accelerator, seed_step, step_model
+    from specgen.golden.config import preset
+    rows = stage_rows()
+    for board in ("vck190", "vhk158"):
+        acc = accelerator(preset(board))
+        v = step_model(acc, seed_step()).phase("verify")
+        got = sum(r["bytes"] for r in rows if r["board"] == board)
+        assert got == pytest.approx(v.bytes)
+        split = next(r for r in split_rows() if r["board"] == board
+                     and r["step"].startswith("SpecMamba"))
+        res = step_model(acc, seed_step())
+        total = sum(p.bytes for p in res.phases) / acc.bandwidth
+        assert split["weights_s"] + split["state_s"] + split["stage_s"] == pytest.approx(total)

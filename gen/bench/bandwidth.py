@@ -16,12 +16,14 @@ import math
 from specgen.golden.config import HBM_NMU_PORTS, preset
 
 from specgen.gen.perf.claims import SEED
-from specgen.gen.perf.system import (StepConfig, accelerator, mamba_dims, perf_board_names,
-                                     seed_step, speq_step, ssm_layer_seconds,
-                                     state_ports_needed, step_model)
+from specgen.gen.perf.system import (StepConfig, accelerator, head_groups, mamba_dims,
+                                     perf_board_names, seed_step, speq_step,
+                                     ssm_layer_seconds, state_ports_needed, step_model)
+from specgen.gen.perf.traffic import PARTS, pass_traffic
 
 __all__ = ["HEADING", "COMMAND", "TARGET", "MAX_STATE_PORTS", "efficiencies", "port_rows",
-           "layer_rows", "step_rows", "bandwidth_section", "replace_section"]
+           "layer_rows", "step_rows", "stage_rows", "split_rows", "bandwidth_section",
+           "replace_section"]
 
 HEADING = "## Board bandwidth"
 #: The command that writes this section alone.
@@ -118,6 +120,43 @@ def step_rows():
     return rows
 
 
+def stage_rows():
+    """Per board: the bytes of SpecMamba's 2.7B tree pass by kind (the weight planes, the
+    SSM state, each part of the stages' traffic: :data:`gen.perf.traffic.PARTS`), and
+    their time at the board's bandwidth."""
+    tree = seed_step().tree
+    dims = mamba_dims(TARGET)
+    rows = []
+    for name in perf_board_names():
+        acc = accelerator(preset(name))
+        t = pass_traffic(acc.config, dims, tokens=tree.num_nodes,
+                         groups=head_groups(acc, dims), accept=True,
+                         state_elem_bytes=acc.state_bytes)
+        kinds = [("weight planes", sum(t.weights)), ("SSM state", sum(t.state))]
+        kinds += [(k, sum(v)) for k, v in t.parts]
+        for kind, b in kinds:
+            rows.append({"board": name, "kind": kind, "bytes": b,
+                         "seconds": b / acc.bandwidth})
+    return rows
+
+
+def split_rows():
+    """Per board and step (:data:`STEPS`): the step's memory time split into the weight
+    planes, the SSM state and the stages' bytes, each at the board's bandwidth."""
+    rows = []
+    for name in perf_board_names():
+        acc = accelerator(preset(name))
+        for label, make in STEPS:
+            res = step_model(acc, make())
+            w = sum(p.weight_bytes for p in res.phases)
+            sg = sum(p.stage_bytes for p in res.phases)
+            st = sum(p.bytes for p in res.phases) - w - sg
+            rows.append({"board": name, "step": label, "step_s": res.step_time,
+                         "weights_s": w / acc.bandwidth, "state_s": st / acc.bandwidth,
+                         "stage_s": sg / acc.bandwidth, "tok_s": res.tokens_per_s})
+    return rows
+
+
 def _us(s):
     return f"{s * 1e6:,.1f} µs"
 
@@ -192,6 +231,29 @@ def bandwidth_section(records):
         bounds = " / ".join(b[0] for b in r["bounds"])
         out.append(f"| {r['board']} | {r['step']} | {r['ports']} | {r['tok_s']:,.1f} | "
                    f"{bounds} | {r['tok_s_one_port']:,.1f} | {need} | {there} |")
+    tree = seed_step().tree
+    out += ["", "### Stage traffic: every word of the decoder core in memory", "",
+            "The decoder core's stages read their operands from memory and write their "
+            "results there (`gen/perf/traffic.py`; the decoder-core benches hold its counts "
+            "equal to the bytes the RTL's AXI ports move on Verilator). Bytes of one "
+            f"Mamba2-{TARGET} tree pass of {tree.num_nodes} nodes {list(tree.branching)} by "
+            "kind, and their time at the board's bandwidth:", "",
+            "| board | kind | what moves it | MB | ms at the board's GB/s |",
+            "|---|---|---|---:|---:|"]
+    what = {"weight planes": "the linear engine's weight streams (both planes)",
+            "SSM state": "the committed state, read once", **PARTS}
+    for r in stage_rows():
+        out.append(f"| {r['board']} | {r['kind']} | {what[r['kind']]} | "
+                   f"{r['bytes'] / 1e6:,.1f} | {r['seconds'] * 1e3:,.2f} |")
+    out += ["", "A step's memory time split the same way (ms at the board's bandwidth; a "
+            "phase takes the longer of its memory and its compute time, so on a "
+            "compute-bound board the split does not add up to the step):", "",
+            "| board | step | weight planes | SSM state | stages | step ms | tok/s |",
+            "|---|---|---:|---:|---:|---:|---:|"]
+    for r in split_rows():
+        out.append(f"| {r['board']} | {r['step']} | {r['weights_s'] * 1e3:,.1f} | "
+                   f"{r['state_s'] * 1e3:,.1f} | {r['stage_s'] * 1e3:,.1f} | "
+                   f"{r['step_s'] * 1e3:,.1f} | {r['tok_s']:,.2f} |")
     return "\n".join(out) + "\n"
 
 
