@@ -62,11 +62,13 @@ def test_speq_on_the_rtl_with_resets_and_aborts_in_mid_step_and_mid_commit():
     pause on every AXI channel of the memory; the core is reset in mid tree program at
     step 1 and in mid commit at step 2, and aborted (``ABORT``) in mid tree program at
     step 3 and in mid commit at step 4; the host reruns each (after an abort, that rerun
-    is the rollback): no token lost or repeated."""
+    is the rollback): no token lost or repeated, and every tree program's rerun moves
+    the bytes ``gen.perf.traffic`` counts."""
     want = _oracle("speq")
-    rt = Runtime(config=CONFIG, engine=RtlEngine(
-        config=CONFIG, latency=24, stall=0.2,
-        faults={"cut_tree": 1, "cut_commit": 2, "abort_tree": 3, "abort_commit": 4}))
+    engine = RtlEngine(config=CONFIG, latency=24, stall=0.2,
+                       faults={"cut_tree": 1, "cut_commit": 2, "abort_tree": 3,
+                               "abort_commit": 4})
+    rt = Runtime(config=CONFIG, engine=engine)
     rt.load_model("micro", seed=1)
     rt.load_draft("speq")
     got = rt.generate(PROMPT, TOKENS, tree=TREE, gamma=0.0)
@@ -76,6 +78,9 @@ def test_speq_on_the_rtl_with_resets_and_aborts_in_mid_step_and_mid_commit():
     assert len(set(got.tokens)) > 4      # a continuation that does not repeat one token
     assert got.cycles_per_token > 0 and len(got.steps) == len(got.tokens_per_step)
     assert got.draft_on_core and all(s["draft_cycles"] > 0 for s in got.steps)
+    # Every tree program's whole run (the rerun after a cut or an abort) moved the bytes
+    # the performance model counts.
+    _check_tree_traffic(engine, CONFIG)
     # The draft's passes one node at a time, each from its parent's state in memory: every
     # expanded node's logits were checked against the draft model's by the host.
     assert got.draft_flow == "node"
@@ -137,6 +142,25 @@ def test_generate_cli_with_a_draft_model_on_the_rtl(tmp_path, capsys, flow):
         doc["cycles_per_token"] * (1 + doc["model_error"]))
 
 
+def _check_tree_traffic(engine, config, model="micro"):
+    """Every target tree program of ``engine``'s last run moved, on the core's AXI ports,
+    the bytes ``gen.perf.traffic`` counts for a pass over that step's nodes (the memory
+    model counts every beat)."""
+    from specgen.gen.perf.traffic import pass_traffic
+    from specgen.gen.runtime.runtime import rtl_design
+    from specgen.hw.decoder import DecoderCore
+    run, m = engine.last_run, lm_preset(model)
+    design = rtl_design(config, m)
+    core = DecoderCore(config=design, model=m, max_nodes=max(run["nodes_per_step"]),
+                       max_records=run["max_records"], addr_width=run["addr_width"])
+    trees = [p for p in run["programs"] if p["kind"] == "tree"]
+    assert len(trees) == len(run["nodes_per_step"])
+    for p, nodes in zip(trees, run["nodes_per_step"]):
+        want = pass_traffic(design, m, tokens=nodes, accept=True,
+                            record_bytes=core.record_bits // 8)
+        assert (p["bytes_read"], p["bytes_written"]) == (want.read, want.written), p["step"]
+
+
 @pytest.mark.sim
 @pytest.mark.slow
 def test_head_groups_on_the_rtl():
@@ -145,18 +169,22 @@ def test_head_groups_on_the_rtl():
     starts once in_proj's jobs up to its rows are done, beside the jobs of the next
     group's. SPEQ, the tree and tokens above, 16-cycle reads (the stalls are the test
     above's, and the head-group bench's in ``tests/test_decoder_core.py``): the same
-    tokens as golden and hw, and the whole-step model within 5 %."""
+    tokens as golden and hw, the whole-step model within 5 %, and every tree pass's bytes
+    on the AXI ports as ``gen.perf.traffic`` counts them."""
     import dataclasses
     from specgen.golden.config import VectorConfig
     config = CONFIG.replace(ssm=dataclasses.replace(CONFIG.ssm, head_groups=2),
                             vector=VectorConfig(lanes=1))
     want = _oracle("speq", config)
-    rt = Runtime(config=config, engine=RtlEngine(config=config, latency=16))
+    engine = RtlEngine(config=config, latency=16)
+    rt = Runtime(config=config, engine=engine)
     rt.load_model("micro", seed=1)
     rt.load_draft("speq")
     got = rt.generate(PROMPT, TOKENS, tree=TREE, gamma=0.0)
     assert got.tokens == want["golden"].tokens == want["hw"].tokens
     assert got.tokens_per_step == want["hw"].tokens_per_step
+    # B and C copied into group 1's records: the bytes of every tree pass as counted.
+    _check_tree_traffic(engine, config)
     c = got.counters
     assert 0 < c["perf_overlap"] <= min(c["perf_linear_busy"], c["perf_ssm_busy"])
     assert abs(got.model_error) <= MODEL_TOLERANCE, (

@@ -53,6 +53,11 @@ def benchmarks():
     c = res.counters
     busy = c["perf_busy"]
     simulated = run["prefill_cycles"] + run["cycles"]
+    # The bytes the core's AXI ports moved in the steps' programs (the prompt's excluded),
+    # counted by the memory model beat by beat.
+    steps = [p for p in run["programs"] if p["step"] is not None]
+    read = sum(p["bytes_read"] for p in steps)
+    written = sum(p["bytes_written"] for p in steps)
     draft = "SPEQ" if RUN["draft"] == "speq" else f"draft {RUN['draft']}"
     note = (f"{RUN['model']} LM (seed {RUN['seed']}), {draft}, tree "
             f"{','.join(map(str, RUN['tree']))}, {RUN['tokens']} tokens, "
@@ -77,6 +82,13 @@ def benchmarks():
                  "group's jobs beside a group's pass), and the target's commit beside the "
                  "draft's next node pass (its SSM replay while the linear engine works on the "
                  "pass)"},
+        {"name": "decoder core: memory traffic", "value": round((read + written)
+                                                                 / run["generated"]),
+         "unit": "bytes/token", "command": COMMAND,
+         "note": f"{read:,} bytes read and {written:,} written by the AXI ports over the "
+                 f"steps' {len(steps)} programs, {run['generated']} tokens (the memory model "
+                 "counts every beat; at paper scale `gen.perf.traffic` counts the same "
+                 "bytes, `docs/perf-model.md`, stage traffic)"},
         {"name": "decoder core: Verilator throughput", "value": round(simulated / wall),
          "unit": "cycles/s", "command": COMMAND,
          "note": f"{simulated:,} fabric cycles (prompt and steps) in {wall:.1f} s of wall time, "

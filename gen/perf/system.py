@@ -1113,7 +1113,9 @@ def _pass(acc, dims, *, tokens, mode, bits, scale_group, state_reads, state_writ
     t.lin = _linear_cycles(acc, dims, tokens=tokens, mode=mode)
     t.ssm = _ssm_cycles(acc, dims, tokens=tokens)
     t.dbytes = weight_bytes(dims, bits=bits, scale_group=scale_group)
-    t.wbytes = t.dbytes
+    # The dense linear weights (the other weights are binary32 words the stages read with
+    # their operands: the stage bytes below).
+    t.wbytes = t.dbytes - 2 * dims.small_params
     # Every other word the decoder core's program moves through memory: the SSM state
     # images and the stages' operands and results (gen.perf.traffic, which the RTL's
     # counted bytes check).

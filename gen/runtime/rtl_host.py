@@ -232,9 +232,10 @@ class Host:
         cycles (``PERF_PROGRAM``). The program, its ``kind`` (``tree``, ``commit``,
         ``draft``, ``draft_commit``, or one of the prompt's ``prefill``,
         ``prefill_commit``, ``draft_prefill``, ``draft_prefill_commit``), its ``step``,
-        its cycles and the engines' busy and overlap counters go to :attr:`programs`
-        (the performance model is set beside them), with the parameter ``trace`` also its
-        events (:func:`sim.decoder_core.trace_program`)."""
+        its cycles, the engines' busy and overlap counters and the bytes its AXI ports
+        moved (``bytes_read``, ``bytes_written``: the memory model counts every beat) go
+        to :attr:`programs` (the performance model is set beside them), with the
+        parameter ``trace`` also its events (:func:`sim.decoder_core.trace_program`)."""
         prog, n_rec = records
         self.memory.data[at:at + len(prog)] = prog
         entries = [(node, pack(self.table_layout, entry), src) for node, entry, src in table]
@@ -243,6 +244,7 @@ class Host:
             trace = [] if self.p.get("trace") and not attempt else None
             if trace is not None:
                 tracing = resume(self._trace)(trace)
+            moved = self.memory.bytes_read, self.memory.bytes_written
             self.driver.start(at, n_rec)
             if attempt:
                 resume(self._fault)(self.rng.randrange(50, 500), cut=cut)
@@ -255,6 +257,8 @@ class Host:
                 resume(self._join)(tracing)
         self.programs.append({"kind": kind, "step": step, "program": prog.hex(),
                               "records": n_rec, "cycles": cycles, **counters,
+                              "bytes_read": self.memory.bytes_read - moved[0],
+                              "bytes_written": self.memory.bytes_written - moved[1],
                               **({"events": trace} if trace is not None else {})})
         return cycles
 
