@@ -639,9 +639,9 @@ class StepPlan:
         group's SSM record holds them: :meth:`_program` copies them into a later group's),
         each reading the window its parent wrote (the committed one for a root) and
         writing the node's record at ``base`` (record ``v`` of the group's) and its own
-        window. The first
-        waits ``first_wait``; the first node of every tree depth waits for the conv1d
-        engine to drain, so a parent's window is in memory before its children read it."""
+        window. The first waits ``first_wait``; the first node of every tree depth waits
+        for the conv1d engine to drain, so a parent's window is in memory before its
+        children read it."""
         m, out, lanes = self.model, [], self.lanes["conv1d"]
         seg, rec_off, depth = self._seg, self._rec_off, tree_depths(p)
         # Window channels (xBC, the model's order) of x and of B and C.
