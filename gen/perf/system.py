@@ -826,7 +826,10 @@ def _assumptions(acc, step):
     return {
         "memory": "every pass streams its weights once from off-chip memory; "
                   "SSM states are read/written off-chip in binary32, through the SSM "
-                  "engine's state ports (the SSM part of a pass takes at least that)",
+                  "engine's state ports (the SSM part of a pass takes at least that); "
+                  "every stage's operands and results cross the memory too "
+                  "(gen.perf.traffic, exact against the RTL's AXI bytes)",
+        "stage_reuse": acc.stage_reuse,
         "state_ports": acc.state_ports,
         "overlap": acc.overlap,
         "restore_overlap": acc.restore_overlap,
