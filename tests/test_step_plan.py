@@ -427,8 +427,9 @@ def _desc(plan, rec, engine):
 def test_head_groups_hand_over_to_the_ssm_while_in_proj_runs(grouped):
     """Per layer: in_proj's jobs up to group 0's x, group 0's conv1d (waiting for them),
     its dt copy and SSM pass; then the jobs of group 1's rows, handed out while that pass
-    runs; group 1's conv1d waiting for them, its pass; the rest of in_proj (z); the gated
-    norm waiting for both engines and reading y group by group."""
+    runs; group 1's conv1d of its x waiting for them, the copy of B and C from group 0's
+    records, its pass; the rest of in_proj (z); the gated norm waiting for both engines
+    and reading y group by group."""
     config, model, core, lm = grouped
     assert core.engines["ssm"].unit.cfg.nheads == 2
     parents = [ROOT, 0, 0, 1]
@@ -442,9 +443,20 @@ def test_head_groups_hand_over_to_the_ssm_while_in_proj_runs(grouped):
     assert len(ssm_at) == 2
     # Jobs between the two passes: group 1's rows, computed beside group 0's pass.
     between = layer[ssm_at[0] + 1:ssm_at[1]]
-    assert "linear" in between and between.count("conv1d") == 3 * len(parents)
+    assert "linear" in between
+    # Group 0's conv1d runs x, B and C a node; group 1's its x alone, and a copy moves B
+    # and C from group 0's records into its own (then dt's copy).
+    before = layer[:ssm_at[0]]
+    assert before.count("conv1d") == 3 * len(parents)
+    assert between.count("conv1d") == len(parents) and between.count("copy") == 2
     conv1 = first + ssm_at[0] + 1 + between.index("conv1d")
     assert int(recs[conv1].wait) == 1 << core.index("linear")
+    bc = _desc(plan, recs[first + ssm_at[0] + 1 + between.index("copy")], "copy")
+    L0 = plan.layers[0]
+    assert int(bc.x_addr) == L0["ssm_in"] and int(bc.x_vstride) == plan.ssm_rec
+    assert int(bc.y_addr) == L0["ssm_in"] + plan.V * plan.ssm_rec
+    assert int(bc.vectors) == len(parents)
+    assert int(bc.elements) * config.stage_lanes("copy") == 2 * model.d_state
     gate = recs[first + len(layer) - 1]
     assert int(gate.wait) == (1 << core.index("ssm")) | (1 << core.index("linear"))
     L, Hg, P = plan.layers[0], 2, model.headdim
