@@ -222,3 +222,33 @@ def test_predict_names_an_engine_the_costs_do_not_cover():
                                          r"\(program_costs.json\): run python -m "
                                          r"specgen.gen.perf.program_calibration"):
         pm.predict([(recs, None, 0, SHAPE, 0)], costs=COSTS)
+
+
+def test_a_commits_window_copies_run_beside_its_replays(built):
+    """A commit's layers are an SSM replay and a window copy with no barrier between them
+    (``StepPlan.commit_parts``): the walk (the sequencer's rules, costs fitted on the RTL)
+    runs each copy beside its layer's replay, so the commit takes about the larger of the
+    two a layer, not their sum. ``gen.perf.system.commit_seconds`` prices it so at paper
+    scale."""
+    from specgen.gen.perf.system import commit_seconds
+    config, model, core, lm = built
+    plan = StepPlan(core, lm, nodes=4)
+    recs = pm.decode_program(core, *plan.commit_program([0, 1, 3]))
+    shape, costs = pm.CoreShape.of(core, config), default_costs()
+    total, events = pm.program_cycles(recs, costs=costs, shape=shape, latency=16, trace=True)
+    spans = [(r.engine, done - hand) for r, (hand, done) in zip(recs, events) if r.engine]
+    ssm = [d for e, d in spans if e == "ssm"]
+    copy = [d for e, d in spans if e == "copy"]
+    assert len(ssm) == len(copy) == model.n_layer
+    # Each copy's hand-over comes before its layer's replay is done.
+    done = {i: events[i][1] for i, r in enumerate(recs) if r.engine == "ssm"}
+    for i, r in enumerate(recs):
+        if r.engine == "copy":
+            assert events[i][0] < done[i - 1]
+    serial, beside = sum(ssm) + sum(copy), sum(max(s, c) for s, c in zip(ssm, copy))
+    overhead = costs.start[0] + costs.start[1] * 16 + costs.end + pm.RECORD_GAP * len(recs)
+    assert total <= beside + overhead < serial + overhead
+    assert commit_seconds(sum(ssm), sum(copy), groups=1) == max(sum(ssm), sum(copy))
+    # Two groups: the first group's replay alone, the second's beside the copy.
+    assert commit_seconds(10.0, 4.0, groups=2) == 5.0 + 5.0
+    assert commit_seconds(10.0, 8.0, groups=2) == 5.0 + 8.0

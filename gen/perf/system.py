@@ -1249,6 +1249,18 @@ def deepest_probability(tree, *, levels, tokens=None, alpha=None):
     return reach
 
 
+def commit_seconds(ssm, copy, *, groups):
+    """Seconds of a commit program whose layers' SSM replays take ``ssm`` and whose
+    window copies take ``copy`` (both summed over the layers; ``groups`` SSM passes a
+    layer). A layer's records are its groups' replays, then its copy, with no barrier
+    between them (:meth:`hw.step_program.StepPlan.commit_parts`): the sequencer hands
+    the copy out right after the last group's replay, so it runs beside that replay, and
+    the next layer's first replay waits only for the SSM engine. A layer takes
+    ``(G − 1)/G · ssm + max(ssm/G, copy)`` of its share."""
+    G = check_int("commit_seconds", "groups", groups, min=1)
+    return (G - 1) / G * ssm + max(ssm / G, copy)
+
+
 def _replay(accel, dims, *, path):
     """The SSM replay of ``path`` nodes in ``dims`` from the kept per-node inputs (which
     the passes wrote), the committed state read and the new one written, and the last
@@ -1358,7 +1370,8 @@ def _step_model(accel, step):
                 r.t_state = _state_seconds(accel, tgt, reads=0, writes=nodes)
                 r.vec = commit_vector_elements(tgt) / accel.stage_lanes("copy")
             r.t_ssm = r.ssm / clk
-            r.t_comp = max(r.t_ssm, r.t_state) + (r.other + r.vec) / clk
+            r.t_comp = (commit_seconds(max(r.t_ssm, r.t_state), r.vec / clk,
+                                       groups=head_groups(accel, tgt)) + r.other / clk)
             r.t_mem = r.sbytes / bw
             r.time = max(r.t_comp, r.t_mem) * (1 - accel.restore_overlap)
             if step.draft_flow == "node":
@@ -1381,7 +1394,8 @@ def _step_model(accel, step):
             else:
                 c = _replay(accel, ddims, path=path)
             c.t_ssm = c.ssm / clk
-            c.t_comp = max(c.t_ssm, c.t_state) + c.vec / clk
+            c.t_comp = commit_seconds(max(c.t_ssm, c.t_state), c.vec / clk,
+                                      groups=head_groups(accel, ddims))
             c.t_mem = c.sbytes / bw
             c.time = max(c.t_comp, c.t_mem) * (1 - accel.restore_overlap)
             r.add(c, 1.0)
