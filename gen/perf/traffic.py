@@ -24,9 +24,11 @@ from the design and the model's widths, as :meth:`hw.step_program.StepPlan.progr
 A commit moves, per layer and head group, the parameters, the accepted path's input
 records and the state (read and written), and copies the last node's conv windows.
 
-``tests/test_traffic.py`` holds these counts equal to the bytes the RTL moves on
-Verilator (``sim.axi_master.Memory`` counts every beat) for a tree pass and a commit,
-and the record size to a paper-scale core's.
+The decoder-core benches (``tests/test_decoder_core.py``) and the RTL generation tests
+(``tests/test_rtl_generate.py``) hold these counts equal to the bytes the RTL's AXI
+ports move on Verilator (``sim.axi_master.Memory`` counts every beat);
+``tests/test_traffic.py`` works one pass and one commit out by hand and checks the
+record size against a paper-scale core's.
 """
 
 import functools
@@ -35,6 +37,7 @@ from dataclasses import dataclass
 from specgen.golden.validate import check_choice, check_int
 from specgen.golden.weight_planes import (engine_weight_ports, matrix_plane_bytes,
                                           matrix_tiles, stream_word_bits)
+from specgen.hw.activation_reader import X_PORT_BITS
 from specgen.hw.step_program import in_proj_segments
 
 __all__ = ["Traffic", "PARTS", "pass_traffic", "commit_traffic", "RECORD_BYTES", "X_BEAT_BYTES"]
@@ -43,17 +46,13 @@ __all__ = ["Traffic", "PARTS", "pass_traffic", "commit_traffic", "RECORD_BYTES",
 #: (``hw.sequencer``: the widest engine's descriptor plus the header, rounded up to a
 #: power of two; ``tests/test_traffic.py`` builds a paper-scale core to check it).
 RECORD_BYTES = 128
-#: Bytes of a beat of the linear engine's activation port (``hw.activation_reader``'s
-#: 64-bit ``X_PORT_BITS``): a job reads each token's inputs in whole beats.
-X_BEAT_BYTES = 8
+#: Bytes of a beat of the linear engine's activation port (``hw.activation_reader``):
+#: a job reads each token's inputs in whole beats.
+X_BEAT_BYTES = X_PORT_BITS // 8
 
-# Bytes a model element takes in each stream engine's operands and results
-# (hw.stream_engine: binary32 fields, zero-padded to a power of two of at least 32
-# bits; the norms' binary16 output packed two to a word).
-_NORM = 4 + 4 + 2                 # y, w in; out (binary16)
-_GATE_NORM = 4 + 4 + 4 + 2        # y, z, w in; out (binary16)
-_RESIDUAL = 4 + 4 + 4             # h, d in; out
-_COPY = 4 + 4                     # x in; y out
+# The stream engines' elements (hw.stream_engine): binary32 fields zero-padded to a
+# power of two of at least 32 bits, the norms' binary16 output packed two to a word; the
+# counts below write each operand's bytes out (4 a binary32 element, 2 a binary16 one).
 _ARGMAX_RESULT = 8                # hw.argmax.argmax_out_layout, in a 64-bit element
 _TREE_ENTRY = 8                   # golden.tree: a node's table and path words
 
