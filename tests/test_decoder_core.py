@@ -30,10 +30,9 @@ def _run(seed, **kw):
     step = pass_traffic(config, model, tokens=len(p["parents"]),
                         mode=int(p["linear_pass"] == "draft"), accept=True, **count)
     paths = {int(d) + 1 for d in tree_depths(p["parents"])}
+    commits = {n: commit_traffic(config, model, path=n, **count) for n in paths}
     p["traffic"] = {"step": [step.read, step.written],
-                    "commit": {str(n): [commit_traffic(config, model, path=n, **count).read,
-                                        commit_traffic(config, model, path=n, **count).written]
-                               for n in paths}}
+                    "commit": {str(n): [t.read, t.written] for n, t in commits.items()}}
     edit = p.pop("edit", None)
     if edit is not None:
         edit(p)

@@ -3,19 +3,16 @@ past them (``docs/memory.md``, "The memory system's targets, measured")."""
 
 import pytest
 
+from specgen.golden.backtrack_cost import BRAM_BYTES, URAM_BYTES
 from specgen.golden.config import preset
 from specgen.golden.tree import fifo_schedule, seed_shapes
 from specgen.gen.studies.tree_memory import rtl_peak_level
+from specgen.hw.hierarchy import silence
 from specgen.hw.tree_ssm import TreeSSMUnit
-
-#: Bits of one RAMB36 and one URAM288 block (AMD AM007: 36 Kb, 288 Kb).
-BRAM36_BITS, URAM288_BITS = 36 * 1024, 288 * 1024
 
 
 def _unit(board):
-    unit = TreeSSMUnit.from_config(preset(board))
-    unit._MustUse__silence = True       # built for its sizes only
-    return unit
+    return silence(TreeSSMUnit.from_config(preset(board)))     # built for its sizes only
 
 
 @pytest.mark.parametrize("board", ["vck190", "vhk158"])
@@ -45,7 +42,7 @@ def test_on_chip_state_storage_at_vhk158_scale_is_within_60_percent_of_block_mem
     (``BoardConfig.bram36``, ``uram288``; ``docs/boards.md``): within 60 % (it is 0.14 %).
     With the capacities unknown (0) the check fails rather than passes."""
     board = preset("vhk158").board
-    block_bits = board.bram36 * BRAM36_BITS + board.uram288 * URAM288_BITS
+    block_bits = 8 * (board.bram36 * BRAM_BYTES + board.uram288 * URAM_BYTES)
     ring = _unit("vhk158").ring_bits()
     assert ring == 16 * 10 * 128 * 32       # slots × rows a tile × d_state × binary32
     assert ring <= 0.6 * block_bits, (ring, block_bits)

@@ -28,7 +28,7 @@ from specgen.golden.lm import LMConfig
 from specgen.golden.mamba2 import MAMBA2_DEFAULTS, MAMBA2_SIZES, MAMBA2_VOCAB
 from specgen.golden.tree import TreeShape, fifo_schedule, fits_behind
 from specgen.golden.validate import check_choice, check_float, check_int
-from specgen.golden.weight_planes import engine_weight_ports, matrix_plane_bytes, stream_word_bits
+from specgen.golden.weight_planes import engine_weight_ports, stream_word_bits
 from specgen.hw.step_program import DRAFT_FLOWS
 
 from specgen.gen.perf.blocks import (SSMTiming, pe_latency, dsp_linear_schedule, dsp_matmul_jobs,
@@ -946,12 +946,14 @@ def ssm_timing(acc, dims):
 
 
 def head_groups(acc, dims):
-    """SSM passes a layer of ``dims`` takes on ``acc``: the design's ``ssm.head_groups``
-    where it splits the model's heads into groups of a multiple of ``ssm.input_words``
-    heads (what :class:`hw.decoder.DecoderCore` runs), else 1 (a what-if on a model the
-    design's groups do not divide)."""
-    G, H = acc.config.ssm.head_groups, dims.nheads
-    return G if H % G == 0 and (H // G) % acc.config.ssm.input_words == 0 else 1
+    """SSM passes a layer of ``dims`` takes on ``acc`` (an :class:`Accelerator`, or a
+    design's ``golden.config.Config``): the design's ``ssm.head_groups`` where it splits
+    the model's heads into groups of a multiple of ``ssm.input_words`` heads (what
+    :class:`hw.decoder.DecoderCore` runs), else 1 (a what-if on a model the design's
+    groups do not divide)."""
+    ssm = (acc if isinstance(acc, Config) else acc.config).ssm
+    G, H = ssm.head_groups, dims.nheads
+    return G if H % G == 0 and (H // G) % ssm.input_words == 0 else 1
 
 
 @functools.lru_cache(maxsize=4096)
@@ -1085,16 +1087,14 @@ def layout_weight_bytes(config, dims, *, bits):
     output tile holds ``rows · cols`` slots, padding rows included, so a matrix whose rows
     do not fill its last tile reads that tile whole, or its pieces with
     ``linear.split_tiles`` (``docs/memory.md``, tile padding). ``bits`` 4: the nibble
-    plane alone (a SPEQ draft pass); 16: both planes. The other weights
-    (:attr:`MambaDims.small_params`) are FP16, as in :func:`weight_bytes`."""
-    lin = config.linear
-    kw = dict(rows=lin.rows, cols=lin.cols, max_k=lin.max_k, word_bits=stream_word_bits(config),
-              ports=engine_weight_ports(config), split=lin.split_tiles)
-    total = dims.small_params * 2
-    for _, o, i, n in dims.matrices():
-        nib, res = matrix_plane_bytes(o, i, **kw)
-        total += n * (nib if bits == 4 else nib + res)
-    return total
+    plane alone (a SPEQ draft pass); 16: both planes. in_proj's segments are padded
+    as the programs lay them out (:func:`gen.perf.traffic.pass_traffic`'s weight
+    bytes, which the step model charges). The other weights
+    (:attr:`MambaDims.small_params`) are counted FP16, as in :func:`weight_bytes`."""
+    check_choice("layout_weight_bytes", "bits", bits, (4, 16))
+    planes = pass_traffic(config, dims, tokens=1, mode=int(bits == 4),
+                          groups=head_groups(config, dims)).weights[0]
+    return planes + dims.small_params * 2
 
 
 def state_bytes(acc, dims):
@@ -1261,6 +1261,17 @@ def commit_seconds(ssm, copy, *, groups):
     return (G - 1) / G * ssm + max(ssm / G, copy)
 
 
+def _commit_times(accel, dims, t):
+    """Set the times of ``t``, a commit of ``dims``'s model (:func:`commit_seconds`,
+    its memory at the bandwidth, ``restore_overlap`` of it hidden)."""
+    clk = accel.clock_hz
+    t.t_ssm = t.ssm / clk
+    t.t_comp = (commit_seconds(max(t.t_ssm, t.t_state), t.vec / clk,
+                               groups=head_groups(accel, dims)) + t.other / clk)
+    t.t_mem = t.sbytes / accel.bandwidth
+    t.time = max(t.t_comp, t.t_mem) * (1 - accel.restore_overlap)
+
+
 def _replay(accel, dims, *, path):
     """The SSM replay of ``path`` nodes in ``dims`` from the kept per-node inputs (which
     the passes wrote), the committed state read and the new one written, and the last
@@ -1279,7 +1290,7 @@ def _replay(accel, dims, *, path):
 
 def _step_model(accel, step):
     tgt = mamba_dims(step.target)
-    clk, bw = accel.clock_hz, accel.bandwidth
+    clk = accel.clock_hz
     tree = step.tree
     sizes = tree.level_sizes
     fifo_depth = accel.fifo_depth
@@ -1369,11 +1380,7 @@ def _step_model(accel, step):
                 r.sbytes = nodes * state_bytes(accel, tgt)
                 r.t_state = _state_seconds(accel, tgt, reads=0, writes=nodes)
                 r.vec = commit_vector_elements(tgt) / accel.stage_lanes("copy")
-            r.t_ssm = r.ssm / clk
-            r.t_comp = (commit_seconds(max(r.t_ssm, r.t_state), r.vec / clk,
-                                       groups=head_groups(accel, tgt)) + r.other / clk)
-            r.t_mem = r.sbytes / bw
-            r.time = max(r.t_comp, r.t_mem) * (1 - accel.restore_overlap)
+            _commit_times(accel, tgt, r)
             if step.draft_flow == "node":
                 # The runtime runs the target's commit beside the draft's next node pass
                 # (StepPlan.node_program's beside): the replay hides behind that pass's
@@ -1393,11 +1400,7 @@ def _step_model(accel, step):
                     replay=False).total
             else:
                 c = _replay(accel, ddims, path=path)
-            c.t_ssm = c.ssm / clk
-            c.t_comp = commit_seconds(max(c.t_ssm, c.t_state), c.vec / clk,
-                                      groups=head_groups(accel, ddims))
-            c.t_mem = c.sbytes / bw
-            c.time = max(c.t_comp, c.t_mem) * (1 - accel.restore_overlap)
+            _commit_times(accel, ddims, c)
             r.add(c, 1.0)
         draft.add(d, prob)
         need.add(n, prob)
