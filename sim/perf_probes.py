@@ -17,7 +17,8 @@ from amaranth import Shape
 from specgen.sim.bench import params
 from specgen.sim.loop import run_amaranth, run_cocotb
 
-__all__ = ["LinearProbe", "TreeProbe", "RingProbe", "run_amaranth"]
+__all__ = ["LinearProbe", "SSMProbe", "TreeProbe", "RingProbe", "run_amaranth",
+           "ssm_probe_inputs"]
 
 
 def _payload_layout(component, port):
@@ -80,6 +81,81 @@ class LinearProbe:
             o = yield self._inputs(ci, wi, beats)
         self.result = {"first_y": first_y, "end": last, "busy": o["busy_cycles"],
                        "stall": o["stall_cycles"]}
+
+
+def ssm_probe_inputs(cfg, *, tokens, seed):
+    """The inputs of an :class:`SSMProbe` run, from ``seed``: ``(prm, state0, toks, want_y)``,
+    Mamba2-initialized parameters, a zero state, ``tokens`` tokens without special values
+    (:func:`sim.ssm_unit.make_tokens`) and each token's ``y`` from
+    :func:`golden.mamba2.ssm_step_hw_bits`, which carries the state across them."""
+    import numpy as np
+
+    from specgen.golden.mamba2 import SSMParams, mamba2_init_params, ssm_step_hw_bits
+    from specgen.sim.ssm_unit import make_tokens
+
+    rng = np.random.default_rng(seed)
+    prm = mamba2_init_params(cfg, rng)
+    prm = SSMParams(A=prm.A, dt_bias=prm.dt_bias,
+                    D=(1 + 0.25 * rng.standard_normal(cfg.nheads)).astype(np.float32))
+    state0 = np.zeros(cfg.state_shape, np.uint32)
+    toks = make_tokens(rng, cfg, prm, tokens, specials=False)
+    want_y, st = [], state0
+    for x, B, C, dt in toks:
+        y, st = ssm_step_hw_bits(cfg, prm, st, x, B, C, dt)
+        want_y.append(y)
+    return prm, state0, toks, want_y
+
+
+class SSMProbe:
+    """Tokens back to back through :class:`hw.ssm_unit.SSMUnit`, ``y`` always ready.
+
+    The parameters are written one a cycle, then the state through the tile port (``hold``
+    high), then the producer runs ahead: per token it waits for ``fill_free``, writes the
+    token's beats one a cycle and commits it (``token_valid`` until ``token_ready``).
+    ``result``: ``y_cycles`` (the cycle of every ``y`` transfer) and ``y`` (its payload,
+    for the caller's bit check), cycle 0 being the producer's first wait.
+    """
+
+    def __init__(self, cfg, prm, state0, toks):
+        from specgen.sim.ssm_unit import param_beats, token_beats
+        from specgen.sim.ssm_unit_bfm import pack_tiles
+
+        self.setup = [{"wr_en": 1, "wr_sel": sel, "wr_addr": a, "wr_data": int(v)}
+                      for sel, a, v in param_beats(cfg, prm)]
+        self.setup += [{"wr_en": 0, "hold": 1, "st_we": 1, "st_addr": a, "st_wdata": int(w)}
+                       for a, w in enumerate(pack_tiles(cfg, state0))]
+        self.ops = []
+        for x, B, C, dt in toks:
+            self.ops.append(("wait",))
+            self.ops += [("w", *b) for b in token_beats(cfg, x, B, C, dt)]
+            self.ops.append(("commit",))
+        H, P, _N = cfg.state_shape
+        self.total = len(toks) * H * P
+        self.result = None
+
+    def run(self):
+        for d in self.setup:
+            yield {"y__ready": 0, "token_valid": 0, **d}
+        o = yield {"st_we": 0, "hold": 0, "wr_en": 0, "y__ready": 1}
+        cycle = pc = 0
+        y_cycles, ys = [], []
+        while len(ys) < self.total:
+            assert cycle < 50 * self.total + 10_000, "SSMUnit made no progress"
+            op = self.ops[pc] if pc < len(self.ops) else ("done",)
+            if op[0] == "wait" and o["fill_free"] or op[0] == "commit" and o["token_ready"] \
+                    or op[0] == "w":
+                pc += 1
+            if o["y__valid"]:
+                ys.append(o["y__payload"])
+                y_cycles.append(cycle)
+            cycle += 1
+            op = self.ops[pc] if pc < len(self.ops) else ("done",)
+            d = {"wr_en": int(op[0] == "w"), "token_valid": int(op[0] == "commit"),
+                 "y__ready": 1}
+            if op[0] == "w":
+                d.update({"wr_sel": op[1], "wr_addr": op[2], "wr_data": int(op[3])})
+            o = yield d
+        self.result = {"y_cycles": y_cycles, "y": ys}
 
 
 class TreeProbe:
@@ -199,6 +275,19 @@ async def linear_timing(dut):
     top = LinearUnit(rows=p["rows"], cols=p["cols"], quant_lanes=p["lanes"], max_k=p["max_k"],
                      fmt_out=FORMATS[p["fmt_out"]])
     await _probe(dut, top, LinearProbe(top, p["jobs"]))
+
+
+@cocotb.test()
+async def ssm_timing(dut):
+    """:class:`SSMProbe` on the HDL simulator (the inputs from ``seed``)."""
+    from specgen.hw.ssm_unit import SSMUnit
+    from specgen.sim.ssm_unit import config_from_params
+
+    p = params()
+    cfg = config_from_params(p)
+    top = SSMUnit(cfg=cfg, mul_stages=p["mul_stages"], add_stages=p["add_stages"])
+    prm, state0, toks, _ = ssm_probe_inputs(cfg, tokens=p["tokens"], seed=p["inputs_seed"])
+    await _probe(dut, top, SSMProbe(cfg, prm, state0, toks))
 
 
 @cocotb.test()

@@ -11,13 +11,11 @@ compared too. Tokens near the end carry special values (NaN/±Inf in x and dt,
 subnormal x/B/C, x = Inf with B = 0) so their effects are checked without
 poisoning the earlier tokens.
 
-``throughput``: no back-pressure, the producer runs ahead; the cycles between
-the last ``y`` of consecutive tokens are measured and written to ``result_file``.
+The timing without back-pressure is measured by :class:`sim.perf_probes.SSMProbe`
+(:mod:`gen.perf.calibrate`), on both simulators.
 """
 
 import dataclasses
-import json
-from pathlib import Path
 
 import cocotb
 import numpy as np
@@ -228,9 +226,8 @@ async def _setup(dut):
     return p, cfg, b, prm
 
 
-# The two cocotb tests below have not completed a Verilator run yet (the build of the
-# smallest SSMUnit did not finish in the session that wrote them); no pytest entry
-# calls them. The unit is verified with run_pysim until then.
+# tests/test_ssm_unit.py::test_ssm_unit_verilator runs this on the shipped Verilog; the
+# unit's timing on Verilator is sim.perf_probes.SSMProbe's (gen.perf.calibrate).
 @cocotb.test()
 async def tokens(dut):
     """``tokens`` tokens under random back-pressure; y and the final state bit for bit."""
@@ -261,34 +258,6 @@ async def tokens(dut):
                            f"{tuple(bad[0])}: {int(got_state[tuple(bad[0])]):#010x} vs golden "
                            f"{int(state[tuple(bad[0])]):#010x}")
     dut._log.info("checked %d tokens, %d y values and the final state", len(toks), len(b.y_log))
-
-
-@cocotb.test()
-async def throughput(dut):
-    """No back-pressure, producer ahead: cycles between the last y of consecutive tokens."""
-    p, cfg, b, prm = await _setup(dut)
-    H, P, _N = cfg.state_shape
-    state = np.zeros(cfg.state_shape, dtype=np.uint32)
-    toks = make_tokens(b.rng, cfg, prm, p["tokens"], specials=False)
-    want = []
-    for x, B, C, dt in toks:
-        y, state = ssm_step_hw_bits(cfg, prm, state, x, B, C, dt)
-        want.append(y)
-    cocotb.start_soon(b.producer(toks, 0.0))
-    await b.consumer(len(toks) * H * P, 0.0)
-    rows = H * P
-    ends = [b.y_log[(t + 1) * rows - 1][0] for t in range(len(toks))]
-    firsts = [b.y_log[t * rows][0] for t in range(len(toks))]
-    for t, y in enumerate(want):
-        got = np.array([v for _, v in b.y_log[t * rows:(t + 1) * rows]], dtype=np.uint32)
-        assert np.array_equal(got, y.ravel()), f"token {t}: y differs from ssm_step_hw_bits"
-    gaps = np.diff(ends)
-    steady = gaps[len(gaps) // 2:]
-    result = {"cycles_per_token": float(np.mean(steady)), "min": int(steady.min()),
-              "max": int(steady.max()), "first_y": int(firsts[0]), "tokens": len(toks)}
-    dut._log.info("throughput: %s", result)
-    if p.get("result_file"):
-        Path(p["result_file"]).write_text(json.dumps(result))
 
 
 # -- Amaranth Python-simulator driver ---------------------------------------------

@@ -446,7 +446,8 @@ class SSMStream:
 
 
 def ssm_stream(timing, *, tokens, words_per_cycle=1):
-    """Cycle model of ``SSMUnit`` fed by :func:`sim.ssm_unit.run_pysim`'s producer.
+    """Cycle model of ``SSMUnit`` fed by :class:`sim.perf_probes.SSMProbe`'s producer (the
+    producer of :func:`sim.ssm_unit.run_pysim` without idles).
 
     Per token the producer waits for ``fill_free`` (one cycle when free), writes
     :attr:`SSMTiming.input_words` words, then commits (one cycle). The unit

@@ -155,34 +155,49 @@ def _ssm_config(geom):
     return SSMConfig(**geom, **COARSE_LUTS)
 
 
-def measure_ssm(geom, mul_stages, add_stages, *, tokens, seed=0):
-    """Stream ``tokens`` tokens through ``SSMUnit`` with :func:`sim.ssm_unit.run_pysim`.
+def measure_ssm(geom, mul_stages, add_stages, *, tokens, seed=0, simulator="amaranth"):
+    """Stream ``tokens`` tokens through ``SSMUnit`` with :class:`sim.perf_probes.SSMProbe`.
 
-    No back-pressure, the producer writes each token as soon as a bank is free;
-    the run is also checked bit for bit against the golden model.
+    No back-pressure, the producer writes each token as soon as a bank is free; every
+    ``y`` is also checked bit for bit against :func:`golden.mamba2.ssm_step_hw_bits`, so
+    the timing is that of a correct run.
 
     Returns
     -------
     dict
         ``last_y`` per token and ``first_y`` (cycles from the producer's first wait).
     """
+    import numpy as np
+
     from specgen.hw.ssm_unit import SSMUnit
-    from specgen.sim.ssm_unit import check_pysim, run_pysim
+    from specgen.sim.perf_probes import SSMProbe, run_amaranth, ssm_probe_inputs
 
     cfg = _ssm_config(geom)
     dut = SSMUnit(cfg=cfg, mul_stages=mul_stages, add_stages=add_stages)
+    prm, state0, toks, want_y = ssm_probe_inputs(cfg, tokens=tokens, seed=seed)
     t = time.perf_counter()
-    out = run_pysim(dut, cfg, tokens=tokens, seed=seed, specials=False, init_state=False)
+    if simulator == "amaranth":
+        probe = SSMProbe(cfg, prm, state0, toks)
+        run_amaranth(dut, [probe], max_cycles=1_000_000)
+        out = probe.result
+    else:
+        out = _verilator_ssm(dut, geom, mul_stages, add_stages, tokens, seed)
     dt = time.perf_counter() - t
-    check_pysim(out)
     rows = cfg.nheads * cfg.headdim
-    return {"last_y": [out["y_cycles"][(k + 1) * rows - 1] for k in range(tokens)],
-            "first_y": out["y_cycles"][0], "sim_seconds": dt, "name": dut.module_name}
+    want = np.concatenate([y.ravel() for y in want_y])
+    got = np.array(out["y"], dtype=np.uint32)
+    bad = np.flatnonzero(got != want)
+    assert bad.size == 0, (f"SSMUnit {dut.module_name} on {simulator}: y {bad[0]} (token "
+                           f"{bad[0] // rows}) = {int(got[bad[0]]):#010x}, ssm_step_hw_bits "
+                           f"says {int(want[bad[0]]):#010x}")
+    y_cycles = out["y_cycles"]
+    return {"last_y": [y_cycles[(k + 1) * rows - 1] for k in range(tokens)],
+            "first_y": y_cycles[0], "sim_seconds": dt, "name": dut.module_name}
 
 
-def _ssm_record(index):
+def _ssm_record(index, simulator="amaranth"):
     geom, lm, la, tokens = SSM_CONFIGS[index]
-    meas = measure_ssm(geom, lm, la, tokens=tokens)
+    meas = measure_ssm(geom, lm, la, tokens=tokens, simulator=simulator)
     timing = SSMTiming(cfg=_ssm_config(geom), mul_stages=lm, add_stages=la)
     model = ssm_stream(timing, tokens=tokens)
     events_m = [model.first_y] + list(model.last_y)
@@ -190,7 +205,7 @@ def _ssm_record(index):
     worst = max(abs(a - b) / max(b, 1) for a, b in zip(events_m, events_r))
     gaps = [b - a for a, b in zip(meas["last_y"], meas["last_y"][1:])]
     return {
-        "block": "SSMUnit", "config": meas["name"], "simulator": "amaranth",
+        "block": "SSMUnit", "config": meas["name"], "simulator": simulator,
         "stimulus": f"{tokens} tokens, producer ahead, no back-pressure",
         "measured": meas["last_y"][-1] + 1, "model": model.end + 1, "metric": "cycles to last y",
         "worst_event": worst, "events_equal": events_m == events_r,
@@ -333,6 +348,17 @@ def _verilator_linear(rows, cols, lanes, max_k, fmt_out, jobs):
                               "fmt_out": fmt_out})
 
 
+def _verilator_ssm(dut, geom, mul_stages, add_stages, tokens, seed):
+    from specgen.golden.nonlinear import COARSE_LUTS
+    from specgen.sim.ssm_unit import lut_params
+
+    # The shipped (hierarchical) Verilog, as tests/test_ssm_unit.py builds it.
+    return _run_probe(dut, name=dut.module_name, testcase="ssm_timing",
+                      params={"cfg": geom, "luts": lut_params(COARSE_LUTS),
+                              "mul_stages": mul_stages, "add_stages": add_stages,
+                              "tokens": tokens, "inputs_seed": seed})
+
+
 def _verilator_tree(max_nodes, fifo_depth, max_passes, trees):
     from specgen.hw.tree_verifier import TreeVerifier
     from specgen.sim.runner import emit_verilog
@@ -373,7 +399,7 @@ def calibrate(block, index, *, simulator="amaranth"):
     index : int
         Index into the block's config list.
     simulator : str
-        ``"amaranth"`` or ``"verilator"`` (not for ``"ssm"``).
+        ``"amaranth"`` or ``"verilator"``.
 
     Returns
     -------
@@ -387,12 +413,11 @@ def calibrate(block, index, *, simulator="amaranth"):
                          f"not {block!r}")
     if not isinstance(index, int) or not 0 <= index < _N[block]:
         raise ValueError(f"calibrate.index must be an integer in [0, {_N[block] - 1}], not {index!r}")
-    if simulator not in ("amaranth", "verilator") or (block == "ssm" and simulator != "amaranth"):
-        allowed = "'amaranth'" if block == "ssm" else "'amaranth', 'verilator'"
-        raise ValueError(f"calibrate.simulator must be one of {allowed} for {block!r}, "
-                         f"not {simulator!r}")
+    if simulator not in ("amaranth", "verilator"):
+        raise ValueError(f"calibrate.simulator must be one of 'amaranth', 'verilator', not "
+                         f"{simulator!r}")
     t = time.perf_counter()
-    rec = _RECORDS[block](index) if block == "ssm" else _RECORDS[block](index, simulator)
+    rec = _RECORDS[block](index, simulator)
     rec["wall_s"] = time.perf_counter() - t
     rec["error"] = abs(rec["model"] - rec["measured"]) / rec["measured"]
     return rec
@@ -400,7 +425,7 @@ def calibrate(block, index, *, simulator="amaranth"):
 
 #: Configurations measured on Verilator as well (cheap builds; the LinearUnit ones
 #: reuse the builds of ``tests/test_linear_unit.py``).
-VERILATOR = {"ring": [0, 1, 2, 3, 4], "tree": [0, 1, 4], "linear": [1, 2]}
+VERILATOR = {"ring": [0, 1, 2, 3, 4], "tree": [0, 1, 4], "linear": [1, 2], "ssm": [0, 1, 2]}
 
 
 def calibration_rows(*, which=None, verilator=True):
