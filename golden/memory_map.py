@@ -411,7 +411,7 @@ class MemoryMap:
             shape = f"{rows} × {cols}"
             nib, res = matrix_plane_bytes(rows, cols, rows=lin.rows, cols=lin.cols,
                                           max_k=lin.max_k, word_bits=word_bits, ports=ports,
-                                          split=lin.split_tiles)
+                                          split=lin.split_tiles, weight_beats=lin.weight_beats)
             jobs = matrix_job_count(rows, cols, rows=lin.rows, cols=lin.cols, max_k=lin.max_k,
                                     split=lin.split_tiles)
             add("weights", f"{name}.nibble", nib,

@@ -25,10 +25,15 @@ one weight port of the linear unit takes in one transfer):
 * A job whose rows fill at most ``1/q`` of the array's slots (``n_rows ≤ rows·cols/q``,
   ``q`` in :data:`PACKS` dividing ``rows``: :func:`pack_factor`) uses only slots
   ``h < rows/q`` of every column (row ``h·cols + g``), so its beats are **packed** ``q``
-  to a sub-beat (:func:`pack_beats`): beat ``b``'s slots ``h < rows/q`` go to weights
-  ``(b mod q)·rows/q + h`` of sub-beat ``b // q``, and the padding slots, all zero, are not
-  stored. The regions shrink ``q``-fold (a 1,024-row out_proj on a 5,376-slot array reads
-  a quarter of its padded tile); the weight stream unpacks them to the same beats.
+  to a sub-beat (:func:`pack_beats`), input by input: an input's ``c`` beats (the port's
+  columns) take :func:`input_sub_beats` sub-beats, ``ceil(c/q)`` rounded up to a multiple
+  of the stream's beats a transfer ``B`` (``weight_beats``), and its beat ``b``'s slots
+  ``h < rows/q`` go to weights ``(b mod q)·rows/q + h`` of its sub-beat ``b // q``; the
+  padding slots, all zero, are not stored. The regions shrink about ``q``-fold (a
+  1,024-row out_proj on a 5,376-slot array reads a quarter of its padded tile), and the
+  weight stream hands the sub-beats to the linear unit as they are: a transfer of ``B``
+  sub-beats fills ``q·B`` columns, and no transfer holds two inputs' columns (each
+  column's buffer holds one beat).
 * A whole matrix (``n_out × K``, rows are output features) is cut into jobs by
   :func:`matrix_tiles`: output rows in tiles of ``rows · cols`` (the array's MAC slots),
   each tile's inputs in chunks of at most ``max_k``, tile-major; :func:`pack_matrix` lays
@@ -54,9 +59,9 @@ from .bsfp import BSFPConfig, restore_stored
 from .validate import check_choice, check_int
 
 __all__ = ["SLICE_BITS", "RESIDUE_SLICES", "PLANE_SLICES", "MODES", "PACKS", "pack_factor",
-           "pack_beats", "unpack_beats", "sub_beat_bits",
+           "input_sub_beats", "pack_beats", "unpack_beats", "sub_beat_bits",
            "region_bytes", "column_beats", "slice_image", "plane_images", "unpack_slice",
-           "pack_jobs", "port_count", "job_images", "job_port_bytes", "engine_weight_ports",
+           "pack_jobs", "port_count", "job_images", "job_sub_beats", "job_port_bytes", "engine_weight_ports",
            "stream_word_bits", "MatrixJob", "tile_pieces", "matrix_tiles", "matrix_job_count",
            "matrix_plane_bytes",
            "pack_matrix", "expected_beats", "weight15"]
@@ -83,11 +88,25 @@ def pack_factor(n_rows, *, rows, cols):
     return max(q for q in PACKS if rows % q == 0 and n_rows * q <= rows * cols)
 
 
-def pack_beats(words, pack):
-    """Beats ``words`` (shape ``(n, rows)``) packed ``pack`` to a sub-beat: shape
-    ``(ceil(n / pack), rows)``, beat ``b``'s slots ``h < rows/pack`` at weights
-    ``(b mod pack)·rows/pack + h`` of row ``b // pack`` (a last row short of beats is
-    zero-filled). Raises ``ValueError`` if a slot ``h ≥ rows/pack`` is not zero."""
+def input_sub_beats(per_input, pack, align=1):
+    """Sub-beats of one input's ``per_input`` beats packed ``pack`` to a sub-beat:
+    ``ceil(per_input / pack)``, rounded up to a multiple of ``align`` (the weight stream's
+    beats a transfer, so that no transfer holds two inputs)."""
+    per_input = check_int("weight_planes", "per_input", per_input, min=1)
+    check_choice("weight_planes", "pack", pack, PACKS)
+    align = check_int("weight_planes", "align", align, min=1)
+    return -(-(-(-per_input // pack)) // align) * align
+
+
+def pack_beats(words, pack, *, per_input=None, align=1):
+    """Beats ``words`` (shape ``(n, rows)``) packed ``pack`` to a sub-beat, input by input.
+
+    The beats are inputs of ``per_input`` beats each (default ``n``: one input). Each
+    input's beats take :func:`input_sub_beats` sub-beats: beat ``b`` of the input has its
+    slots ``h < rows/pack`` at weights ``(b mod pack)·rows/pack + h`` of the input's
+    sub-beat ``b // pack``; what is left of the input's sub-beats is zero. Shape
+    ``(n / per_input · input_sub_beats(...), rows)``. Raises ``ValueError`` if a slot
+    ``h ≥ rows/pack`` is not zero, or ``per_input`` does not divide ``n``."""
     w = np.asarray(words, dtype=np.uint16)
     n, rows = w.shape
     check_choice("weight_planes", "pack", pack, PACKS)
@@ -97,20 +116,31 @@ def pack_beats(words, pack):
     if w[:, used:].any():
         raise ValueError(f"weight_planes.pack {pack}: beats use slots at or above "
                          f"rows/pack ({used}); only padding rows may be packed away")
-    beats = -(-n // pack) * pack
-    full = np.zeros((beats, used), np.uint16)
-    full[:n] = w[:, :used]
+    per = n if per_input is None else check_int("weight_planes", "per_input", per_input,
+                                                 min=1)
+    if n == 0:
+        return np.zeros((0, rows), np.uint16)
+    if n % per:
+        raise ValueError(f"weight_planes.per_input must divide the beats ({n}), not {per}")
+    subs = input_sub_beats(per, pack, align)
+    full = np.zeros((n // per, subs * pack, used), np.uint16)
+    full[:, :per] = w[:, :used].reshape(n // per, per, used)
     return full.reshape(-1, rows)
 
 
-def unpack_beats(packed, pack, n):
+def unpack_beats(packed, pack, n, *, per_input=None, align=1):
     """Inverse of :func:`pack_beats`: the ``n`` beats (``(n, rows)``) of ``packed``."""
     p = np.asarray(packed, dtype=np.uint16)
     rows = p.shape[1]
     used = rows // pack
-    out = np.zeros((p.shape[0] * pack, rows), np.uint16)
-    out[:, :used] = p.reshape(-1, used)
-    return out[:n]
+    per = n if per_input is None else per_input
+    if n == 0:
+        return np.zeros((0, rows), np.uint16)
+    subs = input_sub_beats(per, pack, align)
+    grid = p.reshape(n // per, subs * pack, used)[:, :per]
+    out = np.zeros((n, rows), np.uint16)
+    out[:, :used] = grid.reshape(n, used)
+    return out
 
 
 def sub_beat_bits(rows):
@@ -191,12 +221,13 @@ def slice_image(words, index, *, word_bits):
     return out.tobytes()
 
 
-def plane_images(words, *, word_bits, pack=1):
+def plane_images(words, *, word_bits, pack=1, per_input=None, align=1):
     """``(nibble_plane, residue_plane)`` bytes of one job's beats (shape ``(n, rows)``):
-    the nibble slice region, and the three residue slice regions back to back; with
-    ``pack`` above 1, of the beats packed (:func:`pack_beats`)."""
-    if pack != 1:
-        words = pack_beats(words, pack)
+    the nibble slice region, and the three residue slice regions back to back; of the
+    beats packed (:func:`pack_beats` with ``pack``, ``per_input`` and ``align``) where
+    that changes them."""
+    if pack != 1 or align != 1:
+        words = pack_beats(words, pack, per_input=per_input, align=align)
     return (slice_image(words, 0, word_bits=word_bits),
             b"".join(slice_image(words, j, word_bits=word_bits)
                      for j in range(1, PLANE_SLICES)))
@@ -259,27 +290,36 @@ def port_count(cols, ports, *, owner="weight_planes", name="ports"):
     return ports
 
 
-def job_images(stored, *, rows, cols, ports=1, word_bits):
+def job_images(stored, *, rows, cols, ports=1, word_bits, weight_beats=1):
     """``(nibble_plane, residue_plane)`` of one job (a tile of stored words, shape
-    ``(n_rows, K)``) for an array with ``ports`` weight ports: port ``p``'s regions
-    (:func:`column_beats` of its columns, packed by the job's :func:`pack_factor`) follow
+    ``(n_rows, K)``) for an array with ``ports`` weight ports taking ``weight_beats``
+    column beats a transfer: port ``p``'s regions (:func:`column_beats` of its columns,
+    packed by the job's :func:`pack_factor` input by input, :func:`pack_beats`) follow
     port ``p − 1``'s in each plane, every port's region :func:`job_port_bytes` long, so
     port ``p`` reads from ``base + p · job_port_bytes`` (nibble) and
     ``base + 3p · job_port_bytes`` (residue)."""
     ports = port_count(cols, ports)
     q = pack_factor(np.asarray(stored).shape[0], rows=rows, cols=cols)
     parts = [plane_images(column_beats(stored, rows=rows, cols=cols, ports=ports, port=p),
-                          word_bits=word_bits, pack=q) for p in range(ports)]
+                          word_bits=word_bits, pack=q, per_input=cols // ports,
+                          align=weight_beats) for p in range(ports)]
     return b"".join(a for a, _ in parts), b"".join(b for _, b in parts)
 
 
-def job_port_bytes(n_k, *, rows, cols, ports=1, word_bits, pack=1):
+def job_sub_beats(n_k, *, cols, ports=1, pack=1, weight_beats=1):
+    """Sub-beats of one port's region in a job of ``n_k`` inputs packed ``pack`` beats to
+    a sub-beat (:func:`input_sub_beats` an input): what its weight stream reads and hands
+    the linear unit, ``weight_beats`` a transfer."""
+    ports = port_count(cols, ports)
+    return (check_int("weight_planes", "n_k", n_k, min=1)
+            * input_sub_beats(cols // ports, pack, weight_beats))
+
+
+def job_port_bytes(n_k, *, rows, cols, ports=1, word_bits, pack=1, weight_beats=1):
     """Bytes of one port's nibble region in a job of ``n_k`` inputs packed ``pack`` beats
     to a sub-beat (its residue regions are three times as long)."""
-    ports = port_count(cols, ports)
-    check_choice("weight_planes", "pack", pack, PACKS)
-    beats = check_int("weight_planes", "n_k", n_k, min=1) * (cols // ports)
-    return region_bytes(-(-beats // pack), rows=rows, word_bits=word_bits)
+    subs = job_sub_beats(n_k, cols=cols, ports=ports, pack=pack, weight_beats=weight_beats)
+    return region_bytes(subs, rows=rows, word_bits=word_bits)
 
 
 def engine_weight_ports(config):
@@ -364,7 +404,8 @@ def matrix_job_count(n_out, k, *, rows, cols, max_k, split=False):
                 // check_int("weight_planes", "max_k", max_k, min=1)))
 
 
-def matrix_plane_bytes(n_out, k, *, rows, cols, max_k, word_bits, ports=1, split=False):
+def matrix_plane_bytes(n_out, k, *, rows, cols, max_k, word_bits, ports=1, split=False,
+                       weight_beats=1):
     """``(nibble_bytes, residue_bytes)`` of an ``n_out × k`` matrix laid out by
     :func:`pack_matrix`, without building it: a job's regions depend on its input chunk
     and its piece's :func:`pack_factor` only (a full tile packs nothing; the last tile's
@@ -372,7 +413,7 @@ def matrix_plane_bytes(n_out, k, *, rows, cols, max_k, word_bits, ports=1, split
     ports = port_count(cols, ports)
     full, rest = divmod(check_int("weight_planes", "k", k, min=1),
                         check_int("weight_planes", "max_k", max_k, min=1))
-    kw = dict(rows=rows, cols=cols, ports=ports, word_bits=word_bits)
+    kw = dict(rows=rows, cols=cols, ports=ports, word_bits=word_bits, weight_beats=weight_beats)
 
     def per_piece(pack):
         b = full * ports * job_port_bytes(max_k, pack=pack, **kw)
@@ -384,7 +425,7 @@ def matrix_plane_bytes(n_out, k, *, rows, cols, max_k, word_bits, ports=1, split
     return nib, RESIDUE_SLICES * nib
 
 
-def pack_matrix(stored, *, rows, cols, max_k, word_bits, ports=1, split=False):
+def pack_matrix(stored, *, rows, cols, max_k, word_bits, ports=1, split=False, weight_beats=1):
     """A whole matrix of BSFP stored words (shape ``(n_out, K)``) as the engine's jobs.
 
     Returns
@@ -402,7 +443,8 @@ def pack_matrix(stored, *, rows, cols, max_k, word_bits, ports=1, split=False):
     n_off = r_off = 0
     for j in matrix_tiles(*w.shape, rows=rows, cols=cols, max_k=max_k, split=split):
         a, b = job_images(w[j.row0:j.row0 + j.n_rows, j.k0:j.k0 + j.n_k], rows=rows,
-                          cols=cols, ports=ports, word_bits=word_bits)
+                          cols=cols, ports=ports, word_bits=word_bits,
+                          weight_beats=weight_beats)
         jobs.append(MatrixJob(row0=j.row0, n_rows=j.n_rows, k0=j.k0, n_k=j.n_k,
                               nibble_offset=n_off, residue_offset=r_off, beats=j.beats))
         nib.append(a)

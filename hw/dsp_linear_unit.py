@@ -38,15 +38,16 @@ from amaranth.lib.wiring import In, Out
 from specgen.golden.bsfp import BSFPConfig
 from specgen.golden.fp import FP16, FP32
 from specgen.golden.validate import check_choice, check_int
+from specgen.golden.weight_planes import PACKS, input_sub_beats
 
-from .bits import index_width
+from .bits import eq_const, index_width
 from .dsp58 import DSPFP32, OP_ACC_C, OP_ACC_P, OP_START
 from .dual_mode_pe import PE_DRAFTS, SCALE_BITS, WEIGHT_BITS
 from .exponent_decoder import ExponentDecoder
 from .hierarchy import submodule, template
 
 __all__ = ["DSPLinearUnit", "MACColumn", "MACSlot", "slot_weight_layout", "op_layout",
-           "weight_port_layout",
+           "weight_port_layout", "PACK_BITS",
            "memory_weight_ports"]
 
 COUNTER_BITS = 48
@@ -287,10 +288,17 @@ def weight_layout(rows):
     return data.StructLayout({"slot": data.ArrayLayout(slot_weight_layout(), rows)})
 
 
+#: Bits of a transfer's ``pack``: log2 of the column beats each of its sub-beats holds
+#: (:data:`golden.weight_planes.PACKS`).
+PACK_BITS = (len(PACKS) - 1).bit_length()
+
+
 def weight_port_layout(rows, beats=1):
-    """One transfer of a weight port: ``beats`` column beats (:func:`weight_layout`), the
-    port's earlier column in element 0."""
-    return data.ArrayLayout(weight_layout(rows), beats)
+    """One transfer of a weight port: ``beats`` sub-beats (:func:`weight_layout`), the
+    earlier in element 0, and ``pack``: each sub-beat holds ``2**pack`` column beats
+    (:func:`golden.weight_planes.pack_beats`; 0: one beat, all its slots)."""
+    return data.StructLayout({"beat": data.ArrayLayout(weight_layout(rows), beats),
+                              "pack": PACK_BITS})
 
 
 def act_layout():
@@ -344,14 +352,21 @@ class DSPLinearUnit(wiring.Component):
         no job is issuing, or in the cycle the running job issues its last
         operation, provided one of the two partial-sum banks is free.
     w : In(stream.Signature(weight_port_layout(rows, weight_beats))).array(weight_ports)
-        Column weight beats, ``weight_beats`` a transfer: column ``g``'s beat ``k``
-        holds input ``k`` of rows ``h·cols + g`` in ``slot[h]``. Port ``p`` carries
+        Column weight beats, ``weight_beats`` sub-beats a transfer: column ``g``'s beat
+        ``k`` holds input ``k`` of rows ``h·cols + g`` in ``slot[h]``. Port ``p`` carries
         the columns ``g ≡ p (mod weight_ports)`` in ascending order, for ``k``
-        ascending; a transfer's element ``j`` is the ``j``-th of its beats. Each column
-        has a one-beat buffer; beat ``k`` of every column is used together, with
-        activation ``(k, 0)``, so the array wants ``cols / (weight_ports ·
-        weight_beats)`` transfers per port every T cycles: a job of fewer tokens
-        issues at that pace.
+        ascending. A transfer's ``pack`` is ``log2 q``: each sub-beat holds ``q``
+        column beats (a job of at most ``rows·cols/q`` rows, whose beats use slots
+        ``h < rows/q`` alone, :func:`golden.weight_planes.pack_beats`), so a transfer
+        fills the next ``q·weight_beats`` columns of the port's input, column ``i`` of
+        it (``i`` from 0) from sub-beat ``i div q``'s slots ``(i mod q)·rows/q …``, and
+        its slots ``h ≥ rows/q`` are zero; the transfer that ends an input may hold
+        padding beats past the port's last column (:func:`golden.weight_planes.input_sub_beats`
+        transfers an input, the next input's in the next transfer). A ``pack`` whose
+        ``q`` is not in :attr:`packs` is taken as 0. Each column has a one-beat buffer;
+        beat ``k`` of every column is used together, with activation ``(k, 0)``, so the
+        array wants ``ceil(cols / (weight_ports · q · weight_beats))`` transfers per port
+        every T cycles: a job of fewer tokens issues at that pace.
     x : In(stream.Signature(act_layout()))
         K·T beats per job: ``x_t[k]`` for ``k`` ascending and ``t`` ascending
         within each ``k``.
@@ -410,6 +425,18 @@ class DSPLinearUnit(wiring.Component):
     weight_ports = property(lambda self: self._ports)
     weight_beats = property(lambda self: self._beats)
 
+    @property
+    def packs(self):
+        """The column beats a sub-beat may hold (a transfer's ``2**pack``): the
+        :data:`golden.weight_planes.PACKS` that divide ``rows``."""
+        return tuple(q for q in PACKS if self._rows % q == 0)
+
+    def transfers_per_input(self, pack=1):
+        """Transfers a port takes an input in a job packed ``pack`` (the most over the
+        ports): :func:`golden.weight_planes.input_sub_beats` ``/ weight_beats``."""
+        per_port = -(-self._cols // self._ports)
+        return input_sub_beats(per_port, pack, self._beats) // self._beats
+
     @classmethod
     def from_config(cls, config, *, weight_ports=None, weight_beats=1):
         """The unit of a ``golden.config.Config`` whose ``linear.contract`` is ``"dspfp32"``.
@@ -454,16 +481,20 @@ class DSPLinearUnit(wiring.Component):
     def _weight_buffers(self, m, w_valid, use_w):
         """One-beat buffers of the columns, filled from the weight ports in turn.
 
-        A port's transfer fills ``weight_beats`` columns at once (its columns in groups of
-        that many, in order), each from the transfer's element at the column's place in
-        its group: fixed wiring, no multiplexer. A buffer takes its next beat in the cycle
-        its beat is used, so a full stream keeps the array at one weight beat per cycle
-        (T = 1). "Every buffer is full" (``w_valid``) is a register: the AND of the
+        A port's transfer packed ``q`` (its ``pack``) fills the next ``q·weight_beats``
+        columns of its input at once, column ``i`` of the port from the slots of its
+        sub-beat and piece (fixed wiring for each ``q``, then a multiplexer over the
+        transfer's ``pack`` on the slots ``h < rows/2``, which the packs share; the slots
+        of a packed beat above ``rows/q`` are zero). A buffer takes its next beat in the
+        cycle its beat is used, so a full stream keeps the array at one weight beat per
+        cycle (T = 1). "Every buffer is full" (``w_valid``) is a register: the AND of the
         buffers' next state, formed for both values of ``use_w`` from registers and the
-        ports' ``valid``, so the operation only selects between the two.
+        ports' ``valid`` and ``pack``, so the operation only selects between the two.
         """
-        G, P, B = self._cols, self._ports, self._beats
-        layout = weight_layout(self._rows)
+        G, P, B, H = self._cols, self._ports, self._beats, self._rows
+        layout = weight_layout(H)
+        packs = self.packs
+        lgs = [PACKS.index(q) for q in packs]
         bufs = [Signal(layout, name=f"wbuf{g}") for g in range(G)]
         full = [Signal(name=f"wbuf{g}_full") for g in range(G)]
         # Column g's next "full", for each value of use_w: without a use it fills if
@@ -471,39 +502,69 @@ class DSPLinearUnit(wiring.Component):
         # beat arriving in the same cycle.
         next_kept = [Signal(name=f"wbuf{g}_next_kept") for g in range(G)]
         next_used = [Signal(name=f"wbuf{g}_next_used") for g in range(G)]
-        most_groups = 1
+        # Can one transfer fill every column of every port (a pack whose transfers an
+        # input are 1)? Then the used buffers may all be refilled in the cycle they are used.
+        one_transfer = min(self.transfers_per_input(q) for q in packs) == 1
+        spans = {q: q * B for q in packs}                      # columns a transfer fills
         for p, port in enumerate(self.w):
             cols = list(range(p, G, P))
-            groups = [cols[i:i + B] for i in range(0, len(cols), B)]
-            most_groups = max(most_groups, len(groups))
-            ptr = Signal(range(max(len(groups), 2)), name=f"wport{p}_col")
-            # ready = ~full[ptr] | use_w, with the group select on the registers alone
-            # and use_w (late: it depends on the operation) in the last gate. A group's
-            # columns fill and empty together, so its first one speaks for it.
-            firsts = [full[grp[0]] for grp in groups]
-            full_sel = _select(firsts, ptr) if len(groups) > 1 else firsts[0]
+            counts = {q: -(-len(cols) // spans[q]) for q in packs}     # transfers an input
+            most = counts[1]
+            ptr = Signal(range(max(most, 2)), name=f"wport{p}_transfer")
+            # The transfer's pack, as this unit takes it (a pack it does not take is 0).
+            lg_in = port.payload.pack
+            # (One bit at least: a zero-width signal is an empty range in Verilog.)
+            pk = Signal(range(max(len(packs), 2)), name=f"wport{p}_pack")
+            m.d.comb += pk.eq(0)
+            for n, lg in enumerate(lgs[1:], start=1):
+                with m.If(eq_const(lg_in, lg)):
+                    m.d.comb += pk.eq(n)
+            # ready = ~full[first column of the transfer] | use_w, with the select on
+            # registers and the transfer's pack alone, and use_w (late: it depends on the
+            # operation) in the last gate. A transfer's columns fill and empty together
+            # (every column is used at once), so its first one speaks for it.
+            firsts = []
+            for q in packs:
+                ends = [full[cols[i * spans[q]]] for i in range(counts[q])]
+                firsts.append(_select(ends, ptr) if len(ends) > 1 else ends[0])
+            full_sel = _select(firsts, pk) if len(firsts) > 1 else firsts[0]
             m.d.comb += port.ready.eq(~full_sel | use_w)
             take = port.valid & port.ready
-            for i, grp in enumerate(groups):
-                # The port's transfer is group i's ("== 0" would be a reduce-not, which
-                # Verilator's -Wall rejects).
-                sel = (~ptr.any() if i == 0 else ptr == i) if len(groups) > 1 else 1
-                here = take & sel
-                for j, g in enumerate(grp):
-                    with m.If(here):
-                        m.d.sync += bufs[g].eq(port.payload[j])
-                    m.d.sync += full[g].eq((full[g] & ~use_w) | here)
-                    m.d.comb += [next_kept[g].eq(full[g] | (port.valid & sel)),
-                                 next_used[g].eq(port.valid & sel)]
-            if len(groups) > 1:
+            lasts = [eq_const(ptr, counts[q] - 1) if most > 1 else C(1, 1) for q in packs]
+            if most > 1:
                 with m.If(take):
-                    m.d.sync += ptr.eq(Mux(ptr == len(groups) - 1, 0, ptr + 1))
+                    last = _select(lasts, pk) if len(lasts) > 1 else lasts[0]
+                    m.d.sync += ptr.eq(Mux(last, 0, ptr + 1))
+            for i, g in enumerate(cols):
+                # Transfer i div span of the input, for the transfer's pack.
+                sels = []
+                for q in packs:
+                    t = i // spans[q]
+                    sels.append(eq_const(ptr, t) if most > 1 else C(1, 1))
+                sel = _select(sels, pk) if len(sels) > 1 else sels[0]
+                here = take & sel
+                # The beat of column i under each pack: sub-beat (i mod span) div q,
+                # slots (i mod q)·H/q … of it in slots 0 … H/q − 1, the rest zero.
+                beat = Signal(layout, name=f"wbuf{g}_in")
+                for h in range(H):
+                    opts = []
+                    for q in packs:
+                        e, piece = (i % spans[q]) // q, i % q
+                        opts.append(port.payload.beat[e].slot[piece * (H // q) + h].as_value()
+                                    if h < H // q else C(0, len(beat.slot[h].as_value())))
+                    # Only the packs that reach slot h differ; the others give zero.
+                    m.d.comb += beat.slot[h].eq(_select(opts, pk) if len(opts) > 1 else opts[0])
+                with m.If(here):
+                    m.d.sync += bufs[g].eq(beat)
+                m.d.sync += full[g].eq((full[g] & ~use_w) | here)
+                m.d.comb += [next_kept[g].eq(full[g] | (port.valid & sel)),
+                             next_used[g].eq(port.valid & sel)]
         # = AND of every column's next "full", with use_w (late: it depends on the
         # operation) only in the last multiplexer.
-        if most_groups > 1:
-            # A port fills one group per cycle, so with two or more groups on a port the
-            # used buffers are never all refilled at once: the AND of next_used is 0,
-            # said here so that use_w is the last gate.
+        if not one_transfer:
+            # Every port fills its columns over two transfers or more, so the used
+            # buffers are never all refilled at once: the AND of next_used is 0, said
+            # here so that use_w is the last gate.
             m.d.sync += w_valid.eq(~use_w & Cat(next_kept).all())
         else:
             m.d.sync += w_valid.eq(Mux(use_w, Cat(next_used).all(), Cat(next_kept).all()))

@@ -17,10 +17,13 @@ ignored):
 * weights at ``nibble_addr`` and ``residue_addr``: one job of
   :func:`golden.weight_planes.job_images`, the regions of weight port ``p`` (its
   ``steps · cols / weight_ports`` column beats, :func:`golden.weight_planes.column_beats`,
-  packed ``q`` to a sub-beat when ``n_rows ≤ rows·cols/q``:
-  :func:`golden.weight_planes.pack_factor`, which the engine derives from ``n_rows``)
-  at ``nibble_addr + p·R`` and ``residue_addr + 3p·R``, ``R`` the port's nibble region
-  (:func:`golden.weight_planes.job_port_bytes` of that packing);
+  packed ``q`` to a sub-beat input by input when ``n_rows ≤ rows·cols/q``:
+  :func:`golden.weight_planes.pack_factor`, which the engine derives from ``n_rows``,
+  and :func:`golden.weight_planes.job_sub_beats`) at ``nibble_addr + p·R`` and
+  ``residue_addr + 3p·R``, ``R`` the port's nibble region
+  (:func:`golden.weight_planes.job_port_bytes` of that packing); the weight streams hand
+  the sub-beats to the unit packed, so a job packed ``q`` takes about ``1/q`` of the
+  weight transfers of a full one;
 * activations at ``x_addr``, token-major as the norms write them: ``x_t[k]`` binary16
   at ``x_addr + t·x_stride + 2k`` (``x_addr`` and ``x_stride`` multiples of 8 bytes);
   :class:`hw.activation_reader.ActivationReader` turns them into the unit's order;
@@ -36,16 +39,17 @@ from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
 from specgen.golden.config import Config
-from specgen.golden.weight_planes import PACKS, PLANE_SLICES, engine_weight_ports, port_count
+from specgen.golden.weight_planes import (PACKS, PLANE_SLICES, engine_weight_ports,
+                                          input_sub_beats, port_count)
 from specgen.golden.validate import check_int
 
 from .activation_reader import CHUNK_BEATS, X_PORT_BITS, ActivationReader
 from .axi_master import AXI4WriteMaster, axi4_read_signature
-from .dsp_linear_unit import COUNTER_BITS, DSPLinearUnit, cmd_layout
+from .dsp_linear_unit import COUNTER_BITS, PACK_BITS, DSPLinearUnit, cmd_layout
 from .dual_mode_pe import SCALE_BITS
 from .hierarchy import submodule
 from .ssm_engine import StreamDownsizer
-from .weight_stream import JOB_DEPTH, PACK_BITS, WeightStream
+from .weight_stream import JOB_DEPTH, WeightStream
 
 __all__ = ["LinearEngine", "descriptor_layout", "X_PORT_BITS", "JOBS_IN_FLIGHT", "WEIGHT_PORTS"]
 
@@ -254,32 +258,26 @@ class LinearEngine(wiring.Component):
         cmd = Signal(cmd_layout(u.rows * u.cols, u.max_tokens, u.max_k), name="unit_cmd")
         m.d.comb += [cmd.mode.eq(d.mode), cmd.steps.eq(d.steps), cmd.n_rows.eq(d.n_rows),
                      cmd.n_tokens.eq(d.n_tokens)]
-        wbeats = Signal.like(ws.cmd.payload.beats, name="w_beats")
-        # steps · cols / P column beats a port: a constant multiplier (shifts and adds of
-        # steps), registered the cycle after the latch, well before the count ends.
-        m.d.sync += wbeats.eq(d.steps * (u.cols // P))
         # Port p's regions start p (nibble) and 3p (residue) of its nibble regions after
-        # the job's bases: a region is ceil(beats / sub-beats a word) words
-        # (golden.weight_planes.job_port_bytes). The region, its multiples (constant
-        # multiplies: one adder) and the sums with the bases are each registered.
-        # A tile of at most slots / q rows stores q beats a sub-beat (its beats use slots
-        # h < rows / q alone): golden.weight_planes.pack_factor, from n_rows by compares
-        # with constants, registered with wbeats.
+        # the job's bases: a region is ceil(sub-beats / sub-beats a word) words
+        # (golden.weight_planes.job_port_bytes). A tile of at most slots / q rows stores q
+        # beats a sub-beat (its beats use slots h < rows / q alone), input by input:
+        # golden.weight_planes.pack_factor, from n_rows by compares with constants, and
+        # steps · input_sub_beats(cols / P, q, B) sub-beats a port, a constant multiplier
+        # (shifts and adds of steps) a pack; both registered the cycle after the latch,
+        # well before the count ends. The region, its multiples (constant multiplies: one
+        # adder) and the sums with the bases are each registered.
         slots = u.rows * u.cols
+        per_input = {q: input_sub_beats(u.cols // P, q, u.weight_beats) for q in ws.packs}
+        wbeats = Signal.like(ws.cmd.payload.beats, name="w_sub_beats")
         pack = Signal(PACK_BITS, name="w_pack")
-        m.d.sync += pack.eq(0)
+        m.d.sync += [pack.eq(0), wbeats.eq(d.steps * per_input[1])]
         for q in sorted(q for q in ws.packs if q > 1):
             with m.If(d.n_rows <= slots // q):
-                m.d.sync += pack.eq(PACKS.index(q))
+                m.d.sync += [pack.eq(PACKS.index(q)), wbeats.eq(d.steps * per_input[q])]
         per_word = ws.word_width // ws.sub_beat_bits
         word_bytes = ws.word_width // 8
-        subs = Signal.like(wbeats, name="w_sub_beats")
-        with m.Switch(pack):
-            for q in ws.packs[1:]:
-                with m.Case(PACKS.index(q)):
-                    m.d.comb += subs.eq((wbeats + (q - 1)) >> PACKS.index(q))
-            with m.Default():       # 0 (a full case: Verilator's -Wall)
-                m.d.comb += subs.eq(wbeats)
+        subs = wbeats
         region = Signal(len(wbeats) + (word_bytes - 1).bit_length(), name="w_port_bytes")
         m.d.sync += region.eq(((subs + (per_word - 1)) >> (per_word - 1).bit_length())
                               * word_bytes)

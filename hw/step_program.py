@@ -240,7 +240,8 @@ class StepPlan:
         c = self.lm.config.linear
         nib, res, jobs = pack_matrix(stored, rows=c.rows, cols=c.cols, max_k=c.max_k,
                                      word_bits=self.lin.weight_stream.word_width,
-                                     ports=self.lin.weight_ports, split=c.split_tiles)
+                                     ports=self.lin.weight_ports, split=c.split_tiles,
+                                     weight_beats=c.weight_beats)
         n_at, r_at = self._alloc(len(nib), PLANE_ALIGN), self._alloc(len(res), PLANE_ALIGN)
         self.put(n_at, nib)
         self.put(r_at, res)

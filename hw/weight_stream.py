@@ -12,9 +12,11 @@ nibble region and three residue regions (bits 3..0, 7..4, 11..8 of the residue),
 so every master streams one long sequential region per job and all four run at the
 same rate: no width converter, and a draft job simply leaves the three residue masters
 idle. A job whose tile fills at most ``1/q`` of the array's slots stores ``q`` beats a
-sub-beat (:func:`golden.weight_planes.pack_beats`: its beats use the low ``rows/q``
-slots alone), so it reads ``1/q`` of the bytes; the stream unpacks it at the same rate
-as any job, the other slots zero.
+sub-beat, input by input (:func:`golden.weight_planes.pack_beats`: its beats use the low
+``rows/q`` slots alone), so it reads about ``1/q`` of the bytes; the stream hands the
+sub-beats over as they are, with the job's ``pack``, and the linear unit fills ``q``
+columns from each (:class:`hw.dsp_linear_unit.DSPLinearUnit`), so the job also takes
+about ``1/q`` of the transfers.
 
 A transfer to the linear unit carries ``weight_beats`` beats (the unit's columns in
 groups of that many): the masters' word holds that many sub-beats, so each port's
@@ -34,7 +36,7 @@ from specgen.golden.validate import check_choice, check_int
 from specgen.golden.weight_planes import PACKS, PLANE_SLICES, SLICE_BITS, stream_word_bits
 
 from .axi_master import AXI4ReadMaster, axi4_read_signature
-from .dsp_linear_unit import weight_port_layout
+from .dsp_linear_unit import PACK_BITS, weight_port_layout
 from .dual_mode_pe import SCALE_BITS
 from .fp16_reconstructor import FP16Reconstructor
 from .hierarchy import submodule, template
@@ -48,13 +50,12 @@ MODE_VERIFY, MODE_DRAFT = 0, 1
 JOB_DEPTH = 4
 
 
-#: ``pack`` of a job: log2 of the beats a sub-beat holds (:data:`golden.weight_planes.PACKS`).
-PACK_BITS = (len(PACKS) - 1).bit_length()
 
 
 def job_layout(addr_width, max_beats):
-    """A job descriptor: plane base byte addresses, beats, pass, the scale ``k`` and
-    ``pack``, log2 of the beats each sub-beat holds (:func:`golden.weight_planes.pack_factor`)."""
+    """A job descriptor: plane base byte addresses, its sub-beats (``beats``), pass, the
+    scale ``k`` and ``pack``, log2 of the beats each sub-beat holds
+    (:func:`golden.weight_planes.pack_factor`)."""
     return data.StructLayout({
         "nibble_addr": addr_width,
         "residue_addr": addr_width,
@@ -79,7 +80,7 @@ class WeightStream(wiring.Component):
         :class:`hw.dsp_linear_unit.DSPLinearUnit`); ``4 · rows`` must be a power of
         two of at least 8 bits.
     max_beats : int
-        Most beats in one job, ≥ 1.
+        Most sub-beats in one job, ≥ 1.
     addr_width, data_width, max_burst, max_outstanding, fifo_depth, memory
         Of each of the four :class:`hw.axi_master.AXI4ReadMaster`\\ s. Their word is
         ``weight_beats`` sub-beats (``4 · rows`` bits each) when that is wider than
@@ -99,24 +100,22 @@ class WeightStream(wiring.Component):
         A job: ``nibble_addr`` and ``residue_addr``, byte addresses of its nibble
         region and of its three residue regions (back to back, each
         :func:`golden.weight_planes.region_bytes` long), aligned to ``data_width / 8``
-        bytes (the low bits are ignored); ``beats``; ``mode`` (0 verify: both
-        planes, 1 draft: the nibble plane alone); ``k``, the scale exponent put in
-        every slot; ``pack``: the regions hold ``2**pack`` beats a sub-beat, each beat's
-        slots ``h < rows / 2**pack`` (the others are zero: padding rows), which the stream
-        unpacks (:func:`golden.weight_planes.pack_beats`; a ``pack`` whose ``2**pack`` does
-        not divide ``rows`` is taken as 0). Taken into a one-job register (with its
-        regions' size) when that is empty or passes its job on; a job passes on when the
-        job queue (:data:`JOB_DEPTH`) and the command crossings of the masters it uses
-        have room.
+        bytes (the low bits are ignored); ``beats``, the sub-beats of each region
+        (:func:`golden.weight_planes.job_sub_beats`, a multiple of ``weight_beats``);
+        ``mode`` (0 verify: both planes, 1 draft: the nibble plane alone); ``k``, the
+        scale exponent put in every slot; ``pack``: the regions hold ``2**pack`` beats a
+        sub-beat (:func:`golden.weight_planes.pack_beats`), passed on with every
+        transfer. Taken into a one-job register (with its regions' size) when that is
+        empty or passes its job on; a job passes on when the job queue
+        (:data:`JOB_DEPTH`) and the command crossings of the masters it uses have room.
     w : Out(stream.Signature(dsp_linear_unit.weight_port_layout(rows, weight_beats))), domain ``sync``
-        ``beats / weight_beats`` transfers per job (``beats`` a multiple of
-        ``weight_beats``), in job order and memory order, a transfer's element ``j``
-        its ``j``-th beat. Slot ``h`` holds weight ``h`` of the beat: in verify
-        ``weight`` is the reconstructed 15-bit scaled word and ``nibble`` its
-        ``{s, c}``; in draft ``weight`` is 0. Up to one transfer per cycle
-        (:attr:`rate` beats), back to back across jobs; a transfer is valid
-        :attr:`latency` cycles after the last of its plane words is at the head of
-        its master's FIFO.
+        ``beats / weight_beats`` transfers per job, in job order and memory order, a
+        transfer's element ``j`` its ``j``-th sub-beat and ``pack`` the job's. Slot
+        ``h`` holds weight ``h`` of the sub-beat: in verify ``weight`` is the
+        reconstructed 15-bit scaled word and ``nibble`` its ``{s, c}``; in draft
+        ``weight`` is 0. Up to one transfer per cycle (:attr:`rate` sub-beats), back to
+        back across jobs; a transfer is valid :attr:`latency` cycles after the last of
+        its plane words is at the head of its master's FIFO.
     axi : Out(axi4_read_signature).array(4), domain ``mem``
         ``axi[0]`` reads nibble regions, ``axi[1 + j]`` residue slice ``j``. A draft
         job issues nothing on ``axi[1..3]``.
@@ -220,14 +219,14 @@ class WeightStream(wiring.Component):
 
     @property
     def packs(self):
-        """The ``2**pack`` this stream unpacks: :data:`golden.weight_planes.PACKS` that
-        divide ``rows``."""
+        """The ``2**pack`` a job may have: :data:`golden.weight_planes.PACKS` that divide
+        ``rows`` (the linear unit's :attr:`hw.dsp_linear_unit.DSPLinearUnit.packs`)."""
         return tuple(q for q in PACKS if self._rows % q == 0)
 
     @property
     def latency(self):
         """``sync`` cycles from the beat's plane words at their FIFO heads to ``w.valid``:
-        the unpacking register and the output registers."""
+        the sub-beat register and the output registers."""
         return 1 + self._stages
 
     @property
@@ -237,7 +236,7 @@ class WeightStream(wiring.Component):
                 f"{self._master.module_name}_{self._recon.module_name}")
 
     def region_beats(self, beats):
-        """Master beats of one slice region of ``beats`` weight beats (Python ints)."""
+        """Master beats of one slice region of ``beats`` sub-beats (Python ints)."""
         words = -(-beats // self._per_word)
         return words * (self._word // self._master.data_width)
 
@@ -257,33 +256,17 @@ class WeightStream(wiring.Component):
         size = (self._master.data_width // 8 - 1).bit_length()
         per_word_log = (self._per_word - 1).bit_length()
         beats_per_word_log = (self._word // self._master.data_width - 1).bit_length()
-        packs = self.packs
-        # The job's sub-beats: ceil(beats / 2**pack) (a pack this stream does not take is 0).
-        subs_n = Signal(len(c_in.beats), name="sub_beats")
-        with m.Switch(c_in.pack):
-            for lg, q in enumerate(PACKS):
-                if q in packs and q > 1:
-                    with m.Case(lg):
-                        m.d.comb += subs_n.eq((c_in.beats + (q - 1)) >> lg)
-            with m.Default():
-                m.d.comb += subs_n.eq(c_in.beats)
         region_in = Signal(self._master.command_layout["beats"].shape, name="region_in")
         # ceil(sub-beats / per_word) words, each word_width / data_width master beats.
-        m.d.comb += region_in.eq(((subs_n + (self._per_word - 1)) >> per_word_log)
+        m.d.comb += region_in.eq(((c_in.beats + (self._per_word - 1)) >> per_word_log)
                                  << beats_per_word_log)
-        pack_in = Signal(PACK_BITS, name="pack_in")
-        # The packs this stream takes are PACKS' first len(packs) (powers of two dividing
-        # rows).
-        m.d.comb += pack_in.eq(c_in.pack if len(packs) == len(PACKS) else
-                               Mux(c_in.pack < len(packs), c_in.pack, 0))
-        # The job is registered once, with its region size: the sub-beat count and the
-        # residue slices' region offsets below are then in different cycles.
+        # The job is registered once, with its region size: the residue slices' region
+        # offsets below are then in a cycle of their own.
         staged_layout = data.StructLayout({**{n: f.shape for n, f in c_in.shape()},
                                            "region": region_in.shape()})
         cmd_r = stream.Signature(staged_layout).flip().create()
         stream_stages(m, i=self.cmd, o=cmd_r, stages=1,
-                      payload=Cat(Value.cast(c_in)[:c_in.shape()["pack"].offset], pack_in,
-                                  region_in))
+                      payload=Cat(Value.cast(c_in), region_in))
         cmd, region = cmd_r.payload, cmd_r.payload.region
         m.submodules.jobs = jobs = SyncFIFOBuffered(
             width=len(cmd.beats) + 1 + SCALE_BITS + PACK_BITS, depth=JOB_DEPTH)
@@ -303,13 +286,10 @@ class WeightStream(wiring.Component):
             m.d.comb += [master.cmd.payload.addr.eq(addr), master.cmd.payload.beats.eq(region),
                          master.cmd.valid.eq(take if j == 0 else take & ~draft)]
 
-        # ---- merge: weight_beats beats a transfer, 2**pack beats a sub-beat -------------
-        # A transfer's first beat is beat `part` of sub-beat `sidx` of the masters' words.
-        # With q = 2**pack >= B (the transfer's beats B) a transfer lies in one sub-beat
-        # (`part` steps by B); with q < B it spans B/q whole sub-beats (`sidx` steps by B/q,
-        # `part` stays 0). Element e's sub-beat is sidx + (e >> pack when q < B), its piece
-        # part + e: a sub-beat mux shared by every pack (element 0's is one for all), then
-        # a piece mux, as with one beat a transfer.
+        # ---- merge: weight_beats sub-beats a transfer, as the words hold them ------------
+        # A transfer takes sub-beats sidx … sidx + B − 1 of the masters' words (B divides
+        # the word's W sub-beats); the masters pop after the word's last transfer, or the
+        # job's (a job's region ends with its last word).
         B = self._beats
         lg_b = (B - 1).bit_length()
         W = self._per_word
@@ -318,95 +298,50 @@ class WeightStream(wiring.Component):
         k = Signal(SCALE_BITS)
         pack = Signal(PACK_BITS)
         left = Signal.like(cmd.beats)                # transfers of the job after this one
-        qmax = max(packs)
         sidx = Signal(range(max(W, 2)), name="sub_beat")
-        part = Signal(range(max(qmax, 2)), name="pack_part")
-        part_last = Signal(name="pack_part_last")    # the transfer ends its sub-beat(s)
-        sidx_last = Signal(name="sub_beat_last")     # ... and its word: pop after it
+        sidx_last = Signal(name="sub_beat_last")     # the transfer ends its word: pop after it
         mid = stream.Signature(data.StructLayout({
             "planes": data.ArrayLayout(data.ArrayLayout(self._sub, PLANE_SLICES), B),
-            "mode": 1, "k": SCALE_BITS})).flip().create()
+            "mode": 1, "k": SCALE_BITS, "pack": PACK_BITS})).flip().create()
         have = masters[0].data.valid & (mode | Cat(x.data.valid for x in masters[1:]).all())
         fire = Signal()
         m.d.comb += [mid.valid.eq(active & have), fire.eq(mid.valid & mid.ready)]
         # left == 0, as a register: a wide zero test would sit between the handshake and
         # the FIFO pops (7 logic levels at vck190's 400 MHz; docs/estimate.md).
         last = Signal(name="last_beat")
-        pop = fire & (last | (part_last & sidx_last))
+        pop = fire & (last | sidx_last)
         for j, master in enumerate(masters):
             m.d.comb += master.data.ready.eq(pop if j == 0 else pop & ~mode)
         load = ~active | (fire & last)
         m.d.comb += jobs.r_en.eq(load)
         nb = len(left)
-        j_pack = jobs.r_data[nb + 1 + SCALE_BITS:]
         j_transfers = jobs.r_data[:nb] >> lg_b
-
-        def step(pk):
-            # Sub-beats a transfer moves on when it ends its sub-beat: 1, or B/q for q < B.
-            return Mux(pk >= lg_b, 1, C(B, lg_b + 1) >> pk) if B > 1 else C(1, 1)
-
-        def first_last(pk):
-            # The flags of a word's first transfer: it ends its sub-beat when q <= B, and
-            # its word when that holds too and the word is one step.
-            return [part_last.eq(pk <= lg_b), sidx_last.eq(step(pk) == W)]
-
         with m.If(load & jobs.r_rdy):
             m.d.sync += [active.eq(1), left.eq(j_transfers - 1), last.eq(j_transfers == 1),
                          mode.eq(jobs.r_data[nb]), k.eq(jobs.r_data[nb + 1:nb + 1 + SCALE_BITS]),
-                         pack.eq(j_pack), sidx.eq(0), part.eq(0), *first_last(j_pack)]
+                         pack.eq(jobs.r_data[nb + 1 + SCALE_BITS:]), sidx.eq(0),
+                         sidx_last.eq(B == W)]
         with m.Elif(fire):
             with m.If(last):
                 m.d.sync += active.eq(0)
             m.d.sync += [left.eq(left - 1), last.eq(left == 1)]
-            with m.If(part_last):
+            if W > B:
                 with m.If(sidx_last):
-                    m.d.sync += [sidx.eq(0), part.eq(0), *first_last(pack)]
+                    m.d.sync += [sidx.eq(0), sidx_last.eq(0)]
                 with m.Else():
-                    m.d.sync += [sidx.eq(sidx + step(pack)), part.eq(0),
-                                 part_last.eq(pack <= lg_b),
-                                 sidx_last.eq(sidx + 2 * step(pack) == W)]
-            with m.Else():
-                # part + B ends the sub-beat when part + 2B == q.
-                m.d.sync += [part.eq(part + B),
-                             part_last.eq((part + 2 * B) == (C(1, qmax.bit_length() + 1)
-                                                              << pack))]
+                    m.d.sync += [sidx.eq(sidx + B), sidx_last.eq(sidx + 2 * B == W)]
 
         for j, master in enumerate(masters):
             word = master.data.payload
             parts = [word[n * self._sub:(n + 1) * self._sub] for n in range(W)]
-            subs = {}
-
-            def sub_beat(off):
-                # The sub-beat `off` after sidx (sidx + off < W whenever it is used).
-                if off not in subs:
-                    opts = parts[off:] + parts[:off]
-                    subs[off] = Array(opts)[sidx] if W > 1 else opts[0]
-                return subs[off]
-
             for e in range(B):
-                out_sub = Signal(self._sub, name=f"unpack{j}_{e}")
-                with m.Switch(pack):
-                    # The packed cases, then the unpacked one (a pack this stream does not
-                    # take was made 0 at the job register).
-                    for lg, q in [(lg, q) for lg, q in enumerate(PACKS) if q in packs][::-1]:
-                        w = self._sub // q
-                        if q >= B:
-                            sub = sub_beat(0)
-                            # Piece part + e, part a multiple of B: part's bits above B.
-                            pieces = [sub[(i * B + e) * w:(i * B + e + 1) * w]
-                                      for i in range(q // B)]
-                            sel = part[lg_b:lg] if q > B else None
-                        else:
-                            sub = sub_beat(e >> lg)
-                            pieces = [sub[(e & (q - 1)) * w:((e & (q - 1)) + 1) * w]]
-                            sel = None
-                        with (m.Case(lg) if q > 1 else m.Default()):
-                            # The rest of the slots (h >= rows/q) are zero.
-                            m.d.comb += out_sub.eq(Array(pieces)[sel] if sel is not None
-                                                   else pieces[0])
-                m.d.comb += mid.payload.planes[e][j].eq(out_sub)
-        m.d.comb += [mid.payload.mode.eq(mode), mid.payload.k.eq(k)]
-        # The unpacking mux ends in a register (stream_stages), before the reconstructors.
+                # Sub-beat sidx + e of the word (sidx a multiple of B: a mux over W / B).
+                opts = parts[e::B]
+                m.d.comb += mid.payload.planes[e][j].eq(
+                    Array(opts)[sidx[lg_b:]] if len(opts) > 1 else opts[0])
+        m.d.comb += [mid.payload.mode.eq(mode), mid.payload.k.eq(k),
+                     mid.payload.pack.eq(pack)]
+        # The sub-beat mux ends in a register (stream_stages), before the reconstructors.
         mid_r = stream.Signature(mid.payload.shape()).flip().create()
         stream_stages(m, i=mid, o=mid_r, payload=mid.payload.as_value(), stages=1)
 
@@ -424,9 +359,10 @@ class WeightStream(wiring.Component):
                              recon.i.payload.residue.eq(Cat(planes[1][f], planes[2][f],
                                                             planes[3][f]))]
                 word16 = recon.o.payload
-                slot = out.payload[e].slot[h]
+                slot = out.payload.beat[e].slot[h]
                 m.d.comb += [slot.weight.eq(Mux(mid_r.payload.mode, C(0, 15),
                                                 Cat(word16[:14], word16[15]))),
                              slot.nibble.eq(nibble), slot.k.eq(mid_r.payload.k)]
+        m.d.comb += out.payload.pack.eq(mid_r.payload.pack)
         stream_stages(m, i=out, o=self.w, payload=out.payload.as_value(), stages=self._stages)
         return m

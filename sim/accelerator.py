@@ -232,7 +232,8 @@ class AccelTB(TB):
             int(self.rng_np.integers(0, 2)) << LIN_ADDR_SHIFT)
         img = job.memory_images(rows=lin.rows, cols=lin.cols,
                                 word_bits=eng.weight_stream.word_width, ports=eng.weight_ports,
-                                x_stride=stride, rng=self.rng_np)
+                                x_stride=stride, rng=self.rng_np,
+                                weight_beats=eng.unit.weight_beats)
         sizes = {name: len(data) for name, data in img.items()}
         sizes["y"] = job.y_bytes(lin.cols, eng.y_record_bytes)
         need = sum(sizes.values()) + 8 * 64 * 4

@@ -16,7 +16,7 @@ import numpy as np
 from cocotb.triggers import ReadOnly, RisingEdge
 
 from specgen.golden import bsfp, dsp
-from specgen.golden.weight_planes import job_images
+from specgen.golden.weight_planes import PACKS, input_sub_beats, job_images, pack_factor
 from specgen.hw.dsp_linear_unit import act_layout, cmd_layout, result_layout, weight_layout
 from specgen.sim.bench import TB, drive_stream, field, pack, params, reset_mid_stream
 
@@ -64,10 +64,12 @@ class Job:
         self.cmd = pack(cmd_layout(slots, max_tokens, max_k),
                          {"mode": self.mode, "steps": K, "n_rows": R, "n_tokens": T})
         wl, xl = weight_layout(rows), act_layout()
-        # col_beats[k][g]: column g's beat of input k (rows h * cols + g).
-        self.col_beats = []
+        self.rows, self.cols = rows, cols
+        # col_slots[k][g]: column g's beat of input k (rows h * cols + g), slot by slot;
+        # col_beats[k][g]: the same as the unit's integer.
+        self.col_slots, self.col_beats = [], []
         for j in range(K):
-            beats = []
+            slots_k, beats = [], []
             for g in range(cols):
                 slot = [{"weight": 0, "nibble": 0, "k": 0} for _ in range(rows)]
                 for h in range(rows):
@@ -75,8 +77,13 @@ class Job:
                     if r < R:
                         slot[h] = {"weight": int(weight15[r, j]), "nibble": int(t.nibbles[r, j]),
                                    "k": int(kk[r, j])}
+                slots_k.append(slot)
                 beats.append(pack(wl, {"slot": slot}))
+            self.col_slots.append(slots_k)
             self.col_beats.append(beats)
+        # The pack of the job's transfers: the largest the tile allows, as the engine
+        # takes it (golden.weight_planes.pack_factor); a bench may set a smaller one.
+        self.pack = pack_factor(R, rows=rows, cols=cols)
         self.x = x                                             # (T, K) binary16
         self.x_beats = [pack(xl, {"act": int(x[tt, j])}) for j in range(K) for tt in range(T)]
 
@@ -84,7 +91,33 @@ class Job:
         """Beats of weight port ``port``: its columns ``g ≡ port (mod ports)``, per input."""
         return [b[g] for b in self.col_beats for g in range(port, len(b), ports)]
 
-    def memory_images(self, *, rows, cols, word_bits, ports=1, x_stride=None, rng=None):
+    def w_transfers(self, port, ports, per):
+        """Transfers of weight port ``port``, ``per`` sub-beats each
+        (:func:`hw.dsp_linear_unit.weight_port_layout`): per input, its columns' beats
+        packed :attr:`pack` to a sub-beat (:func:`golden.weight_planes.pack_beats`, built
+        here slot by slot) and the transfer's ``pack``."""
+        rows, q = self.rows, self.pack
+        wl = weight_layout(rows)
+        width, used = wl.size, rows // q
+        zero = {"weight": 0, "nibble": 0, "k": 0}
+        out = []
+        for slots_k in self.col_slots:
+            beats = slots_k[port::ports]
+            n = input_sub_beats(len(beats), q, per)
+            subs = []
+            for s in range(n):
+                slot = [zero] * rows
+                for i in range(q):
+                    if s * q + i < len(beats):
+                        slot[i * used:(i + 1) * used] = beats[s * q + i][:used]
+                subs.append(pack(wl, {"slot": slot}))
+            for a in range(0, n, per):
+                out.append(sum(b << (j * width) for j, b in enumerate(subs[a:a + per]))
+                           | PACKS.index(q) << (per * width))
+        return out
+
+    def memory_images(self, *, rows, cols, word_bits, ports=1, x_stride=None, rng=None,
+                      weight_beats=1):
         """The job in the ``LinearEngine``'s memory layout: ``{"w_nibble", "w_residue", "x"}``
         byte images (:func:`golden.weight_planes.job_images` for ``ports`` weight ports;
         x token-major, :class:`hw.activation_reader.ActivationReader`: token ``t``'s
@@ -92,7 +125,7 @@ class Job:
         ``rng``). ``x_stride`` (default: a vector rounded up to 8 bytes) is kept as
         :attr:`x_stride`."""
         nibble, residue = job_images(self.tensor.stored, rows=rows, cols=cols, ports=ports,
-                                     word_bits=word_bits)
+                                     word_bits=word_bits, weight_beats=weight_beats)
         vec = 2 * self.steps
         self.x_stride = -(-vec // 8) * 8 if x_stride is None else x_stride
         assert self.x_stride >= vec and self.x_stride % 8 == 0, self.x_stride
@@ -129,22 +162,13 @@ class Job:
         return out
 
 
-def transfers(beats, per, width):
-    """Beats ``per`` to a weight-port transfer, the earlier in the low bits (element 0 of
-    :func:`hw.dsp_linear_unit.weight_port_layout`)."""
-    assert len(beats) % per == 0, (len(beats), per)
-    return [sum(b << (j * width) for j, b in enumerate(beats[i:i + per]))
-            for i in range(0, len(beats), per)]
-
-
 def _drivers(tb, jobs, idle, stop):
     p_ = params()
     ports, per = p_["weight_ports"], p_.get("weight_beats", 1)
-    width = weight_layout(p_["rows"]).size
     ds = [cocotb.start_soon(drive_stream(tb, "cmd", [j.cmd for j in jobs], idle, stop)),
           cocotb.start_soon(drive_stream(tb, "x", [b for j in jobs for b in j.x_beats], idle, stop))]
     for p in range(ports):
-        beats = [t for j in jobs for t in transfers(j.w_beats(p, ports), per, width)]
+        beats = [t for j in jobs for t in j.w_transfers(p, ports, per)]
         ds.append(cocotb.start_soon(drive_stream(tb, f"w__{p}", beats, idle, stop)))
     return ds
 
@@ -215,12 +239,16 @@ def _rng(tb):
 
 @cocotb.test()
 async def random_jobs(dut):
-    """Random jobs of both passes, every T, under random idle and back-pressure; counters."""
+    """Random jobs of both passes, every T, under random idle and back-pressure; counters.
+    Each job's transfers are packed at random up to its tile's own pack (any smaller pack
+    is as valid a layout), so every pack the unit takes is exercised."""
     tb = TB(dut)
     rng = _rng(tb)
     await _reset(tb)
     jobs = [Job(rng, **_config(), group_size=128 if i % 3 == 2 else None)
             for i in range(params().get("jobs", 12))]
+    for job in jobs[1:]:
+        job.pack = int(rng.choice([q for q in PACKS if q <= job.pack]))
     await run_jobs(tb, jobs, idle=0.3, stall=0.3, max_cycles=400_000)
     await RisingEdge(dut.clk)
     assert int(dut.useful_macs.value) == sum(j.useful for j in jobs)
@@ -290,11 +318,9 @@ async def latency(dut):
     dut.y__ready.value = 1
     stop = {"now": False}
     ports, per = p["weight_ports"], p.get("weight_beats", 1)
-    width = weight_layout(p["rows"]).size
     cocotb.start_soon(drive_stream(tb, "cmd", [job.cmd], 0.0, stop))
     for q in range(ports):
-        cocotb.start_soon(drive_stream(tb, f"w__{q}", transfers(job.w_beats(q, ports), per, width),
-                                       0.0, stop))
+        cocotb.start_soon(drive_stream(tb, f"w__{q}", job.w_transfers(q, ports, per), 0.0, stop))
     for beat in job.x_beats:
         dut.x__valid.value, dut.x__payload.value = 1, beat
         while True:
@@ -341,11 +367,13 @@ async def utilization(dut):
     rng = np.random.default_rng(1)
     c = _config()
     slots = c["rows"] * c["cols"]
+    # Whole tiles by default; a smaller tile (``n_rows``) is fed packed (its pack_factor).
+    n_rows = p.get("n_rows", slots)
     report = {}
     for mode in (0, 1):
         for n_tokens in p["tokens"]:
             await _reset(tb)
-            jobs = [Job(rng, **c, mode=mode, steps=p["steps"], n_rows=slots, n_tokens=n_tokens)
+            jobs = [Job(rng, **c, mode=mode, steps=p["steps"], n_rows=n_rows, n_tokens=n_tokens)
                     for _ in range(p["jobs"])]
             box = {}
             counter = cocotb.start_soon(_count_cycles(dut, box))
@@ -357,9 +385,9 @@ async def utilization(dut):
             macs = int(dut.useful_macs.value)
             report[f"{'draft' if mode else 'full'}-T{n_tokens}"] = {
                 "mode": mode, "n_tokens": n_tokens, "jobs": p["jobs"], "steps": p["steps"],
-                "n_rows": slots, "busy": busy, "stall": stall, "useful_macs": macs,
-                "utilization": macs / (slots * (busy + stall)), "cycles": box["cycles"],
-                "utilization_end_to_end": macs / (slots * box["cycles"])}
+                "n_rows": n_rows, "busy": busy, "stall": stall, "useful_macs": macs,
+                "utilization": macs / (n_rows * (busy + stall)), "cycles": box["cycles"],
+                "utilization_end_to_end": macs / (n_rows * box["cycles"])}
     with open(p["report"], "w") as f:
         json.dump(report, f, indent=1)
 

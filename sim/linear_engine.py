@@ -74,12 +74,14 @@ class LinearTB:
         vec = -(-2 * job.steps // 8) * 8
         img = job.memory_images(rows=p["rows"], cols=p["cols"], word_bits=p["word_bits"],
                                 ports=p["weight_ports"], rng=self.np_rng,
+                                weight_beats=p.get("weight_beats", 1),
                                 x_stride=vec + 8 * int(self.np_rng.choice([0, 0, 1, 5])))
         pieces = [MatrixJob(row0=0, n_rows=job.n_rows, k0=0, n_k=job.steps)]
         if split:
             nib, res, pieces = pack_matrix(job.tensor.stored, rows=p["rows"], cols=p["cols"],
                                            max_k=p["max_k"], word_bits=p["word_bits"],
-                                           ports=p["weight_ports"], split=True)
+                                           ports=p["weight_ports"], split=True,
+                                           weight_beats=p.get("weight_beats", 1))
             img = {**img, "w_nibble": nib, "w_residue": res}
         y_size = job.y_bytes(p["cols"], p["y_record_bytes"])
         addr = {"nibble_addr": self._take(len(img["w_nibble"])),

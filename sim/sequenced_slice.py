@@ -129,7 +129,7 @@ class Bench:
         want = residual_hw_bits(h.reshape(-1), d.T.reshape(-1),
                                 contract=p["contract"]).reshape(V, N)
         nib, res = job_images(tensor.stored, rows=p["rows"], cols=cols, ports=p["weight_ports"],
-                              word_bits=p["word_bits"])
+                              word_bits=p["word_bits"], weight_beats=p.get("weight_beats", 1))
         put = self.memory.put_words
         u_at = self.alloc(V * K * 4)
         put(u_at, np.asarray(u, np.float32).view(np.uint32).reshape(-1))

@@ -8,8 +8,11 @@ back-pressure. Jobs are real BSFP tiles (:func:`golden.bsfp.encode` of random we
 cut into one weight port's beats by :func:`golden.weight_planes.column_beats`, in both
 passes, mixed.
 
-Independent checks: every beat equals :func:`golden.weight_planes.expected_beats` of its
-job, in order (``weight_beats`` of them a transfer, element ``j`` the ``j``-th), none lost or duplicated, nothing after the last; every AR is a legal INCR
+Independent checks: every sub-beat equals :func:`golden.weight_planes.expected_beats` of
+its job's beats packed input by input (:func:`golden.weight_planes.pack_beats`, each job at
+random up to its tile's own pack), in order (``weight_beats`` of them a transfer, element
+``j`` the ``j``-th, with the job's ``pack``), none lost or duplicated, nothing after the
+last; every AR is a legal INCR
 burst of the bus width inside one 4 KB page; each port's AR bytes equal the bytes of the
 regions its jobs name (so a draft job reads the nibble plane alone); a reset of both
 domains in mid-burst drops what was in flight and the jobs after it arrive exactly.
@@ -24,7 +27,8 @@ from cocotbext.axi import AxiReadBus
 
 from specgen.golden.bsfp import BSFPConfig, encode
 from specgen.golden.weight_planes import (MODES, PACKS, PLANE_SLICES, column_beats,
-                                          expected_beats, pack_factor, pack_jobs, region_bytes)
+                                          expected_beats, pack_beats, pack_factor, pack_jobs,
+                                          region_bytes)
 from specgen.hw.dsp_linear_unit import weight_layout
 from specgen.hw.weight_stream import MODE_DRAFT, MODE_VERIFY, job_layout
 from specgen.sim.axi_master import PAGE, TB, LatencyReadSlave
@@ -78,9 +82,15 @@ class Layer:
                                                           if q <= most and rows % q == 0]))
             self.jobs.append({"words": words, "mode": mode, "k": int(tensor.scales),
                               "pack": pack})
-        self.nibble, self.residue, offsets = pack_jobs([j["words"] for j in self.jobs],
-                                                       word_bits=p["word_bits"],
-                                                       packs=[j["pack"] for j in self.jobs])
+        # Packed input by input (an input is the port's cols / ports columns), each input
+        # a whole number of transfers (golden.weight_planes.pack_beats): what the job's
+        # regions hold and the stream hands over, sub-beat by sub-beat.
+        self.per_input, self.align = cols // ports, p.get("weight_beats", 1)
+        for job in self.jobs:
+            job["subs"] = pack_beats(job["words"], job["pack"], per_input=self.per_input,
+                                     align=self.align)
+        self.nibble, self.residue, offsets = pack_jobs([j["subs"] for j in self.jobs],
+                                                       word_bits=p["word_bits"])
         for job, (n_off, r_off, beats) in zip(self.jobs, offsets):
             job.update(n_off=n_off, r_off=r_off, beats=beats)
 
@@ -100,15 +110,27 @@ class Layer:
         return a, b
 
     def expected(self, job):
-        weight, nibble = expected_beats(job["words"], mode=job["mode"])
-        return [beat_value(weight[i], nibble[i], job["k"], self.p["rows"])
+        """The job's sub-beats as the stream hands them over, and the job's ``pack``."""
+        weight, nibble = expected_beats(job["subs"], mode=job["mode"])
+        return [(beat_value(weight[i], nibble[i], job["k"], self.p["rows"]), job["pack"])
                 for i in range(job["beats"])]
 
     def request_bytes(self, job):
         """Bytes each port must request for ``job``."""
-        r = region_bytes(-(-job["beats"] // job["pack"]), rows=self.p["rows"],
-                         word_bits=self.p["word_bits"])
+        r = region_bytes(job["beats"], rows=self.p["rows"], word_bits=self.p["word_bits"])
         return [r] + [r if job["mode"] == "verify" else 0] * (PLANE_SLICES - 1)
+
+    def real_field(self, job, rng):
+        """A random 4-bit field of one of the job's real beats in its regions, and the
+        sub-beat it lies in: beat ``c`` of input ``k`` is piece ``c mod q`` of the input's
+        sub-beat ``c div q`` (padding slots and sub-beats are never picked)."""
+        rows, q = self.p["rows"], job["pack"]
+        used = rows // q
+        n_k = len(job["words"]) // self.per_input
+        per_k = len(job["subs"]) // n_k
+        k, c, h = rng.randrange(n_k), rng.randrange(self.per_input), rng.randrange(used)
+        sub = k * per_k + c // q
+        return sub * rows + (c % q) * used + h, sub
 
 
 async def monitor_ar(tb, port, counts):
@@ -170,10 +192,13 @@ async def run(dut, *, n_jobs, modes, reset_at=None, corrupt=False, layer_jobs=No
             if not tb.in_reset:
                 if valid and ready:
                     transfer = int(dut.w__payload.value)
+                    got_pack = PACKS[transfer >> (per * width)]
                     for e in range(per):
                         got = (transfer >> (e * width)) & ((1 << width) - 1)
                         assert expected, f"beat {stats['beats']} {got:#x} no job asked for"
-                        want = expected.popleft()
+                        want, want_pack = expected.popleft()
+                        assert got_pack == want_pack, (
+                            f"sub-beat {stats['beats']}: pack {got_pack}, the job's {want_pack}")
                         if got != want:
                             msg = f"beat {stats['beats']}: {got:#x}, golden {want:#x}"
                             assert corrupt, msg
@@ -198,14 +223,11 @@ async def run(dut, *, n_jobs, modes, reset_at=None, corrupt=False, layer_jobs=No
         # One byte of the residue plane's first job, or of its nibble plane in a draft.
         job = layer.jobs[0]
         where = job["residue_addr"] if job["mode"] == "verify" else job["nibble_addr"]
-        # A random 4-bit field of the job's beats: field f is weight f mod (rows/q) of
-        # beat f // (rows/q) (q beats a sub-beat, rows/q slots each), so a packed job's
-        # padding past its last beat is never the one flipped.
-        used = p["rows"] // job["pack"]
-        f = rng.randrange(job["beats"] * used)
+        # A random 4-bit field of one of the job's real beats (never its padding).
+        f, sub = layer.real_field(job, rng)
         tb.memory.data[where + f // 2] ^= 1 << (4 * (f % 2))
         stats["corrupted_job"] = 0
-        stats["corrupted_beat"] = f // used
+        stats["corrupted_beat"] = sub
 
     async def issue(job):
         payload = 0
@@ -389,7 +411,9 @@ async def feeds_dsp_linear_unit(dut):
             for _ in range(p["jobs"])]
     words = [column_beats(j.tensor.stored, rows=rows, cols=cols) for j in jobs]
     packs = [pack_factor(j.n_rows, rows=rows, cols=cols) for j in jobs]
-    nibble, residue, offsets = pack_jobs(words, word_bits=p["word_bits"], packs=packs)
+    per = p.get("weight_beats", 1)
+    subs = [pack_beats(w, q, per_input=cols, align=per) for w, q in zip(words, packs)]
+    nibble, residue, offsets = pack_jobs(subs, word_bits=p["word_bits"])
     a = PAGE - tb.bytes * 3          # the nibble plane starts just below a 4 KB boundary
     b = a + len(nibble) + tb.bytes * 5
     tb.memory.data[a:a + len(nibble)] = nibble
@@ -398,13 +422,10 @@ async def feeds_dsp_linear_unit(dut):
         # Flip e0 (residue bit 10, in the last residue slice) of the first weight with a
         # nonzero exponent in the first verify job: that weight doubles or halves.
         n, job = next((n, j) for n, j in enumerate(jobs) if j.mode == 0)
-        flat = words[n].reshape(-1)
+        flat = subs[n].reshape(-1)
+        # Its 4-bit field in the region: sub-beat b's slot h is field b·rows + h.
         i = int(np.flatnonzero(flat & 0x3C00)[0])
-        region = region_bytes(-(-words[n].shape[0] // packs[n]), rows=rows,
-                              word_bits=p["word_bits"])
-        # Its 4-bit field in the region: beat b's slot h is field b·rows/q + h when packed.
-        beat, h = divmod(i, rows)
-        i = beat * (rows // packs[n]) + h
+        region = region_bytes(subs[n].shape[0], rows=rows, word_bits=p["word_bits"])
         where = b + offsets[n][1] + 2 * region + i // 2
         tb.memory.data[where] ^= 0x04 << (4 * (i % 2))
     layout = job_layout(p["addr_width"], p["max_beats"])

@@ -12,6 +12,11 @@ CONFIGS = [
     # rows (slots per column), cols (columns), max_tokens, max_k, weight ports, beats a
     # transfer. T not a power of two, 6 slots, two columns share a weight port.
     pytest.param(2, 3, 5, 9, 2, 1, id="r2-c3-t5-k9-w2"),
+    # Packed transfers with ragged ends, as VHK158's 14 columns a port take them: six
+    # columns on one port, two sub-beats a transfer; a job packed 2 fills four columns a
+    # transfer (two transfers an input, the second half padding), one packed 4 all six in
+    # one (two padding beats), refilling every column in the cycle of its use.
+    pytest.param(4, 6, 3, 5, 1, 2, id="r4-c6-t3-k5-w1x2"),
     # Two ports of four columns, two beats a transfer: two groups a port, as VHK158's
     # six ports of 14 columns take seven.
     pytest.param(2, 8, 3, 5, 2, 2, id="r2-c8-t3-k5-w2x2", marks=pytest.mark.slow),
@@ -82,16 +87,18 @@ def test_cycle_model_waits_on_the_weight_ports():
     """With one weight port for four columns an input's weights take four cycles, so a job
     of T < 4 tokens issues at T / 4 of the slots' rate and one of T >= 4 at full rate; the
     model's ``feed`` term (what bounds VHK158's draft passes: 84 columns on 6 ports) equals
-    the RTL's cycle count within 1 %; with two beats a transfer, two cycles an input."""
+    the RTL's cycle count within 1 %; with two beats a transfer, two cycles an input. A
+    job of at most a half (a quarter) of the 16 slots is fed two (four) columns a
+    sub-beat: two cycles an input (one), one with two beats a transfer."""
     from specgen.gen.bench.linear import measure_dsp
-    for beats, tokens in ((1, (1, 3, 4)), (2, (1, 2))):
-        # Two beats a transfer: an input's four columns in two cycles.
-        report = measure_dsp(steps=64, jobs=2, tokens=tokens, weight_ports=1, weight_beats=beats)
+    for beats, tokens, n_rows, feed in ((1, (1, 3, 4), None, 4), (2, (1, 2), None, 2),
+                                        (1, (1, 2), 8, 2), (1, (1,), 4, 1), (2, (1,), 8, 1)):
+        report = measure_dsp(steps=64, jobs=2, tokens=tokens, weight_ports=1, weight_beats=beats,
+                             n_rows=n_rows)
         for key, r in report.items():
-            assert abs(r["model_cycles"] / r["cycles"] - 1) <= 0.01, (beats, key, r)
-            feed = 4 // beats
+            assert abs(r["model_cycles"] / r["cycles"] - 1) <= 0.01, (beats, n_rows, key, r)
             assert r["utilization"] == pytest.approx(min(1.0, r["n_tokens"] / feed), abs=0.02), \
-                (beats, key, r)
+                (beats, n_rows, key, r)
 
 
 @pytest.mark.sim

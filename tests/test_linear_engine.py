@@ -26,7 +26,7 @@ def _run(engine, config, testcase, seed, **kw):
          "addr_width": ADDR_WIDTH, "sync_mhz": config.board.clock_mhz,
          "mem_mhz": config.board.memory_clock_mhz, "latency": 30, "stall": 0.3,
          "word_bits": engine.weight_stream.word_width, "y_record_bytes": engine.y_record_bytes,
-         "weight_ports": engine.weight_ports, "jobs": 6}
+         "weight_ports": engine.weight_ports, "weight_beats": engine.unit.weight_beats, "jobs": 6}
     p.update(kw)
     return run_bench(engine, name=engine.module_name, module="specgen.sim.linear_engine",
                      testcase=testcase, params=p, seed=seed)

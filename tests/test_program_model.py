@@ -93,7 +93,7 @@ def test_the_system_models_vector_beats_in_head_groups():
                                      groups=2), parents
 
 
-SHAPE = pm.CoreShape(cols=4, weight_ports=1, ssm_sweep=10,
+SHAPE = pm.CoreShape(rows=2, cols=4, weight_ports=1, ssm_sweep=10,
                      engines=("linear", "ssm", "norm", "copy"))
 # A norm takes 100 + beats cycles, a copy 20 + beats, an SSM pass 50 + 10 a node; a job
 # 30 + period + 2 a drain beat; START to the first hand-over 7; done 4 after.
@@ -131,9 +131,16 @@ def test_walk_barriers_and_engine_occupancy():
 def test_walk_chains_queued_jobs():
     # Jobs of 8 inputs: 1 token is weight-bound (8 · cols = 32 cycles), 5 tokens
     # operation-bound (40); 8 rows are 2 drain beats a token.
-    assert pm.job_terms({"steps": 8, "n_tokens": 1, "n_rows": 8}, cols=4, weight_ports=1) == (32, 2)
-    assert pm.job_terms({"steps": 8, "n_tokens": 5, "n_rows": 8}, cols=4, weight_ports=1) == (40, 10)
-    assert pm.job_terms({"steps": 8, "n_tokens": 1, "n_rows": 8}, cols=4, weight_ports=2) == (16, 2)
+    kw = dict(rows=2, cols=4)
+    assert pm.job_terms({"steps": 8, "n_tokens": 1, "n_rows": 8}, **kw, weight_ports=1) == (32, 2)
+    assert pm.job_terms({"steps": 8, "n_tokens": 5, "n_rows": 8}, **kw, weight_ports=1) == (40, 10)
+    assert pm.job_terms({"steps": 8, "n_tokens": 1, "n_rows": 8}, **kw, weight_ports=2) == (16, 2)
+    # Two slots a column: a job of at most 4 rows is fed two columns a sub-beat (16 cycles),
+    # two sub-beats a transfer one input a cycle (8); a job of 5 rows is not packed.
+    kw = dict(rows=2, cols=4, weight_ports=1)
+    assert pm.job_terms({"steps": 8, "n_tokens": 1, "n_rows": 4}, **kw) == (16, 1)
+    assert pm.job_terms({"steps": 8, "n_tokens": 1, "n_rows": 4}, **kw, weight_beats=2) == (8, 1)
+    assert pm.job_terms({"steps": 8, "n_tokens": 1, "n_rows": 5}, **kw, weight_beats=2) == (16, 2)
     recs = [_job(8, 5), _job(8, 5), _job(8, 5, rows=4), _norm(wait=("linear",)),
             pm.ProgramRecord(None, ("norm",))]
     total, ev = pm.program_cycles(recs, costs=COSTS, shape=SHAPE, latency=0, trace=True)

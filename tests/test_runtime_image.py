@@ -44,10 +44,13 @@ def read_jobs(data, nib_at, res_at, n_out, k, config):
     linear engine reads them: output tiles of ``rows · cols`` slots, input chunks of
     ``max_k``; in a job, beat ``b = k'·cols + g`` carries rows ``h·cols + g``. A tile of
     ``n`` rows uses slots ``h < u`` of every column, ``u = rows/q`` for the largest ``q``
-    of 1, 2, 4, 8 dividing ``rows`` with ``ceil(n/cols) ≤ u``, and stores those alone:
-    weight ``h`` of beat ``b`` is 4-bit field ``b·u + h`` of each slice region (low nibble
-    first), each region padded to the stream's word; residue slices hold bits 3..0,
-    7..4, 11..8. With ``linear.split_tiles`` the last tile's ``r`` rows are pieces, each a
+    of 1, 2, 4, 8 dividing ``rows`` with ``ceil(n/cols) ≤ u``, and stores those alone,
+    ``q`` columns of an input to a ``rows``-field sub-beat, each input's ``S =
+    ceil(ceil(cols/q)/B)·B`` sub-beats (``B`` = ``linear.weight_beats``) starting afresh:
+    weight ``h`` of beat ``(k', g)`` is 4-bit field ``(k'·S + g div q)·rows + (g mod q)·u
+    + h`` of each slice region (low nibble first), each region padded to the stream's
+    word; residue slices hold bits 3..0, 7..4, 11..8. With ``linear.split_tiles`` the last
+    tile's ``r`` rows are pieces, each a
     tile of its own: in units of the smallest packed share ``b`` (``rows·cols/q`` for the
     largest such ``q``), ``ceil(r/b)`` written in binary, one piece a one bit, the
     largest first."""
@@ -63,19 +66,22 @@ def read_jobs(data, nib_at, res_at, n_out, k, config):
                        for j in range(units.bit_length() - 1, -1, -1) if units >> j & 1]
     for r0, end in zip(starts, starts[1:] + [n_out]):
         n = end - r0
-        u = rows // max(q for q in (1, 2, 4, 8) if rows % q == 0 and -(-n // cols) <= rows // q)
+        q = max(q for q in (1, 2, 4, 8) if rows % q == 0 and -(-n // cols) <= rows // q)
+        u, B = rows // q, lin.weight_beats
+        S = -(-(-(-cols // q)) // B) * B
         for k0 in range(0, k, lin.max_k):
-            beats = min(lin.max_k, k - k0) * cols
-            region = -(-beats * u * 4 // word) * word // 8
+            n_k = min(lin.max_k, k - k0)
+            region = -(-n_k * S * rows * 4 // word) * word // 8
             fields = []
             for at in (nib_at, res_at, res_at + region, res_at + 2 * region):
                 raw = np.frombuffer(data[at:at + region], np.uint8)
                 fields.append(np.stack([raw & 0xF, raw >> 4], axis=1).reshape(-1))
-            for b in range(beats):
-                kk, g = divmod(b, cols)
-                for h in range(rows):
-                    if h * cols + g < n:
-                        f = [int(x[b * u + h]) for x in fields]
+            for kk in range(n_k):
+                for g in range(cols):
+                    for h in range(rows):
+                        if h * cols + g >= n:
+                            continue
+                        f = [int(x[(kk * S + g // q) * rows + (g % q) * u + h]) for x in fields]
                         nib[r0 + h * cols + g, k0 + kk] = f[0]
                         res[r0 + h * cols + g, k0 + kk] = f[1] | f[2] << 4 | f[3] << 8
             nib_at, res_at = nib_at + region, res_at + 3 * region

@@ -64,12 +64,15 @@ def test_plane_images_match_split_planes(rows, word_bits):
     (2560, 5120, 64, 84, 8192, 256), (100, 33, 3, 5, 7, 64), (9, 16, 2, 4, 16, 32)])
 @pytest.mark.parametrize("ports", [1, 2])
 @pytest.mark.parametrize("split", [False, True], ids=["whole", "split"])
+@pytest.mark.parametrize("beats", [1, 2])
 def test_matrix_sizes_are_the_sum_of_the_jobs(n_out, k, rows, cols, max_k, word_bits, ports,
-                                              split):
+                                              split, beats):
     """The closed forms the memory map uses equal the job list, job by job, with the last
-    tile whole or cut into pieces."""
+    tile whole or cut into pieces, for one or two column beats a transfer."""
     if cols % ports:
         ports = 1
+    if (cols // ports) % beats:
+        beats = 1
     kw = dict(rows=rows, cols=cols, max_k=max_k, split=split)
     jobs = wp.matrix_tiles(n_out, k, **kw)
     assert wp.matrix_job_count(n_out, k, **kw) == len(jobs)
@@ -86,14 +89,20 @@ def test_matrix_sizes_are_the_sum_of_the_jobs(n_out, k, rows, cols, max_k, word_
         # Beats a sub-beat: the most of 1, 2, 4, 8 dividing rows whose share of a column's
         # slots holds every used one (row h·cols + g < n_rows has h < ceil(n_rows/cols)).
         return max(q for q in (1, 2, 4, 8) if rows % q == 0 and -(-n_rows // cols) <= rows // q)
-    nib = sum(ports * wp.region_bytes(-(-(j.n_k * cols // ports) // packed(j.n_rows)),
-                                      rows=rows, word_bits=word_bits)
+
+    def subs(n_k, q):
+        # An input's columns of the port, q to a sub-beat, rounded up to whole transfers.
+        per = -(-(cols // ports) // q)
+        return n_k * -(-per // beats) * beats
+    nib = sum(ports * wp.region_bytes(subs(j.n_k, packed(j.n_rows)), rows=rows,
+                                      word_bits=word_bits)
               for j in jobs)
-    assert wp.matrix_plane_bytes(n_out, k, **kw, word_bits=word_bits,
-                                 ports=ports) == (nib, 3 * nib)
+    assert wp.matrix_plane_bytes(n_out, k, **kw, word_bits=word_bits, ports=ports,
+                                 weight_beats=beats) == (nib, 3 * nib)
     if n_out * k <= 4096:
         stored = np.random.default_rng(0).integers(0, 1 << 16, (n_out, k), dtype=np.uint16)
-        a, b, packed_jobs = wp.pack_matrix(stored, **kw, word_bits=word_bits, ports=ports)
+        a, b, packed_jobs = wp.pack_matrix(stored, **kw, word_bits=word_bits, ports=ports,
+                                           weight_beats=beats)
         assert (len(a), len(b)) == (nib, 3 * nib)
         assert [(j.row0, j.n_rows, j.k0) for j in packed_jobs] == [
             (j.row0, j.n_rows, j.k0) for j in jobs]
@@ -172,8 +181,49 @@ def test_packed_beats_hold_the_used_slots_in_order():
     bad[1, 4] = 1
     with pytest.raises(ValueError, match=r"only padding rows may be packed away"):
         wp.pack_beats(bad, 2)
+    with pytest.raises(ValueError, match=r"per_input must divide the beats \(2\), not 3"):
+        wp.pack_beats(np.zeros((2, 8), np.uint16), 2, per_input=3)
     with pytest.raises(ValueError, match=r"pack must be one of 1, 2, 4, 8"):
         wp.pack_beats(bad, 3)
+
+
+@pytest.mark.parametrize("rows,per_input,q,align", [
+    (64, 14, 2, 2), (64, 14, 4, 2), (64, 14, 8, 2), (64, 14, 1, 2), (64, 8, 8, 1),
+    (4, 6, 4, 2), (2, 1, 2, 2), (8, 5, 2, 1)])
+def test_packed_inputs_restart_and_fill_whole_transfers(rows, per_input, q, align):
+    """Packed input by input (VHK158: 14 columns a port, two sub-beats a transfer): each
+    input's beats fill ``ceil(ceil(per_input / q) / align) · align`` sub-beats, beat ``c``
+    in piece ``c mod q`` of sub-beat ``c div q`` of its input, the rest zero, so no
+    transfer of ``align`` sub-beats holds two inputs; unpacking gives the beats back."""
+    rng = np.random.default_rng(rows + per_input + q)
+    used, n_k = rows // q, 3
+    beats = np.zeros((n_k * per_input, rows), np.uint16)
+    beats[:, :used] = rng.integers(1, 1 << 16, (n_k * per_input, used), dtype=np.uint16)
+    packed = wp.pack_beats(beats, q, per_input=per_input, align=align)
+    each = -(-(-(-per_input // q)) // align) * align
+    assert each == wp.input_sub_beats(per_input, q, align)
+    assert packed.shape == (n_k * each, rows)
+    for k in range(n_k):
+        for s in range(each):
+            for i in range(q):
+                c = s * q + i
+                piece = packed[k * each + s, i * used:(i + 1) * used]
+                if c < per_input:
+                    assert np.array_equal(piece, beats[k * per_input + c, :used])
+                else:
+                    assert not piece.any()
+    assert np.array_equal(wp.unpack_beats(packed, q, len(beats), per_input=per_input,
+                                          align=align), beats)
+    assert wp.job_sub_beats(n_k, cols=per_input, pack=q, weight_beats=align) == n_k * each
+
+
+def test_packed_inputs_on_the_papers_shapes():
+    """An input of VHK158's weight port (14 columns, two sub-beats a transfer): 7 transfers
+    unpacked, 4 packed 2 (the 2.7B out_proj), 2 packed 4 (the 370M draft's), 1 packed 8;
+    VCK190's (8 columns, one a transfer): 8, 4, 2, 1; the sim array's (4, two): 2, 1."""
+    assert [wp.input_sub_beats(14, q, 2) // 2 for q in (1, 2, 4, 8)] == [7, 4, 2, 1]
+    assert [wp.input_sub_beats(8, q, 1) for q in (1, 2, 4, 8)] == [8, 4, 2, 1]
+    assert [wp.input_sub_beats(4, q, 2) // 2 for q in (1, 2)] == [2, 1]
 
 
 def test_a_small_job_reads_only_its_rows():
@@ -214,7 +264,7 @@ def test_job_images_put_each_port_at_its_offset(ports):
     assert len(nib) == ports * r and len(res) == 3 * ports * r
     for p in range(ports):
         words = wp.column_beats(small, rows=2, cols=4, ports=ports, port=p)
-        a, b = wp.plane_images(wp.pack_beats(words, 2), word_bits=64)
+        a, b = wp.plane_images(wp.pack_beats(words, 2, per_input=4 // ports), word_bits=64)
         assert nib[p * r:(p + 1) * r] == a and res[3 * p * r:3 * (p + 1) * r] == b
 
 

@@ -60,11 +60,14 @@ DSP_TOKENS = (1, 2, 3, 4, 8, 15, 16)
 DSP_COMMAND = "specgen bench (sim.dsp_linear_unit utilization)"
 
 
-def measure_dsp(*, steps=256, jobs=3, tokens=DSP_TOKENS, weight_ports=None, weight_beats=1):
+def measure_dsp(*, steps=256, jobs=3, tokens=DSP_TOKENS, weight_ports=None, weight_beats=1,
+                n_rows=None):
     """Run the DSPLinearUnit's ``utilization`` test on Verilator; return its report with the
     cycle model's prediction of each run beside it. ``weight_ports`` (default one per
     column) below ``cols`` makes runs of fewer tokens than ``cols / weight_ports`` wait on
-    the weights (the model's ``feed``), ``weight_beats`` beats a transfer shortening it."""
+    the weights (the model's ``feed``), ``weight_beats`` beats a transfer shortening it;
+    ``n_rows`` (default a whole tile) below half the slots feeds the jobs packed.
+    ``utilization`` counts the jobs' rows' MACs against their rows' slots."""
     from specgen.golden.config import LinearConfig
     from specgen.hw.dsp_linear_unit import DSPLinearUnit
     from specgen.sim.runner import run_bench
@@ -78,6 +81,7 @@ def measure_dsp(*, steps=256, jobs=3, tokens=DSP_TOKENS, weight_ports=None, weig
         run_bench(unit, name=unit.module_name, module="specgen.sim.dsp_linear_unit",
                   testcase="utilization", seed=1,
                   params=dict(a, weight_ports=unit.weight_ports, weight_beats=weight_beats,
+                              **({} if n_rows is None else {"n_rows": n_rows}),
                               steps=steps, jobs=jobs,
                               tokens=list(tokens), report=str(report)), cxx_opt="-O0")
         result = json.loads(report.read_text())
@@ -86,8 +90,8 @@ def measure_dsp(*, steps=256, jobs=3, tokens=DSP_TOKENS, weight_ports=None, weig
     for r in result.values():
         job = LinearJob(mode=r["mode"], steps=r["steps"], n_rows=r["n_rows"], n_tokens=r["n_tokens"])
         r["model_cycles"] = dsp_linear_schedule([(r["jobs"], job)], linear=lin,
-                                                feed=a["cols"] // unit.weight_ports
-                                                // weight_beats).cycles
+                                                columns=a["cols"] // unit.weight_ports,
+                                                beats=weight_beats).cycles
     return result
 
 

@@ -210,7 +210,11 @@ def measure_weight_stream(board_name="vhk158", *, mode="verify", latency_ns=LATE
     board = config.board
     ws = WeightStream.from_config(config, addr_width=WEIGHT_ADDR_WIDTH, max_beats=k,
                                   **overrides)
-    params = dict(rows=ws.rows, cols=1, ports=1, max_k=k, max_beats=k, full_jobs=True,
+    # A port of as many columns as a transfer holds: whole tiles of k // cols inputs, k
+    # beats a job, unpacked (an input never pads a transfer).
+    cols = ws.weight_beats
+    params = dict(rows=ws.rows, cols=cols, ports=1, max_k=k // cols, max_beats=k,
+                  full_jobs=True,
                   weight_beats=ws.weight_beats,
                   addr_width=ws.master.addr_width, data_width=ws.master.data_width,
                   word_bits=ws.word_width, max_burst=ws.master.max_burst,

@@ -21,6 +21,7 @@ from specgen.golden.memory_map import (
     MemoryMap,
     unit_checkpoint,
 )
+from specgen.golden.weight_planes import engine_weight_ports, input_sub_beats, pack_factor
 
 __all__ = ["DOC_PRESET", "layout_checkpoint", "preset_map", "c_defines", "render_memory_map_doc"]
 
@@ -111,10 +112,16 @@ def _padding_note(maps):
         if planes < 1.05 * fp16:
             continue
         fill = m.d_model / (-(-m.d_model // slots) * slots)
+        q = pack_factor(min(m.d_model, slots), rows=lin.rows, cols=lin.cols)
+        per = lin.cols // engine_weight_ports(mm.config)
+        subs = input_sub_beats(per, q, lin.weight_beats)
+        why = (f"stored {q} columns a sub-beat, each input's {per} columns of a weight port "
+               f"in {subs} sub-beats (whole transfers of {lin.weight_beats}) for "
+               f"{per / q:g}" if q > 1 else "stored whole")
         parts.append(f"on `{name}` ({lin.rows} × {lin.cols} = {slots:,} slots) the planes hold "
                      f"{_size(planes)} for {_size(fp16)} of FP16 weights "
-                     f"({planes / fp16:.2f}×), chiefly because `out_proj`'s {m.d_model:,} "
-                     f"output rows fill {fill:.0%} of their tiles")
+                     f"({planes / fp16:.2f}×), chiefly `out_proj`: its {m.d_model:,} "
+                     f"output rows fill {fill:.0%} of a tile, {why}")
     if not parts:
         return "On every preset the padding left is under 5 % of the weights."
     return ("The padding left is stored and read: " + "; ".join(parts) + ".")
@@ -168,8 +175,9 @@ def render_memory_map_doc():
         "residue slice regions (bits 3..0, 7..4, 11..8), each padded to the weight stream's "
         "word. A tile's unused slots are zero weights, but a tile that fills at most half "
         "(a quarter, an eighth) of the slots uses only that share of every column and packs "
-        "its beats two (four, eight) to a word (`golden.weight_planes.pack_factor`), which "
-        "the weight stream unpacks. " + _padding_note(maps) + " States and logits exist "
+        "its beats two (four, eight) to a sub-beat, input by input "
+        "(`golden.weight_planes.pack_factor`, `pack_beats`), which the weight stream hands "
+        "the linear unit as they are. " + _padding_note(maps) + " States and logits exist "
         "once per pass (`target`, "
         "`draft`).",
         "",

@@ -20,7 +20,7 @@ from specgen.golden.config import LinearConfig, PipelineConfig
 from specgen.golden.mamba2 import SSMConfig
 from specgen.golden.tree import fifo_schedule, schedule_beats
 from specgen.golden.validate import check_choice, check_int
-from specgen.golden.weight_planes import pack_factor, tile_pieces
+from specgen.golden.weight_planes import input_sub_beats, pack_factor, tile_pieces
 
 __all__ = ["pe_latency", "LinearJob", "LinearSchedule", "linear_schedule", "matmul_jobs",
            "dsp_linear_latency", "DSP_DRAIN_TO_Y", "dsp_linear_schedule", "dsp_matmul_jobs", "SSMTiming",
@@ -230,14 +230,18 @@ def dsp_linear_latency():
 DSP_DRAIN_TO_Y = 5
 
 
-def dsp_linear_schedule(jobs, *, linear, latency=None, feed=1, packed_feed=False):
+def dsp_linear_schedule(jobs, *, linear, latency=None, columns=1, beats=1):
     """Cycle model of ``DSPLinearUnit`` for back-to-back jobs: sources always valid,
     ``y`` always ready.
 
     A job issues ``steps · n_tokens`` operations, one per cycle, from the cycle
-    after its command is taken, and takes at least ``feed`` cycles per input: the
-    column beats one weight port delivers for an input (``cols / weight_ports``), one a
-    cycle, so that an input's first operation waits for all of its columns' weights; the next command is taken in the cycle of the
+    after its command is taken, and takes at least its feed cycles per input: the
+    transfers one weight port delivers for an input, one a cycle, so that an input's
+    first operation waits for all of its columns' weights. A port's ``columns`` column
+    beats of an input come ``beats`` sub-beats a transfer, each sub-beat holding ``q``
+    of them in a job whose tile fills at most ``1/q`` of the slots
+    (``golden.weight_planes.pack_factor``): ``input_sub_beats(columns, q, beats) / beats``
+    transfers (``golden.weight_planes.input_sub_beats``). The next command is taken in the cycle of the
     last operation when one of the two partial-sum banks is free (the drain of
     the job before the previous one has issued its last beat). A job's drain of
     ``ceil(n_rows / cols) · n_tokens`` beats starts 6 cycles after its last
@@ -251,13 +255,12 @@ def dsp_linear_schedule(jobs, *, linear, latency=None, feed=1, packed_feed=False
         The array (``contract`` ``"dspfp32"``).
     latency : int, optional
         :func:`dsp_linear_latency` by default.
-    feed : int
-        Cycles of weight beats per input (``cols / weight_ports``; 1: a port per column).
-    packed_feed : bool
-        A what-if: a job whose tile fills at most ``1/q`` of the slots
-        (``golden.weight_planes.pack_factor``) takes ``ceil(feed / q)`` cycles per input,
-        its weights handed over packed ``q`` column beats a sub-beat, as memory holds
-        them (the unit as built takes them unpacked: ``feed``).
+    columns : int
+        Column beats of one weight port per input (``cols / weight_ports``; 1: a port per
+        column).
+    beats : int
+        Sub-beats a transfer of a weight port (``linear.weight_beats``, or another count
+        to price).
 
     Returns
     -------
@@ -269,7 +272,8 @@ def dsp_linear_schedule(jobs, *, linear, latency=None, feed=1, packed_feed=False
         raise TypeError(f"dsp_linear_schedule.linear must be a LinearConfig with contract "
                         f"'dspfp32', not {linear!r}")
     latency = dsp_linear_latency() if latency is None else latency
-    check_int("dsp_linear_schedule", "feed", feed, min=1)
+    check_int("dsp_linear_schedule", "columns", columns, min=1)
+    per = check_int("dsp_linear_schedule", "beats", beats, min=1)
     lead = latency - DSP_DRAIN_TO_Y - 1        # last operation -> drain start
     runs = _runs(jobs)
     if not runs:
@@ -278,8 +282,9 @@ def dsp_linear_schedule(jobs, *, linear, latency=None, feed=1, packed_feed=False
     d_last = [-10**9, -10**9]                  # last drain beat of the two previous jobs
     stall = beats = 0
     for count, job in runs:
-        q = pack_factor(job.n_rows, rows=linear.rows, cols=linear.cols) if packed_feed else 1
-        ops = job.steps * max(job.n_tokens, -(-feed // q))
+        q = pack_factor(job.n_rows, rows=linear.rows, cols=linear.cols)
+        feed = input_sub_beats(columns, q, per) // per
+        ops = job.steps * max(job.n_tokens, feed)
         drain = -(-job.n_rows // linear.cols) * job.n_tokens
         for i in range(count):
             if e_prev is not None:

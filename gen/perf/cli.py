@@ -3,8 +3,7 @@
 ``specgen perf --board B [--config FILE] [--set KEY=VALUE] --target M --draft D [--tree 2,2,1,1]
 [--accept 4.91 | --alpha A | --acceptance FILE] [--early-stop C] [--sizing preset|dsp]
 [--policy recompute|store] [--draft-flow node|prefix|best] [--overlap X] [--state-ports N]
-[--vector-lanes N] [--weight-beats N] [--nibble-beats N] [--packed-feed]
-[--stage-reuse] [--json]``
+[--vector-lanes N] [--weight-beats N] [--nibble-beats N] [--stage-reuse] [--json]``
 
 ``--acceptance FILE`` takes a measured profile, the JSON of ``specgen acceptance --json``
 (:func:`read_acceptance`): its tree, tokens per step and early stopping.
@@ -137,9 +136,6 @@ def add_parser(sub):
     p.add_argument("--nibble-beats", type=int, default=None, metavar="N", dest="nibble_beats",
                    help="the same in a SPEQ nibble-plane draft pass (default --weight-beats; "
                         "a what-if)")
-    p.add_argument("--packed-feed", action="store_true", dest="packed_feed",
-                   help="a what-if: the unit takes a partial tile's weights packed, as memory "
-                        "holds them, 1/q of the feed cycles an input (as built: unpacked)")
     p.add_argument("--stage-reuse", action="store_true", dest="stage_reuse",
                    help="a what-if: each matrix's inputs read once for all its jobs and the "
                         "stages' weights once a pass (as built: every job reads its inputs, "
@@ -300,7 +296,7 @@ def run(args, *, out=None):
         acc = accelerator(config, sizing=args.sizing, overlap=args.overlap,
                           state_ports=args.state_ports, vector_lanes=args.vector_lanes,
                           weight_beats=args.weight_beats, nibble_beats=args.nibble_beats,
-                          packed_feed=args.packed_feed, stage_reuse=args.stage_reuse)
+                          stage_reuse=args.stage_reuse)
         step = StepConfig(target=args.target, draft=args.draft, tree=tree if args.draft != "none" else (),
                           tokens_per_step=accept if args.draft != "none" else None,
                           alpha=alpha if args.draft != "none" else None, continue_prob=cont,
@@ -392,7 +388,7 @@ def run_tree_best(args, *, config, out):
         acc = accelerator(config, sizing=args.sizing, overlap=args.overlap,
                           state_ports=args.state_ports, vector_lanes=args.vector_lanes,
                           weight_beats=args.weight_beats, nibble_beats=args.nibble_beats,
-                          packed_feed=args.packed_feed, stage_reuse=args.stage_reuse)
+                          stage_reuse=args.stage_reuse)
         ranked = search_trees(acc, target=args.target, draft=args.draft, profile=profile,
                               shapes=shapes + extra, continue_prob=cont,
                               restore_policy=args.policy, draft_flow=args.draft_flow)

@@ -29,6 +29,7 @@ from pathlib import Path
 import numpy as np
 
 # The sequencer's own timing (hw.sequencer): the walk below follows its registers.
+from specgen.golden.weight_planes import input_sub_beats, pack_factor
 from specgen.hw.sequencer import BARRIER_LAG, OP_END, RECORD_GAP, record_layout
 
 __all__ = ["ProgramRecord", "EngineCosts", "CoreShape", "decode_program", "program_cycles",
@@ -77,14 +78,18 @@ def decode_program(core, program, count):
     return out
 
 
-def job_terms(desc, *, cols, weight_ports, weight_beats=1):
+def job_terms(desc, *, rows, cols, weight_ports, weight_beats=1):
     """A linear job's ``(period, drain)``: the cycles it holds the unit,
-    ``max(steps · cols / (weight_ports · weight_beats), steps · n_tokens)`` (each input's
-    weights are ``cols / weight_ports`` column beats of one weight port, ``weight_beats`` a
-    transfer, and each input is applied to every token, one operation a cycle), and its
-    result beats, ``ceil(n_rows / cols) · n_tokens``."""
+    ``max(steps · feed, steps · n_tokens)`` (each input's weights are the ``cols /
+    weight_ports`` column beats of one weight port, ``q`` to a sub-beat in a job of at most
+    ``rows·cols/q`` rows, ``weight_beats`` sub-beats a transfer: ``feed`` =
+    ``golden.weight_planes.input_sub_beats(cols / weight_ports, q, weight_beats) /
+    weight_beats`` transfers; and each input is applied to every token, one operation a
+    cycle), and its result beats, ``ceil(n_rows / cols) · n_tokens``."""
     steps, tok = desc["steps"], desc["n_tokens"]
-    period = max(steps * (cols // weight_ports // weight_beats), steps * tok)
+    q = pack_factor(desc["n_rows"], rows=rows, cols=cols)
+    feed = input_sub_beats(cols // weight_ports, q, weight_beats) // weight_beats
+    period = max(steps * feed, steps * tok)
     return period, -(-desc["n_rows"] // cols) * tok
 
 
@@ -158,11 +163,13 @@ class CoreShape:
     ssm_sweep: int
     engines: tuple
     weight_beats: int = 1
+    rows: int = 1
 
     @classmethod
     def of(cls, core, design):
         from .blocks import SSMTiming
-        return cls(cols=design.linear.cols, weight_ports=core.engines["linear"].weight_ports,
+        return cls(cols=design.linear.cols, rows=design.linear.rows,
+                   weight_ports=core.engines["linear"].weight_ports,
                    weight_beats=core.engines["linear"].unit.weight_beats,
                    ssm_sweep=SSMTiming(cfg=design.ssm.pass_config).tiles,
                    engines=tuple(core.engines))
@@ -191,7 +198,8 @@ def program_cycles(records, *, costs, shape, latency, trace=False):
             events.append((t, total))
             return (total, events) if trace else total
         if rec.engine == "linear":
-            period, drain = job_terms(rec.desc, cols=shape.cols, weight_ports=shape.weight_ports,
+            period, drain = job_terms(rec.desc, rows=shape.rows, cols=shape.cols,
+                                      weight_ports=shape.weight_ports,
                                       weight_beats=shape.weight_beats)
             done = t + c0 + period + c_drain * drain + c_lat * latency
             if lin is not None and lin[0] > t:
@@ -256,7 +264,7 @@ def fit(runs):
                 for j, (rec, hc) in enumerate(zip(recs, h)):
                     if j and jobs[j - 1] > hc:
                         continue                     # queued behind the job before it
-                    period, drain = job_terms(rec.desc, cols=shape.cols,
+                    period, drain = job_terms(rec.desc, rows=shape.rows, cols=shape.cols,
                                               weight_ports=shape.weight_ports,
                                               weight_beats=shape.weight_beats)
                     lin.append(((1.0, drain, latency), jobs[j] - hc - period))

@@ -46,7 +46,6 @@ def format_result(res):
         + f", scheduler overlap {acc.overlap:g}, vector stages "
         f"{acc.vector_lanes} element{'s' if acc.vector_lanes > 1 else ''} a cycle "
         f"(conv1d {acc.stage_lanes('conv1d')}, argmax {acc.stage_lanes('argmax')})"
-        + (", packed partial tiles fed packed (what-if)" if acc.packed_feed else "")
         + (", inputs and stage weights read once (what-if)" if acc.stage_reuse else ""),
         f"tokens/step {res.tokens_per_step:.3f} over {res.draft_passes:.2f} drafted depths and "
         f"{res.verify_nodes:.2f} verified nodes",
@@ -160,9 +159,6 @@ def gap_sentences(rows=None):
         f"instead of {_ms(ver.t_mem)} ms.")
     if lin.contract == "dspfp32":
         dr = hp.phase("draft")
-        # The what-if in the faster flow, as `specgen perf --packed-feed` prices it.
-        packed = step_model(replace(hp.accel, packed_feed=True),
-                            replace(hp.step, draft_flow="best"))
         out.append(
             f"**Weight ports.** A pass of T tokens takes max(T, feed) cycles an input, feed = "
             f"{acc.weight_feed(0)}: an input's {lin.cols} column beats on "
@@ -173,10 +169,8 @@ def gap_sentences(rows=None):
             f"{dr.linear_cycles / 1e6:,.2f} M cycles of linear work "
             f"({_ms(dr.linear_cycles / acc.clock_hz)} ms of the step's "
             f"{_ms(hp.step_time)} ms). A job whose tile fills at most 1/q of the slots is "
-            f"stored packed but handed over unpacked, so it waits the same feed; handed over "
-            f"packed (`--packed-feed`, a what-if) the step would give "
-            f"{packed.tokens_per_s:,.1f} tok/s (flow {packed.step.draft_flow}) against "
-            f"{hp.tokens_per_s:,.1f}.")
+            f"stored and handed over q column beats a sub-beat, so its feed is "
+            f"{', '.join(str(acc.weight_feed(0, q)) for q in (2, 4))} cycles at q = 2, 4.")
     out.append(
         f"**DSP-sized array.** Giving the linear unit SpecMamba's {SEED['linear_dsp_vhk158']:,} "
         f"DSP58 (notes) at 16 token lanes "

@@ -28,7 +28,7 @@ from specgen.golden.lm import LMConfig
 from specgen.golden.mamba2 import MAMBA2_DEFAULTS, MAMBA2_SIZES, MAMBA2_VOCAB
 from specgen.golden.tree import TreeShape, fifo_schedule, fits_behind
 from specgen.golden.validate import check_choice, check_float, check_int
-from specgen.golden.weight_planes import engine_weight_ports, stream_word_bits
+from specgen.golden.weight_planes import engine_weight_ports, input_sub_beats, stream_word_bits
 from specgen.hw.step_program import DRAFT_FLOWS
 
 from specgen.gen.perf.blocks import (SSMTiming, pe_latency, dsp_linear_schedule, dsp_matmul_jobs,
@@ -350,12 +350,6 @@ class Accelerator:
         linear and SSM units: the core's programs order every layer's stages by
         barriers, except that a head group's conv1d and SSM pass run beside the linear
         engine's jobs for the next group's rows (:func:`layer_overlap`).
-    packed_feed : bool
-        A what-if (default False: as built): the weight ports hand the unit a partial
-        tile's packed sub-beats as memory stores them (``golden.weight_planes.pack_factor``
-        ``q`` column beats a sub-beat, a tile of at most ``1/q`` of the slots), so such a
-        job takes ``1/q`` of the feed cycles an input. As built, the weight stream unpacks
-        them and the unit takes full column beats.
     stage_reuse : bool
         A what-if (default False: as built): each matrix's inputs read once for all its
         jobs, and the stages' weights (norm weights, conv taps and bias) once a pass
@@ -376,7 +370,6 @@ class Accelerator:
     vector_lanes: int | None = None
     weight_beats: int | None = None
     nibble_beats: int | None = None
-    packed_feed: bool = False
     stage_reuse: bool = False
     calibration: Calibration = field(default_factory=Calibration)
 
@@ -409,7 +402,6 @@ class Accelerator:
         if self.nibble_beats is None:
             object.__setattr__(self, "nibble_beats", self.weight_beats)
         check_int("Accelerator", "nibble_beats", self.nibble_beats, min=1)
-        check_choice("Accelerator", "packed_feed", self.packed_feed, (False, True))
         check_choice("Accelerator", "stage_reuse", self.stage_reuse, (False, True))
         if not isinstance(self.calibration, Calibration):
             raise TypeError(f"Accelerator.calibration must be a Calibration, not {self.calibration!r}")
@@ -459,12 +451,15 @@ class Accelerator:
         plane alone): :attr:`nibble_beats` or :attr:`weight_beats`."""
         return self.nibble_beats if mode else self.weight_beats
 
-    def weight_feed(self, mode=0):
+    def weight_feed(self, mode=0, pack=1):
         """Cycles one input's weights take on a weight port: its ``cols / weight_ports``
-        column beats at :meth:`beats` a cycle (7 on VHK158 as built, 8 on VCK190). A DSP
-        linear job takes at least this many cycles per input, so passes of fewer tokens
-        are bound by it (``gen.perf.blocks.dsp_linear_schedule``, calibrated on the RTL)."""
-        return -(-self.linear.port_columns // self.beats(mode))
+        column beats, ``pack`` to a sub-beat (a tile of at most ``1/pack`` of the slots),
+        at :meth:`beats` sub-beats a cycle (VHK158 as built: 7 cycles, 4 packed 2, 2 packed
+        4; VCK190: 8, 4, 2). A DSP linear job takes at least this many cycles per input, so
+        passes of fewer tokens are bound by it (``gen.perf.blocks.dsp_linear_schedule``,
+        calibrated on the RTL)."""
+        b = self.beats(mode)
+        return input_sub_beats(self.linear.port_columns, pack, b) // b
 
     @property
     def dsp_linear(self):
@@ -930,8 +925,8 @@ def _linear_cycles(acc, dims, *, tokens, mode):
         runs += jobs(linear=acc.linear, out_features=o, in_features=i, tokens=tokens,
                      mode=mode) * count
     if dsp:
-        return (dsp_linear_schedule(runs, linear=acc.linear, feed=acc.weight_feed(mode),
-                                    packed_feed=acc.packed_feed).cycles
+        return (dsp_linear_schedule(runs, linear=acc.linear, columns=acc.linear.port_columns,
+                                    beats=acc.beats(mode)).cycles
                 * acc.calibration.linear)
     return linear_schedule(runs, pe_latency=pe_latency(acc.config)).cycles * acc.calibration.linear
 
@@ -1006,8 +1001,8 @@ def _hidden_cycles(acc, dims, *, tokens, mode, ssm_layer):
     runs = dsp_matmul_jobs(linear=acc.linear, out_features=dims.d_in_proj,
                            in_features=dims.d_model, tokens=tokens, mode=mode)
     jobs = -(-dims.d_in_proj // tile)
-    job_cycles = (dsp_linear_schedule(runs, linear=acc.linear, feed=acc.weight_feed(mode),
-                                      packed_feed=acc.packed_feed).cycles
+    job_cycles = (dsp_linear_schedule(runs, linear=acc.linear, columns=acc.linear.port_columns,
+                                      beats=acc.beats(mode)).cycles
                   * acc.calibration.linear
                   / jobs)
     need = [min(jobs, -(-end // tile)) for end in group_rows_end(segs, G)]

@@ -158,7 +158,8 @@ def _weights(config, n_out, k, mode):
     lin = config.linear
     nib, res = matrix_plane_bytes(n_out, k, rows=lin.rows, cols=lin.cols, max_k=lin.max_k,
                                   word_bits=stream_word_bits(config),
-                                  ports=engine_weight_ports(config), split=lin.split_tiles)
+                                  ports=engine_weight_ports(config), split=lin.split_tiles,
+                                  weight_beats=lin.weight_beats)
     return nib if mode else nib + res
 
 

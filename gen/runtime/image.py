@@ -223,7 +223,8 @@ def build_image(tensors, *, model, config, policy=None):
             nibble, residue, _ = pack_matrix(t.stored, rows=lin.rows, cols=lin.cols,
                                              max_k=lin.max_k, word_bits=stream_word_bits(config),
                                              ports=engine_weight_ports(config),
-                                             split=lin.split_tiles)
+                                             split=lin.split_tiles,
+                                             weight_beats=lin.weight_beats)
             image.put(f"{region}.nibble", nibble, **index)
             image.put(f"{region}.residue", residue, **index)
             image.put(f"{region}.scales", np.asarray(t.scales, np.uint8).tobytes(), **index)
