@@ -107,6 +107,13 @@ class LinearConfig:
         jobs more a matrix (each a pass over the matrix's inputs). For arrays that wait
         on memory, not on compute (VCK190's DDR); the engine needs nothing new, a piece
         is a job of fewer rows.
+    draft_plane : bool
+        ``dspfp32``: keep a second copy of the nibble plane for SPEQ's draft passes,
+        striped over each weight stream's four read masters
+        (:func:`golden.weight_planes.draft_image`), so a draft pass takes ``4 ·
+        weight_beats`` nibble sub-beats a transfer instead of ``weight_beats`` (a quarter
+        of the transfers of a one-token pass) for 25 % more weight bytes. For arrays whose
+        draft passes wait on the weight ports' transfers (VHK158), not on memory.
     """
 
     rows: int = 4
@@ -118,6 +125,7 @@ class LinearConfig:
     max_tokens: int = 16
     weight_beats: int = 1
     split_tiles: bool = False
+    draft_plane: bool = False
 
     WEIGHT_BEATS = (1, 2, 4, 8)
 
@@ -129,9 +137,10 @@ class LinearConfig:
         check_choice("LinearConfig", "fmt_out", self.fmt_out, ("fp32", "fp16"))
         check_choice("LinearConfig", "contract", self.contract, CONTRACTS)
         check_int("LinearConfig", "max_tokens", self.max_tokens, min=1, max=16)
-        if not isinstance(self.split_tiles, bool):
-            raise ValueError(f"LinearConfig.split_tiles must be true or false, "
-                             f"not {self.split_tiles!r}")
+        for name in ("split_tiles", "draft_plane"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"LinearConfig.{name} must be true or false, "
+                                 f"not {getattr(self, name)!r}")
         if self.contract == "dspfp32" and self.fmt_out != "fp32":
             raise ValueError(f"LinearConfig.fmt_out must be 'fp32' with contract 'dspfp32' "
                              f"(DSPFP32 accumulates in binary32), not {self.fmt_out!r}")
@@ -516,7 +525,8 @@ _BOARD_PIPELINE = PipelineConfig(fp_mul_stages=5, fp_add_stages=6, pe_round_stag
 PRESETS = {
     "sim": Config(name="sim", board=_SIM, tree=TreeConfig(fifo_depth=16, tile_size=8, max_nodes=64),
                   linear=LinearConfig(rows=2, cols=4, quant_lanes=3, max_k=16,
-                                        contract="dspfp32", max_tokens=16, weight_beats=2),
+                                        contract="dspfp32", max_tokens=16, weight_beats=2,
+                                        draft_plane=True),
                   ssm=_SIM_SSM,
                   vector=VectorConfig(lanes=2)),
     # Board-scale arrays (sizing in docs/boards.md): DSPFP32 MAC slots in columns
@@ -541,7 +551,11 @@ PRESETS = {
     # VCK190 waits on its DDR, not on its slots: its last partial tiles are cut into
     # pieces that pack further (linear.split_tiles; 118 MB less a SpecMamba step,
     # docs/perf.md). VHK158's short passes wait on the weight ports' feed, where a piece
-    # costs as much as a whole tile: it keeps one job a tile.
+    # costs as much as a whole tile: it keeps one job a tile. VHK158's one-token draft
+    # passes wait on those transfers: SPEQ's draft reads a second copy of the nibble plane
+    # striped over each stream's four masters (linear.draft_plane), four times the nibbles
+    # a transfer for a quarter more weight bytes; VCK190's DDR, not its transfers, binds,
+    # so it keeps one copy. The sim preset has the draft plane, so every bench runs it.
     "vck190": Config(name="vck190", board=_VCK190, tree=TreeConfig(fifo_depth=16, tile_size=64),
                      linear=LinearConfig(rows=64, cols=8, quant_lanes=3, max_k=8192,
                                          contract="dspfp32", max_tokens=16, split_tiles=True),
@@ -550,7 +564,8 @@ PRESETS = {
                      pipeline=_BOARD_PIPELINE, vector=VectorConfig(lanes=4)),
     "vhk158": Config(name="vhk158", board=_VHK158, tree=TreeConfig(fifo_depth=16, tile_size=64),
                      linear=LinearConfig(rows=64, cols=84, quant_lanes=3, max_k=8192,
-                                         contract="dspfp32", max_tokens=16, weight_beats=2),
+                                         contract="dspfp32", max_tokens=16, weight_beats=2,
+                                         draft_plane=True),
                      ssm=SSMConfig(nheads=80, headdim=64, d_state=128, lanes=128,
                                    contract="dspfp32", input_words=8, state_ports=16,
                                    head_groups=2),

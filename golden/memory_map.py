@@ -83,8 +83,8 @@ from .config import Config
 from .lm import LMConfig
 from .mamba2 import MAMBA2_SIZES, SSMConfig
 from .validate import check_choice
-from .weight_planes import (engine_weight_ports, matrix_job_count, matrix_plane_bytes,
-                            stream_word_bits)
+from .weight_planes import (engine_weight_ports, matrix_draft_bytes, matrix_job_count,
+                            matrix_plane_bytes, stream_word_bits)
 
 __all__ = ["ALIGN", "REGION_CLASSES", "MODELS", "WORD_BYTES",
            "DEFAULT_POLICY", "MAP_POLICIES", "unit_checkpoint", "Region", "MemoryMap", "align", "replay_record_words",
@@ -422,6 +422,13 @@ class MemoryMap:
                 f"target pass", layers)
             add("weights", f"{name}.scales", scale_bytes(rows, cols),
                 f"{what}: BSFP scale exponents k (uint8)", layers)
+            if lin.draft_plane:
+                add("weights", f"{name}.draft",
+                    matrix_draft_bytes(rows, cols, rows=lin.rows, cols=lin.cols,
+                                       max_k=lin.max_k, word_bits=word_bits, ports=ports,
+                                       split=lin.split_tiles, weight_beats=lin.weight_beats),
+                    f"{what}: the nibble plane again, striped over each weight stream's four "
+                    f"read masters for the draft pass (linear.draft_plane)", layers)
 
         eng = ssm_engine_layout(config, m)
         base = 0

@@ -34,6 +34,14 @@ one weight port of the linear unit takes in one transfer):
   weight stream hands the sub-beats to the linear unit as they are: a transfer of ``B``
   sub-beats fills ``q·B`` columns, and no transfer holds two inputs' columns (each
   column's buffer holds one beat).
+* The **draft plane** (:attr:`golden.config.LinearConfig.draft_plane`, :func:`draft_image`)
+  is a second copy of the nibble plane laid out for the draft pass alone: each input's
+  nibble sub-beats (packed as above) padded to a multiple of ``4 · B``, cut into groups
+  of ``B`` sub-beats, group ``g`` in stripe ``g mod 4``, each stripe a region of its own.
+  A weight stream's four read masters then each read one stripe in one long run and
+  together deliver ``4 · B`` nibble sub-beats a transfer, where the nibble plane, read by
+  one master, delivers ``B``: SPEQ's one-token draft passes take a quarter of the
+  transfers, for 25 % more weight bytes than one copy.
 * A whole matrix (``n_out × K``, rows are output features) is cut into jobs by
   :func:`matrix_tiles`: output rows in tiles of ``rows · cols`` (the array's MAC slots),
   each tile's inputs in chunks of at most ``max_k``, tile-major; :func:`pack_matrix` lays
@@ -61,10 +69,13 @@ from .validate import check_choice, check_int
 __all__ = ["SLICE_BITS", "RESIDUE_SLICES", "PLANE_SLICES", "MODES", "PACKS", "pack_factor",
            "input_sub_beats", "pack_beats", "unpack_beats", "sub_beat_bits",
            "region_bytes", "column_beats", "slice_image", "plane_images", "unpack_slice",
-           "pack_jobs", "port_count", "job_images", "job_sub_beats", "job_port_bytes", "engine_weight_ports",
+           "pack_jobs", "port_count", "job_images", "job_sub_beats", "job_port_bytes",
+           "engine_weight_ports",
            "stream_word_bits", "MatrixJob", "tile_pieces", "matrix_tiles", "matrix_job_count",
            "matrix_plane_bytes",
-           "pack_matrix", "expected_beats", "weight15"]
+           "pack_matrix", "expected_beats", "weight15", "DRAFT_STRIPES",
+           "draft_input_sub_beats", "draft_image", "job_draft_image", "job_draft_port_bytes",
+           "matrix_draft_bytes", "pack_matrix_draft", "expected_draft_transfers"]
 
 #: Bits of one weight in one slice.
 SLICE_BITS = 4
@@ -74,8 +85,10 @@ RESIDUE_SLICES = 3
 PLANE_SLICES = 1 + RESIDUE_SLICES
 #: Pass of a job: the draft reads the nibble plane, verify reads both planes.
 MODES = ("verify", "draft")
-#: Beats a sub-beat may pack (:func:`pack_factor`): the weight stream's unpacker takes these.
+#: Beats a sub-beat may pack (:func:`pack_factor`): the linear unit takes these.
 PACKS = (1, 2, 4, 8)
+#: Stripes of the draft plane: a weight stream's read masters (:func:`draft_image`).
+DRAFT_STRIPES = 4
 
 
 def pack_factor(n_rows, *, rows, cols):
@@ -299,6 +312,7 @@ def job_images(stored, *, rows, cols, ports=1, word_bits, weight_beats=1):
     port ``p`` reads from ``base + p · job_port_bytes`` (nibble) and
     ``base + 3p · job_port_bytes`` (residue)."""
     ports = port_count(cols, ports)
+    weight_beats = check_int("weight_planes", "weight_beats", weight_beats, min=1)
     q = pack_factor(np.asarray(stored).shape[0], rows=rows, cols=cols)
     parts = [plane_images(column_beats(stored, rows=rows, cols=cols, ports=ports, port=p),
                           word_bits=word_bits, pack=q, per_input=cols // ports,
@@ -311,6 +325,7 @@ def job_sub_beats(n_k, *, cols, ports=1, pack=1, weight_beats=1):
     a sub-beat (:func:`input_sub_beats` an input): what its weight stream reads and hands
     the linear unit, ``weight_beats`` a transfer."""
     ports = port_count(cols, ports)
+    weight_beats = check_int("weight_planes", "weight_beats", weight_beats, min=1)
     return (check_int("weight_planes", "n_k", n_k, min=1)
             * input_sub_beats(cols // ports, pack, weight_beats))
 
@@ -410,19 +425,29 @@ def matrix_plane_bytes(n_out, k, *, rows, cols, max_k, word_bits, ports=1, split
     :func:`pack_matrix`, without building it: a job's regions depend on its input chunk
     and its piece's :func:`pack_factor` only (a full tile packs nothing; the last tile's
     pieces may pack)."""
+    nib = _matrix_bytes(job_port_bytes, n_out, k, rows=rows, cols=cols, max_k=max_k,
+                        word_bits=word_bits, ports=ports, split=split,
+                        weight_beats=weight_beats)
+    return nib, RESIDUE_SLICES * nib
+
+
+def _matrix_bytes(job_bytes, n_out, k, *, rows, cols, max_k, word_bits, ports, split,
+                  weight_beats):
+    """Σ over an ``n_out × k`` matrix's jobs of ``ports · job_bytes(n_k, pack=…)``, by
+    tile piece (its pack) and input chunk (``max_k`` inputs, then the rest), without
+    listing the jobs."""
     ports = port_count(cols, ports)
     full, rest = divmod(check_int("weight_planes", "k", k, min=1),
                         check_int("weight_planes", "max_k", max_k, min=1))
     kw = dict(rows=rows, cols=cols, ports=ports, word_bits=word_bits, weight_beats=weight_beats)
 
     def per_piece(pack):
-        b = full * ports * job_port_bytes(max_k, pack=pack, **kw)
+        b = full * ports * job_bytes(max_k, pack=pack, **kw)
         if rest:
-            b += ports * job_port_bytes(rest, pack=pack, **kw)
+            b += ports * job_bytes(rest, pack=pack, **kw)
         return b
-    nib = sum(per_piece(pack_factor(n, rows=rows, cols=cols))
-              for _, n in tile_pieces(n_out, rows=rows, cols=cols, split=split))
-    return nib, RESIDUE_SLICES * nib
+    return sum(per_piece(pack_factor(n, rows=rows, cols=cols))
+               for _, n in tile_pieces(n_out, rows=rows, cols=cols, split=split))
 
 
 def pack_matrix(stored, *, rows, cols, max_k, word_bits, ports=1, split=False, weight_beats=1):
@@ -474,3 +499,109 @@ def expected_beats(words, *, mode, config=None):
     if mode == "draft":
         return np.zeros_like(w), nibble
     return weight15(restore_stored(w, config=config)), nibble
+
+
+# -- the draft plane ---------------------------------------------------------------------
+
+def draft_input_sub_beats(per_input, pack, align=1):
+    """Sub-beats of one input in the draft plane: :func:`input_sub_beats` rounded up to a
+    multiple of ``DRAFT_STRIPES · align`` (one draft transfer: ``align`` sub-beats from
+    each stripe), so that no draft transfer holds two inputs."""
+    unit = DRAFT_STRIPES * check_int("weight_planes", "align", align, min=1)
+    return -(-input_sub_beats(per_input, pack, align) // unit) * unit
+
+
+def _draft_stripes(words, *, pack, per_input, align):
+    """The draft plane's four stripes of one port's beats: ``(rows,)``-wide sub-beats each."""
+    w = np.asarray(words, dtype=np.uint16)
+    n, rows = w.shape
+    per = n if per_input is None else per_input
+    subs = pack_beats(w, pack, per_input=per, align=align)
+    n_k = n // per
+    s_in = input_sub_beats(per, pack, align)
+    s_d = draft_input_sub_beats(per, pack, align)
+    padded = np.zeros((n_k, s_d, rows), np.uint16)
+    padded[:, :s_in] = subs.reshape(n_k, s_in, rows)
+    groups = padded.reshape(-1, align, rows)
+    return [groups[m::DRAFT_STRIPES].reshape(-1, rows) for m in range(DRAFT_STRIPES)]
+
+
+def draft_image(words, *, word_bits, pack=1, per_input=None, align=1):
+    """The draft plane of one port's beats ``words`` (shape ``(n, rows)``, ``per_input``
+    beats an input): their nibbles packed ``pack`` to a sub-beat input by input
+    (:func:`pack_beats`), each input's sub-beats padded with zeros to
+    :func:`draft_input_sub_beats`, cut into groups of ``align`` sub-beats, group ``g`` in
+    stripe ``g mod 4``; each stripe a nibble slice region (:func:`slice_image`, padded to
+    whole ``word_bits`` words), the four back to back, equally long."""
+    return b"".join(slice_image(st, 0, word_bits=word_bits)
+                    for st in _draft_stripes(words, pack=pack, per_input=per_input,
+                                             align=align))
+
+
+def job_draft_image(stored, *, rows, cols, ports=1, word_bits, weight_beats=1):
+    """The draft plane of one job (a tile of stored words, shape ``(n_rows, K)``): port
+    ``p``'s :func:`draft_image` (of its :func:`column_beats`, packed by the job's
+    :func:`pack_factor`) at ``p · job_draft_port_bytes``, stripe ``m`` of it ``m`` stripes
+    in (``job_draft_port_bytes / 4`` each)."""
+    ports = port_count(cols, ports)
+    weight_beats = check_int("weight_planes", "weight_beats", weight_beats, min=1)
+    q = pack_factor(np.asarray(stored).shape[0], rows=rows, cols=cols)
+    return b"".join(draft_image(column_beats(stored, rows=rows, cols=cols, ports=ports,
+                                             port=p), word_bits=word_bits, pack=q,
+                                per_input=cols // ports, align=weight_beats)
+                    for p in range(ports))
+
+
+def job_draft_port_bytes(n_k, *, rows, cols, ports=1, word_bits, pack=1, weight_beats=1):
+    """Bytes of one port's draft plane in a job of ``n_k`` inputs packed ``pack`` beats to
+    a sub-beat: four stripes of ``n_k · draft_input_sub_beats / 4`` sub-beats, each whole
+    words."""
+    ports = port_count(cols, ports)
+    weight_beats = check_int("weight_planes", "weight_beats", weight_beats, min=1)
+    subs = (check_int("weight_planes", "n_k", n_k, min=1)
+            * draft_input_sub_beats(cols // ports, pack, weight_beats))
+    return DRAFT_STRIPES * region_bytes(subs // DRAFT_STRIPES, rows=rows, word_bits=word_bits)
+
+
+def matrix_draft_bytes(n_out, k, *, rows, cols, max_k, word_bits, ports=1, split=False,
+                       weight_beats=1):
+    """Bytes of an ``n_out × k`` matrix's draft plane (:func:`pack_matrix_draft`), without
+    building it."""
+    return _matrix_bytes(job_draft_port_bytes, n_out, k, rows=rows, cols=cols, max_k=max_k,
+                         word_bits=word_bits, ports=ports, split=split,
+                         weight_beats=weight_beats)
+
+
+def pack_matrix_draft(stored, *, rows, cols, max_k, word_bits, ports=1, split=False,
+                      weight_beats=1):
+    """A whole matrix's draft plane: the jobs of :func:`matrix_tiles` one after another
+    (:func:`job_draft_image`). Returns ``(draft_plane, offsets)``, each job's byte offset
+    in the plane in job order."""
+    w = np.asarray(stored, dtype=np.uint16)
+    if w.ndim != 2 or 0 in w.shape:
+        raise ValueError(f"weight_planes.stored must be a non-empty (n_out, K) matrix, "
+                         f"not shape {w.shape}")
+    parts, offsets, at = [], [], 0
+    for j in matrix_tiles(*w.shape, rows=rows, cols=cols, max_k=max_k, split=split):
+        img = job_draft_image(w[j.row0:j.row0 + j.n_rows, j.k0:j.k0 + j.n_k], rows=rows,
+                              cols=cols, ports=ports, word_bits=word_bits,
+                              weight_beats=weight_beats)
+        parts.append(img)
+        offsets.append(at)
+        at += len(img)
+    return b"".join(parts), offsets
+
+
+def expected_draft_transfers(words, *, pack=1, per_input=None, align=1):
+    """What a weight stream hands the linear unit for one port's beats ``words`` in a draft
+    pass read from the draft plane: per transfer, ``align`` elements, element ``e`` the
+    ``(nibble, weight)`` of its ``rows`` slots, shape ``(align, rows)`` each: ``nibble``
+    from stripe 0's sub-beat ``e``, ``weight`` the nibbles of stripes 1, 2, 3's sub-beat
+    ``e`` in its bits 3..0, 7..4, 11..8 (the draft transfer's four groups). Returns
+    ``(nibble, weight)`` of shape ``(transfers, align, rows)``."""
+    st = [_slice_nibbles(x, 0).astype(np.uint16)
+          for x in _draft_stripes(words, pack=pack, per_input=per_input, align=align)]
+    n = st[0].shape[0] // align
+    shaped = [x.reshape(n, align, -1) for x in st]
+    return shaped[0], shaped[1] | shaped[2] << 4 | shaped[3] << 8
+

@@ -175,7 +175,11 @@ class Accelerator(wiring.Component):
         self._layout = ssm_engine_layout(config)
         # Built once and elaborated as they are (they hold their masters, which hold
         # their own sub-blocks).
-        self._lin = LinearEngine(config=config, addr_width=self._aw)
+        # The host hands the linear engine a job's plane addresses through registers: the
+        # nibble and residue planes. There is no register for a draft plane
+        # (linear.draft_plane, the decoder core's), so this engine reads the nibble plane.
+        self._lin = LinearEngine(config=config.replace(
+            linear=replace(config.linear, draft_plane=False)), addr_width=self._aw)
         self._engine = SSMEngine(config=config, addr_width=self._aw)
         self._tv = template(TreeVerifier.from_config(config))
         eng, lin = self._engine.signature.members, self._lin.signature.members

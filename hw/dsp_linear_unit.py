@@ -38,7 +38,8 @@ from amaranth.lib.wiring import In, Out
 from specgen.golden.bsfp import BSFPConfig
 from specgen.golden.fp import FP16, FP32
 from specgen.golden.validate import check_choice, check_int
-from specgen.golden.weight_planes import PACKS, input_sub_beats
+from specgen.golden.weight_planes import (DRAFT_STRIPES, PACKS, draft_input_sub_beats,
+                                          input_sub_beats)
 
 from .bits import eq_const, index_width
 from .dsp58 import DSPFP32, OP_ACC_C, OP_ACC_P, OP_START
@@ -295,10 +296,12 @@ PACK_BITS = (len(PACKS) - 1).bit_length()
 
 def weight_port_layout(rows, beats=1):
     """One transfer of a weight port: ``beats`` sub-beats (:func:`weight_layout`), the
-    earlier in element 0, and ``pack``: each sub-beat holds ``2**pack`` column beats
-    (:func:`golden.weight_planes.pack_beats`; 0: one beat, all its slots)."""
+    earlier in element 0, ``pack``: each sub-beat holds ``2**pack`` column beats
+    (:func:`golden.weight_planes.pack_beats`; 0: one beat, all its slots), and ``wide``: a
+    draft transfer from the draft plane, each slot's ``nibble`` and the low 12 bits of
+    its ``weight`` the nibbles of four sub-beats (:func:`golden.weight_planes.draft_image`)."""
     return data.StructLayout({"beat": data.ArrayLayout(weight_layout(rows), beats),
-                              "pack": PACK_BITS})
+                              "pack": PACK_BITS, "wide": 1})
 
 
 def act_layout():
@@ -343,6 +346,11 @@ class DSPLinearUnit(wiring.Component):
         dividing the columns of every port (``cols / weight_ports``): a weight stream
         that takes several sub-beats of its read masters' word a cycle hands them over
         together (``golden.config.LinearConfig.weight_beats``).
+    draft_plane : bool
+        Take ``wide`` transfers too (default False): a draft job from the draft plane
+        (``golden.config.LinearConfig.draft_plane``), four sub-beats' nibbles in each slot
+        of a transfer's ``weight_beats`` sub-beats, so a transfer fills ``4 · q ·
+        weight_beats`` columns.
 
     Attributes
     ----------
@@ -390,7 +398,7 @@ class DSPLinearUnit(wiring.Component):
     """
 
     def __init__(self, *, rows, cols, max_tokens=16, max_k=64, config=None, weight_ports=None,
-                 weight_beats=1):
+                 weight_beats=1, draft_plane=False):
         self._rows = check_int("DSPLinearUnit", "rows", rows, min=1)
         self._cols = check_int("DSPLinearUnit", "cols", cols, min=1)
         self._max_tokens = check_int("DSPLinearUnit", "max_tokens", max_tokens, min=1, max=16)
@@ -402,6 +410,8 @@ class DSPLinearUnit(wiring.Component):
         beats = (1, 2, 4, 8) if self._cols % self._ports == 0 else (1,)
         beats = tuple(b for b in beats if (self._cols // self._ports) % b == 0)
         self._beats = check_choice("DSPLinearUnit", "weight_beats", weight_beats, beats)
+        self._draft_plane = check_choice("DSPLinearUnit", "draft_plane", draft_plane,
+                                         (False, True))
         self._column = template(MACColumn(height=self._rows, max_tokens=self._max_tokens,
                                           config=self._config))
         slots = self._rows * self._cols
@@ -431,25 +441,34 @@ class DSPLinearUnit(wiring.Component):
         :data:`golden.weight_planes.PACKS` that divide ``rows``."""
         return tuple(q for q in PACKS if self._rows % q == 0)
 
-    def transfers_per_input(self, pack=1):
+    draft_plane = property(lambda self: self._draft_plane)
+
+    def transfers_per_input(self, pack=1, wide=False):
         """Transfers a port takes an input in a job packed ``pack`` (the most over the
-        ports): :func:`golden.weight_planes.input_sub_beats` ``/ weight_beats``."""
+        ports): :func:`golden.weight_planes.input_sub_beats` ``/ weight_beats``; with
+        ``wide``, a draft job from the draft plane,
+        :func:`golden.weight_planes.draft_input_sub_beats` ``/ (4 · weight_beats)``."""
         per_port = -(-self._cols // self._ports)
+        if wide:
+            return (draft_input_sub_beats(per_port, pack, self._beats)
+                    // (DRAFT_STRIPES * self._beats))
         return input_sub_beats(per_port, pack, self._beats) // self._beats
 
     @classmethod
-    def from_config(cls, config, *, weight_ports=None, weight_beats=1):
+    def from_config(cls, config, *, weight_ports=None, weight_beats=1, draft_plane=False):
         """The unit of a ``golden.config.Config`` whose ``linear.contract`` is ``"dspfp32"``.
 
         ``weight_ports`` defaults to what the board's memory delivers per cycle, in
         column beats (every column where the preset has no memory model);
-        ``weight_beats`` to 1 (``hw.linear_engine.LinearEngine`` gives the config's).
+        ``weight_beats`` to 1 and ``draft_plane`` to False (``hw.linear_engine.LinearEngine``
+        gives the config's).
         """
         lin = config.linear
         if weight_ports is None:
             weight_ports = memory_weight_ports(config)
         return cls(rows=lin.rows, cols=lin.cols, max_tokens=lin.max_tokens, max_k=lin.max_k,
-                   config=config.bsfp, weight_ports=weight_ports, weight_beats=weight_beats)
+                   config=config.bsfp, weight_ports=weight_ports, weight_beats=weight_beats,
+                   draft_plane=draft_plane)
 
     @property
     def slots(self):
@@ -463,8 +482,9 @@ class DSPLinearUnit(wiring.Component):
     @property
     def module_name(self):
         beats = f"x{self._beats}" if self._beats > 1 else ""
+        wide = "d" if self._draft_plane else ""
         return (f"DSPLinearUnit_r{self._rows}_c{self._cols}_t{self._max_tokens}_k{self._max_k}"
-                f"_w{self._ports}{beats}_{self._column.module_name.split('_', 2)[2]}")
+                f"_w{self._ports}{beats}{wide}_{self._column.module_name.split('_', 2)[2]}")
 
     #: Fill of the result path: drain request register, the two stages of the columns'
     #: drain mux.
@@ -495,6 +515,10 @@ class DSPLinearUnit(wiring.Component):
         layout = weight_layout(H)
         packs = self.packs
         lgs = [PACKS.index(q) for q in packs]
+        # The transfers' kinds: (q, wide) for every pack, narrow first, then wide ones (a
+        # draft transfer of the draft plane, 4·B sub-beats in B elements) if built.
+        kinds = [(q, False) for q in packs] + ([(q, True) for q in packs]
+                                               if self._draft_plane else [])
         bufs = [Signal(layout, name=f"wbuf{g}") for g in range(G)]
         full = [Signal(name=f"wbuf{g}_full") for g in range(G)]
         # Column g's next "full", for each value of use_w: without a use it fills if
@@ -504,33 +528,36 @@ class DSPLinearUnit(wiring.Component):
         next_used = [Signal(name=f"wbuf{g}_next_used") for g in range(G)]
         # Can one transfer fill every column of every port (a pack whose transfers an
         # input are 1)? Then the used buffers may all be refilled in the cycle they are used.
-        one_transfer = min(self.transfers_per_input(q) for q in packs) == 1
-        spans = {q: q * B for q in packs}                      # columns a transfer fills
+        one_transfer = min(self.transfers_per_input(q, w) for q, w in kinds) == 1
+        # Columns a transfer fills: q a sub-beat, B sub-beats (4·B wide).
+        spans = {(q, w): q * B * (DRAFT_STRIPES if w else 1) for q, w in kinds}
         for p, port in enumerate(self.w):
             cols = list(range(p, G, P))
-            counts = {q: -(-len(cols) // spans[q]) for q in packs}     # transfers an input
-            most = counts[1]
+            counts = {kd: -(-len(cols) // spans[kd]) for kd in kinds}  # transfers an input
+            most = counts[(1, False)]
             ptr = Signal(range(max(most, 2)), name=f"wport{p}_transfer")
-            # The transfer's pack, as this unit takes it (a pack it does not take is 0).
+            # The transfer's kind, as this unit takes it (a pack it does not take is 0; a
+            # wide transfer is narrow to a unit without the draft plane).
             lg_in = port.payload.pack
             # (One bit at least: a zero-width signal is an empty range in Verilog.)
-            pk = Signal(range(max(len(packs), 2)), name=f"wport{p}_pack")
-            m.d.comb += pk.eq(0)
+            pk = Signal(range(max(len(kinds), 2)), name=f"wport{p}_kind")
+            wide_in = port.payload.wide if self._draft_plane else C(0, 1)
+            m.d.comb += pk.eq(Mux(wide_in, len(packs), 0))
             for n, lg in enumerate(lgs[1:], start=1):
                 with m.If(eq_const(lg_in, lg)):
-                    m.d.comb += pk.eq(n)
+                    m.d.comb += pk.eq(Mux(wide_in, len(packs) + n, n))
             # ready = ~full[first column of the transfer] | use_w, with the select on
             # registers and the transfer's pack alone, and use_w (late: it depends on the
             # operation) in the last gate. A transfer's columns fill and empty together
             # (every column is used at once), so its first one speaks for it.
             firsts = []
-            for q in packs:
-                ends = [full[cols[i * spans[q]]] for i in range(counts[q])]
+            for kd in kinds:
+                ends = [full[cols[i * spans[kd]]] for i in range(counts[kd])]
                 firsts.append(_select(ends, ptr) if len(ends) > 1 else ends[0])
             full_sel = _select(firsts, pk) if len(firsts) > 1 else firsts[0]
             m.d.comb += port.ready.eq(~full_sel | use_w)
             take = port.valid & port.ready
-            lasts = [eq_const(ptr, counts[q] - 1) if most > 1 else C(1, 1) for q in packs]
+            lasts = [eq_const(ptr, counts[kd] - 1) if most > 1 else C(1, 1) for kd in kinds]
             if most > 1:
                 with m.If(take):
                     last = _select(lasts, pk) if len(lasts) > 1 else lasts[0]
@@ -538,21 +565,34 @@ class DSPLinearUnit(wiring.Component):
             for i, g in enumerate(cols):
                 # Transfer i div span of the input, for the transfer's pack.
                 sels = []
-                for q in packs:
-                    t = i // spans[q]
+                for kd in kinds:
+                    t = i // spans[kd]
                     sels.append(eq_const(ptr, t) if most > 1 else C(1, 1))
                 sel = _select(sels, pk) if len(sels) > 1 else sels[0]
                 here = take & sel
-                # The beat of column i under each pack: sub-beat (i mod span) div q,
-                # slots (i mod q)·H/q … of it in slots 0 … H/q − 1, the rest zero.
+                # The beat of column i under each kind: sub-beat s = (i mod span) div q,
+                # slots (i mod q)·H/q … of it in slots 0 … H/q − 1, the rest zero. Narrow,
+                # sub-beat s is element s; wide, element s mod B of group s div B, whose
+                # nibbles are the slot's nibble (group 0) or its weight bits 4(m-1) … .
                 beat = Signal(layout, name=f"wbuf{g}_in")
+                width = len(beat.slot[0].as_value())
                 for h in range(H):
                     opts = []
-                    for q in packs:
-                        e, piece = (i % spans[q]) // q, i % q
-                        opts.append(port.payload.beat[e].slot[piece * (H // q) + h].as_value()
-                                    if h < H // q else C(0, len(beat.slot[h].as_value())))
-                    # Only the packs that reach slot h differ; the others give zero.
+                    for q, wd in kinds:
+                        s_ = (i % spans[(q, wd)]) // q
+                        piece = i % q
+                        if h >= H // q:
+                            opts.append(C(0, width))
+                            continue
+                        src = port.payload.beat[s_ % B if wd else s_].slot[piece * (H // q) + h]
+                        grp = s_ // B if wd else 0
+                        if grp == 0:
+                            opts.append(src.as_value() if not wd else
+                                        Cat(C(0, len(src.weight)), src.nibble, src.k))
+                        else:
+                            opts.append(Cat(C(0, len(src.weight)),
+                                            src.weight[4 * (grp - 1):4 * grp], src.k))
+                    # Only the kinds that reach slot h differ; the others give zero.
                     m.d.comb += beat.slot[h].eq(_select(opts, pk) if len(opts) > 1 else opts[0])
                 with m.If(here):
                     m.d.sync += bufs[g].eq(beat)

@@ -33,14 +33,14 @@ ignored):
   ``n_rows`` hold padding results.
 """
 
-from amaranth import Cat, Module, Signal
+from amaranth import Cat, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
 from specgen.golden.config import Config
-from specgen.golden.weight_planes import (PACKS, PLANE_SLICES, engine_weight_ports,
-                                          input_sub_beats, port_count)
+from specgen.golden.weight_planes import (PACKS, PLANE_SLICES, draft_input_sub_beats,
+                                          engine_weight_ports, input_sub_beats, port_count)
 from specgen.golden.validate import check_int
 
 from .activation_reader import CHUNK_BEATS, X_PORT_BITS, ActivationReader
@@ -59,13 +59,15 @@ WEIGHT_PORTS = PLANE_SLICES
 JOBS_IN_FLIGHT = 2 * JOB_DEPTH
 
 
-def descriptor_layout(*, slots, max_tokens, max_k, addr_width):
+def descriptor_layout(*, slots, max_tokens, max_k, addr_width, draft_plane=False):
     """One job: the unit's command (``mode``, ``steps``, ``n_rows``, ``n_tokens``), the scale
-    exponent ``k`` of its weights and the byte addresses of the module docstring."""
+    exponent ``k`` of its weights and the byte addresses of the module docstring
+    (``draft_addr`` with ``draft_plane``)."""
     return data.StructLayout({
         "mode": 1, "steps": range(1, max_k + 1), "n_rows": range(1, slots + 1),
         "n_tokens": range(1, max_tokens + 1), "k": SCALE_BITS,
         "nibble_addr": addr_width, "residue_addr": addr_width,
+        **({"draft_addr": addr_width} if draft_plane else {}),
         "x_addr": addr_width, "x_stride": addr_width, "y_addr": addr_width,
     })
 
@@ -150,11 +152,17 @@ class LinearEngine(wiring.Component):
         if per_port % beats:
             raise ValueError(f"LinearEngine.weight_ports {self._ports} leaves {per_port} "
                              f"column(s) a port, which linear.weight_beats {beats} must divide")
+        self._draft_plane = config.linear.draft_plane
         self._unit = DSPLinearUnit.from_config(config, weight_ports=self._ports,
-                                               weight_beats=config.linear.weight_beats)
+                                               weight_beats=config.linear.weight_beats,
+                                               draft_plane=self._draft_plane)
         u = self._unit
-        self._streams = [WeightStream.from_config(config, max_beats=u.max_k * u.cols
-                                                  // self._ports, **kw)
+        # A job's sub-beats a port: max_k inputs of its columns, or of the draft plane's
+        # sub-beats an input (whole draft transfers) when that is more.
+        per_input = per_port
+        if self._draft_plane:
+            per_input = max(per_input, draft_input_sub_beats(per_port, 1, beats))
+        self._streams = [WeightStream.from_config(config, max_beats=u.max_k * per_input, **kw)
                          for _ in range(self._ports)]
         self._ws = self._streams[0]
         self._x_rd = ActivationReader.from_config(config, chunk_beats=x_chunk_beats, **kw)
@@ -165,7 +173,7 @@ class LinearEngine(wiring.Component):
         super().__init__({
             "desc": In(stream.Signature(descriptor_layout(
                 slots=u.rows * u.cols, max_tokens=u.max_tokens, max_k=u.max_k,
-                addr_width=self._aw))),
+                addr_width=self._aw, draft_plane=self._draft_plane))),
             "busy": Out(1), "jobs_done": Out(32), "error": Out(1),
             "busy_cycles": Out(COUNTER_BITS), "stall_cycles": Out(COUNTER_BITS),
             "useful_macs": Out(COUNTER_BITS), "op_fire": Out(1), "op_draft": Out(1),
@@ -269,32 +277,53 @@ class LinearEngine(wiring.Component):
         # adder) and the sums with the bases are each registered.
         slots = u.rows * u.cols
         per_input = {q: input_sub_beats(u.cols // P, q, u.weight_beats) for q in ws.packs}
+        # A draft job with the draft plane reads it on all four masters of each stream
+        # (wide): golden.weight_planes.draft_input_sub_beats an input, a quarter a stripe.
+        wide = Signal(name="w_wide")
+        if self._draft_plane:
+            m.d.comb += wide.eq(d.mode)
+            per_wide = {q: draft_input_sub_beats(u.cols // P, q, u.weight_beats)
+                        for q in ws.packs}
         wbeats = Signal.like(ws.cmd.payload.beats, name="w_sub_beats")
         pack = Signal(PACK_BITS, name="w_pack")
-        m.d.sync += [pack.eq(0), wbeats.eq(d.steps * per_input[1])]
+
+        def sub_beats(q):
+            return (Mux(wide, d.steps * per_wide[q], d.steps * per_input[q])
+                    if self._draft_plane else d.steps * per_input[q])
+        m.d.sync += [pack.eq(0), wbeats.eq(sub_beats(1))]
         for q in sorted(q for q in ws.packs if q > 1):
             with m.If(d.n_rows <= slots // q):
-                m.d.sync += [pack.eq(PACKS.index(q)), wbeats.eq(d.steps * per_input[q])]
+                m.d.sync += [pack.eq(PACKS.index(q)), wbeats.eq(sub_beats(q))]
         per_word = ws.word_width // ws.sub_beat_bits
         word_bytes = ws.word_width // 8
-        subs = wbeats
-        region = Signal(len(wbeats) + (word_bytes - 1).bit_length(), name="w_port_bytes")
-        m.d.sync += region.eq(((subs + (per_word - 1)) >> (per_word - 1).bit_length())
-                              * word_bytes)
+        lg_w = (per_word - 1).bit_length()
+        region = Signal(len(wbeats) + (word_bytes - 1).bit_length() + 2, name="w_port_bytes")
+        # A port's regions: ceil(sub-beats / per_word) words; wide, four stripes of
+        # ceil(sub-beats / 4 / per_word) words each.
+        narrow_bytes = ((wbeats + (per_word - 1)) >> lg_w) * word_bytes
+        if self._draft_plane:
+            stripe_bytes = (((wbeats >> 2) + (per_word - 1)) >> lg_w) * word_bytes
+            m.d.sync += region.eq(Mux(wide, stripe_bytes << 2, narrow_bytes))
+        else:
+            m.d.sync += region.eq(narrow_bytes)
         for p, w in enumerate(streams):
-            nib_at, res_at = d.nibble_addr, d.residue_addr
+            nib_at = (Mux(wide, d.draft_addr, d.nibble_addr) if self._draft_plane
+                      else d.nibble_addr)
+            res_at = d.residue_addr
             if p:
                 off_n = Signal(self._aw, name=f"w{p}_nibble_off")
                 off_r = Signal(self._aw, name=f"w{p}_residue_off")
+                base = nib_at
                 nib_at = Signal(self._aw, name=f"w{p}_nibble_addr")
                 res_at = Signal(self._aw, name=f"w{p}_residue_addr")
                 m.d.sync += [off_n.eq(region * p), off_r.eq(region * (3 * p)),
-                             nib_at.eq(d.nibble_addr + off_n), res_at.eq(d.residue_addr + off_r)]
+                             nib_at.eq(base + off_n), res_at.eq(d.residue_addr + off_r)]
             m.d.comb += [
                 w.cmd.valid.eq(issue),
                 w.cmd.payload.nibble_addr.eq(nib_at), w.cmd.payload.residue_addr.eq(res_at),
                 w.cmd.payload.beats.eq(wbeats), w.cmd.payload.mode.eq(d.mode),
                 w.cmd.payload.k.eq(d.k), w.cmd.payload.pack.eq(pack),
+                w.cmd.payload.wide.eq(wide),
             ]
         m.d.comb += [
             x_rd.job.valid.eq(issue),

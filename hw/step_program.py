@@ -62,7 +62,7 @@ from specgen.golden.memory_map import state_image, unstripe_state
 from specgen.golden.tree import (PATH_ENTRY_FIELDS, ROOT, node_table, tree_depths, tree_entries,
                                  validate_parents)
 from specgen.golden.validate import check_int
-from specgen.golden.weight_planes import pack_matrix
+from specgen.golden.weight_planes import pack_matrix, pack_matrix_draft
 from specgen.hw.stream_engine import conv1d_plane_order
 
 __all__ = ["StepPlan", "Segment", "in_proj_segments", "group_rows_end", "DRAFT_FLOWS"]
@@ -249,7 +249,18 @@ class StepPlan:
             if j.k0 or j.n_k != stored.shape[1]:
                 raise ValueError(f"StepPlan: a matrix of {stored.shape[1]} inputs exceeds "
                                  f"linear.max_k ({c.max_k})")
-        return [(j, n_at + j.nibble_offset, r_at + j.residue_offset) for j in jobs]
+        d_offs = [0] * len(jobs)
+        d_at = 0
+        if c.draft_plane:
+            # The draft plane (linear.draft_plane): the draft passes' weights, striped.
+            draft, d_offs = pack_matrix_draft(
+                stored, rows=c.rows, cols=c.cols, max_k=c.max_k,
+                word_bits=self.lin.weight_stream.word_width, ports=self.lin.weight_ports,
+                split=c.split_tiles, weight_beats=c.weight_beats)
+            d_at = self._alloc(len(draft), PLANE_ALIGN)
+            self.put(d_at, draft)
+        return [(j, n_at + j.nibble_offset, r_at + j.residue_offset, d_at + d)
+                for j, d in zip(jobs, d_offs)]
 
     def _weights(self):
         m, lm = self.model, self.lm
@@ -304,7 +315,7 @@ class StepPlan:
         self.g = self._alloc(V * self.g_stride)
 
         def records(jobs):
-            groups = sum(-(-j.n_rows // self.cols) for j, _, _ in jobs)
+            groups = sum(-(-j[0].n_rows // self.cols) for j in jobs)
             return self._alloc(groups * V * self.rec)
         self.zx = records(self.layers[0]["in_jobs"])
         self.o = records(self.layers[0]["out_jobs"])
@@ -415,10 +426,12 @@ class StepPlan:
 
     def _jobs(self, jobs, k, x, x_stride, y, wait):
         out = []
-        for i, (j, n_at, r_at) in enumerate(jobs):
+        for i, (j, n_at, r_at, d_at) in enumerate(jobs):
             desc = {"mode": self.mode, "steps": j.n_k, "n_rows": j.n_rows, "n_tokens": self.n,
                     "k": k, "nibble_addr": n_at, "residue_addr": r_at, "x_addr": x,
                     "x_stride": x_stride, "y_addr": y + j.row0 // self.cols * self.n * self.rec}
+            if self.lm.config.linear.draft_plane:
+                desc["draft_addr"] = d_at
             out.append(self._rec("linear", desc, wait if i == 0 else ()))
         return out
 
@@ -525,7 +538,7 @@ class StepPlan:
                 # in_proj's jobs up to the one holding group g's last x row; group g's
                 # stages wait for them, and its SSM pass runs while the linear engine
                 # computes the next group's rows (SpecMamba's per-head hand-over).
-                need = next(k for k, (j, _, _) in enumerate(jobs)
+                need = next(k for k, (j, *_) in enumerate(jobs)
                             if j.row0 + j.n_rows >= end) + 1
                 fresh = need > issued
                 if fresh:

@@ -26,6 +26,8 @@ carries 1.8 sub-beats a 250 MHz cycle, so two a transfer) and the unit's columns
 columns a port feeds.
 """
 
+from types import SimpleNamespace
+
 from amaranth import Array, C, Cat, Module, Mux, Signal, Value
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
@@ -54,8 +56,9 @@ JOB_DEPTH = 4
 
 def job_layout(addr_width, max_beats):
     """A job descriptor: plane base byte addresses, its sub-beats (``beats``), pass, the
-    scale ``k`` and ``pack``, log2 of the beats each sub-beat holds
-    (:func:`golden.weight_planes.pack_factor`)."""
+    scale ``k``, ``pack``, log2 of the beats each sub-beat holds
+    (:func:`golden.weight_planes.pack_factor`), and ``wide``: a draft job read from the
+    draft plane by all four masters (:func:`golden.weight_planes.draft_image`)."""
     return data.StructLayout({
         "nibble_addr": addr_width,
         "residue_addr": addr_width,
@@ -63,6 +66,7 @@ def job_layout(addr_width, max_beats):
         "mode": 1,
         "k": SCALE_BITS,
         "pack": PACK_BITS,
+        "wide": 1,
     })
 
 
@@ -90,6 +94,9 @@ class WeightStream(wiring.Component):
         Beats per transfer on ``w``, one of 1, 2, 4, 8 (default 1).
     config : golden.bsfp.BSFPConfig, optional
         The BSFP v1 config whose remap the reconstructor undoes.
+    draft_plane : bool
+        Take ``wide`` jobs too (default False): draft jobs read from the draft plane
+        (``golden.config.LinearConfig.draft_plane``), stripe ``m`` on master ``m``.
     stages : int
         Output registers, ≥ 1 (the beat is a mux and the reconstructor's logic away
         from the masters' FIFOs).
@@ -129,8 +136,11 @@ class WeightStream(wiring.Component):
     """
 
     def __init__(self, *, rows, max_beats, addr_width, data_width, max_burst, max_outstanding,
-                 fifo_depth, memory="DDR", config=None, stages=1, weight_beats=1):
+                 fifo_depth, memory="DDR", config=None, stages=1, weight_beats=1,
+                 draft_plane=False):
         self._rows = check_int("WeightStream", "rows", rows, min=2)
+        self._draft_plane = check_choice("WeightStream", "draft_plane", draft_plane,
+                                         (False, True))
         self._beats = check_choice("WeightStream", "weight_beats", weight_beats, (1, 2, 4, 8))
         self._sub = SLICE_BITS * self._rows
         if not _pow2(self._sub):
@@ -190,7 +200,7 @@ class WeightStream(wiring.Component):
         probe = template(AXI4ReadMaster.from_config(
             config, out_width=stream_word_bits(config, width), **port))
         kwargs = dict(rows=lin.rows, max_beats=lin.max_k * lin.cols, config=config.bsfp,
-                      weight_beats=lin.weight_beats,
+                      weight_beats=lin.weight_beats, draft_plane=lin.draft_plane,
                       addr_width=probe.addr_width, data_width=probe.data_width,
                       max_burst=probe.max_burst, max_outstanding=probe.max_outstanding,
                       fifo_depth=probe.fifo_depth, memory=probe.memory)
@@ -200,6 +210,7 @@ class WeightStream(wiring.Component):
     rows = property(lambda self: self._rows)
     max_beats = property(lambda self: self._max_beats)
     weight_beats = property(lambda self: self._beats)
+    draft_plane = property(lambda self: self._draft_plane)
     master = property(lambda self: self._master)
 
     @property
@@ -232,6 +243,7 @@ class WeightStream(wiring.Component):
     @property
     def module_name(self):
         beats = f"x{self._beats}" if self._beats > 1 else ""
+        beats += "d" if self._draft_plane else ""
         return (f"WeightStream_r{self._rows}_b{self._max_beats}_s{self._stages}{beats}_"
                 f"{self._master.module_name}_{self._recon.module_name}")
 
@@ -257,20 +269,52 @@ class WeightStream(wiring.Component):
         per_word_log = (self._per_word - 1).bit_length()
         beats_per_word_log = (self._word // self._master.data_width - 1).bit_length()
         region_in = Signal(self._master.command_layout["beats"].shape, name="region_in")
-        # ceil(sub-beats / per_word) words, each word_width / data_width master beats.
-        m.d.comb += region_in.eq(((c_in.beats + (self._per_word - 1)) >> per_word_log)
+        # ceil(sub-beats / per_word) words, each word_width / data_width master beats; a
+        # wide job's four stripes a quarter of its sub-beats each.
+        # (A stream built without the draft plane takes every job as narrow.)
+        in_wide = c_in.wide if self._draft_plane else C(0, 1)
+        mine = Mux(in_wide, c_in.beats >> 2, c_in.beats)
+        m.d.comb += region_in.eq(((mine + (self._per_word - 1)) >> per_word_log)
                                  << beats_per_word_log)
-        # The job is registered once, with its region size: the residue slices' region
-        # offsets below are then in a cycle of their own.
-        staged_layout = data.StructLayout({**{n: f.shape for n, f in c_in.shape()},
-                                           "region": region_in.shape()})
-        cmd_r = stream.Signature(staged_layout).flip().create()
-        stream_stages(m, i=self.cmd, o=cmd_r, stages=1,
+        # The job is registered with its region size, then (with the draft plane) once
+        # more with master j's offset from its base, in master beats: j − 1 regions for
+        # residue slice j (its base the residue plane's), j regions for a wide job's
+        # stripe j (its base the draft plane's). Each address is then one adder after a
+        # register, and each offset (a constant multiple of the region and a mux) one
+        # after the region's (7.8 levels at VHK158's 250 MHz when both followed the
+        # register, over its 7).
+        staged_a = data.StructLayout({**{n: f.shape for n, f in c_in.shape()},
+                                      "region": region_in.shape()})
+        cmd_a = stream.Signature(staged_a).flip().create()
+        stream_stages(m, i=self.cmd, o=cmd_a, stages=1,
                       payload=Cat(Value.cast(c_in), region_in))
+        a = cmd_a.payload
+        a_wide = a.wide if self._draft_plane else C(0, 1)
+        offs = []
+        for j in range(1, PLANE_SLICES):
+            off = Signal(len(region_in) + 2, name=f"offset{j}")
+            narrow = (j - 1) * a.region
+            m.d.comb += off.eq(Mux(a_wide, j * a.region, narrow) if self._draft_plane
+                               else narrow)
+            offs.append(off)
+        staged_layout = data.StructLayout({**{n: f.shape for n, f in staged_a},
+                                           "offsets": data.ArrayLayout(len(offs[0]),
+                                                                       len(offs))})
+        if self._draft_plane:
+            cmd_r = stream.Signature(staged_layout).flip().create()
+            stream_stages(m, i=cmd_a, o=cmd_r, stages=1, payload=Cat(Value.cast(a), *offs))
+        else:
+            # One register: the offsets are a shift of the registered region.
+            cmd_r = SimpleNamespace(valid=cmd_a.valid, ready=cmd_a.ready,
+                                    payload=data.View(staged_layout, Cat(Value.cast(a), *offs)))
         cmd, region = cmd_r.payload, cmd_r.payload.region
+        cmd_wide = cmd.wide if self._draft_plane else C(0, 1)
+        wide_bits = 1 if self._draft_plane else 0
         m.submodules.jobs = jobs = SyncFIFOBuffered(
-            width=len(cmd.beats) + 1 + SCALE_BITS + PACK_BITS, depth=JOB_DEPTH)
-        draft = cmd.mode == MODE_DRAFT
+            width=len(cmd.beats) + 1 + SCALE_BITS + PACK_BITS + wide_bits, depth=JOB_DEPTH)
+        # A draft job reads the nibble plane on master 0 alone, or the draft plane's four
+        # stripes on all four (wide).
+        draft = (cmd.mode == MODE_DRAFT) & ~cmd_wide
         residue_ready = Cat(x.cmd.ready for x in masters[1:]).all()
         m.d.comb += cmd_r.ready.eq(jobs.w_rdy & masters[0].cmd.ready
                                    & (draft | residue_ready))
@@ -279,10 +323,14 @@ class WeightStream(wiring.Component):
         # uses has room then (their ready is a registered FIFO flag, so this valid does
         # not feed back into it).
         m.d.comb += [jobs.w_en.eq(take),
-                     jobs.w_data.eq(Cat(cmd.beats, cmd.mode, cmd.k, cmd.pack))]
+                     jobs.w_data.eq(Cat(cmd.beats, cmd.mode, cmd.k, cmd.pack,
+                                        cmd_wide if self._draft_plane else C(0, 0)))]
         for j, master in enumerate(masters):
-            base = (cmd.nibble_addr if j == 0 else cmd.residue_addr)[size:]
-            addr = base if j < 2 else base + (j - 1) * region
+            # The residue slices after the residue base, or a wide job's stripes after the
+            # nibble (draft plane) base: master j at j regions.
+            base = (cmd.nibble_addr if j == 0 else
+                    Mux(cmd_wide, cmd.nibble_addr, cmd.residue_addr))[size:]
+            addr = base if j == 0 else base + cmd.offsets[j - 1]
             m.d.comb += [master.cmd.payload.addr.eq(addr), master.cmd.payload.beats.eq(region),
                          master.cmd.valid.eq(take if j == 0 else take & ~draft)]
 
@@ -297,13 +345,17 @@ class WeightStream(wiring.Component):
         mode = Signal()
         k = Signal(SCALE_BITS)
         pack = Signal(PACK_BITS)
+        wide = Signal()
         left = Signal.like(cmd.beats)                # transfers of the job after this one
         sidx = Signal(range(max(W, 2)), name="sub_beat")
         sidx_last = Signal(name="sub_beat_last")     # the transfer ends its word: pop after it
         mid = stream.Signature(data.StructLayout({
             "planes": data.ArrayLayout(data.ArrayLayout(self._sub, PLANE_SLICES), B),
-            "mode": 1, "k": SCALE_BITS, "pack": PACK_BITS})).flip().create()
-        have = masters[0].data.valid & (mode | Cat(x.data.valid for x in masters[1:]).all())
+            "mode": 1, "k": SCALE_BITS, "pack": PACK_BITS, "wide": 1})).flip().create()
+        # Master 0 alone in a draft job on the nibble plane; all four otherwise.
+        alone = Signal(name="master0_alone")
+        m.d.comb += alone.eq(mode & ~wide)
+        have = masters[0].data.valid & (alone | Cat(x.data.valid for x in masters[1:]).all())
         fire = Signal()
         m.d.comb += [mid.valid.eq(active & have), fire.eq(mid.valid & mid.ready)]
         # left == 0, as a register: a wide zero test would sit between the handshake and
@@ -311,15 +363,19 @@ class WeightStream(wiring.Component):
         last = Signal(name="last_beat")
         pop = fire & (last | sidx_last)
         for j, master in enumerate(masters):
-            m.d.comb += master.data.ready.eq(pop if j == 0 else pop & ~mode)
+            m.d.comb += master.data.ready.eq(pop if j == 0 else pop & ~alone)
         load = ~active | (fire & last)
         m.d.comb += jobs.r_en.eq(load)
         nb = len(left)
-        j_transfers = jobs.r_data[:nb] >> lg_b
+        # A transfer takes B sub-beats of every master it reads: a wide job's 4·B.
+        j_wide = (jobs.r_data[nb + 1 + SCALE_BITS + PACK_BITS] if self._draft_plane
+                  else C(0, 1))
+        j_transfers = Mux(j_wide, jobs.r_data[:nb] >> (lg_b + 2), jobs.r_data[:nb] >> lg_b)
         with m.If(load & jobs.r_rdy):
             m.d.sync += [active.eq(1), left.eq(j_transfers - 1), last.eq(j_transfers == 1),
                          mode.eq(jobs.r_data[nb]), k.eq(jobs.r_data[nb + 1:nb + 1 + SCALE_BITS]),
-                         pack.eq(jobs.r_data[nb + 1 + SCALE_BITS:]), sidx.eq(0),
+                         pack.eq(jobs.r_data[nb + 1 + SCALE_BITS:nb + 1 + SCALE_BITS + PACK_BITS]),
+                         wide.eq(j_wide), sidx.eq(0),
                          sidx_last.eq(B == W)]
         with m.Elif(fire):
             with m.If(last):
@@ -340,7 +396,7 @@ class WeightStream(wiring.Component):
                 m.d.comb += mid.payload.planes[e][j].eq(
                     Array(opts)[sidx[lg_b:]] if len(opts) > 1 else opts[0])
         m.d.comb += [mid.payload.mode.eq(mode), mid.payload.k.eq(k),
-                     mid.payload.pack.eq(pack)]
+                     mid.payload.pack.eq(pack), mid.payload.wide.eq(wide)]
         # The sub-beat mux ends in a register (stream_stages), before the reconstructors.
         mid_r = stream.Signature(mid.payload.shape()).flip().create()
         stream_stages(m, i=mid, o=mid_r, payload=mid.payload.as_value(), stages=1)
@@ -360,9 +416,14 @@ class WeightStream(wiring.Component):
                                                             planes[3][f]))]
                 word16 = recon.o.payload
                 slot = out.payload.beat[e].slot[h]
-                m.d.comb += [slot.weight.eq(Mux(mid_r.payload.mode, C(0, 15),
+                # Draft: no weight, or in a wide job the nibbles of stripes 1, 2, 3 (the
+                # draft transfer's other three groups) in its low 12 bits.
+                draft_w = Mux(mid_r.payload.wide,
+                              Cat(planes[1][f], planes[2][f], planes[3][f], C(0, 3)), C(0, 15))
+                m.d.comb += [slot.weight.eq(Mux(mid_r.payload.mode, draft_w,
                                                 Cat(word16[:14], word16[15]))),
                              slot.nibble.eq(nibble), slot.k.eq(mid_r.payload.k)]
-        m.d.comb += out.payload.pack.eq(mid_r.payload.pack)
+        m.d.comb += [out.payload.pack.eq(mid_r.payload.pack),
+                     out.payload.wide.eq(mid_r.payload.wide)]
         stream_stages(m, i=out, o=self.w, payload=out.payload.as_value(), stages=self._stages)
         return m

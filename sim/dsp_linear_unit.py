@@ -16,8 +16,10 @@ import numpy as np
 from cocotb.triggers import ReadOnly, RisingEdge
 
 from specgen.golden import bsfp, dsp
-from specgen.golden.weight_planes import PACKS, input_sub_beats, job_images, pack_factor
-from specgen.hw.dsp_linear_unit import act_layout, cmd_layout, result_layout, weight_layout
+from specgen.golden.weight_planes import (DRAFT_STRIPES, PACKS, draft_input_sub_beats,
+                                          input_sub_beats, job_images, pack_factor)
+from specgen.hw.dsp_linear_unit import (PACK_BITS, act_layout, cmd_layout, result_layout,
+                                        weight_layout)
 from specgen.sim.bench import TB, drive_stream, field, pack, params, reset_mid_stream
 
 #: FP16 activations that exercise the contract's edges: NaN, ±Inf, ±0, the
@@ -82,8 +84,12 @@ class Job:
             self.col_slots.append(slots_k)
             self.col_beats.append(beats)
         # The pack of the job's transfers: the largest the tile allows, as the engine
-        # takes it (golden.weight_planes.pack_factor); a bench may set a smaller one.
+        # takes it (golden.weight_planes.pack_factor); a bench may set a smaller one. A
+        # draft job of per-tensor scale may be fed wide (the draft plane's transfers).
         self.pack = pack_factor(R, rows=rows, cols=cols)
+        self.wide = False
+        self.per_tensor = group_size is None
+        self.k_tensor = int(np.max(kk))
         self.x = x                                             # (T, K) binary16
         self.x_beats = [pack(xl, {"act": int(x[tt, j])}) for j in range(K) for tt in range(T)]
 
@@ -95,7 +101,12 @@ class Job:
         """Transfers of weight port ``port``, ``per`` sub-beats each
         (:func:`hw.dsp_linear_unit.weight_port_layout`): per input, its columns' beats
         packed :attr:`pack` to a sub-beat (:func:`golden.weight_planes.pack_beats`, built
-        here slot by slot) and the transfer's ``pack``."""
+        here slot by slot), with the transfer's ``pack``. With :attr:`wide` (a draft job),
+        as the draft plane's transfers (:func:`golden.weight_planes.draft_image`): an
+        input's sub-beats padded to whole transfers of ``4 · per``, in each transfer
+        element ``e``'s slot ``h`` holding the nibble of sub-beat ``e`` in ``nibble`` and
+        those of sub-beats ``per + e``, ``2·per + e``, ``3·per + e`` in ``weight`` bits
+        3..0, 7..4, 11..8."""
         rows, q = self.rows, self.pack
         wl = weight_layout(rows)
         width, used = wl.size, rows // q
@@ -110,10 +121,29 @@ class Job:
                 for i in range(q):
                     if s * q + i < len(beats):
                         slot[i * used:(i + 1) * used] = beats[s * q + i][:used]
-                subs.append(pack(wl, {"slot": slot}))
-            for a in range(0, n, per):
-                out.append(sum(b << (j * width) for j, b in enumerate(subs[a:a + per]))
-                           | PACKS.index(q) << (per * width))
+                subs.append(slot)
+            tail = PACKS.index(q) << (per * width)
+            if not self.wide:
+                for a in range(0, n, per):
+                    out.append(sum(pack(wl, {"slot": b}) << (j * width)
+                                   for j, b in enumerate(subs[a:a + per])) | tail)
+                continue
+            subs += [[zero] * rows] * (draft_input_sub_beats(len(beats), q, per) - n)
+            span = DRAFT_STRIPES * per
+            for a in range(0, len(subs), span):
+                group = subs[a:a + span]
+                elems = []
+                for e in range(per):
+                    first = group[e]
+                    elems.append(pack(wl, {"slot": [
+                        {"weight": sum(group[m * per + e][h]["nibble"] << (4 * (m - 1))
+                                       for m in range(1, DRAFT_STRIPES)),
+                         "nibble": first[h]["nibble"],
+                         # The stream puts the job's k in every slot.
+                         "k": self.k_tensor}
+                        for h in range(rows)]}))
+                out.append(sum(b << (j * width) for j, b in enumerate(elems)) | tail
+                           | 1 << (per * width + PACK_BITS))
         return out
 
     def memory_images(self, *, rows, cols, word_bits, ports=1, x_stride=None, rng=None,
@@ -160,6 +190,15 @@ class Job:
                         if h * cols + g < self.n_rows}
                 out.append((h, tt, h == groups - 1 and tt == self.n_tokens - 1, vals))
         return out
+
+
+def _widen(jobs, rng):
+    """With ``params()["draft_plane"]``, most draft jobs of a per-tensor scale fed wide (a
+    slot's four nibbles share its ``k``: the draft plane carries none of its own)."""
+    if not params().get("draft_plane"):
+        return
+    for job in jobs:
+        job.wide = bool(job.mode == 1 and job.per_tensor and rng.random() < 0.75)
 
 
 def _drivers(tb, jobs, idle, stop):
@@ -249,6 +288,7 @@ async def random_jobs(dut):
             for i in range(params().get("jobs", 12))]
     for job in jobs[1:]:
         job.pack = int(rng.choice([q for q in PACKS if q <= job.pack]))
+    _widen(jobs, rng)
     await run_jobs(tb, jobs, idle=0.3, stall=0.3, max_cycles=400_000)
     await RisingEdge(dut.clk)
     assert int(dut.useful_macs.value) == sum(j.useful for j in jobs)
@@ -264,6 +304,7 @@ async def every_t(dut):
     await _reset(tb)
     jobs = [Job(rng, **c, mode=mode, n_tokens=t, specials=True)
             for t in range(1, c["max_tokens"] + 1) for mode in (0, 1)]
+    _widen(jobs, rng)
     await run_jobs(tb, jobs, idle=0.0, stall=0.1, max_cycles=400_000)
 
 
@@ -274,6 +315,7 @@ async def special_values(dut):
     rng = _rng(tb)
     await _reset(tb)
     jobs = [Job(rng, **_config(), mode=i % 2, specials=True) for i in range(8)]
+    _widen(jobs, rng)
     await run_jobs(tb, jobs, idle=0.2, stall=0.2, max_cycles=200_000)
 
 

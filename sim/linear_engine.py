@@ -22,7 +22,7 @@ import cocotb
 import numpy as np
 from cocotb.triggers import ClockCycles, RisingEdge
 
-from specgen.golden.weight_planes import MatrixJob, pack_matrix
+from specgen.golden.weight_planes import MatrixJob, pack_matrix, pack_matrix_draft
 from specgen.hw.linear_engine import WEIGHT_PORTS, descriptor_layout
 from specgen.sim.axi_master import (
     Memory,
@@ -55,7 +55,8 @@ class LinearTB:
                       rng=self.rng)
         self.cursor = 0
         self.layout = descriptor_layout(slots=p["rows"] * p["cols"], max_tokens=p["max_tokens"],
-                                        max_k=p["max_k"], addr_width=p["addr_width"])
+                                        max_k=p["max_k"], addr_width=p["addr_width"],
+                                        draft_plane=bool(p.get("draft_plane")))
 
     def _take(self, size):
         at = self.cursor + GUARD
@@ -77,18 +78,25 @@ class LinearTB:
                                 weight_beats=p.get("weight_beats", 1),
                                 x_stride=vec + 8 * int(self.np_rng.choice([0, 0, 1, 5])))
         pieces = [MatrixJob(row0=0, n_rows=job.n_rows, k0=0, n_k=job.steps)]
+        lay = dict(rows=p["rows"], cols=p["cols"], max_k=p["max_k"], word_bits=p["word_bits"],
+                   ports=p["weight_ports"], split=split, weight_beats=p.get("weight_beats", 1))
         if split:
-            nib, res, pieces = pack_matrix(job.tensor.stored, rows=p["rows"], cols=p["cols"],
-                                           max_k=p["max_k"], word_bits=p["word_bits"],
-                                           ports=p["weight_ports"], split=True,
-                                           weight_beats=p.get("weight_beats", 1))
+            nib, res, pieces = pack_matrix(job.tensor.stored, **lay)
             img = {**img, "w_nibble": nib, "w_residue": res}
+        d_offs = [0] * len(pieces)
+        if p.get("draft_plane"):
+            # The draft plane (linear.draft_plane), which the engine's draft jobs read.
+            draft, d_offs = pack_matrix_draft(job.tensor.stored, **lay)
+            img = {**img, "w_draft": draft}
         y_size = job.y_bytes(p["cols"], p["y_record_bytes"])
         addr = {"nibble_addr": self._take(len(img["w_nibble"])),
                 "residue_addr": self._take(len(img["w_residue"])),
                 "x_addr": self._take(len(img["x"])), "y_addr": self._take(y_size)}
-        for name, key in (("nibble_addr", "w_nibble"), ("residue_addr", "w_residue"),
-                          ("x_addr", "x")):
+        planes = [("nibble_addr", "w_nibble"), ("residue_addr", "w_residue"), ("x_addr", "x")]
+        if "w_draft" in img:
+            addr["draft_addr"] = self._take(len(img["w_draft"]))
+            planes.append(("draft_addr", "w_draft"))
+        for name, key in planes:
             self.memory.data[addr[name]:addr[name] + len(img[key])] = img[key]
         job.addr, job.y_size = addr, y_size
         y = addr["y_addr"]
@@ -101,8 +109,9 @@ class LinearTB:
             "k": int(job.tensor.scales), "x_stride": job.x_stride, "x_addr": addr["x_addr"],
             "nibble_addr": addr["nibble_addr"] + j.nibble_offset,
             "residue_addr": addr["residue_addr"] + j.residue_offset,
+            **({"draft_addr": addr["draft_addr"] + d} if "draft_addr" in addr else {}),
             "y_addr": addr["y_addr"] + j.row0 // p["cols"] * job.n_tokens * p["y_record_bytes"]})
-            for j in pieces]
+            for j, d in zip(pieces, d_offs)]
         job.pieces = pieces
         return job
 

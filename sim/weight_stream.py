@@ -26,10 +26,11 @@ from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge
 from cocotbext.axi import AxiReadBus
 
 from specgen.golden.bsfp import BSFPConfig, encode
-from specgen.golden.weight_planes import (MODES, PACKS, PLANE_SLICES, column_beats,
-                                          expected_beats, pack_beats, pack_factor, pack_jobs,
-                                          region_bytes)
-from specgen.hw.dsp_linear_unit import weight_layout
+from specgen.golden.weight_planes import (DRAFT_STRIPES, MODES, PACKS, PLANE_SLICES,
+                                          column_beats, draft_image, draft_input_sub_beats,
+                                          expected_beats, expected_draft_transfers,
+                                          pack_beats, pack_factor, pack_jobs, region_bytes)
+from specgen.hw.dsp_linear_unit import PACK_BITS, weight_layout
 from specgen.hw.weight_stream import MODE_DRAFT, MODE_VERIFY, job_layout
 from specgen.sim.axi_master import PAGE, TB, LatencyReadSlave
 from specgen.sim.bench import ChannelStalls, expect_quiet, params, write_report
@@ -80,8 +81,13 @@ class Layer:
             most = pack_factor(n_rows, rows=rows, cols=cols)
             pack = most if n == 0 else int(np_rng.choice([q for q in PACKS
                                                           if q <= most and rows % q == 0]))
+            # A draft job read from the draft plane (its four stripes on the four
+            # masters), at random where the bench asks for it.
+            # (Not the first, which the corrupt-byte run flips a field of.)
+            wide = bool(p.get("draft_plane") and mode == "draft" and n > 0
+                        and np_rng.random() < 0.6)
             self.jobs.append({"words": words, "mode": mode, "k": int(tensor.scales),
-                              "pack": pack})
+                              "pack": pack, "wide": wide})
         # Packed input by input (an input is the port's cols / ports columns), each input
         # a whole number of transfers (golden.weight_planes.pack_beats): what the job's
         # regions hold and the stream hands over, sub-beat by sub-beat.
@@ -93,30 +99,60 @@ class Layer:
                                                        word_bits=p["word_bits"])
         for job, (n_off, r_off, beats) in zip(self.jobs, offsets):
             job.update(n_off=n_off, r_off=r_off, beats=beats)
+        # The draft plane of the wide jobs, one after another (a third plane in memory).
+        drafts, at = [], 0
+        for job in self.jobs:
+            if not job["wide"]:
+                continue
+            img = draft_image(job["words"], word_bits=p["word_bits"], pack=job["pack"],
+                              per_input=self.per_input, align=self.align)
+            n_k = len(job["words"]) // self.per_input
+            job.update(d_off=at, stripe=len(img) // DRAFT_STRIPES,
+                       beats=n_k * draft_input_sub_beats(self.per_input, job["pack"],
+                                                         self.align))
+            drafts.append(img)
+            at += len(img)
+        self.draft = b"".join(drafts)
 
     def place(self, memory, rng):
         """Write both planes at random beat-aligned bases (one of them just below a 4 KB
         boundary), and fill in each job's addresses."""
         size, nb = len(memory.data), self.p["data_width"] // 8
-        a_len, b_len = len(self.nibble), len(self.residue)
-        assert a_len + b_len + 2 * PAGE < size, "memory too small for the layer"
+        a_len, b_len, c_len = len(self.nibble), len(self.residue), len(self.draft)
+        assert a_len + b_len + c_len + 3 * PAGE < size, "memory too small for the layer"
         a = PAGE - nb * rng.randint(1, 4)
         b = a + a_len + nb * rng.randint(0, 64)
-        b = min(b, size - b_len)
+        b = min(b, size - b_len - c_len - PAGE)
+        c = b + b_len + nb * rng.randint(0, 64)
         memory.data[a:a + a_len] = self.nibble
         memory.data[b:b + b_len] = self.residue
+        memory.data[c:c + c_len] = self.draft
         for job in self.jobs:
             job["nibble_addr"], job["residue_addr"] = a + job["n_off"], b + job["r_off"]
+            if job["wide"]:
+                # A wide job's stream reads the draft plane through its nibble base.
+                job["nibble_addr"] = c + job["d_off"]
         return a, b
 
     def expected(self, job):
-        """The job's sub-beats as the stream hands them over, and the job's ``pack``."""
+        """The job's sub-beats as the stream hands them over (a wide job's transfers'
+        elements: :func:`golden.weight_planes.expected_draft_transfers`), each with the
+        job's ``pack`` and ``wide``."""
+        rows = self.p["rows"]
+        if job["wide"]:
+            nibble, weight = expected_draft_transfers(job["words"], pack=job["pack"],
+                                                      per_input=self.per_input,
+                                                      align=self.align)
+            return [(beat_value(weight[t, e], nibble[t, e], job["k"], rows), job["pack"], 1)
+                    for t in range(nibble.shape[0]) for e in range(self.align)]
         weight, nibble = expected_beats(job["subs"], mode=job["mode"])
-        return [(beat_value(weight[i], nibble[i], job["k"], self.p["rows"]), job["pack"])
+        return [(beat_value(weight[i], nibble[i], job["k"], rows), job["pack"], 0)
                 for i in range(job["beats"])]
 
     def request_bytes(self, job):
-        """Bytes each port must request for ``job``."""
+        """Bytes each port must request for ``job``: a wide job's four stripes."""
+        if job["wide"]:
+            return [job["stripe"]] * PLANE_SLICES
         r = region_bytes(job["beats"], rows=self.p["rows"], word_bits=self.p["word_bits"])
         return [r] + [r if job["mode"] == "verify" else 0] * (PLANE_SLICES - 1)
 
@@ -180,7 +216,7 @@ async def run(dut, *, n_jobs, modes, reset_at=None, corrupt=False, layer_jobs=No
     width = weight_layout(p["rows"]).size
     stats = {"beats": 0, "transfers": 0, "ready_cycles": 0, "cycles": 0, "jobs": 0, "resets": 0,
              "mismatches": [], "ar_bytes": counts, "want_bytes": [0] * PLANE_SLICES,
-             "packs": {}}
+             "packs": {}, "wide": 0}
     state = {"streaming": False}
 
     async def sink():
@@ -192,13 +228,15 @@ async def run(dut, *, n_jobs, modes, reset_at=None, corrupt=False, layer_jobs=No
             if not tb.in_reset:
                 if valid and ready:
                     transfer = int(dut.w__payload.value)
-                    got_pack = PACKS[transfer >> (per * width)]
+                    got_pack = PACKS[(transfer >> (per * width)) & ((1 << PACK_BITS) - 1)]
+                    got_wide = transfer >> (per * width + PACK_BITS)
                     for e in range(per):
                         got = (transfer >> (e * width)) & ((1 << width) - 1)
                         assert expected, f"beat {stats['beats']} {got:#x} no job asked for"
-                        want, want_pack = expected.popleft()
-                        assert got_pack == want_pack, (
-                            f"sub-beat {stats['beats']}: pack {got_pack}, the job's {want_pack}")
+                        want, want_pack, want_wide = expected.popleft()
+                        assert (got_pack, got_wide) == (want_pack, want_wide), (
+                            f"sub-beat {stats['beats']}: pack {got_pack}, wide {got_wide}, "
+                            f"the job's {want_pack}, {want_wide}")
                         if got != want:
                             msg = f"beat {stats['beats']}: {got:#x}, golden {want:#x}"
                             assert corrupt, msg
@@ -235,7 +273,7 @@ async def run(dut, *, n_jobs, modes, reset_at=None, corrupt=False, layer_jobs=No
         for name, value in (("nibble_addr", job["nibble_addr"]),
                             ("residue_addr", job["residue_addr"]), ("beats", job["beats"]),
                             ("mode", mode), ("k", job["k"]),
-                            ("pack", PACKS.index(job["pack"]))):
+                            ("pack", PACKS.index(job["pack"])), ("wide", int(job["wide"]))):
             payload |= value << cmd_fields[name][0]
         dut.cmd__payload.value = payload
         dut.cmd__valid.value = 1
@@ -253,6 +291,7 @@ async def run(dut, *, n_jobs, modes, reset_at=None, corrupt=False, layer_jobs=No
             stats["want_bytes"][j] += n
         stats["jobs"] += 1
         stats["packs"][job["pack"]] = stats["packs"].get(job["pack"], 0) + 1
+        stats["wide"] += int(job["wide"])
         if rng.random() < p.get("cmd_idle", 0.0):
             await ClockCycles(dut.clk, rng.randint(1, 20))
 
@@ -308,8 +347,10 @@ async def random_jobs(dut):
     p = params()
     stats = await run(dut, n_jobs=p["jobs"], modes=MODES)
     assert stats["jobs"] == p["jobs"], stats
-    # The one-row first job packs as far as the stream unpacks (rows ≥ 2 here).
+    # The one-row first job packs as far as the stream takes (rows ≥ 2 here).
     assert max(stats["packs"]) > 1, stats["packs"]
+    # With the draft plane, some draft jobs are read wide.
+    assert stats["wide"] > 0 or not p.get("draft_plane"), stats
 
 
 @cocotb.test()

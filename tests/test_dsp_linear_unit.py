@@ -17,6 +17,9 @@ CONFIGS = [
     # transfer (two transfers an input, the second half padding), one packed 4 all six in
     # one (two padding beats), refilling every column in the cycle of its use.
     pytest.param(4, 6, 3, 5, 1, 2, id="r4-c6-t3-k5-w1x2"),
+    # The draft plane's wide transfers too (draft jobs at random), on the same array: 8
+    # columns a wide transfer (four sub-beats' nibbles in each slot of two), 16 packed 2.
+    pytest.param(4, 6, 3, 5, 1, 2, True, id="r4-c6-t3-k5-w1x2-wide"),
     # Two ports of four columns, two beats a transfer: two groups a port, as VHK158's
     # six ports of 14 columns take seven.
     pytest.param(2, 8, 3, 5, 2, 2, id="r2-c8-t3-k5-w2x2", marks=pytest.mark.slow),
@@ -27,19 +30,21 @@ CONFIGS = [
 ]
 
 
-def _unit(rows, cols, max_tokens, max_k, ports, beats=1):
+def _unit(rows, cols, max_tokens, max_k, ports, beats=1, wide=False):
     return DSPLinearUnit(rows=rows, cols=cols, max_tokens=max_tokens, max_k=max_k,
-                         weight_ports=ports, weight_beats=beats)
+                         weight_ports=ports, weight_beats=beats, draft_plane=wide)
 
 
 @pytest.mark.sim
-@pytest.mark.parametrize("rows,cols,max_tokens,max_k,ports,beats", CONFIGS)
-def test_dsp_linear_unit(rows, cols, max_tokens, max_k, ports, beats):
-    unit = _unit(rows, cols, max_tokens, max_k, ports, beats)
+@pytest.mark.parametrize("rows,cols,max_tokens,max_k,ports,beats,wide",
+                         [pytest.param(*c.values, *([False] if len(c.values) == 6 else []),
+                                       id=c.id, marks=c.marks) for c in CONFIGS])
+def test_dsp_linear_unit(rows, cols, max_tokens, max_k, ports, beats, wide):
+    unit = _unit(rows, cols, max_tokens, max_k, ports, beats, wide)
     run_bench(unit, name=unit.module_name, module="specgen.sim.dsp_linear_unit", testcase=TESTS,
               params={"rows": rows, "cols": cols, "max_tokens": max_tokens, "max_k": max_k,
                       "weight_ports": ports, "weight_beats": beats, "jobs": 12,
-                      "latency": unit.latency},
+                      "latency": unit.latency, "draft_plane": wide},
               cxx_opt="-O0")
 
 

@@ -26,7 +26,8 @@ def _run(engine, config, testcase, seed, **kw):
          "addr_width": ADDR_WIDTH, "sync_mhz": config.board.clock_mhz,
          "mem_mhz": config.board.memory_clock_mhz, "latency": 30, "stall": 0.3,
          "word_bits": engine.weight_stream.word_width, "y_record_bytes": engine.y_record_bytes,
-         "weight_ports": engine.weight_ports, "weight_beats": engine.unit.weight_beats, "jobs": 6}
+         "weight_ports": engine.weight_ports, "weight_beats": engine.unit.weight_beats,
+         "draft_plane": engine.unit.draft_plane, "jobs": 6}
     p.update(kw)
     return run_bench(engine, name=engine.module_name, module="specgen.sim.linear_engine",
                      testcase=testcase, params=p, seed=seed)
@@ -131,7 +132,9 @@ def test_ports_and_records():
     # 84 columns at 16 tokens take 5.25 column beats a cycle: 6 weight ports (a divisor
     # of 84), each streaming 14 columns' beats through four plane ports.
     assert eng.weight_ports == 6 and len(eng.m_axi_w) == 24
-    assert eng.weight_stream.max_beats == 8192 * 84 // 6
+    # A job's sub-beats a port: 8,192 inputs of 16 (the draft plane's whole draft
+    # transfers for an input's 14 columns).
+    assert eng.weight_stream.max_beats == 8192 * 16
     assert LinearEngine(config=preset("vck190")).weight_ports == 1   # 8 columns, 16 tokens
 
 

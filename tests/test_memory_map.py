@@ -112,12 +112,18 @@ def test_sizes_of_mamba2_2p7b():
     padded = 64 * (2 * tile * 2560 + half * 5120) + (9 * tile + half) * 2560
     planes = sum(r.entries * r.size for r in mm if r.name.endswith(("nibble", "residue")))
     assert planes == 2 * padded
+    # The draft plane (linear.draft_plane): the nibbles again, each input of a port padded
+    # to whole draft transfers of 8 sub-beats: 16 for a full tile's 14, 8 packed 2.
+    full = tile * 16 // 14
+    assert mm["weights.in_proj.draft"].size == 2 * full * 2560 // 2
+    assert mm["weights.out_proj.draft"].size == half * 5120 // 2
+    assert mm["weights.embedding.draft"].size == (9 * full + half) * 2560 // 2
     # The FP16 model is 5.4 GB (16 bits a weight); the tiles' padding takes it to 5.8 GB
     # (5.6 GB when a packed input could share a transfer with the next, 7.3 GB before the
-    # partial tiles were packed).
+    # partial tiles were packed), the draft plane to 7.4 GB.
     linear = 64 * (rows * 2560 + 2560 * 5120) + 50_288 * 2560
     assert 5.3e9 < 2 * linear < 5.5e9
-    assert 5.7e9 < mm.class_size("weights") < 5.9e9
+    assert 7.3e9 < mm.class_size("weights") < 7.5e9
     # Draft replay record: raw xBC row, x, B, dt in binary32, per node and layer.
     replay = mm["checkpoint.draft.replay"]
     assert replay.size == (5376 + 5120 + 128 + 80) * 4

@@ -113,8 +113,13 @@ def test_speq_draft_reads_the_nibble_plane():
     assert math.isclose(res.phase("draft").dense_weight_bytes, 16 * weight_bytes(dims, bits=4))
     assert math.isclose(res.phase("verify").weight_bytes,
                         layout_weight_bytes(c, dims, bits=16) - small)
-    assert math.isclose(layout_weight_bytes(c, dims, bits=16) - 2 * dims.small_params,
-                        4 * (layout_weight_bytes(c, dims, bits=4) - 2 * dims.small_params))
+    # Both planes are four nibble planes; the draft reads the draft plane (VHK158's
+    # linear.draft_plane): the nibble plane again, striped, each input padded to whole
+    # draft transfers.
+    one_copy = c.replace(linear=dataclasses.replace(c.linear, draft_plane=False))
+    nib = layout_weight_bytes(one_copy, dims, bits=4) - small
+    assert math.isclose(layout_weight_bytes(c, dims, bits=16) - small, 4 * nib)
+    assert nib < layout_weight_bytes(c, dims, bits=4) - small < 1.2 * nib
 
 
 def test_model_dims_match_the_checkpoints():
@@ -351,8 +356,16 @@ def test_design_reads_the_padded_planes_by_hand():
     assert (d.d_in_proj, d.d_model, d.vocab - 9 * tile) == (10_576, 2_560, 1_904)
     nibble = sum(r * k * n for r, k, n in rows_k) // 2
     small = d.small_params * 2
-    assert layout_weight_bytes(c, d, bits=4) == nibble + small
+    one_copy = c.replace(linear=dataclasses.replace(c.linear, draft_plane=False))
+    assert layout_weight_bytes(one_copy, d, bits=4) == nibble + small
     assert layout_weight_bytes(c, d, bits=16) == 4 * nibble + small
+    # The draft pass reads the draft plane (linear.draft_plane): each input padded to
+    # whole draft transfers of 8 sub-beats, 16 for a full tile's 14, 8 for a tile packed 2.
+    full = tile * 16 // 14
+    draft = sum(r * k * n for r, k, n in [(2 * full, d.d_model, d.n_layer),
+                                          (half, d.d_inner, d.n_layer),
+                                          (9 * full + half, d.d_model, 1)]) // 2
+    assert layout_weight_bytes(c, d, bits=4) == draft + small
     # 1.074x the dense FP16 bytes (1.027x when a packed input could share a transfer with
     # the next; 1.36x before the partial tiles were packed).
     ratio = layout_weight_bytes(c, d, bits=16) / weight_bytes(d, bits=16)
@@ -469,8 +482,10 @@ def test_draft_passes_wait_on_the_weight_ports():
     from specgen.gen.perf.system import _linear_cycles, mamba_dims
     cfg = preset("vhk158")
     acc = accelerator(cfg)
+    # A full pass takes 7 cycles an input; a nibble pass reads the draft plane, four
+    # stripes a transfer: 2.
     assert (acc.weight_ports, acc.weight_beats, acc.weight_feed(0), acc.weight_feed(1)) == (
-        6, 2, 7, 7)
+        6, 2, 7, 2)
     dims = mamba_dims("370M")
     tile = cfg.linear.rows * cfg.linear.cols
     inputs = sum(-(-o // tile) * i * n for _, o, i, n in dims.matrices())
@@ -497,9 +512,13 @@ def test_draft_passes_wait_on_the_weight_ports():
     assert [acc.weight_feed(0, q) for q in (1, 2, 4, 8)] == [7, 4, 2, 1]
     slow = _linear_cycles(dataclasses.replace(acc, weight_beats=1), dims, tokens=1, mode=0)
     assert by_hand(1) <= slow <= by_hand(1) * 1.01
-    # SPEQ's nibble pass (mode 1) follows nibble_beats; the full pass keeps weight_beats.
-    fast = dataclasses.replace(acc, nibble_beats=8)
-    assert (fast.weight_feed(0), fast.weight_feed(1)) == (7, 2)
+    # SPEQ's nibble pass (mode 1) follows nibble_beats (the draft plane's 8 as built, the
+    # nibble plane's 2 without it); the full pass keeps weight_beats.
+    one_copy = accelerator(cfg.replace(linear=dataclasses.replace(cfg.linear,
+                                                                   draft_plane=False)))
+    assert (acc.nibble_beats, one_copy.nibble_beats) == (8, 2)
+    assert (one_copy.weight_feed(0), one_copy.weight_feed(1)) == (7, 7)
+    assert [acc.weight_feed(1, q) for q in (1, 2, 4, 8)] == [2, 1, 1, 1]
     # 16 tokens: one operation per token and input, whatever the ports.
     t16 = _linear_cycles(acc, dims, tokens=16, mode=0)
     assert t16 == _linear_cycles(dataclasses.replace(acc, weight_beats=1), dims, tokens=16, mode=0)

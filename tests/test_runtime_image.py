@@ -39,6 +39,22 @@ def at(d, cls, region, layer=0):
     return d[f"{cls}_DEFAULT_BASE"] + d[f"{cls}_{region}_OFFSET"] + layer * stride
 
 
+def _pieces(n_out, config):
+    """``(first row, end)`` of each tile (or piece, with ``linear.split_tiles``): in units
+    of the smallest packed share ``b`` (``rows·cols/q`` for the largest ``q`` of 1, 2, 4, 8
+    dividing ``rows``), the last tile's ``ceil(r/b)`` written in binary, one piece a one
+    bit, the largest first."""
+    lin = config.linear
+    rows, cols = lin.rows, lin.cols
+    starts = list(range(0, n_out, rows * cols))
+    if lin.split_tiles and n_out % (rows * cols):
+        b = rows * cols // max(q for q in (1, 2, 4, 8) if rows % q == 0)
+        units = -(-(n_out - starts[-1]) // b)
+        starts[-1:] = [starts[-1] + b * (units >> j << j) - b * (1 << j)
+                       for j in range(units.bit_length() - 1, -1, -1) if units >> j & 1]
+    return list(zip(starts, starts[1:] + [n_out]))
+
+
 def read_jobs(data, nib_at, res_at, n_out, k, config):
     """The ``(nibble, residue)`` planes of an ``n_out × k`` matrix, read job by job as the
     linear engine reads them: output tiles of ``rows · cols`` slots, input chunks of
@@ -58,13 +74,7 @@ def read_jobs(data, nib_at, res_at, n_out, k, config):
     rows, cols = lin.rows, lin.cols
     word = max(4 * rows, config.board.memory_port_bits)
     nib, res = np.zeros((n_out, k), np.uint16), np.zeros((n_out, k), np.uint16)
-    starts = list(range(0, n_out, rows * cols))
-    if lin.split_tiles and n_out % (rows * cols):
-        b = rows * cols // max(q for q in (1, 2, 4, 8) if rows % q == 0)
-        units = -(-(n_out - starts[-1]) // b)
-        starts[-1:] = [starts[-1] + b * (units >> j << j) - b * (1 << j)
-                       for j in range(units.bit_length() - 1, -1, -1) if units >> j & 1]
-    for r0, end in zip(starts, starts[1:] + [n_out]):
+    for r0, end in _pieces(n_out, config):
         n = end - r0
         q = max(q for q in (1, 2, 4, 8) if rows % q == 0 and -(-n // cols) <= rows // q)
         u, B = rows // q, lin.weight_beats
@@ -88,8 +98,44 @@ def read_jobs(data, nib_at, res_at, n_out, k, config):
     return nib, res
 
 
-def read_back(img, tensors, config):
-    """Every matrix of the image as FP16 bit patterns, rebuilt from its planes and scales."""
+def read_draft(data, d_at, n_out, k, config):
+    """The nibbles of an ``n_out × k`` matrix from its draft plane, job by job as
+    :func:`read_jobs` reads the nibble plane: in a job, each input's ``S`` sub-beats (as
+    there) padded to ``D = ceil(S / 4B)·4B``, the job's sub-beats cut into groups of ``B``,
+    group ``g`` at place ``g div 4`` of stripe ``g mod 4``; the four stripes back to back,
+    each ``n_k·D/4`` sub-beats padded to the stream's word."""
+    lin = config.linear
+    rows, cols, B = lin.rows, lin.cols, lin.weight_beats
+    word = max(4 * rows * B, config.board.memory_port_bits)
+    nib = np.zeros((n_out, k), np.uint16)
+    for r0, end in _pieces(n_out, config):
+        n = end - r0
+        q = max(q for q in (1, 2, 4, 8) if rows % q == 0 and -(-n // cols) <= rows // q)
+        u = rows // q
+        S = -(-(-(-cols // q)) // B) * B
+        D = -(-S // (4 * B)) * 4 * B
+        for k0 in range(0, k, lin.max_k):
+            n_k = min(lin.max_k, k - k0)
+            stripe = -(-n_k * D // 4 * rows * 4 // word) * word // 8
+            fields = []
+            for m in range(4):
+                raw = np.frombuffer(data[d_at + m * stripe:d_at + (m + 1) * stripe], np.uint8)
+                fields.append(np.stack([raw & 0xF, raw >> 4], axis=1).reshape(-1))
+            for kk in range(n_k):
+                for g in range(cols):
+                    sub = kk * D + g // q                  # the job's sub-beat
+                    grp, e = divmod(sub, B)
+                    at_ = ((grp // 4) * B + e) * rows + (g % q) * u
+                    for h in range(rows):
+                        if h * cols + g < n:
+                            nib[r0 + h * cols + g, k0 + kk] = int(fields[grp % 4][at_ + h])
+            d_at += 4 * stripe
+    return nib
+
+
+def read_back(img, tensors, config, drafts=None):
+    """Every matrix of the image as FP16 bit patterns, rebuilt from its planes and scales;
+    into ``drafts`` (a dict), each matrix's ``(draft plane's nibbles, nibble plane's)``."""
     mm = img.memory_map
     d = defines(mm)
     data = bytes(img.data)
@@ -108,6 +154,10 @@ def read_back(img, tensors, config):
             s_at = at(d, "WEIGHTS", f"{macro}_SCALES", i)
             k = np.frombuffer(data[s_at:s_at + n_scales], np.uint8)
             k = k[0] if bsfp.group_size is None else k.reshape(rows, -1)
+            if drafts is not None and config.linear.draft_plane:
+                # The draft plane holds the nibble plane again, striped.
+                drafts[name] = (read_draft(data, at(d, "WEIGHTS", f"{macro}_DRAFT", i), rows,
+                                           cols, config), nib)
             stored = merge_planes(nib, res)
             scaled = restore_stored(stored, config=bsfp)
             k_each = expand_scales(k, shape=(rows, cols), group_size=bsfp.group_size)
@@ -143,7 +193,12 @@ def test_every_weight_reads_back_bit_for_bit(case):
     assert set(img.inexact.values()) == {0}
     if case in ("scaled", "groups"):
         assert int(np.max(img.encoded["backbone.layers.1.mixer.in_proj.weight"].scales)) > 0
-    got = read_back(img, tensors, config)
+    drafts = {}
+    got = read_back(img, tensors, config, drafts)
+    # The sim preset keeps the draft plane: its nibbles are the nibble plane's, striped.
+    assert config.linear.draft_plane and set(drafts) == set(got)
+    for name, (draft, nib) in drafts.items():
+        np.testing.assert_array_equal(draft, nib, err_msg=f"{name}: the draft plane")
     expect = {n for n in MATRIX_TENSORS.values() if "{i}" not in n and n in tensors} | \
         {p.format(i=i) for p in MATRIX_TENSORS.values() if "{i}" in p for i in range(model.n_layer)}
     assert set(got) == expect
@@ -176,6 +231,23 @@ def test_the_read_back_can_fail(monkeypatch, mutation):
     got = read_back(build_image(tensors, model=model, config=config), tensors, config)
     name = "backbone.embedding.weight"
     assert not np.array_equal(got[name], fp16_bits(tensors[name]))
+
+
+def test_the_draft_read_back_can_fail(monkeypatch):
+    """A draft-plane writer with the matrix's rows in the wrong order is caught: its
+    nibbles differ from the nibble plane's."""
+    from specgen.golden import weight_planes
+    real = weight_planes.pack_matrix_draft
+
+    def wrong(stored, **kw):
+        return real(np.ascontiguousarray(np.asarray(stored)[::-1]), **kw)
+    config = preset("sim")
+    model, tensors = tiny_tensors()
+    monkeypatch.setattr(weight_planes, "pack_matrix_draft", wrong)
+    drafts = {}
+    read_back(build_image(tensors, model=model, config=config), tensors, config, drafts)
+    draft, nib = drafts["backbone.embedding.weight"]
+    assert not np.array_equal(draft, nib)
 
 
 def test_planes_are_the_engine_jobs():

@@ -5,6 +5,8 @@ its record size against paper-scale cores, and its place in the step model. The
 decoder-core benches (``tests/test_decoder_core.py``, ``make test-slow``) hold the same
 counts equal to the bytes the RTL moves on Verilator."""
 
+import dataclasses
+
 import pytest
 from specgen.gen.perf.system import accelerator, mamba_dims, seed_step, step_model
 from specgen.gen.perf.traffic import RECORD_BYTES, commit_traffic, pass_traffic
@@ -49,9 +51,16 @@ def test_a_tree_pass_counted_by_hand(bench_core):
     t = pass_traffic(config, model, tokens=V, accept=True, record_bytes=rb)
     assert (t.read, t.written) == (read, written) == (29_600, 17_520)
     assert t.weights == (weights, 0) and t.state == (L * 512, 0)
-    # SPEQ's draft pass reads the nibble plane alone (a quarter of both planes).
+    # SPEQ's draft pass reads the draft plane (the sim preset's linear.draft_plane): a
+    # job's four stripes of at most 32 sub-beats of 8 bits, a 64-byte word each: 16 jobs
+    # (in_proj's 6 and out_proj's a layer, the head's 2), 4,096 bytes; without it, the
+    # nibble plane alone (a quarter of both planes).
     d = pass_traffic(config, model, tokens=V, mode=1, accept=True, record_bytes=rb)
-    assert d.weights == (weights // 4, 0) and d.stage == t.stage
+    assert d.weights == ((6 + 1) * L * 4 * 64 + 2 * 4 * 64, 0) == (4096, 0)
+    assert d.stage == t.stage
+    one_copy = config.replace(linear=dataclasses.replace(config.linear, draft_plane=False))
+    n = pass_traffic(one_copy, model, tokens=V, mode=1, accept=True, record_bytes=rb)
+    assert n.weights == (weights // 4, 0)
 
 
 def test_a_commit_counted_by_hand(bench_core):

@@ -215,6 +215,9 @@ def test_packed_inputs_restart_and_fill_whole_transfers(rows, per_input, q, alig
     assert np.array_equal(wp.unpack_beats(packed, q, len(beats), per_input=per_input,
                                           align=align), beats)
     assert wp.job_sub_beats(n_k, cols=per_input, pack=q, weight_beats=align) == n_k * each
+    with pytest.raises(ValueError, match="weight_planes.weight_beats must be an integer >= 1, "
+                                         "not 0"):
+        wp.job_sub_beats(n_k, cols=per_input, pack=q, weight_beats=0)
 
 
 def test_packed_inputs_on_the_papers_shapes():
@@ -426,11 +429,13 @@ def _bench_params(ws, **extra):
 def test_weight_stream_verilator(rows, data_width, beats):
     """Both passes mixed, random latency-200 ns memory, stalls on every channel and the
     output, and a reset in mid-burst; sub-beats four to a word, and words of two beats;
-    one or two beats a transfer."""
-    ws = WeightStream(**(SMALL | dict(rows=rows, data_width=data_width, weight_beats=beats)))
+    one or two beats a transfer. Draft jobs read from the draft plane (wide) among them:
+    four stripes on the four masters, a transfer's elements the four groups' nibbles."""
+    ws = WeightStream(**(SMALL | dict(rows=rows, data_width=data_width, weight_beats=beats,
+                                      draft_plane=True)))
     run_bench(ws, name=ws.module_name, module="specgen.sim.weight_stream",
               testcase=["random_jobs", "reset_mid_burst"],
-              params=_bench_params(ws, jobs=10, reset_at=200))
+              params=_bench_params(ws, jobs=10, reset_at=200, draft_plane=True))
 
 
 @pytest.mark.sim
@@ -522,3 +527,93 @@ def test_weight_stream_feeds_the_dsp_linear_unit_verilator(corrupt, beats):
                           addr_width=stream["addr_width"], data_width=32,
                           word_bits=top.stream.word_width, sync_mhz=SIM.clock_mhz,
                           mem_mhz=SIM.memory_clock_mhz, **STRESS))
+
+
+# --- the draft plane (linear.draft_plane) -----------------------------------------------
+
+@pytest.mark.parametrize("rows,per_input,q,align,word_bits", [
+    (64, 14, 1, 2, 512), (64, 14, 2, 2, 512), (64, 14, 4, 2, 512), (4, 6, 1, 2, 64),
+    (2, 4, 2, 2, 32), (8, 5, 1, 1, 64), (4, 3, 4, 1, 32)])
+def test_draft_plane_stripes_the_nibbles_by_hand(rows, per_input, q, align, word_bits):
+    """Each input's packed sub-beats padded to whole draft transfers (4·align), cut into
+    groups of ``align`` sub-beats, group g at place g div 4 of stripe g mod 4, each stripe
+    read back by ``unpack_slice``; the stream's transfers (``expected_draft_transfers``) are
+    the four stripes' sub-beats side by side; the sizes are the closed forms'."""
+    rng = np.random.default_rng(rows + per_input + q)
+    used, n_k = rows // q, 3
+    beats = np.zeros((n_k * per_input, rows), np.uint16)
+    beats[:, :used] = rng.integers(1, 1 << 16, (n_k * per_input, used), dtype=np.uint16)
+    img = wp.draft_image(beats, word_bits=word_bits, pack=q, per_input=per_input, align=align)
+    S = -(-(-(-per_input // q)) // align) * align
+    D = -(-S // (4 * align)) * 4 * align
+    assert D == wp.draft_input_sub_beats(per_input, q, align)
+    stripe_subs = n_k * D // 4
+    stripe = wp.region_bytes(stripe_subs, rows=rows, word_bits=word_bits)
+    assert len(img) == 4 * stripe
+    stripes = [wp.unpack_slice(img[m * stripe:(m + 1) * stripe], n_beats=stripe_subs,
+                               rows=rows) for m in range(4)]
+    nib = ((beats >> 15) << 3 | (beats >> 11) & 7).astype(np.uint8)   # {s, c}
+    for k in range(n_k):
+        for c in range(per_input):
+            sub = k * D + c // q
+            grp, e = divmod(sub, align)
+            got = stripes[grp % 4][(grp // 4) * align + e]
+            piece = slice((c % q) * used, (c % q + 1) * used)
+            assert np.array_equal(got[piece], nib[k * per_input + c, :used])
+    # The padding sub-beats and slots are zero.
+    total = sum(int(np.count_nonzero(x)) for x in stripes)
+    assert total == int(np.count_nonzero(nib[:, :used]))
+    n_t, w_t = wp.expected_draft_transfers(beats, pack=q, per_input=per_input, align=align)
+    assert n_t.shape == (n_k * D // (4 * align), align, rows)
+    for t in range(n_t.shape[0]):
+        for e in range(align):
+            i = t * align + e
+            assert np.array_equal(n_t[t, e], stripes[0][i])
+            assert np.array_equal(w_t[t, e], stripes[1][i].astype(np.uint16)
+                                  | stripes[2][i].astype(np.uint16) << 4
+                                  | stripes[3][i].astype(np.uint16) << 8)
+
+
+@pytest.mark.parametrize("n_out,k,rows,cols,max_k,word_bits,ports,beats", [
+    (17, 40, 2, 4, 16, 512, 1, 2), (100, 33, 4, 6, 7, 64, 1, 2), (9, 16, 2, 4, 16, 32, 2, 2),
+    (5376 + 700, 64, 64, 84, 8192, 512, 6, 2)])
+def test_draft_plane_sizes_are_the_sum_of_the_jobs(n_out, k, rows, cols, max_k, word_bits,
+                                                   ports, beats):
+    """``matrix_draft_bytes`` (the memory map's) equals the plane ``pack_matrix_draft``
+    builds; each job's offset follows the one before by its ports' ``job_draft_port_bytes``;
+    a port's draft plane is its nibble plane's bytes again, padded to whole draft
+    transfers and stripes of whole words."""
+    kw = dict(rows=rows, cols=cols, max_k=max_k, word_bits=word_bits, ports=ports,
+              weight_beats=beats)
+    stored = np.random.default_rng(1).integers(0, 1 << 16, (n_out, k), dtype=np.uint16)
+    plane, offsets = wp.pack_matrix_draft(stored, **kw)
+    assert len(plane) == wp.matrix_draft_bytes(n_out, k, **kw)
+    jobs = wp.matrix_tiles(n_out, k, rows=rows, cols=cols, max_k=max_k)
+    sizes = [ports * wp.job_draft_port_bytes(
+        j.n_k, rows=rows, cols=cols, ports=ports, word_bits=word_bits, weight_beats=beats,
+        pack=wp.pack_factor(j.n_rows, rows=rows, cols=cols)) for j in jobs]
+    assert offsets == [sum(sizes[:i]) for i in range(len(jobs))]
+    # At least the nibble plane's bytes (at the paper's shape about them: the next test).
+    nib, _ = wp.matrix_plane_bytes(n_out, k, **kw)
+    assert nib <= len(plane)
+    with pytest.raises(ValueError, match="weight_planes.weight_beats must be an integer"):
+        wp.job_draft_port_bytes(1, rows=rows, cols=cols, ports=ports, word_bits=word_bits,
+                                weight_beats=0)
+
+
+def test_draft_plane_on_the_papers_shape():
+    """VHK158: an input of a weight port (14 columns, two sub-beats a transfer) is 2 draft
+    transfers unpacked, 1 packed 2, 4 or 8, against 7, 4, 2, 1 on the nibble plane; the
+    2.7B's planes grow by the draft copy, about a quarter."""
+    assert [wp.draft_input_sub_beats(14, q, 2) // 8 for q in (1, 2, 4, 8)] == [2, 1, 1, 1]
+    from specgen.gen.perf.system import layout_weight_bytes, mamba_dims
+    c = preset("vhk158")
+    d = mamba_dims("2.7B")
+    lin = c.linear
+    kw = dict(rows=lin.rows, cols=lin.cols, max_k=lin.max_k, word_bits=wp.stream_word_bits(c),
+              ports=wp.engine_weight_ports(c), weight_beats=lin.weight_beats)
+    draft = (d.n_layer * (wp.matrix_draft_bytes(d.d_in_proj, d.d_model, **kw)
+                          + wp.matrix_draft_bytes(d.d_model, d.d_inner, **kw))
+             + wp.matrix_draft_bytes(d.vocab, d.d_model, **kw))
+    planes = layout_weight_bytes(c, d, bits=16) - d.small_params * 2
+    assert 0.25 < draft / planes < 0.30

@@ -177,7 +177,12 @@ def render_memory_map_doc():
         "(a quarter, an eighth) of the slots uses only that share of every column and packs "
         "its beats two (four, eight) to a sub-beat, input by input "
         "(`golden.weight_planes.pack_factor`, `pack_beats`), which the weight stream hands "
-        "the linear unit as they are. " + _padding_note(maps) + " States and logits exist "
+        "the linear unit as they are. " + _padding_note(maps) + " With "
+        "`linear.draft_plane` (" + ", ".join(f"`{n}`" for n, mm in maps.items()
+                                             if mm.config.linear.draft_plane) + ") each "
+        "matrix has a fourth region, `.draft`: the nibble plane again, striped over each "
+        "weight stream's four read masters (`golden.weight_planes.draft_image`), which "
+        "SPEQ's draft passes read four times as fast. States and logits exist "
         "once per pass (`target`, "
         "`draft`).",
         "",

@@ -29,7 +29,8 @@ from pathlib import Path
 import numpy as np
 
 # The sequencer's own timing (hw.sequencer): the walk below follows its registers.
-from specgen.golden.weight_planes import input_sub_beats, pack_factor
+from specgen.golden.weight_planes import (DRAFT_STRIPES, draft_input_sub_beats, input_sub_beats,
+                                          pack_factor)
 from specgen.hw.sequencer import BARRIER_LAG, OP_END, RECORD_GAP, record_layout
 
 __all__ = ["ProgramRecord", "EngineCosts", "CoreShape", "decode_program", "program_cycles",
@@ -78,17 +79,23 @@ def decode_program(core, program, count):
     return out
 
 
-def job_terms(desc, *, rows, cols, weight_ports, weight_beats=1):
+def job_terms(desc, *, rows, cols, weight_ports, weight_beats=1, draft_plane=False):
     """A linear job's ``(period, drain)``: the cycles it holds the unit,
     ``max(steps · feed, steps · n_tokens)`` (each input's weights are the ``cols /
     weight_ports`` column beats of one weight port, ``q`` to a sub-beat in a job of at most
     ``rows·cols/q`` rows, ``weight_beats`` sub-beats a transfer: ``feed`` =
     ``golden.weight_planes.input_sub_beats(cols / weight_ports, q, weight_beats) /
     weight_beats`` transfers; and each input is applied to every token, one operation a
-    cycle), and its result beats, ``ceil(n_rows / cols) · n_tokens``."""
+    cycle), and its result beats, ``ceil(n_rows / cols) · n_tokens``. With ``draft_plane``
+    a draft job (``mode`` 1) reads the draft plane, four stripes a transfer: ``feed`` =
+    ``draft_input_sub_beats(cols / weight_ports, q, weight_beats) / (4 · weight_beats)``."""
     steps, tok = desc["steps"], desc["n_tokens"]
     q = pack_factor(desc["n_rows"], rows=rows, cols=cols)
-    feed = input_sub_beats(cols // weight_ports, q, weight_beats) // weight_beats
+    if draft_plane and desc.get("mode"):
+        feed = (draft_input_sub_beats(cols // weight_ports, q, weight_beats)
+                // (DRAFT_STRIPES * weight_beats))
+    else:
+        feed = input_sub_beats(cols // weight_ports, q, weight_beats) // weight_beats
     period = max(steps * feed, steps * tok)
     return period, -(-desc["n_rows"] // cols) * tok
 
@@ -164,11 +171,13 @@ class CoreShape:
     engines: tuple
     weight_beats: int = 1
     rows: int = 1
+    draft_plane: bool = False
 
     @classmethod
     def of(cls, core, design):
         from .blocks import SSMTiming
         return cls(cols=design.linear.cols, rows=design.linear.rows,
+                   draft_plane=core.engines["linear"].unit.draft_plane,
                    weight_ports=core.engines["linear"].weight_ports,
                    weight_beats=core.engines["linear"].unit.weight_beats,
                    ssm_sweep=SSMTiming(cfg=design.ssm.pass_config).tiles,
@@ -200,7 +209,8 @@ def program_cycles(records, *, costs, shape, latency, trace=False):
         if rec.engine == "linear":
             period, drain = job_terms(rec.desc, rows=shape.rows, cols=shape.cols,
                                       weight_ports=shape.weight_ports,
-                                      weight_beats=shape.weight_beats)
+                                      weight_beats=shape.weight_beats,
+                                      draft_plane=shape.draft_plane)
             done = t + c0 + period + c_drain * drain + c_lat * latency
             if lin is not None and lin[0] > t:
                 done = max(done, lin[0] + period + c_drain * (drain - lin[1]))
@@ -266,7 +276,8 @@ def fit(runs):
                         continue                     # queued behind the job before it
                     period, drain = job_terms(rec.desc, rows=shape.rows, cols=shape.cols,
                                               weight_ports=shape.weight_ports,
-                                              weight_beats=shape.weight_beats)
+                                              weight_beats=shape.weight_beats,
+                                              draft_plane=shape.draft_plane)
                     lin.append(((1.0, drain, latency), jobs[j] - hc - period))
                 continue
             idl = idles.get(e, [])

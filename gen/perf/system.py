@@ -28,7 +28,8 @@ from specgen.golden.lm import LMConfig
 from specgen.golden.mamba2 import MAMBA2_DEFAULTS, MAMBA2_SIZES, MAMBA2_VOCAB
 from specgen.golden.tree import TreeShape, fifo_schedule, fits_behind
 from specgen.golden.validate import check_choice, check_float, check_int
-from specgen.golden.weight_planes import engine_weight_ports, input_sub_beats, stream_word_bits
+from specgen.golden.weight_planes import (DRAFT_STRIPES, engine_weight_ports, input_sub_beats,
+                                          stream_word_bits)
 from specgen.hw.step_program import DRAFT_FLOWS
 
 from specgen.gen.perf.blocks import (SSMTiming, pe_latency, dsp_linear_schedule, dsp_matmul_jobs,
@@ -338,9 +339,10 @@ class Accelerator:
         ``linear.weight_beats`` (what ``hw.weight_stream`` hands the unit a transfer: 2 on
         VHK158, 1 on VCK190); another count is a what-if.
     nibble_beats : int, optional
-        The same in a nibble-plane (SPEQ draft) pass, where three of a port's four masters
-        idle as built; default :attr:`weight_beats` (a what-if: the nibble plane laid out
-        over all four masters).
+        The same in a nibble-plane (SPEQ draft) pass: by default :attr:`weight_beats`, or
+        four times it with ``linear.draft_plane`` (the draft plane striped over a port's
+        four masters, a transfer of ``4 · weight_beats`` sub-beats; without it three of the
+        four idle); another count is a what-if.
     vector_lanes : int, optional
         Elements a cycle of the decoder core's vector stages (the norms, conv1d, the
         residual, the moves: :func:`vector_stage_elements`): by default the design's
@@ -400,7 +402,8 @@ class Accelerator:
             object.__setattr__(self, "weight_beats", self.config.linear.weight_beats)
         check_int("Accelerator", "weight_beats", self.weight_beats, min=1)
         if self.nibble_beats is None:
-            object.__setattr__(self, "nibble_beats", self.weight_beats)
+            object.__setattr__(self, "nibble_beats", self.weight_beats * (
+                DRAFT_STRIPES if self.config.linear.draft_plane else 1))
         check_int("Accelerator", "nibble_beats", self.nibble_beats, min=1)
         check_choice("Accelerator", "stage_reuse", self.stage_reuse, (False, True))
         if not isinstance(self.calibration, Calibration):

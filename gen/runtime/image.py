@@ -8,7 +8,7 @@
 * each BSFP v1 matrix (SPEQ, arXiv 2510.18525; the embedding, which is also the
   tied LM head, ``in_proj`` and ``out_proj`` of every layer, an untied
   ``lm_head``), encoded with the design's :class:`golden.bsfp.BSFPConfig`
-  (:func:`golden.bsfp.encode`) from its FP16 rounding, as three regions:
+  (:func:`golden.bsfp.encode`) from its FP16 rounding, as three regions (four):
 
   - the **nibble plane** ``{s, c}`` and the **residue plane** ``{W, e0, m9..m0}``,
     in the linear engine's job layout (:func:`golden.weight_planes.pack_matrix`:
@@ -16,6 +16,8 @@
     region and three residue slice regions);
   - the **scale exponents** ``k`` (``uint8``, one per tensor or per group,
     row-major, rows are ``out_features``);
+  - with ``linear.draft_plane``, the **draft plane** (the nibble plane striped over a
+    weight stream's four read masters, :func:`golden.weight_planes.pack_matrix_draft`);
 
 * each layer's SSM parameters in binary32 (``ssm_params``): ``A = −exp(A_log)``
   (computed in float64, rounded once to binary32), ``dt_bias``, ``D``;
@@ -196,7 +198,8 @@ def build_image(tensors, *, model, config, policy=None):
     """
     from specgen.golden.bsfp import encode
     from specgen.golden.memory_map import DEFAULT_POLICY, MemoryMap
-    from specgen.golden.weight_planes import engine_weight_ports, pack_matrix, stream_word_bits
+    from specgen.golden.weight_planes import (engine_weight_ports, pack_matrix, pack_matrix_draft,
+                                              stream_word_bits)
 
     from specgen.gen.runtime.model import ModelError, check_weights
 
@@ -227,6 +230,13 @@ def build_image(tensors, *, model, config, policy=None):
                                              weight_beats=lin.weight_beats)
             image.put(f"{region}.nibble", nibble, **index)
             image.put(f"{region}.residue", residue, **index)
+            if lin.draft_plane:
+                draft, _ = pack_matrix_draft(t.stored, rows=lin.rows, cols=lin.cols,
+                                             max_k=lin.max_k, word_bits=stream_word_bits(config),
+                                             ports=engine_weight_ports(config),
+                                             split=lin.split_tiles,
+                                             weight_beats=lin.weight_beats)
+                image.put(f"{region}.draft", draft, **index)
             image.put(f"{region}.scales", np.asarray(t.scales, np.uint8).tobytes(), **index)
     for i in range(model.n_layer):
         p = f"backbone.layers.{i}."
