@@ -243,12 +243,18 @@ def gap_sentences(rows=None):
            f"no count up to {HBM_NMU_PORTS} ports removes the bound."))
     sp = _find(rows, "vhk158", "preset", "SPEQ")
     d = sp.phase("draft")
+    striped = lin.draft_plane
     fast = (step_model(replace(sp.accel, nibble_beats=4 * sp.accel.beats(1)), sp.step)
-            if lin.contract == "dspfp32" else None)
+            if lin.contract == "dspfp32" and not striped else None)
     if d.bound == "state":
         why = (f"but each draft token reads and writes the target's whole state "
                f"({st_.layer_bytes / 1e6:.2f} MB a layer) through the state ports, so the "
                f"draft passes are state-bound")
+    elif striped and acc.weight_feed(1) > 1:
+        why = (f"but its one-token passes wait on the weight ports: read from the draft "
+               f"plane (`linear.draft_plane`, the nibble plane again, striped over each "
+               f"port's four masters), an input's {lin.cols} column beats take "
+               f"{acc.weight_feed(1)} cycles, where the slots would take one")
     elif fast is not None and acc.weight_feed(1) > 1:
         why = (f"but its one-token passes wait on the weight ports: an input's "
                f"{lin.cols} column beats take {acc.weight_feed(1)} cycles, one master of "
@@ -260,7 +266,7 @@ def gap_sentences(rows=None):
                f"1/{acc.linear.quant_lanes} of a full pass")
     out.append(
         f"**SPEQ self-speculation.** The nibble-plane draft reads 1/4 of the bytes "
-        f"({_gb(weight_bytes(tgt, bits=4))} GB per pass), {why}, and a chain needs "
+        f"({_gb(weight_bytes(tgt, bits=4))} GB per pass, dense), {why}, and a chain needs "
         f"{sp.draft_passes:.1f} sequential draft passes per step (early stopping at α = 0.97), so "
         f"drafting takes {100 * d.time / sp.step_time:.0f} % of the step "
         f"({sp.tokens_per_s:,.1f} tok/s vs {sp.roofline_tokens_per_s:,.0f} roofline).")
