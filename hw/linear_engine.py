@@ -24,6 +24,11 @@ ignored):
   (:func:`golden.weight_planes.job_port_bytes` of that packing); the weight streams hand
   the sub-beats to the unit packed, so a job packed ``q`` takes about ``1/q`` of the
   weight transfers of a full one;
+* with ``linear.draft_plane``, a draft job's weights at ``draft_addr`` instead: one job
+  of :func:`golden.weight_planes.job_draft_image`, port ``p``'s four stripes at
+  ``draft_addr + p·D`` (``D`` :func:`golden.weight_planes.job_draft_port_bytes`), each
+  stream reading stripe ``m`` on its master ``m`` (``wide``), four times the nibbles a
+  transfer of the nibble plane;
 * activations at ``x_addr``, token-major as the norms write them: ``x_t[k]`` binary16
   at ``x_addr + t·x_stride + 2k`` (``x_addr`` and ``x_stride`` multiples of 8 bytes);
   :class:`hw.activation_reader.ActivationReader` turns them into the unit's order;
