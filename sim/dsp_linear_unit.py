@@ -197,8 +197,10 @@ def _widen(jobs, rng):
     slot's four nibbles share its ``k``: the draft plane carries none of its own)."""
     if not params().get("draft_plane"):
         return
-    for job in jobs:
-        job.wide = bool(job.mode == 1 and job.per_tensor and rng.random() < 0.75)
+    eligible = [job for job in jobs if job.mode == 1 and job.per_tensor]
+    for i, job in enumerate(eligible):
+        # The first always (every run feeds the unit some), the others at random.
+        job.wide = bool(i == 0 or rng.random() < 0.75)
 
 
 def _drivers(tb, jobs, idle, stop):

@@ -76,6 +76,11 @@ class Layer:
             port = int(np_rng.integers(0, ports))
             words = column_beats(tensor.stored, rows=rows, cols=cols, ports=ports, port=port)
             mode = modes[int(np_rng.integers(0, len(modes)))]
+            # With the draft plane, the second job is a draft one read wide (every run
+            # then has one; the others at random).
+            wide_first = bool(p.get("draft_plane") and n == 1 and "draft" in modes)
+            if wide_first:
+                mode = "draft"
             # Any packing up to the tile's own (pack_factor: its padding slots are zero)
             # is a valid layout; a random one exercises every unpacking the stream takes.
             most = pack_factor(n_rows, rows=rows, cols=cols)
@@ -84,8 +89,8 @@ class Layer:
             # A draft job read from the draft plane (its four stripes on the four
             # masters), at random where the bench asks for it.
             # (Not the first, which the corrupt-byte run flips a field of.)
-            wide = bool(p.get("draft_plane") and mode == "draft" and n > 0
-                        and np_rng.random() < 0.6)
+            wide = wide_first or bool(p.get("draft_plane") and mode == "draft" and n > 0
+                                       and np_rng.random() < 0.6)
             self.jobs.append({"words": words, "mode": mode, "k": int(tensor.scales),
                               "pack": pack, "wide": wide})
         # Packed input by input (an input is the port's cols / ports columns), each input
