@@ -83,8 +83,7 @@ from .config import Config
 from .lm import LMConfig
 from .mamba2 import MAMBA2_SIZES, SSMConfig
 from .validate import check_choice
-from .weight_planes import (engine_weight_ports, matrix_draft_bytes, matrix_job_count,
-                            matrix_plane_bytes, stream_word_bits)
+from .weight_planes import layout_args, matrix_draft_bytes, matrix_job_count, matrix_plane_bytes
 
 __all__ = ["ALIGN", "REGION_CLASSES", "MODELS", "WORD_BYTES",
            "DEFAULT_POLICY", "MAP_POLICIES", "unit_checkpoint", "Region", "MemoryMap", "align", "replay_record_words",
@@ -405,13 +404,11 @@ class MemoryMap:
             return 1 if bsfp.group_size is None else rows * -(-cols // bsfp.group_size)
 
         lin = config.linear
-        word_bits, ports = stream_word_bits(config), engine_weight_ports(config)
+        layout = layout_args(config)
 
         def matrix(name, rows, cols, layers, what):
             shape = f"{rows} × {cols}"
-            nib, res = matrix_plane_bytes(rows, cols, rows=lin.rows, cols=lin.cols,
-                                          max_k=lin.max_k, word_bits=word_bits, ports=ports,
-                                          split=lin.split_tiles, weight_beats=lin.weight_beats)
+            nib, res = matrix_plane_bytes(rows, cols, **layout)
             jobs = matrix_job_count(rows, cols, rows=lin.rows, cols=lin.cols, max_k=lin.max_k,
                                     split=lin.split_tiles)
             add("weights", f"{name}.nibble", nib,
@@ -424,9 +421,7 @@ class MemoryMap:
                 f"{what}: BSFP scale exponents k (uint8)", layers)
             if lin.draft_plane:
                 add("weights", f"{name}.draft",
-                    matrix_draft_bytes(rows, cols, rows=lin.rows, cols=lin.cols,
-                                       max_k=lin.max_k, word_bits=word_bits, ports=ports,
-                                       split=lin.split_tiles, weight_beats=lin.weight_beats),
+                    matrix_draft_bytes(rows, cols, **layout),
                     f"{what}: the nibble plane again, striped over each weight stream's four "
                     f"read masters for the draft pass (linear.draft_plane)", layers)
 

@@ -74,7 +74,7 @@ __all__ = ["SLICE_BITS", "RESIDUE_SLICES", "PLANE_SLICES", "MODES", "PACKS", "pa
            "stream_word_bits", "MatrixJob", "tile_pieces", "matrix_tiles", "matrix_job_count",
            "matrix_plane_bytes",
            "pack_matrix", "expected_beats", "weight15", "DRAFT_STRIPES",
-           "draft_input_sub_beats", "draft_image", "job_draft_image", "job_draft_port_bytes",
+           "draft_input_sub_beats", "input_transfers", "layout_args", "draft_image", "job_draft_image", "job_draft_port_bytes",
            "matrix_draft_bytes", "pack_matrix_draft", "expected_draft_transfers"]
 
 #: Bits of one weight in one slice.
@@ -502,6 +502,26 @@ def expected_beats(words, *, mode, config=None):
 
 
 # -- the draft plane ---------------------------------------------------------------------
+
+def input_transfers(per_input, pack, beats, *, wide=False):
+    """Transfers of ``beats`` sub-beats one input of ``per_input`` column beats packed
+    ``pack`` to a sub-beat takes (:func:`input_sub_beats` ``/ beats``); ``wide``, from the
+    draft plane, four stripes a transfer (:func:`draft_input_sub_beats` ``/ (4 · beats)``).
+    What bounds a linear job of fewer tokens (``hw.dsp_linear_unit``)."""
+    if wide:
+        return draft_input_sub_beats(per_input, pack, beats) // (DRAFT_STRIPES * beats)
+    return input_sub_beats(per_input, pack, beats) // beats
+
+
+def layout_args(config):
+    """The plane layout's parameters of ``config``'s linear engine, as the
+    ``matrix_*``/``pack_matrix*`` functions take them: the array, ``max_k``, the stream's
+    word, the weight ports, ``split`` and ``weight_beats``."""
+    lin = config.linear
+    return dict(rows=lin.rows, cols=lin.cols, max_k=lin.max_k,
+                word_bits=stream_word_bits(config), ports=engine_weight_ports(config),
+                split=lin.split_tiles, weight_beats=lin.weight_beats)
+
 
 def draft_input_sub_beats(per_input, pack, align=1):
     """Sub-beats of one input in the draft plane: :func:`input_sub_beats` rounded up to a

@@ -38,8 +38,7 @@ from amaranth.lib.wiring import In, Out
 from specgen.golden.bsfp import BSFPConfig
 from specgen.golden.fp import FP16, FP32
 from specgen.golden.validate import check_choice, check_int
-from specgen.golden.weight_planes import (DRAFT_STRIPES, PACKS, draft_input_sub_beats,
-                                          input_sub_beats)
+from specgen.golden.weight_planes import DRAFT_STRIPES, PACKS, input_transfers
 
 from .bits import eq_const, index_width
 from .dsp58 import DSPFP32, OP_ACC_C, OP_ACC_P, OP_START
@@ -448,11 +447,7 @@ class DSPLinearUnit(wiring.Component):
         ports): :func:`golden.weight_planes.input_sub_beats` ``/ weight_beats``; with
         ``wide``, a draft job from the draft plane,
         :func:`golden.weight_planes.draft_input_sub_beats` ``/ (4 · weight_beats)``."""
-        per_port = -(-self._cols // self._ports)
-        if wide:
-            return (draft_input_sub_beats(per_port, pack, self._beats)
-                    // (DRAFT_STRIPES * self._beats))
-        return input_sub_beats(per_port, pack, self._beats) // self._beats
+        return input_transfers(-(-self._cols // self._ports), pack, self._beats, wide=wide)
 
     @classmethod
     def from_config(cls, config, *, weight_ports=None, weight_beats=1, draft_plane=False):

@@ -238,10 +238,11 @@ class StepPlan:
     def _matrix(self, stored):
         """A matrix's planes in memory: ``(scale, [(job, nibble addr, residue addr)])``."""
         c = self.lm.config.linear
-        nib, res, jobs = pack_matrix(stored, rows=c.rows, cols=c.cols, max_k=c.max_k,
-                                     word_bits=self.lin.weight_stream.word_width,
-                                     ports=self.lin.weight_ports, split=c.split_tiles,
-                                     weight_beats=c.weight_beats)
+        # The layout of the engine as built (its streams' word, its weight ports).
+        layout = dict(rows=c.rows, cols=c.cols, max_k=c.max_k,
+                      word_bits=self.lin.weight_stream.word_width, ports=self.lin.weight_ports,
+                      split=c.split_tiles, weight_beats=c.weight_beats)
+        nib, res, jobs = pack_matrix(stored, **layout)
         n_at, r_at = self._alloc(len(nib), PLANE_ALIGN), self._alloc(len(res), PLANE_ALIGN)
         self.put(n_at, nib)
         self.put(r_at, res)
@@ -253,10 +254,7 @@ class StepPlan:
         d_at = 0
         if c.draft_plane:
             # The draft plane (linear.draft_plane): the draft passes' weights, striped.
-            draft, d_offs = pack_matrix_draft(
-                stored, rows=c.rows, cols=c.cols, max_k=c.max_k,
-                word_bits=self.lin.weight_stream.word_width, ports=self.lin.weight_ports,
-                split=c.split_tiles, weight_beats=c.weight_beats)
+            draft, d_offs = pack_matrix_draft(stored, **layout)
             d_at = self._alloc(len(draft), PLANE_ALIGN)
             self.put(d_at, draft)
         return [(j, n_at + j.nibble_offset, r_at + j.residue_offset, d_at + d)

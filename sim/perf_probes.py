@@ -90,19 +90,11 @@ def ssm_probe_inputs(cfg, *, tokens, seed):
     :func:`golden.mamba2.ssm_step_hw_bits`, which carries the state across them."""
     import numpy as np
 
-    from specgen.golden.mamba2 import SSMParams, mamba2_init_params, ssm_step_hw_bits
-    from specgen.sim.ssm_unit import make_tokens
+    from specgen.sim.ssm_unit import stream_inputs
 
-    rng = np.random.default_rng(seed)
-    prm = mamba2_init_params(cfg, rng)
-    prm = SSMParams(A=prm.A, dt_bias=prm.dt_bias,
-                    D=(1 + 0.25 * rng.standard_normal(cfg.nheads)).astype(np.float32))
-    state0 = np.zeros(cfg.state_shape, np.uint32)
-    toks = make_tokens(rng, cfg, prm, tokens, specials=False)
-    want_y, st = [], state0
-    for x, B, C, dt in toks:
-        y, st = ssm_step_hw_bits(cfg, prm, st, x, B, C, dt)
-        want_y.append(y)
+    prm, state0, toks, want_y, _ = stream_inputs(cfg, np.random.default_rng(seed),
+                                                 tokens=tokens, specials=False,
+                                                 init_state=False)
     return prm, state0, toks, want_y
 
 

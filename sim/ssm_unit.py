@@ -265,6 +265,23 @@ async def tokens(dut):
 # The same scenario as the cocotb tests, on amaranth.sim: no Verilator build, so
 # the default suite and gen/bench/ssm.py can run the full unit in seconds.
 
+def stream_inputs(cfg, rng, *, tokens, specials=True, init_state=True):
+    """A token stream's inputs, drawn from ``rng`` in one order: Mamba2-initialized
+    parameters (``D`` drawn too), the initial state (random, or zero), ``tokens`` tokens
+    (:func:`make_tokens`); and golden's answer, :func:`golden.mamba2.ssm_step_hw_bits`
+    carrying the state across them. ``(prm, state0, toks, want_y, final state)``."""
+    prm = mamba2_init_params(cfg, rng)
+    prm = SSMParams(A=prm.A, dt_bias=prm.dt_bias,
+                    D=(1 + 0.25 * rng.standard_normal(cfg.nheads)).astype(np.float32))
+    state0 = initial_state(rng, cfg) if init_state else np.zeros(cfg.state_shape, np.uint32)
+    toks = make_tokens(rng, cfg, prm, tokens, specials=specials)
+    want_y, st = [], state0
+    for x, B, C, dt in toks:
+        y, st = ssm_step_hw_bits(cfg, prm, st, x, B, C, dt)
+        want_y.append(y)
+    return prm, state0, toks, want_y, st
+
+
 def run_pysim(dut, cfg, *, tokens, seed, stall=0.0, idle=0.0, specials=True, init_state=True,
               max_cycles=200_000):
     """Drive ``dut`` (an :class:`hw.ssm_unit.SSMUnit`) for ``tokens`` tokens on amaranth.sim.
@@ -280,18 +297,11 @@ def run_pysim(dut, cfg, *, tokens, seed, stall=0.0, idle=0.0, specials=True, ini
 
     from amaranth.sim import Simulator
 
-    rng = np.random.default_rng(seed)
     pyrng = random.Random(seed)
     H, P, N = cfg.state_shape
-    prm = mamba2_init_params(cfg, rng)
-    prm = SSMParams(A=prm.A, dt_bias=prm.dt_bias,
-                    D=(1 + 0.25 * rng.standard_normal(H)).astype(np.float32))
-    state0 = initial_state(rng, cfg) if init_state else np.zeros(cfg.state_shape, np.uint32)
-    toks = make_tokens(rng, cfg, prm, tokens, specials=specials)
-    want_y, st = [], state0
-    for x, B, C, dt in toks:
-        y, st = ssm_step_hw_bits(cfg, prm, st, x, B, C, dt)
-        want_y.append(y)
+    prm, state0, toks, want_y, st = stream_inputs(cfg, np.random.default_rng(seed),
+                                                  tokens=tokens, specials=specials,
+                                                  init_state=init_state)
     out = {"want_y": want_y, "want_state": st, "y": [], "y_cycles": []}
 
     async def bench(ctx):

@@ -20,7 +20,7 @@ from specgen.golden.config import LinearConfig, PipelineConfig
 from specgen.golden.mamba2 import SSMConfig
 from specgen.golden.tree import fifo_schedule, schedule_beats
 from specgen.golden.validate import check_choice, check_int
-from specgen.golden.weight_planes import input_sub_beats, pack_factor, tile_pieces
+from specgen.golden.weight_planes import input_transfers, pack_factor, tile_pieces
 
 __all__ = ["pe_latency", "LinearJob", "LinearSchedule", "linear_schedule", "matmul_jobs",
            "dsp_linear_latency", "DSP_DRAIN_TO_Y", "dsp_linear_schedule", "dsp_matmul_jobs", "SSMTiming",
@@ -283,7 +283,7 @@ def dsp_linear_schedule(jobs, *, linear, latency=None, columns=1, beats=1):
     stall = beats = 0
     for count, job in runs:
         q = pack_factor(job.n_rows, rows=linear.rows, cols=linear.cols)
-        feed = input_sub_beats(columns, q, per) // per
+        feed = input_transfers(columns, q, per)
         ops = job.steps * max(job.n_tokens, feed)
         drain = -(-job.n_rows // linear.cols) * job.n_tokens
         for i in range(count):

@@ -29,8 +29,7 @@ from pathlib import Path
 import numpy as np
 
 # The sequencer's own timing (hw.sequencer): the walk below follows its registers.
-from specgen.golden.weight_planes import (DRAFT_STRIPES, draft_input_sub_beats, input_sub_beats,
-                                          pack_factor)
+from specgen.golden.weight_planes import input_transfers, pack_factor
 from specgen.hw.sequencer import BARRIER_LAG, OP_END, RECORD_GAP, record_layout
 
 __all__ = ["ProgramRecord", "EngineCosts", "CoreShape", "decode_program", "program_cycles",
@@ -91,11 +90,8 @@ def job_terms(desc, *, rows, cols, weight_ports, weight_beats=1, draft_plane=Fal
     ``draft_input_sub_beats(cols / weight_ports, q, weight_beats) / (4 · weight_beats)``."""
     steps, tok = desc["steps"], desc["n_tokens"]
     q = pack_factor(desc["n_rows"], rows=rows, cols=cols)
-    if draft_plane and desc.get("mode"):
-        feed = (draft_input_sub_beats(cols // weight_ports, q, weight_beats)
-                // (DRAFT_STRIPES * weight_beats))
-    else:
-        feed = input_sub_beats(cols // weight_ports, q, weight_beats) // weight_beats
+    feed = input_transfers(cols // weight_ports, q, weight_beats,
+                           wide=bool(draft_plane and desc.get("mode")))
     period = max(steps * feed, steps * tok)
     return period, -(-desc["n_rows"] // cols) * tok
 

@@ -28,7 +28,7 @@ from specgen.golden.lm import LMConfig
 from specgen.golden.mamba2 import MAMBA2_DEFAULTS, MAMBA2_SIZES, MAMBA2_VOCAB
 from specgen.golden.tree import TreeShape, fifo_schedule, fits_behind
 from specgen.golden.validate import check_choice, check_float, check_int
-from specgen.golden.weight_planes import (DRAFT_STRIPES, engine_weight_ports, input_sub_beats,
+from specgen.golden.weight_planes import (DRAFT_STRIPES, engine_weight_ports, input_transfers,
                                           stream_word_bits)
 from specgen.hw.step_program import DRAFT_FLOWS
 
@@ -461,8 +461,7 @@ class Accelerator:
         4; VCK190: 8, 4, 2). A DSP linear job takes at least this many cycles per input, so
         passes of fewer tokens are bound by it (``gen.perf.blocks.dsp_linear_schedule``,
         calibrated on the RTL)."""
-        b = self.beats(mode)
-        return input_sub_beats(self.linear.port_columns, pack, b) // b
+        return input_transfers(self.linear.port_columns, pack, self.beats(mode))
 
     @property
     def dsp_linear(self):

@@ -35,9 +35,8 @@ import functools
 from dataclasses import dataclass
 
 from specgen.golden.validate import check_choice, check_int
-from specgen.golden.weight_planes import (engine_weight_ports, matrix_draft_bytes,
-                                          matrix_plane_bytes,
-                                          matrix_tiles, stream_word_bits)
+from specgen.golden.weight_planes import (layout_args, matrix_draft_bytes, matrix_plane_bytes,
+                                          matrix_tiles)
 from specgen.hw.activation_reader import X_PORT_BITS
 from specgen.hw.step_program import in_proj_segments
 
@@ -156,11 +155,8 @@ def _jobs(config, n_out, k, tokens, parts, *, reuse=False):
 
 
 def _weights(config, n_out, k, mode):
-    lin = config.linear
-    kw = dict(rows=lin.rows, cols=lin.cols, max_k=lin.max_k, word_bits=stream_word_bits(config),
-              ports=engine_weight_ports(config), split=lin.split_tiles,
-              weight_beats=lin.weight_beats)
-    if mode and lin.draft_plane:
+    kw = layout_args(config)
+    if mode and config.linear.draft_plane:
         # A draft pass reads the draft plane (linear.draft_plane) instead of the nibble one.
         return matrix_draft_bytes(n_out, k, **kw)
     nib, res = matrix_plane_bytes(n_out, k, **kw)

@@ -198,8 +198,7 @@ def build_image(tensors, *, model, config, policy=None):
     """
     from specgen.golden.bsfp import encode
     from specgen.golden.memory_map import DEFAULT_POLICY, MemoryMap
-    from specgen.golden.weight_planes import (engine_weight_ports, pack_matrix, pack_matrix_draft,
-                                              stream_word_bits)
+    from specgen.golden.weight_planes import layout_args, pack_matrix, pack_matrix_draft
 
     from specgen.gen.runtime.model import ModelError, check_weights
 
@@ -222,20 +221,11 @@ def build_image(tensors, *, model, config, policy=None):
             image.inexact[tname] = t.report.inexact
             region = f"weights.{mat}"
             index = _layer(mm[f"{region}.nibble"], i)
-            lin = config.linear
-            nibble, residue, _ = pack_matrix(t.stored, rows=lin.rows, cols=lin.cols,
-                                             max_k=lin.max_k, word_bits=stream_word_bits(config),
-                                             ports=engine_weight_ports(config),
-                                             split=lin.split_tiles,
-                                             weight_beats=lin.weight_beats)
+            nibble, residue, _ = pack_matrix(t.stored, **layout_args(config))
             image.put(f"{region}.nibble", nibble, **index)
             image.put(f"{region}.residue", residue, **index)
-            if lin.draft_plane:
-                draft, _ = pack_matrix_draft(t.stored, rows=lin.rows, cols=lin.cols,
-                                             max_k=lin.max_k, word_bits=stream_word_bits(config),
-                                             ports=engine_weight_ports(config),
-                                             split=lin.split_tiles,
-                                             weight_beats=lin.weight_beats)
+            if config.linear.draft_plane:
+                draft, _ = pack_matrix_draft(t.stored, **layout_args(config))
                 image.put(f"{region}.draft", draft, **index)
             image.put(f"{region}.scales", np.asarray(t.scales, np.uint8).tobytes(), **index)
     for i in range(model.n_layer):
