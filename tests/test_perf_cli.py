@@ -58,6 +58,7 @@ def test_draft_not_smaller_than_target_is_refused(capsys, draft):
     ("--vector-lanes", "0", "--vector-lanes must be an integer >= 1, not 0"),
     ("--weight-beats", "0", "--weight-beats must be an integer >= 1, not 0"),
     ("--nibble-beats", "0", "--nibble-beats must be an integer >= 1, not 0"),
+    ("--ssm-rows", "3", "--ssm-rows must be one of 1, 2, 4, 8, not 3"),
     ("--early-stop", "1.5", "--early-stop must be in (0, 1], not 1.5"),
     ("--accept", "9", "--accept must be in [1, 5] for --tree 2,2,1,1, not 9"),
     ("--accept", "0.5", "--accept must be in [1, 5]"),

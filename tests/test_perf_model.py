@@ -197,6 +197,32 @@ def test_ssm_period_is_the_stream_steady_state():
         assert math.isclose((s.last_y[-1] - s.last_y[-21]) / 20, t.period(), rel_tol=0.03)
 
 
+def test_ssm_rows_what_if_sweeps_rows_a_cycle():
+    """``ssm_rows`` (a what-if): a 1-node pass of a 2.7B layer's two head groups issues
+    40·64/R row sweeps a group instead of 40·64 (one 128-lane group a row), the rest of
+    the pass (input writes, prologue, the row's latency) the same; the EMUs and their
+    DSP58 grow R-fold, and the design ceiling counts them."""
+    from specgen.gen.perf.system import _ssm_cycles, head_groups
+    from specgen.gen.perf.roofline import roofline
+    acc = accelerator(preset("vhk158"))
+    dims = mamba_dims("2.7B")
+    G = head_groups(acc, dims)
+    rows = dims.nheads // G * dims.headdim          # a group's rows, one issue each at R = 1
+    for R in (2, 4):
+        wide = dataclasses.replace(acc, ssm_rows=R)
+        saved = _ssm_cycles(acc, dims, tokens=1) - _ssm_cycles(wide, dims, tokens=1)
+        assert saved == dims.n_layer * G * (rows - rows // R)
+        assert (wide.ssm_emus, wide.dsp_ssm) == (R * 128, R * acc.dsp_ssm)
+        assert "x %d rows (what-if)" % R in wide.describe()
+    step = StepConfig(target="2.7B", draft="speq", tree=(1,) * 8, tokens_per_step=6)
+    base, fast = (roofline(step_model(a, step)) for a in (acc, dataclasses.replace(acc, ssm_rows=2)))
+    assert fast.design_compute > base.design_compute
+    assert step_model(dataclasses.replace(acc, ssm_rows=2), step).tokens_per_s \
+        > step_model(acc, step).tokens_per_s
+    with pytest.raises(ValueError, match="ssm_rows must be one of 1, 2, 4, 8, not 3"):
+        dataclasses.replace(acc, ssm_rows=3)
+
+
 def test_bigger_trees_pay_for_more_lanes():
     """A tree with more nodes than token lanes needs a second weight pass in the exact array."""
     from specgen.golden.config import LinearConfig

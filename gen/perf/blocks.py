@@ -347,11 +347,16 @@ class SSMTiming:
         Geometry, lanes and tables (the prologue latency depends on the table degrees).
     mul_stages, add_stages : int
         Pipeline registers of every FPMul / FPAdd (RTL defaults 2 and 2).
+    rows_per_cycle : int
+        State rows swept a cycle: 1, as the RTL builds it (``lanes ≤ d_state``); ``R`` prices
+        a unit of ``R`` times the EMU lanes sweeping ``R`` rows of a head a cycle (a what-if,
+        :attr:`gen.perf.system.Accelerator.ssm_rows`), its other latencies the same.
     """
 
     cfg: SSMConfig
     mul_stages: int = 2
     add_stages: int = 2
+    rows_per_cycle: int = 1
 
     def __post_init__(self):
         if not isinstance(self.cfg, SSMConfig):
@@ -359,6 +364,7 @@ class SSMTiming:
         for name, limit in (("mul_stages", "fp_mul_stages"), ("add_stages", "fp_add_stages")):
             lo, hi = PipelineConfig.LIMITS[limit]
             check_int("SSMTiming", name, getattr(self, name), min=lo, max=hi)
+        check_int("SSMTiming", "rows_per_cycle", self.rows_per_cycle, min=1)
 
     @property
     def _unit(self):
@@ -367,8 +373,9 @@ class SSMTiming:
 
     @property
     def tiles(self):
-        """Issue cycles per token, ``H·P·N / lanes`` (``SSMUnit.sweep_cycles``)."""
-        return self._unit.sweep_cycles
+        """Issue cycles per token, ``H·P·N / lanes`` (``SSMUnit.sweep_cycles``), over
+        :attr:`rows_per_cycle`."""
+        return -(-self._unit.sweep_cycles // self.rows_per_cycle)
 
     @property
     def groups(self):
@@ -482,7 +489,9 @@ def ssm_stream(timing, *, tokens, words_per_cycle=1):
             s = max(s, start[-1] + timing.tiles, start[-1] + timing.gap)
         start.append(s)
         bank_free[t % 2] = s + timing.tiles        # the cycle after the last tile issue
-        last_y.append(s + (rows - 1) * timing.groups + timing.row_latency)
+        # The last issue of a sweep: rows over rows_per_cycle, `groups` cycles each.
+        last_y.append(s + (-(-rows // timing.rows_per_cycle) - 1) * timing.groups
+                      + timing.row_latency)
     return SSMStream(tuple(commit), tuple(start), tuple(last_y), start[0] + timing.row_latency)
 
 

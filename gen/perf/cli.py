@@ -136,6 +136,9 @@ def add_parser(sub):
     p.add_argument("--nibble-beats", type=int, default=None, metavar="N", dest="nibble_beats",
                    help="the same in a SPEQ nibble-plane draft pass (default --weight-beats; "
                         "a what-if)")
+    p.add_argument("--ssm-rows", type=int, default=1, metavar="R", dest="ssm_rows",
+                   help="a what-if: state rows the SSM unit sweeps a cycle, 1 (as built), 2, 4 "
+                        "or 8 (R times the EMU lanes and their DSP58)")
     p.add_argument("--stage-reuse", action="store_true", dest="stage_reuse",
                    help="a what-if: each matrix's inputs read once for all its jobs and the "
                         "stages' weights once a pass (as built: every job reads its inputs, "
@@ -170,6 +173,7 @@ FLAG_OF_FIELD = {
     "Accelerator.overlap": "--overlap", "Accelerator.sizing": "--sizing",
     "Accelerator.state_ports": "--state-ports", "Accelerator.vector_lanes": "--vector-lanes",
     "Accelerator.weight_beats": "--weight-beats", "Accelerator.nibble_beats": "--nibble-beats",
+    "Accelerator.ssm_rows": "--ssm-rows",
     "accelerator.sizing": "--sizing",
 }
 
@@ -242,9 +246,18 @@ def check_step(args, *, tree, accept, cont, config):
         _check_range("--accept", accept, 1.0, round(hi, 6), why=why)
 
 
+def _accelerator(config, args):
+    """The model of the design ``config`` with the flags' sizing and what-ifs."""
+    from specgen.gen.perf.system import accelerator
+    return accelerator(config, sizing=args.sizing, overlap=args.overlap,
+                       state_ports=args.state_ports, vector_lanes=args.vector_lanes,
+                       weight_beats=args.weight_beats, nibble_beats=args.nibble_beats,
+                       ssm_rows=args.ssm_rows, stage_reuse=args.stage_reuse)
+
+
 def run(args, *, out=None):
     """Evaluate the model for parsed ``args`` and print the result."""
-    from specgen.gen.perf.system import (DRAFT_CHOICES, RESTORE_POLICIES, SIZINGS, StepConfig, accelerator,
+    from specgen.gen.perf.system import (DRAFT_CHOICES, RESTORE_POLICIES, SIZINGS, StepConfig,
                                  model_names, perf_board_names, step_model)
     from specgen.gen.perf.report import format_result
     from specgen.gen.perf.roofline import format_roofline, roofline
@@ -293,10 +306,7 @@ def run(args, *, out=None):
     check_step(args, tree=tree, accept=accept, cont=cont, config=config)
     try:
         # The design itself (its board, blocks and tree); --sizing dsp resizes its arrays.
-        acc = accelerator(config, sizing=args.sizing, overlap=args.overlap,
-                          state_ports=args.state_ports, vector_lanes=args.vector_lanes,
-                          weight_beats=args.weight_beats, nibble_beats=args.nibble_beats,
-                          stage_reuse=args.stage_reuse)
+        acc = _accelerator(config, args)
         step = StepConfig(target=args.target, draft=args.draft, tree=tree if args.draft != "none" else (),
                           tokens_per_step=accept if args.draft != "none" else None,
                           alpha=alpha if args.draft != "none" else None, continue_prob=cont,
@@ -385,10 +395,7 @@ def run_tree_best(args, *, config, out):
     beside_wanted = beside_shapes(max_nodes=tree.max_nodes, fifo_depth=tree.fifo_depth)
     extra = [s for s in beside_wanted if s not in set(shapes)]
     try:
-        acc = accelerator(config, sizing=args.sizing, overlap=args.overlap,
-                          state_ports=args.state_ports, vector_lanes=args.vector_lanes,
-                          weight_beats=args.weight_beats, nibble_beats=args.nibble_beats,
-                          stage_reuse=args.stage_reuse)
+        acc = _accelerator(config, args)
         ranked = search_trees(acc, target=args.target, draft=args.draft, profile=profile,
                               shapes=shapes + extra, continue_prob=cont,
                               restore_policy=args.policy, draft_flow=args.draft_flow)

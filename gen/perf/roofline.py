@@ -218,7 +218,7 @@ def roofline(result, *, lut_per_mac=LUT_PER_FP16_MAC, lut_share=LUT_SHARE_FOR_MA
     lin = acc.linear
     # An exact PE does quant_lanes draft products a cycle; a DSPFP32 slot one MAC of either.
     quant_per_slot = lin.quant_lanes if lin.contract == "exact" else 1
-    lanes = acc.ssm_lanes
+    lanes = acc.ssm_emus
     extra = lut_macs(board, lut_per_mac=lut_per_mac, share=lut_share)
     phases = []
     for p in result.phases:
@@ -269,7 +269,7 @@ def format_roofline(roof):
         row("limit: min(memory, compute) per phase", "limit"),
         row(f"with the state on {acc.state_ports} + {acc.state_ports} state ports", "state_limit"),
         row(f"design's slots ({acc.linear.pes:,} MAC, {feed_label(acc)}"
-            f"{acc.ssm_lanes} SSM lanes)", "design_compute"),
+            f"{acc.ssm_emus} SSM lanes)", "design_compute"),
         row("design limit: min(memory, design) per phase", "design_limit"),
         row(f"with +{roof.lut_macs_per_cycle:,} LUT MACs (assumed)", "lut_limit"),
         f"  (LUT MACs: assumption, {roof.lut_per_mac} LUT per FP16 MAC with a binary32 "

@@ -38,7 +38,7 @@ from specgen.gen.perf.claims import SEED, SEED_TREE, SPEQ_ALPHA, SPEQ_CHAIN
 from specgen.gen.perf.traffic import commit_traffic, pass_traffic
 
 __all__ = ["VOCAB", "MambaDims", "model_names", "mamba_dims", "Calibration", "PowerModel",
-           "PAPER_BOARD", "SIZINGS", "RESTORE_POLICIES", "Accelerator", "perf_board_names",
+           "PAPER_BOARD", "SIZINGS", "RESTORE_POLICIES", "SSM_ROWS", "Accelerator", "perf_board_names",
            "accelerator", "DRAFT_CHOICES", "MODEL_DRAFT_FLOWS", "StepConfig", "Phase", "StepResult", "JSON_KEYS",
            "expected_tokens", "SSM_OPS_PER_ELEM", "ssm_timing", "weight_bytes", "layout_weight_bytes",
            "state_bytes",
@@ -300,6 +300,8 @@ def state_traffic(config, *, state_elems, elem_bytes, ports=None, efficiency=1.0
 
 SIZINGS = ("preset", "dsp")
 RESTORE_POLICIES = ("recompute", "store")
+#: :attr:`Accelerator.ssm_rows`: state rows a cycle (1 as built; more, what-ifs).
+SSM_ROWS = (1, 2, 4, 8)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -352,6 +354,14 @@ class Accelerator:
         linear and SSM units: the core's programs order every layer's stages by
         barriers, except that a head group's conv1d and SSM pass run beside the linear
         engine's jobs for the next group's rows (:func:`layer_overlap`).
+    ssm_rows : int
+        State rows the SSM unit sweeps a cycle: 1 as built (``hw.tree_ssm.TreeSSMUnit``
+        takes ``lanes ≤ d_state``, one row's columns a cycle); 2, 4 or 8 is a what-if, a
+        unit of that many times the EMU lanes and DSP58 sweeping as many rows of a head a
+        cycle. The golden model defines its results (``golden.mamba2.SSMConfig`` with
+        ``lanes`` a multiple of ``d_state``: the same reduction tree, so the same bits);
+        its state streams that much faster, which the phases' state time prices on
+        :attr:`state_ports`.
     stage_reuse : bool
         A what-if (default False: as built): each matrix's inputs read once for all its
         jobs, and the stages' weights (norm weights, conv taps and bias) once a pass
@@ -372,6 +382,7 @@ class Accelerator:
     vector_lanes: int | None = None
     weight_beats: int | None = None
     nibble_beats: int | None = None
+    ssm_rows: int = 1
     stage_reuse: bool = False
     calibration: Calibration = field(default_factory=Calibration)
 
@@ -405,6 +416,7 @@ class Accelerator:
             object.__setattr__(self, "nibble_beats", self.weight_beats * (
                 DRAFT_STRIPES if self.config.linear.draft_plane else 1))
         check_int("Accelerator", "nibble_beats", self.nibble_beats, min=1)
+        check_choice("Accelerator", "ssm_rows", self.ssm_rows, SSM_ROWS)
         check_choice("Accelerator", "stage_reuse", self.stage_reuse, (False, True))
         if not isinstance(self.calibration, Calibration):
             raise TypeError(f"Accelerator.calibration must be a Calibration, not {self.calibration!r}")
@@ -469,9 +481,14 @@ class Accelerator:
         return self.linear.rows * self.linear.cols
 
     @property
+    def ssm_emus(self):
+        """EMU lanes of the SSM unit: ``ssm.lanes`` times :attr:`ssm_rows`."""
+        return self.ssm_lanes * self.ssm_rows
+
+    @property
     def dsp_ssm(self):
         """DSP58 of the SSM unit: four per EMU lane (three binary32 multiplies and an add)."""
-        return 4 * self.ssm_lanes
+        return 4 * self.ssm_emus
 
     def describe(self):
         lin = self.linear
@@ -479,7 +496,9 @@ class Accelerator:
                  if lin.contract == "dspfp32" else
                  f"LinearUnit {lin.rows}x{lin.cols} PEs (q{lin.quant_lanes})")
         return (f"{self.board.name}: {array}, "
-                f"SSMUnit {self.ssm_lanes} lanes, {self.board.clock_mhz:g} MHz, "
+                f"SSMUnit {self.ssm_lanes} lanes"
+                f"{f' x {self.ssm_rows} rows (what-if)' if self.ssm_rows > 1 else ''}, "
+                f"{self.board.clock_mhz:g} MHz, "
                 f"{self.board.memory} {self.board.mem_bw_gbs:g} GB/s, sizing {self.sizing}")
 
     def to_dict(self):
@@ -939,7 +958,7 @@ def ssm_timing(acc, dims):
     # The design's arithmetic (its pipeline depths) on the model's geometry.
     return SSMTiming(cfg=replace(dims.ssm_config, lanes=lanes, contract=acc.config.ssm.contract),
                      mul_stages=acc.ssm_mul_stages,
-                     add_stages=acc.ssm_add_stages)
+                     add_stages=acc.ssm_add_stages, rows_per_cycle=acc.ssm_rows)
 
 
 def head_groups(acc, dims):
