@@ -23,7 +23,7 @@ A3.1.2). Commands accepted before the reset are dropped; every command after it
 completes exactly once.
 """
 
-from amaranth import Cat, Const, Module, Mux, Signal, Value, signed
+from amaranth import C, Cat, Const, Module, Mux, Signal, Value, signed
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.cdc import FFSynchronizer
 from amaranth.lib.fifo import SyncFIFO
@@ -362,17 +362,8 @@ class AXI4ReadMaster(_Params, wiring.Component):
         self._init_params("AXI4ReadMaster", addr_width=addr_width, data_width=data_width,
                           id_width=id_width, max_burst=max_burst, max_outstanding=max_outstanding,
                           fifo_depth=fifo_depth, memory=memory)
-        if out_width is None:
-            out_width = data_width
-        ratio = out_width // data_width if isinstance(out_width, int) else 0
-        if (isinstance(out_width, bool) or not isinstance(out_width, int)
-                or out_width != ratio * data_width or ratio < 1 or ratio & (ratio - 1)
-                or ratio > self._fifo_depth):
-            raise ValueError(f"AXI4ReadMaster.out_width must be data_width ({data_width}) times "
-                             f"a power of two up to fifo_depth ({self._fifo_depth}), not "
-                             f"{out_width!r}")
-        self._out_width = out_width
-        self._ratio = out_width // data_width
+        self._out_width, self._ratio = _word_width("AXI4ReadMaster", "out_width", out_width,
+                                                   data_width, self._fifo_depth)
         super().__init__({
             "cmd": In(stream.Signature(self._cmd_layout)),
             "data": Out(stream.Signature(self._out_width)),
@@ -529,6 +520,19 @@ class AXI4ReadMaster(_Params, wiring.Component):
         return m
 
 
+def _word_width(owner, name, width, data_width, fifo_depth):
+    """``(width, ratio)``: a master's fabric-side word, ``data_width`` (``None``) or a
+    power-of-two multiple of it up to ``fifo_depth`` beats."""
+    if width is None:
+        width = data_width
+    ratio = width // data_width if isinstance(width, int) else 0
+    if (isinstance(width, bool) or not isinstance(width, int) or width != ratio * data_width
+            or ratio < 1 or ratio & (ratio - 1) or ratio > fifo_depth):
+        raise ValueError(f"{owner}.{name} must be data_width ({data_width}) times a power of "
+                         f"two up to fifo_depth ({fifo_depth}), not {width!r}")
+    return width, ratio
+
+
 class AXI4WriteMaster(_Params, wiring.Component):
     """AXI4 write master: regions and their data in, write bursts out.
 
@@ -541,15 +545,22 @@ class AXI4WriteMaster(_Params, wiring.Component):
         Beats of the data FIFO (the crossing from ``sync``), a power of two
         ≥ ``max_burst``. A burst's AW is issued only when all its beats are in
         the FIFO, so W never stalls inside a burst for want of data.
+    in_width : int or None
+        Bits per ``data`` word: ``data_width`` (the default) or a power-of-two
+        multiple of it, whose beats leave the low ones first. As the read master's
+        ``out_width``: a fabric clock slower than the memory clock gives a port its
+        bandwidth only through a wider word (256-bit beats at 450 MHz take 512-bit words
+        at 250 MHz); the crossing carries words and the memory side splits them.
 
     Attributes
     ----------
     cmd : In(stream.Signature(command_layout)), domain ``sync``
         A region, as for the read master (beat-aligned by construction; a
         region of 0 beats is dropped and not counted in ``done``).
-    data : In(stream.Signature(data_width)), domain ``sync``
-        The regions' beats in command order; each fills one whole beat
-        (``wstrb`` all ones).
+    data : In(stream.Signature(in_width)), domain ``sync``
+        The regions' beats in command order, ``in_width / data_width`` a word, the
+        earliest in the low bits; each fills one whole beat (``wstrb`` all ones). Every
+        region is a whole number of words (a word never spans two regions).
     axi : Out(axi4_write_signature), domain ``mem``
         AW, W and B. W follows AW order; ``wlast`` marks each burst's last beat.
         ``bready`` is high unless the crossing of ``done`` is full.
@@ -562,13 +573,15 @@ class AXI4WriteMaster(_Params, wiring.Component):
     """
 
     def __init__(self, *, addr_width, data_width, id_width=1, max_burst, max_outstanding,
-                 fifo_depth, memory="DDR"):
+                 fifo_depth, memory="DDR", in_width=None):
         self._init_params("AXI4WriteMaster", addr_width=addr_width, data_width=data_width,
                           id_width=id_width, max_burst=max_burst, max_outstanding=max_outstanding,
                           fifo_depth=fifo_depth, memory=memory)
+        self._in_width, self._ratio = _word_width("AXI4WriteMaster", "in_width", in_width,
+                                                  data_width, self._fifo_depth)
         super().__init__({
             "cmd": In(stream.Signature(self._cmd_layout)),
-            "data": In(stream.Signature(self._data_width)),
+            "data": In(stream.Signature(self._in_width)),
             "axi": Out(axi4_write_signature(addr_width=self._addr_width,
                                             data_width=self._data_width, id_width=self._id_width)),
             "done": Out(32),
@@ -581,9 +594,12 @@ class AXI4WriteMaster(_Params, wiring.Component):
         :meth:`AXI4ReadMaster.from_config`)."""
         return cls(**cls.config_kwargs(config, **overrides))
 
+    in_width = property(lambda self: self._in_width)
+
     @property
     def module_name(self):
-        return self._name("Write")
+        name = self._name("Write")
+        return name if self._ratio == 1 else f"{name}_w{self._in_width}"
 
     @property
     def latency(self):
@@ -596,8 +612,12 @@ class AXI4WriteMaster(_Params, wiring.Component):
         axi = self.axi
         max_out = self._max_outstanding
 
+        ratio = self._ratio
+        sh = (ratio - 1).bit_length()
+        # The crossing carries words of `ratio` beats (fifo_depth beats in all).
         m.submodules.data_cdc = data_cdc = CDCFIFO(
-            width=self._data_width, depth=self._fifo_depth, w_domain="sync", r_domain="mem")
+            width=self._in_width, depth=self._fifo_depth // ratio, w_domain="sync",
+            r_domain="mem")
         m.submodules.done_cdc = done_cdc = CDCFIFO(
             width=1, depth=COMMAND_DEPTH, w_domain="mem", r_domain="sync")
         burst = self._bursts(m)
@@ -632,7 +652,8 @@ class AXI4WriteMaster(_Params, wiring.Component):
         issue = Signal()
         m.d.mem += [
             outstanding1.eq(bursts - answered),
-            unpromised.eq(data_cdc.r_written - promised),
+            # Beats written: the words written, `ratio` beats each.
+            unpromised.eq(Cat(C(0, sh), data_cdc.r_written) - promised),
             out_ok.eq(outstanding1 < max_out),
             data_ok.eq(burst.valid & (length <= unpromised) & out_ok & lens.w_rdy
                        & lasts.w_rdy & ~issue & ~issued_recently.any()),
@@ -660,15 +681,32 @@ class AXI4WriteMaster(_Params, wiring.Component):
         left = Signal(8)        # beats after the current one in this burst
         w_last = Signal()
         w_fire = Signal()
+        # A word's beats leave low first; the word leaves the FIFO with its last beat.
+        sub = Signal(range(ratio), name="w_sub")
+        word_end = Signal(name="w_word_end")
+        beat = Signal(self._data_width, name="w_beat")
+        if ratio == 1:
+            m.d.comb += beat.eq(data_cdc.r_data)
+        else:
+            # A full case on the beat index (a shift would be wider than the beat).
+            dw = self._data_width
+            with m.Switch(sub):
+                for k in range(ratio):
+                    with m.Case(k):
+                        m.d.comb += beat.eq(data_cdc.r_data[k * dw:(k + 1) * dw])
         m.d.comb += [
             axi.wvalid.eq(w_active & data_cdc.r_rdy),
-            axi.wdata.eq(data_cdc.r_data),
+            axi.wdata.eq(beat),
             axi.wstrb.eq(Const(-1, self._bytes)),
             axi.wlast.eq(w_last),
             w_fire.eq(axi.wvalid & axi.wready),
-            data_cdc.r_en.eq(w_fire),
+            word_end.eq(sub == ratio - 1 if ratio > 1 else 1),
+            data_cdc.r_en.eq(w_fire & word_end),
             lens.r_en.eq(~w_active | (w_fire & w_last)),
         ]
+        if ratio > 1:
+            with m.If(w_fire):
+                m.d.mem += sub.eq(Mux(word_end, 0, sub + 1))
         with m.If(lens.r_en & lens.r_rdy):
             m.d.mem += [w_active.eq(1), left.eq(lens.r_data), w_last.eq(~lens.r_data.any())]
         with m.Elif(w_fire):

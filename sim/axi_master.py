@@ -323,11 +323,12 @@ class TB:
             expect += n * self.bytes
         assert expect == end, f"region {addr:#x}+{beats}: bursts overrun it to {expect:#x}"
 
-    def random_region(self, max_beats):
-        """A region of 1 ... ``max_beats`` beats; a third of them start just below a 4 KB
-        boundary, so the 4 KB rule cuts them."""
+    def random_region(self, max_beats, unit=1):
+        """A region of 1 ... ``max_beats`` beats (a multiple of ``unit``: a write master's
+        words); a third of them start just below a 4 KB boundary, so the 4 KB rule cuts
+        them."""
         total = self.size // self.bytes
-        beats = self.rng.randint(1, max_beats)
+        beats = unit * self.rng.randint(1, max(1, max_beats // unit))
         if self.rng.random() < 1 / 3:
             page = self.rng.randrange(1, self.size // PAGE)
             first = page * PAGE // self.bytes - self.rng.randint(1, 8)
@@ -545,6 +546,9 @@ async def _write_run(dut, *, regions, max_beats, reset_at=None):
     beats_q = deque()
     stats = {"commands": 0, "resets": 0, "beats": 0}
     stop = {"now": False}
+    # The master takes words of `ratio` beats (in_width), the earliest beat low.
+    dw = p["data_width"]
+    ratio = p.get("in_width", dw) // dw
 
     async def source():
         while True:
@@ -578,11 +582,12 @@ async def _write_run(dut, *, regions, max_beats, reset_at=None):
             issued = []
             stats["resets"] += 1
             assert int(dut.done.value) == 0, "done did not restart from 0"
-        first, beats = tb.random_region(max_beats)
-        words = [rng.getrandbits(p["data_width"]) for _ in range(beats)]
+        first, beats = tb.random_region(max_beats, unit=ratio)
+        words = [rng.getrandbits(dw) for _ in range(beats)]
         if not await drive_command(tb, first, beats, stop):
             break
-        beats_q.extend(words)
+        beats_q.extend(sum(w << (k * dw) for k, w in enumerate(words[i:i + ratio]))
+                       for i in range(0, beats, ratio))
         issued.append((first, beats, words))
         stats["commands"] += 1
     waited = 0

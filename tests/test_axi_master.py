@@ -32,6 +32,7 @@ CLOCKS = [pytest.param(SIM.clock_mhz, SIM.memory_clock_mhz, id="sim-clocks"),
 def _params(master, sync_mhz, mem_mhz, **extra):
     return dict(addr_width=master.addr_width, data_width=master.data_width,
                 out_width=getattr(master, "out_width", master.data_width),
+                in_width=getattr(master, "in_width", master.data_width),
                 max_burst=master.max_burst, max_outstanding=master.max_outstanding,
                 sync_mhz=sync_mhz, mem_mhz=mem_mhz, **STRESS) | extra
 
@@ -62,6 +63,20 @@ def test_write_master_verilator(sync_mhz, mem_mhz):
     run_bench(wm, name=wm.module_name, module="specgen.sim.axi_master",
               testcase=["write_random", "write_reset_mid_burst"],
               params=_params(wm, sync_mhz, mem_mhz, regions=20, max_beats=200, reset_region=6))
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("ratio,sync_mhz,mem_mhz", [
+    pytest.param(2, SIM.clock_mhz, SIM.memory_clock_mhz, id="x2-sim-clocks"),
+    pytest.param(4, SIM.clock_mhz, 70.0, id="x4-mem-slower")])
+def test_write_master_splits_words_verilator(ratio, sync_mhz, mem_mhz):
+    """Words of 2 and 4 beats split at the memory clock, regions of whole words cut by
+    4 KB boundaries, stalls on AW, W, B and the input, a reset in mid-burst."""
+    wm = AXI4WriteMaster(**SMALL, in_width=SMALL["data_width"] * ratio)
+    assert wm.module_name.endswith(f"_w{SMALL['data_width'] * ratio}")
+    run_bench(wm, name=wm.module_name, module="specgen.sim.axi_master",
+              testcase=["write_random", "write_reset_mid_burst"],
+              params=_params(wm, sync_mhz, mem_mhz, regions=16, max_beats=160, reset_region=6))
 
 
 @pytest.mark.sim
@@ -228,12 +243,14 @@ def test_masters_long(sync_mhz, mem_mhz):
                              reset_region=150))
 
 
-@pytest.mark.parametrize("out_width", [96, 32, 64 * 128, 128.0])
-def test_read_master_rejects_bad_out_width(out_width):
+@pytest.mark.parametrize("cls,name", [(AXI4ReadMaster, "out_width"),
+                                      (AXI4WriteMaster, "in_width")])
+@pytest.mark.parametrize("width", [96, 32, 64 * 128, 128.0])
+def test_masters_reject_bad_word_width(cls, name, width):
     with pytest.raises(ValueError) as info:
-        AXI4ReadMaster(**SMALL, out_width=out_width)
-    assert str(info.value) == ("AXI4ReadMaster.out_width must be data_width (64) times a power "
-                               f"of two up to fifo_depth (64), not {out_width!r}")
+        cls(**SMALL, **{name: width})
+    assert str(info.value) == (f"{cls.__name__}.{name} must be data_width (64) times a power "
+                               f"of two up to fifo_depth (64), not {width!r}")
 
 
 def test_from_config_widens_the_word_to_the_fabric_clock():
