@@ -532,12 +532,16 @@ PRESETS = {
     # Board-scale arrays (sizing in docs/boards.md): DSPFP32 MAC slots in columns
     # of 64, 84 columns (5,376 DSP58, 73 % of the part) on VHK158 and 8 (512 DSP58;
     # DDR feeds 15 FP16 weights per cycle) on VCK190; the SSM unit is one
-    # Mamba2-2.7B layer (80 heads x 64 x 128) with one EMU lane per state column
-    # on VHK158 and half of that on the smaller VCK190, on DSPFP32 slices, fed 8
-    # binary32 words (256 bits) a cycle so that a token's 5,456 input words
-    # (682 beats) arrive well within its 5,120-cycle sweep. VHK158's 128 lanes take and
-    # give 4,096 state bits a 250 MHz cycle: 16 of its 256-bit HBM ports each way, as a
-    # write master takes one beat a fabric cycle; VCK190's DDR is one port. The vector
+    # Mamba2-2.7B layer (80 heads x 64 x 128) with two rows of a head a cycle (256 EMU
+    # lanes, two reduction trees of 128) on VHK158 and half a row on the smaller VCK190,
+    # on DSPFP32 slices, fed 8 binary32 words (256 bits) a cycle so that a token's 5,456
+    # input words (682 beats) arrive well within its 2,560-cycle sweep. VHK158's 256 lanes
+    # take and give 8,192 state bits a 250 MHz cycle: 16 of its 256-bit HBM ports each way
+    # at 450 MHz carry 90 % of them (the masters pack and split 512-bit slices), so a pass
+    # that streams its state runs at that rate and a tree pass, which reads it once for
+    # all its nodes, at the lanes'; the 2,048 spare DSP58 of 128 lanes took the second
+    # row (the model: SPEQ 69.5 -> 76.1 tok/s, docs/perf-model.md). VCK190's DDR is one
+    # port and binds first: 64 lanes. The vector
     # stages take 4 elements a beat (the most that divides VHK158's 84 columns; with one,
     # they were half of the modeled verify pass, docs/perf.md); the sim preset 2, so
     # every bench and the RTL generation run lanes. VHK158 runs a layer's SSM work as two
@@ -566,7 +570,7 @@ PRESETS = {
                      linear=LinearConfig(rows=64, cols=84, quant_lanes=3, max_k=8192,
                                          contract="dspfp32", max_tokens=16, weight_beats=2,
                                          draft_plane=True),
-                     ssm=SSMConfig(nheads=80, headdim=64, d_state=128, lanes=128,
+                     ssm=SSMConfig(nheads=80, headdim=64, d_state=128, lanes=256,
                                    contract="dspfp32", input_words=8, state_ports=16,
                                    head_groups=2),
                      pipeline=_BOARD_PIPELINE, vector=VectorConfig(lanes=4)),

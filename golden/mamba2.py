@@ -88,7 +88,7 @@ from .validate import check_choice, check_int
 
 __all__ = [
     "MAMBA2_SIZES", "MAMBA2_DEFAULTS", "MAMBA2_VOCAB", "STATE_FORMATS", "SSMConfig", "SSMParams",
-    "SSMStep", "ssm_preset", "ssm_preset_names", "mamba2_init_params",
+    "SSMStep", "row_words", "ssm_preset", "ssm_preset_names", "mamba2_init_params",
     "ssm_step_ref", "ssm_step_hw", "ssm_step_hw_bits", "softplus64", "silu64",
     "CANONICAL_NAN16",
 ]
@@ -122,6 +122,14 @@ def _is_pow2(v):
     return v > 0 and v & (v - 1) == 0
 
 
+def row_words(d_state, lanes):
+    """Elements of a state row in an SSM unit's tile order: ``d_state`` padded to whole
+    groups of ``min(lanes, d_state)`` (``⌈N/lanes⌉·lanes`` for ``lanes ≤ d_state``; ``N``
+    when a word holds several rows)."""
+    width = min(lanes, d_state)
+    return -(-d_state // width) * width
+
+
 @dataclass(frozen=True, kw_only=True)
 class SSMConfig:
     """Geometry and numerics of the SSM unit.
@@ -138,8 +146,10 @@ class SSMConfig:
         Element-wise multiply units (EMUs): state elements updated per cycle.
         Any count up to ``d_state`` (a row's last group of columns is partial
         when ``lanes`` does not divide ``d_state``), or a power-of-two multiple
-        of a power-of-two ``d_state`` (several rows per cycle). It fixes the
-        adder-tree width of the ``Σ_n h·C`` reduction.
+        of a power-of-two ``d_state`` (:attr:`rows_per_word` rows per cycle;
+        the hardware takes them from one head). It fixes the adder-tree width of
+        the ``Σ_n h·C`` reduction, ``min(lanes, d_state)``: several rows a cycle
+        change no result.
     state_format : str
         ``"fp32"`` (the contract, as Mamba) or ``"fp16"`` (a measured alternative).
     exp_lut, softplus_lut, silu_lut : LUTSpec
@@ -292,12 +302,21 @@ class SSMConfig:
         return -(-self.d_state // self.tree_width)
 
     @property
+    def rows_per_word(self):
+        """State rows one word of ``lanes`` elements holds (the unit sweeps a word a cycle):
+        ``lanes/d_state`` rows of a head when ``lanes > d_state``, else 1."""
+        return max(1, self.lanes // self.d_state)
+
+    @property
+    def row_words(self):
+        """Elements of a row in the unit's tile order (:func:`row_words`)."""
+        return row_words(self.d_state, self.lanes)
+
+    @property
     def cycles_per_token(self):
         """EMU cycles to sweep the whole state once: one group of ``tree_width`` columns of
         a row per cycle (``lanes ≤ d_state``), or ``lanes/d_state`` rows per cycle."""
-        if self.lanes <= self.d_state:
-            return self.nheads * self.headdim * self.groups_per_row
-        return -(-self.nheads * self.headdim // (self.lanes // self.d_state))
+        return -(-self.nheads * self.headdim * self.groups_per_row // self.rows_per_word)
 
     @property
     def input_beats(self):

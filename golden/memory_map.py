@@ -88,7 +88,7 @@ from .weight_planes import layout_args, matrix_draft_bytes, matrix_job_count, ma
 __all__ = ["ALIGN", "REGION_CLASSES", "MODELS", "WORD_BYTES",
            "DEFAULT_POLICY", "MAP_POLICIES", "unit_checkpoint", "Region", "MemoryMap", "align", "replay_record_words",
            "layer_param_words", "SSM_SLOTS", "SSM_BUFFERS", "SSMEngineLayout", "ssm_engine_layout",
-           "stripe_state", "unstripe_state", "state_image"]
+           "stripe_state", "unstripe_state", "state_image", "tile_order", "from_tile_order"]
 
 #: Alignment of every region, layer entry and node entry: one 4 KiB page (AXI4's burst boundary).
 ALIGN = 4096
@@ -158,7 +158,7 @@ def ssm_engine_layout(config, model=None):
     H, P, N = c.state_shape
     record = WORD_BYTES * (2 * N + H * P + H)
     y = WORD_BYTES * H * P
-    state = s * H * P * c.groups_per_row * c.lanes
+    state = s * H * P * c.row_words
     params = WORD_BYTES * 3 * H
     if model is not None:
         if not isinstance(model, LMConfig):
@@ -198,22 +198,36 @@ def stripe_state(words, *, lanes, ports):
 
 def state_image(ssm, state):
     """A layer's SSM state (``ssm.state_shape`` values, any dtype) in its memory order:
-    the unit's tile order, each row of ``N`` columns padded with zeros to
-    ``⌈N/lanes⌉·lanes``, striped over ``ssm.state_ports`` (:func:`stripe_state`).
+    the unit's tile order (:func:`tile_order`), striped over ``ssm.state_ports``
+    (:func:`stripe_state`)."""
+    return stripe_state(tile_order(ssm, state), lanes=ssm.lanes, ports=ssm.state_ports)
 
-    ``ssm`` is a :class:`golden.mamba2.SSMConfig` with ``lanes ≤ d_state``.
-    """
+
+def tile_order(ssm, state):
+    """A layer's SSM state (``ssm.state_shape`` values, any dtype) in the unit's tile order,
+    flat: row ``r = h·P + p`` after row ``r − 1``, each of ``N`` columns padded with zeros
+    to ``ssm.row_words`` (``⌈N/lanes⌉·lanes`` when ``lanes ≤ d_state``). Word ``a`` of the
+    unit's state port is elements ``a·lanes … a·lanes + lanes − 1``: tile ``k`` of row
+    ``r`` at ``a = r·⌈N/lanes⌉ + k`` (``lanes ≤ d_state``), or rows ``a·Q … a·Q + Q − 1``
+    (``Q = lanes/d_state`` rows of a head a word)."""
     H, P, N = ssm.state_shape
     a = np.asarray(state)
     if a.shape != (H, P, N):
-        raise ValueError(f"state_image: a state of shape {a.shape}, the unit's is {(H, P, N)}")
-    if ssm.lanes > N:
-        raise ValueError(f"state_image: SSMConfig.lanes ({ssm.lanes}) above d_state ({N}) has "
-                         f"no tile order here")
-    width = ssm.groups_per_row * ssm.lanes
-    rows = np.zeros((H * P, width), dtype=a.dtype)
+        raise ValueError(f"tile_order: a state of shape {a.shape}, the unit's is {(H, P, N)}")
+    rows = np.zeros((H * P, ssm.row_words), dtype=a.dtype)
     rows[:, :N] = a.reshape(H * P, N)
-    return stripe_state(rows.reshape(-1), lanes=ssm.lanes, ports=ssm.state_ports)
+    return rows.reshape(-1)
+
+
+def from_tile_order(ssm, words):
+    """Inverse of :func:`tile_order`: the ``state_shape`` state of a flat tile order (the
+    padding columns dropped)."""
+    H, P, N = ssm.state_shape
+    a = np.asarray(words)
+    if a.size != H * P * ssm.row_words:
+        raise ValueError(f"from_tile_order: {a.size} elements, the unit's tile order has "
+                         f"{H * P * ssm.row_words}")
+    return a.reshape(H * P, ssm.row_words)[:, :N].reshape(H, P, N)
 
 
 def unstripe_state(words, *, lanes, ports):

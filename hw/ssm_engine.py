@@ -67,8 +67,8 @@ def descriptor_layout(*, max_nodes, addr_width):
 def state_port_shape(config):
     """``(data_bits, slice_bits)`` of each state port of ``config``'s engine: the port's
     AXI data width, ``min(memory_port_bits, slice_bits)``, and its slice of the unit's
-    word, ``32·lanes/state_ports`` bits, which its read master packs beats into (one
-    slice a fabric cycle at most) and its write master takes one beat of a cycle."""
+    word, ``32·lanes/state_ports`` bits, which its read master packs beats into and its
+    write master splits into beats (a slice a fabric cycle at most, each way)."""
     c = config.ssm
     slice_bits = 32 * c.lanes // c.state_ports
     return min(config.board.memory_port_bits, slice_bits), slice_bits
@@ -173,7 +173,8 @@ class SSMEngine(wiring.Component):
     m_axi_st_wr0 … m_axi_st_wr(S − 1), m_axi_y : Out(axi4_write_signature), domain ``mem``
         ``S = ssm.state_ports`` state ports each way, port ``p`` on stripe ``p``.
         Widths: inputs ``32·input_words`` bits, state ``min(memory_port_bits,
-        32·lanes/S)``, ``y`` 32 bits (:attr:`port_widths`).
+        32·lanes/S)``, ``y`` ``32·Q`` bits, ``Q`` rows an issue of the unit
+        (:attr:`golden.mamba2.SSMConfig.rows_per_word`; :attr:`port_widths`).
     """
 
     def __init__(self, *, config, addr_width=40, **master_overrides):
@@ -188,10 +189,12 @@ class SSMEngine(wiring.Component):
         c = config.ssm
         self._aw = check_int("SSMEngine", "addr_width", addr_width, min=12, max=64)
         S = self._ports = c.state_ports
-        # A port's slice of the unit's word; a write master takes one beat of it a
-        # cycle, so the presets' ports of this width match the unit's word a cycle.
+        # A port's slice of the unit's word, a fabric cycle each way: the masters pack
+        # and split the port's beats (VHK158: 256-bit beats at 450 MHz, 256- or 512-bit
+        # slices at 250 MHz).
         st_bits, self._slice = state_port_shape(config)
-        widths = {"in": 32 * c.input_words, "st": st_bits, "y": 32}
+        # y: the unit's beat, an issue's rows (one binary32 word, or Q side by side).
+        widths = {"in": 32 * c.input_words, "st": st_bits, "y": 32 * c.rows_per_word}
         self._widths = widths
         kw = dict(master_overrides, addr_width=self._aw)
         # One input beat a cycle is what the unit's write port takes: no packing.
@@ -199,7 +202,9 @@ class SSMEngine(wiring.Component):
                                                  out_width=widths["in"], **kw)
         self._st_rd = [AXI4ReadMaster.from_config(config, data_width=widths["st"],
                                                   out_width=self._slice, **kw) for _ in range(S)]
-        self._st_wr = [AXI4WriteMaster.from_config(config, data_width=widths["st"], **kw)
+        # A write master takes its slice a fabric cycle and splits it at the memory clock.
+        self._st_wr = [AXI4WriteMaster.from_config(config, data_width=widths["st"],
+                                                   in_width=self._slice, **kw)
                        for _ in range(S)]
         self._y_wr = AXI4WriteMaster.from_config(config, data_width=widths["y"], **kw)
         u = self._unit
@@ -276,13 +281,8 @@ class SSMEngine(wiring.Component):
                          u.st_in.valid.eq(join.r_rdy), u.st_in.payload.eq(join.r_data),
                          join.r_en.eq(u.st_in.ready)]
             m.d.comb += [r.data.ready.eq(take) for r in st_rd]
-        downs = [submodule(m, f"st_down{q}", StreamDownsizer(in_width=sl,
-                                                              out_width=self._widths["st"]))
-                 for q in range(S)]
-        for q in range(S):
-            connect(m, downs[q].o, st_wr[q].data)
         if S == 1:
-            connect(m, u.st_out, downs[0].i)
+            connect(m, u.st_out, st_wr[0].data)
         else:
             # The word forks into a small FIFO per port: the unit's word leaves when
             # every FIFO has room (each a compare of its own level), and no master's
@@ -294,8 +294,8 @@ class SSMEngine(wiring.Component):
                 m.submodules[f"st_fork{q}"] = f
                 m.d.comb += [f.w_en.eq(u.st_out.valid & room),
                              f.w_data.eq(u.st_out.payload[q * sl:(q + 1) * sl]),
-                             downs[q].i.valid.eq(f.r_rdy), downs[q].i.payload.eq(f.r_data),
-                             f.r_en.eq(downs[q].i.ready)]
+                             st_wr[q].data.valid.eq(f.r_rdy), st_wr[q].data.payload.eq(f.r_data),
+                             f.r_en.eq(st_wr[q].data.ready)]
         y_en = Signal(name="y_en")
         # Without y_en the rows are taken and dropped (a commit pass).
         m.d.comb += [y_wr.data.payload.eq(u.y.payload), y_wr.data.valid.eq(u.y.valid & y_en),
@@ -456,21 +456,24 @@ class SSMEngine(wiring.Component):
                      u.cmd.payload.out_en.eq(d.out_en)]
         with m.If(u.cmd.valid & u.cmd.ready):
             m.d.sync += started.eq(1)
-        # y: one write region per node group of a tile (rows_per_tile words), at the
-        # node's row offset, so y lands node-major whatever the unit's order. The
-        # address is a register: the tile's first row, plus H·P words per node.
-        R, tiles = self._unit.rows_per_tile, self._unit.tiles
+        # y: one write region per node group of a tile (rows_per_tile words, Q a beat), at
+        # the node's row offset, so y lands node-major whatever the unit's order. The
+        # address is a register, in beats: the tile's first row, plus H·P words per node.
+        Q = c.rows_per_word
+        R, tiles = self._unit.rows_per_tile // Q, self._unit.tiles
         yt = Signal(index_width(max(tiles, 2)), name="y_tile")   # 1 bit for one tile
         yn = Signal(index_width(max_nodes), name="y_node")
         y_last = Signal(name="y_node_last")                     # yn == n - 1
-        y_row = Signal(self._aw, name="y_tile_addr")            # words: y_addr/4 + yt·R
-        y_cmd = Signal(self._aw, name="y_cmd_addr")             # words: y_row + yn·H·P
+        y_row = Signal(self._aw, name="y_tile_addr")            # beats: y_addr/4Q + yt·R
+        y_cmd = Signal(self._aw, name="y_cmd_addr")             # beats: y_row + yn·H·P/Q
         y_issue = Signal(name="y_issue")
         y_all = Signal(name="y_all_issued")
         with m.If(accept):
             p = self.desc.payload
-            m.d.sync += [yt.eq(0), yn.eq(0), y_last.eq(p.nodes == 1), y_row.eq(shift(p.y_addr, 32)),
-                         y_cmd.eq(shift(p.y_addr, 32)), y_all.eq(0)]
+            y_beat = self._widths["y"]
+            m.d.sync += [yt.eq(0), yn.eq(0), y_last.eq(p.nodes == 1),
+                         y_row.eq(shift(p.y_addr, y_beat)), y_cmd.eq(shift(p.y_addr, y_beat)),
+                         y_all.eq(0)]
         m.d.comb += [y_wr.cmd.valid.eq(busy & started & ~y_all & y_en),
                      y_wr.cmd.payload.addr.eq(y_cmd),
                      y_wr.cmd.payload.beats.eq(R),
@@ -482,7 +485,7 @@ class SSMEngine(wiring.Component):
                 with m.If(yt == tiles - 1):
                     m.d.sync += y_all.eq(1)
             with m.Else():
-                m.d.sync += [yn.eq(yn + 1), y_last.eq(yn == n_m2), y_cmd.eq(y_cmd + H * P)]
+                m.d.sync += [yn.eq(yn + 1), y_last.eq(yn == n_m2), y_cmd.eq(y_cmd + H * P // Q)]
         # done: every region answered. The masters count B responses (``done``); a
         # count of regions in flight per master goes up with each command taken and
         # down, a cycle later, with each step of ``done``, and its zero is a register.

@@ -252,18 +252,18 @@ class EMUGroup(wiring.Component):
         return m
 
 
-def beat_word(m, en, data, index, words, name):
-    """Word ``index mod words`` of a beat of ``words`` binary32 values read one cycle
-    after ``index`` was its address: the select is the index's low bits, registered
-    with the read (enabled by ``en``)."""
+def beat_word(m, en, data, index, words, name, width=32):
+    """Item ``index mod words`` of a beat of ``words`` items of ``width`` bits (binary32
+    values, or several side by side) read one cycle after ``index`` was its address: the
+    select is the index's low bits, registered with the read (enabled by ``en``)."""
     if words == 1:
         return data
     sel_d = delay_line(m, en, index[:index_width(words)], 1, f"{name}_sel")
-    out = Signal(32, name=name)
+    out = Signal(width, name=name)
     with m.Switch(sel_d):
         for i in range(words):
             with m.Case(i):
-                m.d.comb += out.eq(data[32 * i:32 * (i + 1)])
+                m.d.comb += out.eq(data[width * i:width * (i + 1)])
     return out
 
 
@@ -276,7 +276,11 @@ class SSMDatapath(wiring.Component):
     Parameters
     ----------
     cfg : golden.mamba2.SSMConfig
-        ``state_format="fp32"`` and ``lanes <= d_state``.
+        ``state_format="fp32"``. With ``lanes > d_state`` the datapath sweeps
+        ``Q = lanes/d_state`` rows of a head a cycle (:attr:`rows_per_issue`): ``Q``
+        reduction trees of ``d_state`` products, ``Q`` row multipliers and ``y`` adders,
+        the rows' ``y`` side by side on the ``y`` stream; ``Q`` must divide ``headdim``
+        and ``input_words``.
     mul_stages, add_stages : int
         Registers of the ``"ieee"`` contract's fabric units (:class:`hw.fp_ops.FPOps`).
     members : callable
@@ -294,9 +298,12 @@ class SSMDatapath(wiring.Component):
             raise TypeError(f"{owner}.cfg must be an SSMConfig, not {cfg!r}")
         if cfg.state_format != "fp32":
             raise ValueError(f"{owner} supports state_format 'fp32' only, not {cfg.state_format!r}")
-        if cfg.lanes > cfg.d_state:
-            raise ValueError(f"{owner}.cfg.lanes must be <= d_state ({cfg.d_state}) in this "
-                             f"revision, not {cfg.lanes!r}")
+        Q = cfg.rows_per_word
+        if cfg.headdim % Q or cfg.input_words % Q:
+            raise ValueError(f"{owner}.cfg.lanes ({cfg.lanes}) sweeps {Q} rows of "
+                             f"{cfg.d_state} columns a cycle, which must divide headdim "
+                             f"({cfg.headdim}) and input_words ({cfg.input_words}): the rows "
+                             f"of a head, their x words from one input beat")
         self._cfg = cfg
         self._ops = FPOps(contract=cfg.contract, mul_stages=mul_stages, add_stages=add_stages,
                           owner=owner)
@@ -306,6 +313,12 @@ class SSMDatapath(wiring.Component):
     @property
     def cfg(self):
         return self._cfg
+
+    @property
+    def rows_per_issue(self):
+        """State rows one issue sweeps: ``lanes/d_state`` rows of a head when
+        ``lanes > d_state`` (:attr:`golden.mamba2.SSMConfig.rows_per_word`), else 1."""
+        return self._cfg.rows_per_word
 
     def _lut(self, spec):
         return LUTFunction(spec=spec, mul_stages=self._lm, add_stages=self._la,
@@ -377,45 +390,56 @@ class SSMDatapath(wiring.Component):
         return delta_d, ex.y, tag_end
 
     def _emus(self, m, en, h, b, c, da, last, u):
-        """The EMU lanes in :class:`EMUGroup` pairs and the balanced tree over their
-        products. ``h``, ``b``, ``c``, ``da``, ``last`` are the tile's read data (one
-        cycle after issue), ``u`` the row's ``delta·x`` (:attr:`_t_u` after issue).
-        Returns ``(hnew, tsum)``: the lanes' ``h'`` (:attr:`emu_latency`) and the tile's
-        tree sum (:attr:`_t_tree`)."""
+        """The EMU lanes in :class:`EMUGroup` pairs and, per swept row, the balanced tree
+        over its products. ``h`` (every lane), ``b``, ``c`` (a row's tree width of lanes,
+        shared by the rows of an issue), ``da``, ``last`` are the tile's read data (one
+        cycle after issue), ``u`` the rows' ``delta·x`` (a list, one per row of the
+        issue; :attr:`_t_u` after issue). Returns ``(hnew, tsums)``: the lanes' ``h'``
+        (:attr:`emu_latency`) and each row's tile tree sum (:attr:`_t_tree`)."""
         cfg, ops = self._cfg, self._ops
-        L, N, K = cfg.lanes, cfg.d_state, cfg.groups_per_row
+        N, W, K = cfg.d_state, cfg.tree_width, cfg.groups_per_row
+        Q = len(u)
         # Lanes of a row's last tile that hold columns (all of them when lanes divides N).
-        last_lanes = N - (K - 1) * L
-        hnew, level = [], []
-        for j in range(0, L, 2):
-            n = min(2, L - j)
-            g = submodule(m, f"emu{j // 2}", EMUGroup(
-                ops=ops, lanes=n, pad=tuple(j + i >= last_lanes for i in range(n)), align=L > 1))
-            sl = slice(32 * j, 32 * (j + n))
-            m.d.comb += [g.en.eq(en), g.h.eq(h[sl]), g.b.eq(b[sl]), g.c.eq(c[sl]),
-                         g.da.eq(da), g.last.eq(last), g.u.eq(u)]
-            hnew.append(g.hnew)
-            level.append(g.s)
-        depth = 1
-        while len(level) > 1:
-            nxt = []
-            if len(level) % 2:
-                # The odd value out moves up unchanged, delayed like an adder.
-                level, odd = level[:-1], delay_line(m, en, level[-1], ops.add_latency,
-                                                    f"tree{depth}_pass")
-            else:
-                odd = None
-            for j in range(0, len(level), 2):
-                nxt.append(ops.add(m, f"tree{depth}_{j // 2}", level[j], level[j + 1], en))
-            if odd is not None:
-                nxt.append(odd)
-            level, depth = nxt, depth + 1
-        return hnew, level[0]
+        last_lanes = N - (K - 1) * W
+        hnew, tsums = [], []
+        for q in range(Q):
+            # One row's tree; a single row keeps the names of the one-row unit.
+            tag = "" if Q == 1 else f"r{q}_"
+            level = []
+            for j in range(0, W, 2):
+                n = min(2, W - j)
+                g = submodule(m, f"emu{tag}{j // 2}", EMUGroup(
+                    ops=ops, lanes=n, pad=tuple(j + i >= last_lanes for i in range(n)),
+                    align=W > 1))
+                sl = slice(32 * j, 32 * (j + n))
+                hs = slice(32 * (q * W + j), 32 * (q * W + j + n))
+                m.d.comb += [g.en.eq(en), g.h.eq(h[hs]), g.b.eq(b[sl]), g.c.eq(c[sl]),
+                             g.da.eq(da), g.last.eq(last), g.u.eq(u[q])]
+                hnew.append(g.hnew)
+                level.append(g.s)
+            depth = 1
+            while len(level) > 1:
+                nxt = []
+                if len(level) % 2:
+                    # The odd value out moves up unchanged, delayed like an adder.
+                    level, odd = level[:-1], delay_line(m, en, level[-1], ops.add_latency,
+                                                        f"{tag}tree{depth}_pass")
+                else:
+                    odd = None
+                for j in range(0, len(level), 2):
+                    nxt.append(ops.add(m, f"{tag}tree{depth}_{j // 2}", level[j], level[j + 1],
+                                       en))
+                if odd is not None:
+                    nxt.append(odd)
+                level, depth = nxt, depth + 1
+            tsums.append(level[0])
+        return hnew, tsums
 
-    def _row_out(self, m, en, tsum, t_acc, dx):
+    def _row_out(self, m, en, tsum, t_acc, dx, tag=""):
         """The row's accumulator over its tiles and ``y = acc + D·x``. ``t_acc`` is the
-        tile tag (valid, first, last) at the tree sum, ``dx`` is ``D·x`` at :attr:`_t_u`.
-        Returns ``(y, y_valid)`` at :attr:`latency` after the row's first issue."""
+        tile tag (valid, first, last) at the tree sum, ``dx`` is ``D·x`` at :attr:`_t_u`;
+        ``tag`` prefixes the names (a row of several an issue). Returns ``(y, y_valid)``
+        at :attr:`latency` after the row's first issue."""
         cfg, ops = self._cfg, self._ops
         K = cfg.groups_per_row
         t_tree, t_u = self._t_tree, self._t_u
@@ -426,20 +450,20 @@ class SSMDatapath(wiring.Component):
                 # On one DSPFP32: P = T_0 + (−0), then P = T_k + P on its own register
                 # (AM004: the adder accumulates one value per cycle). A row's sum is on P
                 # for one enabled cycle before the next row's T_0 replaces it.
-                acc_dsp = submodule(m, "acc", DSPFP32(a_fmt=FP32, b_fmt=FP32, stall=True))
+                acc_dsp = submodule(m, f"{tag}acc", DSPFP32(a_fmt=FP32, b_fmt=FP32, stall=True))
                 m.d.comb += [acc_dsp.ce.eq(en), acc_dsp.cea.eq(1), acc_dsp.ceb.eq(1),
                              acc_dsp.a.eq(tsum), acc_dsp.b.eq(C(ONE32, 32)), acc_dsp.c.eq(0),
                              acc_dsp.fpopmode.eq(Mux(t_acc[1], OP_START, OP_ACC_P)),
                              acc_dsp.cefpa.eq(delay_line(m, en, t_acc[0], DSPFP32.adder_stage,
-                                                         "acc_valid"))]
+                                                         f"{tag}acc_valid"))]
                 acc = acc_dsp.p
             else:
                 acc = tsum
         else:
             # A fabric adder in a one-cycle loop (the "ieee" contract, sim preset only).
-            acc = Signal(32, name="acc")
+            acc = Signal(32, name=f"{tag}acc")
             if K > 1:
-                acc_add = submodule(m, "acc_add", FPAdd(fmt=FP32, stages=0))
+                acc_add = submodule(m, f"{tag}acc_add", FPAdd(fmt=FP32, stages=0))
                 m.d.comb += [acc_add.en.eq(en), acc_add.valid.eq(0), acc_add.a.eq(acc),
                              acc_add.b.eq(tsum)]
                 acc_next = Mux(t_acc[1], tsum, acc_add.result)
@@ -449,18 +473,19 @@ class SSMDatapath(wiring.Component):
                 m.d.sync += acc.eq(acc_next)
         # row end: y = acc + D·x
         t_row = t_tree + acc_delay
-        r_end = delay_line(m, en, Cat(t_acc[0] & t_acc[2]), acc_delay, "row_end")
-        dx_end = delay_line(m, en, dx, t_row - t_u, "dx_end")
-        y_val = ops.add(m, "y_add", acc, dx_end, en)
-        y_valid = delay_line(m, en, r_end, ops.add_latency, "y_valid")
+        r_end = delay_line(m, en, Cat(t_acc[0] & t_acc[2]), acc_delay, f"{tag}row_end")
+        dx_end = delay_line(m, en, dx, t_row - t_u, f"{tag}dx_end")
+        y_val = ops.add(m, f"{tag}y_add", acc, dx_end, en)
+        y_valid = delay_line(m, en, r_end, ops.add_latency, f"{tag}y_valid")
         return y_val, y_valid
 
-    def _y_out(self, m, en, y_fifo, row, rows_in):
-        """``y`` through the output FIFO, and the rows in flight: counted from a row's last
-        tile issue (``rows_in``) to its ``y`` transfer. ``row`` is :meth:`_row_out`'s
-        ``(y, valid)``. Returns the in-flight count (zero: no state access pending, as a
-        row's write-backs come before its ``y``)."""
-        y_val, y_valid = row
+    def _y_out(self, m, en, y_fifo, rows, rows_in):
+        """``y`` through the output FIFO, and the issues in flight: counted from an issue's
+        last tile (``rows_in``) to its ``y`` transfer. ``rows`` is :meth:`_row_out`'s
+        ``(y, valid)`` of each row of an issue (one beat, the first row in the low word;
+        the rows run in lockstep). Returns the in-flight count (zero: no state access
+        pending, as a row's write-backs come before its ``y``)."""
+        y_val, y_valid = Cat(y for y, _ in rows), rows[0][1]
         # NaNs from the FP units and the DSP adders are canonical (0x7FC00000).
         m.d.comb += [y_fifo.w_data.eq(y_val), y_fifo.w_en.eq(en & y_valid),
                      self.y.payload.eq(y_fifo.r_data), self.y.valid.eq(y_fifo.r_rdy),
@@ -484,7 +509,7 @@ class SSMUnit(SSMDatapath):
         DSPFP32 slices, :class:`hw.fp_ops.FPOps`) and input width
         (``input_words``). ``state_format`` must be ``"fp32"``; ``lanes`` may be
         any count up to ``d_state`` (a row's last tile may be partial;
-        ``lanes > d_state`` is not implemented yet).
+        several rows a cycle, ``lanes > d_state``, are :class:`hw.tree_ssm.TreeSSMUnit`'s).
     mul_stages, add_stages : int
         Pipeline registers of every :class:`hw.fp_arith.FPMul` / ``FPAdd`` of
         the ``"ieee"`` contract (its accumulator's adder, when there is one, is
@@ -537,6 +562,11 @@ class SSMUnit(SSMDatapath):
     """
 
     def __init__(self, *, cfg, mul_stages=2, add_stages=2):
+        if isinstance(cfg, SSMConfig) and cfg.lanes > cfg.d_state:
+            # Several rows a cycle are TreeSSMUnit's (the decoder's); this stream-fed unit,
+            # with its state on chip, keeps one.
+            raise ValueError(f"SSMUnit.cfg.lanes must be <= d_state ({cfg.d_state}): several "
+                             f"rows a cycle are hw.tree_ssm.TreeSSMUnit's, not {cfg.lanes!r}")
         super().__init__(cfg=cfg, mul_stages=mul_stages, add_stages=add_stages,
                          members=lambda c: {**host_members(c), **state_members(c)})
         self._tiles = cfg.nheads * cfg.headdim * cfg.groups_per_row
@@ -784,7 +814,8 @@ class SSMUnit(SSMDatapath):
         u = ops.mul(m, "row_mul_u", rd_delta.data, x_word, en)
         dx = ops.mul(m, "row_mul_dx", d_word, x_word, en)
         t_h = self.emu_latency
-        hnew, tsum = self._emus(m, en, rd_state.data, rd_b.data, rd_c.data, rd_da.data, t1[2], u)
+        hnew, (tsum,) = self._emus(m, en, rd_state.data, rd_b.data, rd_c.data, rd_da.data,
+                                   t1[2], [u])
         # write-back of h' (or the state port while idle)
         t_wb = delay_line(m, en, t1, t_h - 1, "stag_wb")
         wb = en & t_wb[0]
@@ -797,7 +828,7 @@ class SSMUnit(SSMDatapath):
         t_tree = self._t_tree
         t_acc = delay_line(m, en, t1, t_tree - 1, "stag_acc")
         # idle: nothing committed, nothing in flight in the sweep pipeline
-        inflight = self._y_out(m, en, y_fifo, self._row_out(m, en, tsum, t_acc, dx),
+        inflight = self._y_out(m, en, y_fifo, [self._row_out(m, en, tsum, t_acc, dx)],
                                sw_issue & k_c.last)
         # A row is counted from its last tile's issue to its y transfer; its
         # write-backs all happen before its y, so idle means no state access.

@@ -58,7 +58,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from specgen.golden.decoder import HardwareLM
-from specgen.golden.memory_map import state_image, unstripe_state
+from specgen.golden.memory_map import from_tile_order, state_image, unstripe_state
 from specgen.golden.tree import (PATH_ENTRY_FIELDS, ROOT, node_table, tree_depths, tree_entries,
                                  validate_parents)
 from specgen.golden.validate import check_int
@@ -830,11 +830,11 @@ class StepPlan:
         m, ssm = self.model, self.lm.config.ssm
         L = self.layers[layer]
         w = self._windows(self.get(L["win"][0], m.conv_dim * self.wb, data))
-        gb, (H, P, N) = self.group_state_bytes, ssm.pass_config.state_shape
+        gb = self.group_state_bytes
         groups = []
         for g in range(self.G):
             words = np.frombuffer(self.get(self.committed_state(L) + g * gb, gb, data),
                                   np.float32)
-            rows = unstripe_state(words, lanes=ssm.lanes, ports=ssm.state_ports)
-            groups.append(rows.reshape(H * P, -1)[:, :N].reshape(H, P, N))
+            groups.append(from_tile_order(ssm.pass_config, unstripe_state(
+                words, lanes=ssm.lanes, ports=ssm.state_ports)))
         return w, np.concatenate(groups).copy()

@@ -19,14 +19,15 @@ A pass, for ``n`` nodes loaded into the node banks:
 
 1. prologue: ``delta`` and ``dA`` of every node and head (``n·nheads`` issues);
 2. sweep: for each tile (``rows_per_tile`` state rows, :attr:`rows_per_tile`), for
-   each node ``i`` in BFS order, for each row and group of ``lanes`` columns: read
-   the parent's tile from its ring slot (node ``i``'s table entry), or from ``st_in``
-   for a root, and write ``h'`` into node ``i``'s slot.
+   each node ``i`` in BFS order, for each row and group of ``lanes`` columns (or, with
+   ``lanes = Q·d_state``, each issue of ``Q`` rows of a head): read the parent's tile
+   from its ring slot (node ``i``'s table entry), or from ``st_in`` for a root, and
+   write ``h'`` into node ``i``'s slot.
 
 A node's first read of a tile comes at least :attr:`gap` enabled cycles after its
 predecessor's (its parent's write-back of that tile is then done), so a chain runs
-at one tile per cycle when ``rows_per_tile·⌈N/lanes⌉ >= gap``, as
-:attr:`rows_per_tile` is chosen.
+at one tile per cycle when :attr:`tile_issues` ``>= gap``, as :attr:`rows_per_tile` is
+chosen.
 """
 
 from amaranth import C, Cat, Module, Mux, Signal
@@ -76,7 +77,8 @@ class TreeSSMUnit(SSMDatapath):
     Parameters
     ----------
     cfg : golden.mamba2.SSMConfig
-        As :class:`hw.ssm_unit.SSMUnit` (``state_format="fp32"``, ``lanes <= d_state``).
+        As :class:`hw.ssm_unit.SSMDatapath` (``state_format="fp32"``); ``lanes`` up to
+        ``d_state``, or ``Q·d_state`` to sweep ``Q`` rows of a head an issue.
     max_nodes : int
         Most nodes per pass (node banks), 1 … 1024.
     fifo_depth : int
@@ -103,18 +105,20 @@ class TreeSSMUnit(SSMDatapath):
     cmd : In(stream.Signature(pass_layout(max_nodes)))
         Starts a pass; taken (``ready``) when :attr:`busy` is low.
     st_in : In(stream.Signature(32·lanes))
-        The committed state's tiles, ``nheads·P·⌈N/lanes⌉`` per pass in the order of
-        :class:`hw.ssm_unit.SSMUnit`'s tile port (tile ``k`` of row ``r`` is beat
-        ``r·⌈N/lanes⌉ + k``; lane ``i`` in bits ``32i…``), read once, by the root
-        node; a beat that is not valid stalls the root's issue only.
+        The committed state's words in the tile order (:func:`golden.memory_map.tile_order`:
+        tile ``k`` of row ``r`` is beat ``r·⌈N/lanes⌉ + k``, lane ``i`` in bits ``32i…``;
+        with ``Q`` rows an issue, beat ``a`` holds rows ``a·Q …``, row ``a·Q + j``'s
+        column ``n`` in lane ``j·N + n``), read once, by the root node; a beat that is
+        not valid stalls the root's issue only.
     st_out : Out(stream.Signature(32·lanes))
         With ``out_en``: node ``out_node``'s new tiles in the same order (lanes past
         column ``N − 1`` of a partial last tile are unspecified); from a FIFO whose
         fill drops the pipeline's clock enable, so holding ``ready`` low stalls the
         pass, never loses a tile.
-    y : Out(stream.Signature(32))
+    y : Out(stream.Signature(32·Q))
         ``y[h, p]`` of every node: for each tile, for each node in order, its
-        :attr:`rows_per_tile` rows; held ``y`` stalls the pass (registered enable).
+        :attr:`rows_per_tile` rows, ``Q`` a beat (the first in the low word); held ``y``
+        stalls the pass (registered enable).
     busy : Out(1)
         From the cycle after ``cmd`` is taken until the pass's last ``y`` and
         ``st_out`` beat have left.
@@ -122,7 +126,7 @@ class TreeSSMUnit(SSMDatapath):
     Notes
     -----
     Cycles of a pass without stalls: ``n·nheads`` (prologue issue) +
-    :attr:`prologue_latency` + ``tiles · Σ_nodes max(rows_per_tile·⌈N/lanes⌉, gap)``
+    :attr:`prologue_latency` + ``tiles · Σ_nodes max(tile_issues, gap)``
     + :attr:`latency`, with ``tiles = nheads·P / rows_per_tile``
     (:meth:`pass_cycles`).
     """
@@ -146,17 +150,18 @@ class TreeSSMUnit(SSMDatapath):
                 "cmd": In(stream.Signature(pass_layout(self._max_nodes))),
                 "st_in": In(stream.Signature(32 * c.lanes)),
                 "st_out": Out(stream.Signature(32 * c.lanes)),
-                "y": Out(stream.Signature(32)),
+                "y": Out(stream.Signature(32 * c.rows_per_word)),
                 "busy": Out(1),
             }
 
         super().__init__(cfg=cfg, mul_stages=mul_stages, add_stages=add_stages, members=members)
         H, P, _N = cfg.state_shape
-        rows, K = H * P, cfg.groups_per_row
-        # The smallest tile (in whole rows, dividing the state) whose issue covers
-        # the read-to-write-back distance: then a child never waits for its parent.
+        Q, K = cfg.rows_per_word, cfg.groups_per_row
+        issues = H * P // Q                  # row issues of a state (Q rows each)
+        # The smallest tile (in whole issues of Q rows, dividing the state) whose issue
+        # covers the read-to-write-back distance: then a child never waits for its parent.
         need = -(-self.gap // K)
-        self._rows = next((r for r in range(need, rows + 1) if rows % r == 0), rows)
+        self._rows = Q * next((r for r in range(need, issues + 1) if issues % r == 0), issues)
 
     @classmethod
     def from_config(cls, config):
@@ -178,9 +183,15 @@ class TreeSSMUnit(SSMDatapath):
 
     @property
     def rows_per_tile(self):
-        """State rows per ring tile: the smallest divisor of ``nheads·P`` with
-        ``rows·⌈N/lanes⌉ >= gap`` (all rows if none)."""
+        """State rows per ring tile: the fewest whole issues of :attr:`rows_per_issue`
+        rows, dividing ``nheads·P``, whose ``(rows/rows_per_issue)·⌈N/lanes⌉`` issue cycles
+        reach :attr:`gap` (all rows if none)."""
         return self._rows
+
+    @property
+    def tile_issues(self):
+        """Issue cycles of one node's ring tile: ``(rows_per_tile/rows_per_issue)·⌈N/lanes⌉``."""
+        return self._rows // self._cfg.rows_per_word * self._cfg.groups_per_row
 
     @property
     def tile_elems(self):
@@ -194,8 +205,8 @@ class TreeSSMUnit(SSMDatapath):
 
     @property
     def ring_words(self):
-        """Words of each lane's ring bank: ``fifo_depth · rows_per_tile · ⌈N/lanes⌉``."""
-        return self._depth * self._rows * self._cfg.groups_per_row
+        """Words of each lane's ring bank: ``fifo_depth ·`` :attr:`tile_issues`."""
+        return self._depth * self.tile_issues
 
     def ring_bits(self):
         """On-chip ring storage: ``32 · lanes ·`` :attr:`ring_words`."""
@@ -204,9 +215,8 @@ class TreeSSMUnit(SSMDatapath):
     def pass_cycles(self, nodes):
         """Enabled cycles of a pass of ``nodes`` nodes without stalls (see Notes)."""
         c = self._cfg
-        rk = self._rows * c.groups_per_row
         return (nodes * c.nheads + self.prologue_latency
-                + self.tiles * nodes * max(rk, self.gap) + self.latency)
+                + self.tiles * nodes * max(self.tile_issues, self.gap) + self.latency)
 
     @property
     def module_name(self):
@@ -219,13 +229,19 @@ class TreeSSMUnit(SSMDatapath):
         m = Module()
         cfg, ops = self._cfg, self._ops
         H, P, N, L = cfg.nheads, cfg.headdim, cfg.d_state, cfg.lanes
-        K, R, T, D = cfg.groups_per_row, self._rows, self._max_nodes, self._depth
+        K, T, D = cfg.groups_per_row, self._max_nodes, self._depth
+        # Q rows of a head an issue (lanes = Q·N), R issues of them a ring tile; B and C are
+        # one row's BW = min(lanes, N) lanes, shared by the Q rows.
+        Q, BW = cfg.rows_per_word, cfg.tree_width
+        R = self._rows // Q
         W = cfg.input_words
         wb = index_width(W) if W > 1 else 0
+        # An issue's Q x words are item (row mod W/Q) of an input beat of W/Q such items.
+        wq = index_width(W // Q) if W > Q else 0
         RK = R * K
-        last_lanes = N - (K - 1) * L
+        last_lanes = N - (K - 1) * BW
 
-        m.submodules.y_fifo = y_fifo = SyncFIFOBuffered(width=32, depth=self.Y_FIFO_DEPTH)
+        m.submodules.y_fifo = y_fifo = SyncFIFOBuffered(width=32 * Q, depth=self.Y_FIFO_DEPTH)
         m.submodules.st_fifo = st_fifo = SyncFIFOBuffered(width=32 * L, depth=self.ST_FIFO_DEPTH)
         # Registered clock enable (as SSMUnit): neither y.ready nor st_out.ready
         # reaches the pipeline; the FIFOs keep two entries of slack.
@@ -239,7 +255,7 @@ class TreeSSMUnit(SSMDatapath):
             return mm
 
         # Node banks: node j's words at j·(words per node) + index.
-        bc = {sel: mem(f"mem_{'b' if sel == SEL_B else 'c'}", 32 * L, T * K) for sel in (SEL_B, SEL_C)}
+        bc = {sel: mem(f"mem_{'b' if sel == SEL_B else 'c'}", 32 * BW, T * K) for sel in (SEL_B, SEL_C)}
         xmem = mem("mem_x", 32 * W, T * H * P // W)
         dtmem = mem("mem_dt", 32 * W, T * H // W)
         par = {sel: mem(f"mem_{n}", 32 * W, H // W)
@@ -272,7 +288,7 @@ class TreeSSMUnit(SSMDatapath):
             m.d.comb += a.eq(base + index)
             return a
 
-        blocks = L // W
+        blocks = BW // W
         for sel, mm in bc.items():
             wp = mm.write_port(granularity=32)
             blk = Signal(index_width(max(blocks, 2)), name=f"wr_block_{sel}")
@@ -280,7 +296,7 @@ class TreeSSMUnit(SSMDatapath):
             m.d.comb += [blk.eq(self.wr_addr % blocks), kidx.eq(self.wr_addr // blocks)]
             m.d.comb += [wp.addr.eq(node_addr(K, kidx, f"wr_bc_addr_{sel}")),
                          wp.data.eq(self.wr_data.replicate(blocks))]
-            for i in range(L):
+            for i in range(BW):
                 m.d.comb += wp.en[i].eq(self.wr_en & eq_const(self.wr_sel, sel) &
                                         (eq_const(blk, i // W) if blocks > 1 else C(1, 1)))
         for sel, mm, per in ((SEL_X, xmem, H * P // W), (SEL_DT, dtmem, H // W)):
@@ -338,14 +354,15 @@ class TreeSSMUnit(SSMDatapath):
         sweep_go = Signal(name="sweep_go")
         m.d.comb += sweep_go.eq(en & tag_end[0] & tag_end[1])
 
-        # -- sweep: tile → node → row → group ---------------------------------------------
+        # -- sweep: tile → node → row issue (Q rows) → group -------------------------------
         k_c = _Counter(m, K, "sw_k")
         r_c = _Counter(m, R, "sw_r")
-        blk = _Counter(m, H * P // R, "sw_blk")
+        blk = _Counter(m, H * P // (R * Q), "sw_blk")
         node = Signal(nodew, name="sw_node")
         node_last = node == n_last
-        p_c, h_c = _Counter(m, P, "sw_p"), _Counter(m, H, "sw_h")
-        row = Signal(index_width(max(H * P, 2)), name="sw_row")
+        p_c, h_c = _Counter(m, P // Q, "sw_p"), _Counter(m, H, "sw_h")
+        # The row issue: rows row·Q … row·Q + Q − 1.
+        row = Signal(index_width(max(H * P // Q, 2)), name="sw_row")
         # The block's first row (and its head and column) to return to for each node.
         row0 = Signal.like(row, name="sw_row0")
         p0, h0 = Signal.like(p_c.value, name="sw_p0"), Signal.like(h_c.value, name="sw_h0")
@@ -358,12 +375,17 @@ class TreeSSMUnit(SSMDatapath):
         cur_out = Signal(name="sw_out")
         rd_tbl = tbl.read_port(domain="comb")
         in_group = Signal(name="in_group")
-        gap = self.gap
-        since = Signal(index_width(gap + 1), init=gap, name="since_group")
-        with m.If(en & ~ge_const(since, gap)):
+        # A node's issue j must come `gap` enabled cycles after its predecessor's issue j
+        # (the parent's write-back of that word). Issues run in order, so when a group of
+        # RK ≥ gap issues separates them nothing waits; a smaller whole state waits
+        # gap − RK + 1 cycles after the predecessor's *last* issue, which stays safe when a
+        # root's issues were stretched by st_in (counting from its first would not).
+        need = max(1, self.gap - RK + 1)
+        since = Signal(index_width(need + 1), init=need, name="since_group")
+        with m.If(en & ~ge_const(since, need)):
             m.d.sync += since.eq(add_const(since, 1, len(since)))
         can = Signal(name="sw_can")
-        m.d.comb += can.eq(sw_run & (in_group | ge_const(since, gap))
+        m.d.comb += can.eq(sw_run & (in_group | ge_const(since, need))
                            & (~cur.root | self.st_in.valid))
         issue = Signal(name="sw_issue")
         m.d.comb += issue.eq(en & can)
@@ -377,7 +399,7 @@ class TreeSSMUnit(SSMDatapath):
             m.d.sync += [cur.eq(rd_tbl.data), cur_out.eq(out_en & (nxt == out_node)), node.eq(nxt)]
         with m.If(sweep_go):
             m.d.sync += [sw_run.eq(1), pro_wait.eq(0)]
-        with m.If(issue & ~in_group):
+        with m.If(group_end):
             m.d.sync += since.eq(1)
         with m.If(issue):
             m.d.sync += in_group.eq(~(k_c.last & r_c.last))
@@ -428,14 +450,14 @@ class TreeSSMUnit(SSMDatapath):
         m.d.comb += [r_addr.eq(slot_base(cur.parent_slot, "parent_base") + rk),
                      w_addr.eq(slot_base(cur.write_slot, "write_base") + rk)]
         m.d.comb += [
-            rd_x.addr.eq(xbase + row[wb:]),
+            rd_x.addr.eq(xbase + row[wq:]),
             rd_b.addr.eq(bcbase + k_c.value), rd_c.addr.eq(bcbase + k_c.value),
             rd_delta.addr.eq(dhbase + h_c.value), rd_da.addr.eq(dhbase + h_c.value),
             rd_d.addr.eq(Cat(h_c.value[wb:], C(0, 8))[:pw]),
         ]
         for rp in (rd_x, rd_b, rd_c, rd_delta, rd_da, rd_d):
             m.d.comb += rp.en.eq(en)
-        x_word = self._word(m, en, rd_x.data, row, "x_word")
+        x_words = beat_word(m, en, rd_x.data, row, W // Q, "x_word", width=32 * Q)
         d_word = self._word(m, en, rd_d.data, h_c.value, "d_word")
         # A root's tile comes from st_in, registered at issue like the ring's read.
         st_in_d = Signal(32 * L, name="st_in_d", reset_less=True)
@@ -446,16 +468,19 @@ class TreeSSMUnit(SSMDatapath):
         tag0 = Cat(issue, eq_const(k_c.value, 0), k_c.last, cur.root, cur_out, w_addr)
         t1 = delay_line(m, en, tag0, 1, "stag1")
         h_data = Mux(t1[3], st_in_d, ring_data)
-        u = ops.mul(m, "row_mul_u", rd_delta.data, x_word, en)
-        dx = ops.mul(m, "row_mul_dx", d_word, x_word, en)
-        hnew, tsum = self._emus(m, en, h_data, rd_b.data, rd_c.data, rd_da.data, t1[2], u)
+        # Per row of the issue: u = delta·x and D·x (the first row keeps the one-row names).
+        tags = [""] if Q == 1 else [f"r{q}_" for q in range(Q)]
+        x_q = [x_words[32 * q:32 * (q + 1)] for q in range(Q)]
+        u = [ops.mul(m, f"{t}row_mul_u", rd_delta.data, x, en) for t, x in zip(tags, x_q)]
+        dx = [ops.mul(m, f"{t}row_mul_dx", d_word, x, en) for t, x in zip(tags, x_q)]
+        hnew, tsums = self._emus(m, en, h_data, rd_b.data, rd_c.data, rd_da.data, t1[2], u)
         t_wb = delay_line(m, en, t1, self.emu_latency - 1, "stag_wb")
         wbv = en & t_wb[0]
         h_all = Cat(*hnew)
         for i, bank in enumerate(banks):
             sl = slice(32 * i, 32 * (i + 1))
             # Past column N − 1 of a row's last tile nothing is written (as SSMUnit).
-            w_en = wbv & ~t_wb[2] if i >= last_lanes else wbv
+            w_en = wbv & ~t_wb[2] if i % BW >= last_lanes else wbv
             m.d.comb += [bank.r_addr.eq(r_addr), bank.r_en.eq(en), ring_data[sl].eq(bank.r_data),
                          bank.w_addr.eq(t_wb[5:]), bank.w_en.eq(w_en), bank.w_data.eq(h_all[sl])]
         m.d.comb += [st_fifo.w_data.eq(h_all), st_fifo.w_en.eq(wbv & t_wb[4]),
@@ -463,8 +488,9 @@ class TreeSSMUnit(SSMDatapath):
                      st_fifo.r_en.eq(self.st_out.ready)]
         t_acc = delay_line(m, en, t1, self._t_tree - 1, "stag_acc")
         # end of pass: every row's y out and every st_out tile taken
-        inflight = self._y_out(m, en, y_fifo, self._row_out(m, en, tsum, t_acc, dx),
-                               issue & k_c.last)
+        inflight = self._y_out(m, en, y_fifo,
+                               [self._row_out(m, en, ts, t_acc, d, tag=t)
+                                for ts, d, t in zip(tsums, dx, tags)], issue & k_c.last)
         with m.If(drain & ~inflight.any() & ~st_fifo.r_rdy):
             m.d.sync += [drain.eq(0), busy.eq(0)]
         return m

@@ -40,24 +40,28 @@ def toy_step(cfg, state, tok):
 
 
 def pack_tiles(cfg, state):
-    """Tile-port words of a ``(H, P, N)`` uint32 state: tile ``k`` of row ``r`` at
-    ``r·⌈N/lanes⌉ + k``, column ``k·lanes + i`` in bits ``32i…``; lanes past column
-    ``N − 1`` (a row's partial last tile) are 0."""
-    H, P, N = cfg.state_shape
-    L, K = cfg.lanes, cfg.groups_per_row
-    return [sum(int(row[k * L + i]) << (32 * i) for i in range(min(L, N - k * L)))
-            for row in np.asarray(state).reshape(H * P, N) for k in range(K)]
+    """Tile-port words of a ``(H, P, N)`` uint32 state: with ``lanes ≤ N``, tile ``k`` of
+    row ``r`` at ``r·⌈N/lanes⌉ + k``, column ``k·lanes + i`` in bits ``32i…`` (lanes past
+    column ``N − 1`` of a row's partial last tile are 0); with ``lanes = Q·N``, rows
+    ``a·Q … a·Q + Q − 1`` at ``a``, row ``a·Q + j``'s column ``n`` in bits ``32(j·N + n)…``."""
+    return [get_tile(cfg, state, a) for a in range(_words(cfg))]
 
 
 def unpack_tiles(cfg, words):
     """Inverse of :func:`pack_tiles` (padding lanes are ignored)."""
-    H, P, N = cfg.state_shape
-    K = cfg.groups_per_row
-    assert len(words) == H * P * K, f"{len(words)} state words, expected {H * P * K}"
+    assert len(words) == _words(cfg), f"{len(words)} state words, expected {_words(cfg)}"
     out = np.zeros(cfg.state_shape, dtype=np.uint32)
     for a, w in enumerate(words):
         set_tile(cfg, out, a, w)
     return out
+
+
+def _words(cfg):
+    """Tile-port words of a state: ``H·P·⌈N/lanes⌉``, or ``H·P/Q`` with ``Q`` rows a word."""
+    H, P, N = cfg.state_shape
+    if cfg.lanes > N:
+        return H * P * N // cfg.lanes
+    return H * P * cfg.groups_per_row
 
 
 def state_to_memory(cfg, state):
@@ -78,26 +82,26 @@ def state_from_memory(cfg, words):
                               for a in range(len(tiles) // L)])
 
 
-def _tile_columns(cfg, a):
-    """Row and columns of tile-port word ``a``."""
+def _tile_lanes(cfg, a):
+    """``(row, column, lane)`` of every element tile-port word ``a`` holds."""
     N, L = cfg.state_shape[2], cfg.lanes
+    if L > N:
+        return [(a * (L // N) + j, n, j * N + n) for j in range(L // N) for n in range(N)]
     r, k = divmod(a, cfg.groups_per_row)
-    return r, range(k * L, min(N, (k + 1) * L))
+    return [(r, c, c - k * L) for c in range(k * L, min(N, (k + 1) * L))]
 
 
 def get_tile(cfg, state, a):
     """Tile-port word ``a`` of the state."""
-    r, cols = _tile_columns(cfg, a)
-    row = np.asarray(state).reshape(-1, cfg.state_shape[2])[r]
-    return sum(int(row[c]) << (32 * i) for i, c in enumerate(cols))
+    rows = np.asarray(state).reshape(-1, cfg.state_shape[2])
+    return sum(int(rows[r, c]) << (32 * i) for r, c, i in _tile_lanes(cfg, a))
 
 
 def set_tile(cfg, state, a, word):
     """Write tile-port word ``a`` into the state (in place)."""
-    r, cols = _tile_columns(cfg, a)
-    row = state.reshape(-1, cfg.state_shape[2])[r]
-    for i, c in enumerate(cols):
-        row[c] = (int(word) >> (32 * i)) & M32
+    rows = state.reshape(-1, cfg.state_shape[2])
+    for r, c, i in _tile_lanes(cfg, a):
+        rows[r, c] = (int(word) >> (32 * i)) & M32
 
 
 class SSMUnitBFM:

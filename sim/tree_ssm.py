@@ -58,9 +58,12 @@ def expected(cfg, prm, state0, parents, tokens):
 
 
 def y_order(unit, nodes):
-    """``(node, row)`` of every ``y`` beat of a pass, in the order the unit sends them."""
-    R = unit.rows_per_tile
-    return [(i, t * R + r) for t in range(unit.tiles) for i in range(nodes) for r in range(R)]
+    """``(node, first row)`` of every ``y`` beat of a pass, in the order the unit sends
+    them: a beat holds :attr:`~hw.tree_ssm.TreeSSMUnit.rows_per_issue` rows from that one
+    on, the first in the low word."""
+    R, Q = unit.rows_per_tile, unit.rows_per_issue
+    return [(i, t * R + r) for t in range(unit.tiles) for i in range(nodes)
+            for r in range(0, R, Q)]
 
 
 def make_plans(cfg, *, parents, out_node, passes, rng):
@@ -167,7 +170,8 @@ async def tree_passes(io, cfg, *, unit, parents, out_node, prm, plans, pyrng, st
             continue
         got_y = [np.zeros((H, P), dtype=np.uint32) for _ in range(n)]
         for (i, r), v in zip(order, ys):
-            got_y[i].reshape(-1)[r] = v
+            for q in range(unit.rows_per_issue):
+                got_y[i].reshape(-1)[r + q] = (v >> (32 * q)) & 0xFFFFFFFF
         results.append({"y": got_y, "want_y": want_y, "out": unpack_tiles(cfg, outs),
                         "want_out": want_out, "cycles": cycles, "y_cycles": y_cycles})
         k += 1

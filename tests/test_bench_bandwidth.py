@@ -51,12 +51,13 @@ def test_port_table_from_the_config_and_the_records():
 
 def test_layer_rows_by_hand():
     rows = {(r["board"], r["pass"].split(",")[0]): r for r in layer_rows()}
-    # vhk158: 16 state ports each way, a 256-bit beat a 250 MHz fabric cycle each (the
-    # masters' side; the 450 MHz memory clock is faster).
-    hbm = 16 * 256 / 8 * 250e6
+    # vhk158: 16 state ports each way, a 256-bit beat a 450 MHz memory cycle each (the
+    # masters take and give 512-bit slices of the 256 lanes' word a 250 MHz fabric cycle,
+    # two beats, faster than the port).
+    hbm = 16 * 256 / 8 * 450e6
     tree = rows[("vhk158", "tree pass")]
     assert tree["read_bytes"] == LAYER_2P7B and tree["write_bytes"] == 0
-    assert tree["ports"] == 16 and tree["read_gbs"] == tree["write_gbs"] == 8
+    assert tree["ports"] == 16 and tree["read_gbs"] == tree["write_gbs"] == 14.4
     assert tree["t_state"] == pytest.approx(LAYER_2P7B / hbm, rel=1e-12)
     commit = rows[("vhk158", "commit")]
     assert commit["t_state"] == pytest.approx(LAYER_2P7B / hbm, rel=1e-12)

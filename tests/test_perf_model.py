@@ -207,12 +207,13 @@ def test_ssm_rows_what_if_sweeps_rows_a_cycle():
     acc = accelerator(preset("vhk158"))
     dims = mamba_dims("2.7B")
     G = head_groups(acc, dims)
-    rows = dims.nheads // G * dims.headdim          # a group's rows, one issue each at R = 1
+    Q = acc.config.ssm.lanes // dims.d_state        # the preset's own rows a cycle (2)
+    rows = dims.nheads // G * dims.headdim // Q     # a group's row issues at R = 1
     for R in (2, 4):
         wide = dataclasses.replace(acc, ssm_rows=R)
         saved = _ssm_cycles(acc, dims, tokens=1) - _ssm_cycles(wide, dims, tokens=1)
         assert saved == dims.n_layer * G * (rows - rows // R)
-        assert (wide.ssm_emus, wide.dsp_ssm) == (R * 128, R * acc.dsp_ssm)
+        assert (wide.ssm_emus, wide.dsp_ssm) == (R * Q * 128, R * acc.dsp_ssm)
         assert "x %d rows (what-if)" % R in wide.describe()
     step = StepConfig(target="2.7B", draft="speq", tree=(1,) * 8, tokens_per_step=6)
     base, fast = (roofline(step_model(a, step)) for a in (acc, dataclasses.replace(acc, ssm_rows=2)))

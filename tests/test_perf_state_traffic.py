@@ -54,26 +54,31 @@ def test_sim_preset_by_hand():
 
 def test_vhk158_by_hand():
     # One Mamba2-2.7B layer: 80 x 64 x 128 binary32 = 2,621,440 B, striped over 16 state
-    # ports each way, each a 256-bit HBM_NMU port (4,096 bits of the 128 lanes / 16): at
-    # 450 MHz a port could move 14.4 GB/s, but its master moves one 256-bit beat a
-    # 250 MHz fabric cycle, 8 GB/s, 128 GB/s over the 16 = one unit word a cycle.
+    # ports each way, each a 256-bit HBM_NMU port (8,192 bits of the 256 lanes / 16 = a
+    # 512-bit slice a fabric cycle): at 450 MHz a port moves 14.4 GB/s, and its master
+    # packs (splits) two beats into (from) a slice a 250 MHz cycle, faster than that:
+    # 230.4 GB/s over the 16, 90 % of the unit's word a cycle.
     st = _traffic("vhk158")
     layer = 80 * 64 * 128 * 4
-    port = 256 // 8 * 250_000_000
+    port = 256 // 8 * 450_000_000
     assert st.layer_bytes == layer == 2_621_440 and st.ports == 16 and st.port_bits == 256
+    assert (st.read_pack, st.write_pack) == (2, 2)
     assert st.read_port_bytes_per_s == st.write_port_bytes_per_s == port
-    per_state = Fraction(layer, 16 * port)                 # 20.48 us = 5,120 fabric cycles
-    assert per_state == Fraction(5120, 250_000_000)
+    per_state = Fraction(layer, 16 * port)                 # 11.38 us = 2,844.4 fabric cycles
+    assert per_state == Fraction(25600, 9 * 250_000_000)
     assert st.seconds(reads=1, writes=0) == pytest.approx(float(per_state), rel=1e-12)
     assert st.seconds(reads=1, writes=1) == pytest.approx(float(per_state), rel=1e-12)
-    # A commit of 5 nodes computes 5 x 5,120 cycles (80 x 64 x 128 / 128 lanes) at
-    # 250 MHz = 102.4 us: one port is 327.68 us, 4 ports per direction (81.92 us) make
-    # it compute-bound, 3 (109.2 us) do not.
-    compute = 5 * Fraction(80 * 64 * 128, 128) / 250_000_000
+    # With one beat a fabric cycle on the write side (no split), the master binds: 8 GB/s.
+    slow = dataclasses.replace(st, write_pack=1)
+    assert slow.write_port_bytes_per_s == 256 // 8 * 250_000_000
+    # A commit of 5 nodes computes 5 x 2,560 cycles (80 x 64 x 128 / 256 lanes) at
+    # 250 MHz = 51.2 us: one port each way is 182.0 us, 4 ports per direction (45.5 us)
+    # make it compute-bound, 3 (60.7 us) do not.
+    compute = 5 * Fraction(80 * 64 * 128, 256) / 250_000_000
     one = dataclasses.replace(st, ports=1)
     assert one.ports_needed(float(compute), reads=1, writes=1) == 4
-    # One draft node, 20.48 us: all 16.
-    assert one.ports_needed(float(compute / 5), reads=1, writes=1) == 16
+    # One draft node, 10.24 us: more than the 16 (18 would do): the unit waits on them.
+    assert one.ports_needed(float(compute / 5), reads=1, writes=1) == 18
 
 
 def test_vck190_shared_ddr_binds():
@@ -93,12 +98,13 @@ def test_vck190_shared_ddr_binds():
 
 @pytest.mark.parametrize("flow", ["node", "prefix"])
 def test_step_counts_state_per_pass_by_hand(flow):
-    # One state port each way (--state-ports 1): a 256-bit beat a 250 MHz fabric cycle.
+    # One state port each way (--state-ports 1): a 256-bit beat a 450 MHz memory cycle (its
+    # masters pack and split the 256 lanes' whole word, faster than that).
     acc = accelerator(preset("vhk158"), state_ports=1)
     step = dataclasses.replace(SEED_TREE, tokens_per_step=None, alpha=0.8, draft_flow=flow)
     res = step_model(acc, step)
     assert res.step.draft_flow == flow
-    port = 256 / 8 * 250e6
+    port = 256 / 8 * 450e6
     tgt, drf = 80 * 64 * 128 * 4, 32 * 64 * 128 * 4        # 2.7B and 370M layers
     # The accepted path reaches depth 4 (no draft pass ran its node) with probability
     # (1 - 0.2^2)^2 * 0.8^2 at alpha 0.8 on the tree 2,2,1,1.

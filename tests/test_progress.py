@@ -53,12 +53,14 @@ def test_summary_counts_the_files(tmp_path):
 
 
 def test_fit_verdict_from_the_dsp_count():
-    # One DSP58 per MAC slot and two per FP32 multiply of the SSM unit, three per lane
-    # plus three per unit: vck190 has 64x8 DSPFP32 slots and 64 lanes.
+    # One DSP58 per MAC slot and the SSM unit's DSPFP32 slices: vck190 has 64x8 slots and
+    # 64 lanes, half a row: 3 a lane, 31 tree adds, u, D·x, y and the row's accumulator
+    # (two tiles a row), and the prologue's 8.
     vck = preset("vck190")
     assert vck.board.dsp58 == 1968
     dsp, timing = fit_notes(vck)
-    assert dsp.startswith("DSP58: 902 of 1,968 (46%") and dsp.endswith(": fits vck190")
+    assert 512 + 3 * 64 + 31 + 3 + 1 + 8 == 747
+    assert dsp.startswith("DSP58: 747 of 1,968 (38%") and dsp.endswith(": fits vck190")
     assert timing.startswith("timing: 400 MHz allows ")
     # 1,920 slots and the SSM unit (30 columns take 2 vector lanes at most)
     big = apply_overrides(vck, [("linear.cols", "30"), ("vector.lanes", "2")])

@@ -49,6 +49,26 @@ def test_ssm_engine_steps_verilator(seed):
                              cut_step=1), seed=seed)
 
 
+#: Two rows of a head a cycle (lanes = 2·d_state): the unit word is two rows, striped over
+#: two ports each way, and y leaves two words a beat on a 64-bit port.
+TWO_ROWS = {"nheads": 2, "headdim": 4, "d_state": 4, "lanes": 8, "input_words": 2,
+            "state_ports": 2}
+
+
+@pytest.mark.sim
+def test_ssm_engine_two_rows_a_cycle_verilator(seed):
+    """Two tree steps over two layers with the unit sweeping two rows a cycle (the VHK158
+    preset's geometry at bench scale), the board arithmetic, 30-cycle reads, stalls on
+    every AXI channel, one pass cut by a reset in mid-burst."""
+    config = _config(TWO_ROWS, contract="dspfp32")
+    eng = SSMEngine(config=config, addr_width=20)
+    assert eng.unit.rows_per_issue == 2
+    assert eng.port_widths == {"in": 64, "st": 128, "y": 64}
+    run_bench(eng, name=eng.module_name, module="specgen.sim.ssm_engine", testcase="steps",
+              params=_params(eng, config, TWO_ROWS, parents=[-1, 0, 0, 1, 2], layers=2, steps=2,
+                             cut_step=1), seed=seed)
+
+
 @pytest.mark.sim
 def test_ssm_engine_bench_catches_a_flipped_state_bit(seed):
     """The bench can fail: one exponent bit per head of the committed state flipped in memory
@@ -72,10 +92,12 @@ def test_ssm_engine_sizes_and_errors():
     assert eng.port_widths == {"in": 32, "st": 128, "y": 32}
     board = preset("vhk158")
     big = SSMEngine(config=board)
-    assert big.port_widths == {"in": 256, "st": 256, "y": 32}
-    # VHK158: 16 state ports each way, a 256-bit slice of the 128 lanes' word each, so
-    # the write masters (one beat a fabric cycle) take the unit's word every cycle.
-    assert big.state_ports == 16 and 16 * 256 == 32 * board.ssm.lanes
+    assert big.port_widths == {"in": 256, "st": 256, "y": 64}
+    # VHK158: 16 state ports each way, a 512-bit slice of the 256 lanes' word each (two
+    # rows a cycle, two y words a beat), which the masters pack from and split into two
+    # 256-bit beats at the memory clock.
+    assert big.state_ports == 16 and 16 * 512 == 32 * board.ssm.lanes
+    assert big.unit.rows_per_issue == 2
     assert big.stripe_bytes * 16 == big.state_bytes
     assert big.module_name.endswith("_s16")
     members = big.signature.members

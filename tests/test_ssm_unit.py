@@ -151,8 +151,8 @@ def test_ssm_unit_properties_and_errors():
     assert dut.module_name == "SSMUnit_h2_p4_n16_l4_m2a3"
     with pytest.raises(TypeError, match=r"^SSMUnit.cfg must be an SSMConfig, not 3$"):
         SSMUnit(cfg=3)
-    with pytest.raises(ValueError, match=r"^SSMUnit.cfg.lanes must be <= d_state \(4\) in this "
-                                         r"revision, not 8$"):
+    with pytest.raises(ValueError, match=r"^SSMUnit.cfg.lanes must be <= d_state \(4\): several "
+                                         r"rows a cycle are hw.tree_ssm.TreeSSMUnit's, not 8$"):
         SSMUnit(cfg=SSMConfig(nheads=1, headdim=2, d_state=4, lanes=8))
     with pytest.raises(ValueError, match=r"^SSMUnit supports state_format 'fp32' only, not 'fp16'$"):
         SSMUnit(cfg=SSMConfig(nheads=1, headdim=2, d_state=4, lanes=2, state_format="fp16"))

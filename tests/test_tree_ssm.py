@@ -23,6 +23,22 @@ CASES = [
     # two passes, the second from the first's st_out (a commit chain).
     pytest.param({"nheads": 2, "headdim": 4, "d_state": 8, "lanes": 4, "input_words": 2}, 1, 1,
                  "dspfp32", [-1, 0, 0, 1, 2], 2, 4, {"stall": 0.3, "passes": 2}, id="dsp-w2-2pass"),
+    # Two rows of a head an issue (lanes = 2·d_state: two trees, a 64-bit y), the board
+    # arithmetic, input beats of two issues' x words (the item select); a (2, 1) tree with
+    # stalls on every port.
+    pytest.param({"nheads": 4, "headdim": 4, "d_state": 4, "lanes": 8, "input_words": 4}, 1, 1,
+                 "dspfp32", [-1, 0, 0, 1], 3, 4, {"stall": 0.3, "st_idle": 0.3, "idle": 0.1},
+                 id="two-rows-dsp"),
+    # Four rows an issue (a head's rows a word, an input beat's x words), fabric units, a
+    # reset in mid-pass, two passes.
+    pytest.param({"nheads": 4, "headdim": 4, "d_state": 4, "lanes": 16, "input_words": 4}, 1, 1,
+                 "ieee", [-1, 0, 1, 1], 2, 4, {"stall": 0.2, "reset_at": 30, "passes": 2},
+                 id="four-rows-reset"),
+    # A state of fewer issues than the gap (4 against the DSP arithmetic's 9: one tile, and
+    # a child waits on its parent's write-back) under st_in stalls: a stretched root's
+    # issues must not let its child read before the write-back.
+    pytest.param({"nheads": 2, "headdim": 2, "d_state": 4, "lanes": 4}, 1, 1, "dspfp32",
+                 [-1, 0, 1, 1], 3, 4, {"st_idle": 0.4}, id="small-state-st-stalls"),
     # Combinational FP units (gap 2): a one-row tile; a reset cuts the first pass.
     pytest.param({"nheads": 4, "headdim": 2, "d_state": 4, "lanes": 2}, 0, 0, "ieee",
                  [-1, 0, 0, 0, 1], 4, 4, {"stall": 0.3, "reset_at": 40}, id="reset-mid-pass"),
@@ -75,17 +91,23 @@ def test_tree_ssm_tile_covers_the_write_back():
         c = preset(board)
         u = TreeSSMUnit.from_config(c)
         rows, K = c.ssm.nheads * c.ssm.headdim, c.ssm.groups_per_row
+        Q = c.ssm.rows_per_word
         R = u.rows_per_tile
-        assert rows % R == 0 and (R * K >= u.gap or R == rows)
-        assert all(rows % r or r * K < u.gap for r in range(1, R))
-        assert u.ring_words == c.tree.fifo_depth * R * K
+        assert rows % R == 0 and R % Q == 0 and (R // Q * K >= u.gap or R == rows)
+        assert all(rows % r or r // Q * K < u.gap for r in range(Q, R, Q))
+        assert u.ring_words == c.tree.fifo_depth * R // Q * K
     with pytest.raises(ValueError, match="TreeSSMUnit.max_nodes must be"):
         TreeSSMUnit(cfg=preset("sim").ssm, max_nodes=0, fifo_depth=4)
     with pytest.raises(ValueError, match="TreeSSMUnit.fifo_depth must be"):
         TreeSSMUnit(cfg=preset("sim").ssm, max_nodes=4, fifo_depth=0)
-    with pytest.raises(ValueError, match="TreeSSMUnit.cfg.lanes must be <= d_state"):
+    with pytest.raises(ValueError, match=r"TreeSSMUnit.cfg.lanes \(8\) sweeps 2 rows of 4 "
+                                         r"columns a cycle, which must divide headdim \(2\) "
+                                         r"and input_words \(1\)"):
         TreeSSMUnit(cfg=SSMConfig(nheads=1, headdim=2, d_state=4, lanes=8), max_nodes=4,
                     fifo_depth=4)
+    with pytest.raises(ValueError, match=r"which must divide headdim \(3\)"):
+        TreeSSMUnit(cfg=SSMConfig(nheads=2, headdim=3, d_state=4, lanes=8, input_words=2),
+                    max_nodes=4, fifo_depth=4)
 
 
 def test_tree_ssm_lint(tmp_path):

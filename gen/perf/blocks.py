@@ -13,7 +13,7 @@
 * :func:`ring_fifo_cycles`: a burst through ``RingFIFO``.
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from specgen.golden.config import LinearConfig, PipelineConfig
@@ -348,9 +348,10 @@ class SSMTiming:
     mul_stages, add_stages : int
         Pipeline registers of every FPMul / FPAdd (RTL defaults 2 and 2).
     rows_per_cycle : int
-        State rows swept a cycle: 1, as the RTL builds it (``lanes ≤ d_state``); ``R`` prices
-        a unit of ``R`` times the EMU lanes sweeping ``R`` rows of a head a cycle (a what-if,
-        :attr:`gen.perf.system.Accelerator.ssm_rows`), its other latencies the same.
+        A what-if (:attr:`gen.perf.system.Accelerator.ssm_rows`): ``R`` times the unit's
+        EMU lanes sweeping ``R`` times its rows a cycle, its other latencies the same. The
+        unit's own rows a cycle (``cfg.rows_per_word``: ``lanes/d_state`` when ``lanes >
+        d_state``, as ``hw.tree_ssm.TreeSSMUnit`` builds it) count already.
     """
 
     cfg: SSMConfig
@@ -369,13 +370,24 @@ class SSMTiming:
     @property
     def _unit(self):
         # The RTL's own latency properties (no elaboration): the model never copies them.
-        return _ssm_unit(self.cfg, self.mul_stages, self.add_stages)
+        # Several rows a cycle share one row's latencies (hw.ssm_unit.SSMDatapath builds a
+        # tree of d_state products per row), so the one-row unit of d_state lanes gives them.
+        cfg = self.cfg if self.cfg.lanes <= self.cfg.d_state else replace(
+            self.cfg, lanes=self.cfg.d_state, input_words=min(self.cfg.input_words,
+                                                              self.cfg.d_state))
+        return _ssm_unit(cfg, self.mul_stages, self.add_stages)
+
+    @property
+    def rows_a_cycle(self):
+        """State rows swept a cycle: ``cfg.rows_per_word`` (as built) times
+        :attr:`rows_per_cycle` (a what-if)."""
+        return self.cfg.rows_per_word * self.rows_per_cycle
 
     @property
     def tiles(self):
-        """Issue cycles per token, ``H·P·N / lanes`` (``SSMUnit.sweep_cycles``), over
-        :attr:`rows_per_cycle`."""
-        return -(-self._unit.sweep_cycles // self.rows_per_cycle)
+        """Issue cycles per token, ``H·P·N / lanes`` (``SSMUnit.sweep_cycles``) over
+        :attr:`rows_a_cycle`."""
+        return -(-self._unit.sweep_cycles // self.rows_a_cycle)
 
     @property
     def groups(self):
@@ -489,8 +501,8 @@ def ssm_stream(timing, *, tokens, words_per_cycle=1):
             s = max(s, start[-1] + timing.tiles, start[-1] + timing.gap)
         start.append(s)
         bank_free[t % 2] = s + timing.tiles        # the cycle after the last tile issue
-        # The last issue of a sweep: rows over rows_per_cycle, `groups` cycles each.
-        last_y.append(s + (-(-rows // timing.rows_per_cycle) - 1) * timing.groups
+        # The last issue of a sweep: rows over rows_a_cycle, `groups` cycles each.
+        last_y.append(s + (-(-rows // timing.rows_a_cycle) - 1) * timing.groups
                       + timing.row_latency)
     return SSMStream(tuple(commit), tuple(start), tuple(last_y), start[0] + timing.row_latency)
 

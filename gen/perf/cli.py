@@ -355,7 +355,6 @@ def read_profile(path):
 def run_tree_best(args, *, config, out):
     """``specgen perf --tree best``: the fastest tree shape under an acceptance profile, with
     the SpecMamba notes' (2,2,1,1) and chains beside it."""
-    from specgen.gen.perf.system import accelerator
     from specgen.gen.perf.tree_search import (AcceptanceProfile, beside_shapes, candidate_shapes,
                                       search_trees)
 

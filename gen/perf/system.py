@@ -202,8 +202,8 @@ class StateTraffic:
     board they also share the board's bandwidth with the weights
     (``shared_bytes_per_s``: DDR on VCK190 is the tighter limit). A port moves one beat
     a memory cycle at most, and no faster than its master's fabric side: a read
-    master hands on one slice (``read_pack`` beats) a fabric cycle, a write master
-    takes one beat a fabric cycle (``hw.axi_master``).
+    master hands on one slice (``read_pack`` beats) a fabric cycle, and a write master
+    takes one (``write_pack`` beats, ``hw.axi_master``).
 
     Attributes
     ----------
@@ -215,8 +215,9 @@ class StateTraffic:
         The board's memory clock, on which the ports run.
     fabric_clock_hz : float
         The board's fabric clock, on which the engine's side of each master runs.
-    read_pack : int
-        Beats a read master packs into the slice it hands on each fabric cycle.
+    read_pack, write_pack : int
+        Beats a read master packs into the slice it hands on each fabric cycle, and a
+        write master splits from the slice it takes.
     ports : int
         Read ports, and as many write ports.
     efficiency : float
@@ -232,6 +233,7 @@ class StateTraffic:
     fabric_clock_hz: float
     read_pack: int
     ports: int
+    write_pack: int = 1
     efficiency: float = 1.0
     shared_bytes_per_s: float | None = None
 
@@ -243,8 +245,10 @@ class StateTraffic:
 
     @property
     def write_port_bytes_per_s(self):
-        """Peak of one write port: its width times the lower of the two clocks."""
-        return self.port_bits / 8 * min(self.memory_clock_hz, self.fabric_clock_hz)
+        """Peak of one write port: its width times the memory clock, or times the fabric
+        clock and ``write_pack`` where that is lower."""
+        return self.port_bits / 8 * min(self.memory_clock_hz,
+                                        self.fabric_clock_hz * self.write_pack)
 
     def seconds(self, *, reads, writes):
         """Seconds to read ``reads`` and write ``writes`` states of one layer."""
@@ -295,6 +299,7 @@ def state_traffic(config, *, state_elems, elem_bytes, ports=None, efficiency=1.0
     return StateTraffic(layer_bytes=state_elems * elem_bytes, port_bits=bits,
                         memory_clock_hz=board.memory_clock_mhz * 1e6,
                         fabric_clock_hz=board.clock_mhz * 1e6, read_pack=slice_bits // bits,
+                        write_pack=slice_bits // bits,
                         ports=ports, efficiency=efficiency, shared_bytes_per_s=shared)
 
 
@@ -954,7 +959,11 @@ def _linear_cycles(acc, dims, *, tokens, mode):
 
 def ssm_timing(acc, dims):
     """The :class:`SSMTiming` of ``acc``'s SSM unit running a layer of ``dims``."""
-    lanes = min(acc.ssm_lanes, dims.d_state)
+    # Lanes beyond d_state sweep several rows a cycle (hw.tree_ssm.TreeSSMUnit); a model
+    # whose d_state they do not fit takes one row's d_state lanes.
+    lanes = acc.ssm_lanes
+    if lanes > dims.d_state and lanes % dims.d_state:
+        lanes = dims.d_state
     # The design's arithmetic (its pipeline depths) on the model's geometry.
     return SSMTiming(cfg=replace(dims.ssm_config, lanes=lanes, contract=acc.config.ssm.contract),
                      mul_stages=acc.ssm_mul_stages,

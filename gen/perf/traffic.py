@@ -34,6 +34,7 @@ record size against a paper-scale core's.
 import functools
 from dataclasses import dataclass
 
+from specgen.golden.mamba2 import row_words
 from specgen.golden.validate import check_choice, check_int
 from specgen.golden.weight_planes import (layout_args, matrix_draft_bytes, matrix_plane_bytes,
                                           matrix_tiles)
@@ -127,10 +128,8 @@ def _ssm_geometry(config, model, groups, elem):
     pass's state image of ``elem``-byte words (``golden.memory_map.ssm_engine_layout``
     for the pass's heads)."""
     Hg = model.nheads // groups
-    lanes = config.ssm.lanes
-    tiles = -(-model.d_state // lanes)
     record = 4 * (2 * model.d_state + Hg * model.headdim + Hg)
-    state = elem * Hg * model.headdim * tiles * lanes
+    state = elem * Hg * model.headdim * row_words(model.d_state, config.ssm.lanes)
     return Hg, record, state
 
 

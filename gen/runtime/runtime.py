@@ -274,12 +274,16 @@ BACKENDS = ("axi-lite", "mmio")
 def rtl_design(config, model):
     """The design an RTL run builds for ``model`` (a :class:`golden.lm.LMConfig`): ``config``
     with its SSM unit built for the model's heads, head dimension and state size (a
-    decoder core runs one model's layers; ``ssm.lanes`` at most ``d_state``). Every other
-    parameter is the design's, and the model must fit it (:class:`hw.decoder.DecoderCore`
-    names the field that does not)."""
+    decoder core runs one model's layers; ``ssm.lanes`` at most ``d_state``, or the
+    design's rows a cycle of the model's ``d_state`` each). Every other parameter is the
+    design's, and the model must fit it (:class:`hw.decoder.DecoderCore` names the field
+    that does not)."""
     import dataclasses
-    ssm = dataclasses.replace(config.ssm, nheads=model.nheads, headdim=model.headdim,
-                              d_state=model.d_state, lanes=min(config.ssm.lanes, model.d_state))
+    c = config.ssm
+    lanes = (c.rows_per_word * model.d_state if c.lanes > c.d_state
+             else min(c.lanes, model.d_state))
+    ssm = dataclasses.replace(c, nheads=model.nheads, headdim=model.headdim,
+                              d_state=model.d_state, lanes=lanes)
     return config.replace(ssm=ssm)
 
 
