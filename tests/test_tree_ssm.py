@@ -74,9 +74,13 @@ def test_tree_ssm_bench_catches_a_wrong_slot(monkeypatch, seed):
         bench.check(res)
 
 
-def test_tree_ssm_pass_cycles_are_the_model(seed):
+@pytest.mark.parametrize("geom", [
+    {"nheads": 4, "headdim": 4, "d_state": 4, "lanes": 4},
+    # Two rows an issue: half the sweep's issues, the same latencies.
+    {"nheads": 4, "headdim": 4, "d_state": 4, "lanes": 8, "input_words": 2}])
+def test_tree_ssm_pass_cycles_are_the_model(geom, seed):
     """Without stalls a pass takes pass_cycles plus the output FIFOs' two cycles."""
-    cfg, unit = _unit({"nheads": 4, "headdim": 4, "d_state": 4, "lanes": 4}, 1, 1, "ieee", 4)
+    cfg, unit = _unit(geom, 1, 1, "ieee", 4)
     parents = [-1, 0, 0, 1, 2]
     res = bench.run_pysim(unit, cfg, parents=parents, out_node=4, seed=seed)
     bench.check(res)
