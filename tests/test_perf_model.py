@@ -199,9 +199,9 @@ def test_ssm_period_is_the_stream_steady_state():
 
 def test_ssm_rows_what_if_sweeps_rows_a_cycle():
     """``ssm_rows`` (a what-if): a 1-node pass of a 2.7B layer's two head groups issues
-    40·64/R row sweeps a group instead of 40·64 (one 128-lane group a row), the rest of
-    the pass (input writes, prologue, the row's latency) the same; the EMUs and their
-    DSP58 grow R-fold, and the design ceiling counts them."""
+    R times fewer row sweeps a group than the design's (two rows of 128 lanes an issue),
+    the rest of the pass (input writes, prologue, the row's latency) the same; the EMUs
+    and their DSP58 grow R-fold, and the design ceiling counts them."""
     from specgen.gen.perf.system import _ssm_cycles, head_groups
     from specgen.gen.perf.roofline import roofline
     acc = accelerator(preset("vhk158"))
@@ -213,7 +213,8 @@ def test_ssm_rows_what_if_sweeps_rows_a_cycle():
         wide = dataclasses.replace(acc, ssm_rows=R)
         saved = _ssm_cycles(acc, dims, tokens=1) - _ssm_cycles(wide, dims, tokens=1)
         assert saved == dims.n_layer * G * (rows - rows // R)
-        assert (wide.ssm_emus, wide.dsp_ssm) == (R * Q * 128, R * acc.dsp_ssm)
+        # R times the rows' DSP58, the per-head prologue's eight once.
+        assert (wide.ssm_emus, wide.dsp_ssm) == (R * Q * 128, R * (acc.dsp_ssm - 8) + 8)
         assert "x %d rows (what-if)" % R in wide.describe()
     step = StepConfig(target="2.7B", draft="speq", tree=(1,) * 8, tokens_per_step=6)
     base, fast = (roofline(step_model(a, step)) for a in (acc, dataclasses.replace(acc, ssm_rows=2)))

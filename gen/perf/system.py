@@ -360,12 +360,12 @@ class Accelerator:
         barriers, except that a head group's conv1d and SSM pass run beside the linear
         engine's jobs for the next group's rows (:func:`layer_overlap`).
     ssm_rows : int
-        State rows the SSM unit sweeps a cycle: 1 as built (``hw.tree_ssm.TreeSSMUnit``
-        takes ``lanes ≤ d_state``, one row's columns a cycle); 2, 4 or 8 is a what-if, a
-        unit of that many times the EMU lanes and DSP58 sweeping as many rows of a head a
-        cycle. The golden model defines its results (``golden.mamba2.SSMConfig`` with
+        A what-if on the SSM unit's rows a cycle: 1 (the design's, ``ssm.lanes``: one
+        row's columns, or ``lanes/d_state`` rows of a head as ``hw.tree_ssm.TreeSSMUnit``
+        builds them) or 2, 4, 8 times as many, with as many times the EMU lanes and
+        DSP58. The golden model defines the results (``golden.mamba2.SSMConfig`` with
         ``lanes`` a multiple of ``d_state``: the same reduction tree, so the same bits);
-        its state streams that much faster, which the phases' state time prices on
+        the state streams that much faster, which the phases' state time prices on
         :attr:`state_ports`.
     stage_reuse : bool
         A what-if (default False: as built): each matrix's inputs read once for all its
@@ -492,8 +492,11 @@ class Accelerator:
 
     @property
     def dsp_ssm(self):
-        """DSP58 of the SSM unit: four per EMU lane (three binary32 multiplies and an add)."""
-        return 4 * self.ssm_emus
+        """DSP58 of the SSM unit of :attr:`ssm_emus` lanes
+        (:func:`gen.estimate.dsp_model.analytical_dsp58`, the design's count)."""
+        from specgen.gen.estimate.dsp_model import analytical_dsp58
+        ssm = replace(self.config.ssm, lanes=self.ssm_emus)
+        return analytical_dsp58(self.config.replace(ssm=ssm))["SSM unit"]
 
     def describe(self):
         lin = self.linear
