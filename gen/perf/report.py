@@ -232,8 +232,8 @@ def gap_sentences(rows=None):
     out.append(
         f"**SSM state ports.** The state is striped over {st_.ports} {st_.port_bits}-bit read "
         f"and as many write ports ({st_.read_port_bytes_per_s / 1e9:g} / "
-        f"{st_.write_port_bytes_per_s / 1e9:g} GB/s each: the memory clock, or one beat a "
-        f"fabric cycle where that is slower), {st_.layer_bytes / 1e6:.2f} MB per 2.7B "
+        f"{st_.write_port_bytes_per_s / 1e9:g} GB/s each: the memory clock, or the masters' "
+        f"slice a fabric cycle where that is slower), {st_.layer_bytes / 1e6:.2f} MB per 2.7B "
         f"layer: the {hp.step.draft} draft's passes wait {_ms(bound['draft'].t_state)} ms on "
         f"their states "
         f"({bound['draft'].bound}-bound) and the commit {_ms(bound['restore'].t_state)} ms "
