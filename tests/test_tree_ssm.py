@@ -135,3 +135,28 @@ def test_tree_ssm_verilator(seed):
                       "max_nodes": 8, "fifo_depth": 4, "lm": 1, "la": 1,
                       "parents": [-1, 0, 0, 1, 2], "out_node": 3, "passes": 2, "stall": 0.3,
                       "idle": 0.1, "st_idle": 0.3, "reset_at": 50}, seed=seed)
+
+
+@pytest.mark.sim
+@pytest.mark.slow
+@pytest.mark.filterwarnings("ignore::amaranth.hdl.UnusedElaboratable")
+def test_tree_ssm_board_scale_verilator(seed):
+    """The ``vhk158`` preset's pass unit on Verilator: 40 heads of 64 × 128, two rows an issue
+    (256 lanes), the board's tables and DSPFP32 arithmetic, 64 node banks and a ring of 16
+    tiles: a root and two children, every node's y and the written state bit for bit
+    against ``ssm_step_hw``, and the pass in ``pass_cycles`` (no stalls)."""
+    c = preset("vhk158")
+    cfg = c.ssm.pass_config
+    unit = TreeSSMUnit.from_config(c)
+    assert (cfg.nheads, cfg.lanes, unit.rows_per_issue) == (40, 256, 2)
+    parents = [-1, 0, 0]
+    geom = {k: getattr(cfg, k) for k in ("nheads", "headdim", "d_state", "lanes", "input_words",
+                                          "contract")}
+    luts = {k: getattr(cfg, k) for k in ("exp_lut", "softplus_lut", "silu_lut")}
+    run_bench(unit, name=unit.module_name, module="specgen.sim.tree_ssm", testcase="passes",
+              params={"cfg": geom, "luts": lut_params(luts),
+                      "max_nodes": c.tree.max_nodes, "fifo_depth": c.tree.fifo_depth,
+                      "lm": c.pipeline.fp_mul_stages, "la": c.pipeline.fp_add_stages,
+                      "parents": parents, "out_node": 2, "passes": 1, "stall": 0.0,
+                      "idle": 0.0, "st_idle": 0.0, "pass_cycles": unit.pass_cycles(3)},
+              seed=seed)
