@@ -539,9 +539,9 @@ PRESETS = {
     # take and give 8,192 state bits a 250 MHz cycle: 16 of its 256-bit HBM ports each way
     # at 450 MHz carry 90 % of them (the masters pack and split 512-bit slices), so a pass
     # that streams its state runs at that rate and a tree pass, which reads it once for
-    # all its nodes, at the lanes'; the 2,048 spare DSP58 of 128 lanes took the second
-    # row (the model: SPEQ 69.5 -> 76.1 tok/s, docs/perf-model.md). VCK190's DDR is one
-    # port and binds first: 64 lanes. The vector
+    # all its nodes, at the lanes'; the part's spare DSP58 took the second row (450 more:
+    # 86 % of the part with the vector stages; the model: SPEQ 69.5 -> 77.4 tok/s,
+    # docs/perf-model.md). VCK190's DDR is one port and binds first: 64 lanes. The vector
     # stages take 4 elements a beat (the most that divides VHK158's 84 columns; with one,
     # they were half of the modeled verify pass, docs/perf.md); the sim preset 2, so
     # every bench and the RTL generation run lanes. VHK158 runs a layer's SSM work as two

@@ -312,7 +312,7 @@ def test_state_image_is_the_benches_tile_order_striped():
     """The memory image of a state equals the tile-port words the SSM unit's benches
     build (``sim.ssm_unit_bfm.pack_tiles``, a partial last tile per row), striped."""
     from specgen.golden.mamba2 import SSMConfig
-    from specgen.golden.memory_map import state_image
+    from specgen.golden.memory_map import from_tile_order, state_image, tile_order
     from specgen.sim.ssm_unit_bfm import state_to_memory
     rng = np.random.default_rng(5)
     for geom in ({"nheads": 2, "headdim": 3, "d_state": 8, "lanes": 4, "state_ports": 2},
@@ -323,6 +323,10 @@ def test_state_image_is_the_benches_tile_order_striped():
         cfg = SSMConfig(**geom)
         st = rng.integers(0, 2**32, size=cfg.state_shape, dtype=np.uint64).astype(np.uint32)
         assert state_image(cfg, st).tolist() == state_to_memory(cfg, st).tolist()
+        assert np.array_equal(from_tile_order(cfg, tile_order(cfg, st)), st)
+    with pytest.raises(ValueError, match="from_tile_order: 5 elements, the unit's tile order "
+                                         "has 64"):
+        from_tile_order(cfg, np.zeros(5))
     with pytest.raises(ValueError, match="a state of shape"):
         state_image(cfg, st[:1])
     with pytest.raises(ValueError, match="4 elements in words of 8 lanes"):
