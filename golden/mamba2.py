@@ -308,6 +308,16 @@ class SSMConfig:
         return max(1, self.lanes // self.d_state)
 
     @property
+    def one_row(self):
+        """This unit at one row a cycle at most: ``lanes`` (and ``input_words``) capped at
+        ``d_state``, everything else the same (the latencies of a row, which several rows a
+        cycle share)."""
+        if self.lanes <= self.d_state:
+            return self
+        return replace(self, lanes=self.d_state,
+                       input_words=min(self.input_words, self.d_state))
+
+    @property
     def row_words(self):
         """Elements of a row in the unit's tile order (:func:`row_words`)."""
         return row_words(self.d_state, self.lanes)

@@ -315,6 +315,19 @@ class SSMDatapath(wiring.Component):
         return self._cfg
 
     @property
+    def last_lanes(self):
+        """Lanes of a row's last tile that hold columns (all of a row's tree width when it
+        divides ``d_state``); lanes past them are padding."""
+        c = self._cfg
+        return c.d_state - (c.groups_per_row - 1) * c.tree_width
+
+    def row_tags(self):
+        """Name prefixes of an issue's rows: ``""`` for one row (the one-row unit's names),
+        ``"r0_"``, ``"r1_"``, … for several."""
+        Q = self._cfg.rows_per_word
+        return [""] if Q == 1 else [f"r{q}_" for q in range(Q)]
+
+    @property
     def rows_per_issue(self):
         """State rows one issue sweeps: ``lanes/d_state`` rows of a head when
         ``lanes > d_state`` (:attr:`golden.mamba2.SSMConfig.rows_per_word`), else 1."""
@@ -397,14 +410,10 @@ class SSMDatapath(wiring.Component):
         issue; :attr:`_t_u` after issue). Returns ``(hnew, tsums)``: the lanes' ``h'``
         (:attr:`emu_latency`) and each row's tile tree sum (:attr:`_t_tree`)."""
         cfg, ops = self._cfg, self._ops
-        N, W, K = cfg.d_state, cfg.tree_width, cfg.groups_per_row
-        Q = len(u)
-        # Lanes of a row's last tile that hold columns (all of them when lanes divides N).
-        last_lanes = N - (K - 1) * W
+        W, last_lanes = cfg.tree_width, self.last_lanes
         hnew, tsums = [], []
-        for q in range(Q):
-            # One row's tree; a single row keeps the names of the one-row unit.
-            tag = "" if Q == 1 else f"r{q}_"
+        for q, tag in enumerate(self.row_tags()):
+            # One row's tree (a single row keeps the names of the one-row unit).
             level = []
             for j in range(0, W, 2):
                 n = min(2, W - j)
@@ -598,10 +607,9 @@ class SSMUnit(SSMDatapath):
     def elaborate(self, platform):
         m = Module()
         cfg, ops = self._cfg, self._ops
-        H, P, N, L = cfg.nheads, cfg.headdim, cfg.d_state, cfg.lanes
+        H, P, L = cfg.nheads, cfg.headdim, cfg.lanes
         K = cfg.groups_per_row
-        # Lanes of a row's last tile that hold columns (all of them when lanes divides N).
-        last_lanes = N - (K - 1) * L
+        last_lanes = self.last_lanes
         # The pipeline's clock enable is a register: y's ready never reaches the
         # thousands of registers and DSP CE pins it drives. It drops when the
         # output FIFO could not take a row in the next cycle, whatever y.ready does.

@@ -228,7 +228,7 @@ class TreeSSMUnit(SSMDatapath):
     def elaborate(self, platform):
         m = Module()
         cfg, ops = self._cfg, self._ops
-        H, P, N, L = cfg.nheads, cfg.headdim, cfg.d_state, cfg.lanes
+        H, P, L = cfg.nheads, cfg.headdim, cfg.lanes
         K, T, D = cfg.groups_per_row, self._max_nodes, self._depth
         # Q rows of a head an issue (lanes = Q·N), R issues of them a ring tile; B and C are
         # one row's BW = min(lanes, N) lanes, shared by the Q rows.
@@ -239,7 +239,7 @@ class TreeSSMUnit(SSMDatapath):
         # An issue's Q x words are item (row mod W/Q) of an input beat of W/Q such items.
         wq = index_width(W // Q) if W > Q else 0
         RK = R * K
-        last_lanes = N - (K - 1) * BW
+        last_lanes = self.last_lanes
 
         m.submodules.y_fifo = y_fifo = SyncFIFOBuffered(width=32 * Q, depth=self.Y_FIFO_DEPTH)
         m.submodules.st_fifo = st_fifo = SyncFIFOBuffered(width=32 * L, depth=self.ST_FIFO_DEPTH)
@@ -469,7 +469,7 @@ class TreeSSMUnit(SSMDatapath):
         t1 = delay_line(m, en, tag0, 1, "stag1")
         h_data = Mux(t1[3], st_in_d, ring_data)
         # Per row of the issue: u = delta·x and D·x (the first row keeps the one-row names).
-        tags = [""] if Q == 1 else [f"r{q}_" for q in range(Q)]
+        tags = self.row_tags()
         x_q = [x_words[32 * q:32 * (q + 1)] for q in range(Q)]
         u = [ops.mul(m, f"{t}row_mul_u", rd_delta.data, x, en) for t, x in zip(tags, x_q)]
         dx = [ops.mul(m, f"{t}row_mul_dx", d_word, x, en) for t, x in zip(tags, x_q)]

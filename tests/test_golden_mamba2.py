@@ -445,3 +445,14 @@ def test_docs_ssm_numerics_is_current(tmp_path):
     from specgen.gen.studies.ssm_error_budget import write_error_budget
     docs = Path(__file__).resolve().parent.parent / "docs" / "ssm-numerics.md"
     assert write_error_budget(out=tmp_path).read_bytes() == docs.read_bytes()
+
+
+def test_rows_per_word_and_one_row():
+    """Lanes beyond d_state sweep several rows a word; ``one_row`` is the unit at one row a
+    cycle (its latencies), the config itself when it already is."""
+    two = SSMConfig(nheads=4, headdim=4, d_state=4, lanes=8, input_words=4)
+    assert (two.rows_per_word, two.tree_width, two.row_words, two.cycles_per_token) == (2, 4, 4, 8)
+    one = two.one_row
+    assert (one.lanes, one.input_words, one.rows_per_word, one.nheads) == (4, 4, 1, 4)
+    part = SSMConfig(nheads=2, headdim=3, d_state=6, lanes=4)
+    assert part.one_row is part and (part.row_words, part.cycles_per_token) == (8, 12)

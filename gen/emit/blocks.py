@@ -55,11 +55,9 @@ def _library():
     def ssm_unit(config):
         # One row a cycle at most: several are the tree unit's (hw.tree_ssm), which took
         # this unit's place; a preset of more lanes gets this unit at one row's.
-        import dataclasses
-        pipe, c = config.pipeline, config.ssm
-        cfg = dataclasses.replace(c, lanes=min(c.lanes, c.d_state),
-                                  input_words=min(c.input_words, c.d_state))
-        return SSMUnit(cfg=cfg, mul_stages=pipe.fp_mul_stages, add_stages=pipe.fp_add_stages)
+        pipe = config.pipeline
+        return SSMUnit(cfg=config.ssm.one_row, mul_stages=pipe.fp_mul_stages,
+                       add_stages=pipe.fp_add_stages)
 
     return (
         # The stream-fed SSM unit (one token at a time, the state on chip), which the

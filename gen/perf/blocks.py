@@ -13,7 +13,7 @@
 * :func:`ring_fifo_cycles`: a burst through ``RingFIFO``.
 """
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import lru_cache
 
 from specgen.golden.config import LinearConfig, PipelineConfig
@@ -371,11 +371,8 @@ class SSMTiming:
     def _unit(self):
         # The RTL's own latency properties (no elaboration): the model never copies them.
         # Several rows a cycle share one row's latencies (hw.ssm_unit.SSMDatapath builds a
-        # tree of d_state products per row), so the one-row unit of d_state lanes gives them.
-        cfg = self.cfg if self.cfg.lanes <= self.cfg.d_state else replace(
-            self.cfg, lanes=self.cfg.d_state, input_words=min(self.cfg.input_words,
-                                                              self.cfg.d_state))
-        return _ssm_unit(cfg, self.mul_stages, self.add_stages)
+        # tree of d_state products per row), so the one-row unit gives them.
+        return _ssm_unit(self.cfg.one_row, self.mul_stages, self.add_stages)
 
     @property
     def rows_a_cycle(self):
